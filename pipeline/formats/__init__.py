@@ -1,0 +1,1 @@
+"""File and wire formats: kubetape segments, SimKube v2 traces, export assembly."""

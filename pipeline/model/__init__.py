@@ -1,0 +1,1 @@
+"""Pure data and functions shared by every stage: events, keys, tracer config, sanitizing, hashes."""

@@ -1,0 +1,158 @@
+"""A single-node Apache Kafka 4.x broker (KRaft, combined broker+controller) on loopback.
+
+Started from the jars :func:`pipeline.stack.build.ensure_kafka` collects, with storage formatted once
+per data directory so that a stop and a restart keep committed data.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.model.errors import StackError
+from pipeline.stack.processes import port_open, require_tool, spawn_detached, terminate_process_group
+
+STARTED_MARKER = "Kafka Server started"
+_TOOL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+# Kafka's stock performance flags, with a small heap: Kafka relies on the page cache, not the heap.
+_BROKER_JVM = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+               "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExitOnOutOfMemoryError",
+               "-Djava.awt.headless=true"]
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaLayout:
+    """Where one broker keeps its config, data and log, and the ports it listens on."""
+
+    home: Path
+    broker_port: int
+    controller_port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    @property
+    def properties(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "broker.log"
+
+
+def write_server_properties(layout: KafkaLayout) -> None:
+    layout.home.mkdir(parents=True, exist_ok=True)
+    # Single-node settings plus test-speed tweaks: one offsets partition and no initial rebalance delay
+    # make the first consumer-group join take milliseconds instead of seconds.
+    layout.properties.write_text(
+        "\n".join([
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{layout.controller_port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{layout.broker_port},"
+            f"CONTROLLER://127.0.0.1:{layout.controller_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{layout.broker_port}",
+            "inter.broker.listener.name=PLAINTEXT",
+            "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            f"log.dirs={layout.data_dir}",
+            "num.partitions=1",
+            "default.replication.factor=1",
+            "min.insync.replicas=1",
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=1",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "transaction.state.log.num.partitions=1",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=true",
+            "num.network.threads=2",
+            "num.io.threads=2",
+            "num.recovery.threads.per.data.dir=1",
+            "log.cleaner.backoff.ms=1000",
+            "",
+        ])
+    )
+
+
+def _java_base(libs: Path, layout: KafkaLayout) -> list[str]:
+    java = require_tool("java", "run the Kafka broker")
+    return [java, f"-Dlog4j2.configurationFile={libs / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={layout.home / 'logs'}"]
+
+
+def format_storage(libs: Path, layout: KafkaLayout) -> None:
+    """Format the KRaft storage once; a formatted data dir is kept across restarts."""
+    if (layout.data_dir / "meta.properties").exists():
+        return
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    if cluster_id.startswith("-"):
+        cluster_id = "A" + cluster_id[1:]
+    argv = [*_java_base(libs, layout)[:1], *_TOOL_JVM, *_java_base(libs, layout)[1:],
+            "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format", "-t", cluster_id,
+            "-c", str(layout.properties), "--ignore-formatted"]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise StackError(f"formatting Kafka storage in {layout.data_dir} failed: "
+                         f"{(result.stdout + result.stderr).strip()[-800:]}")
+
+
+def start_broker(libs: Path, layout: KafkaLayout) -> int:
+    """Start the broker detached and return its pid (call :func:`wait_ready` next)."""
+    java_base = _java_base(libs, layout)
+    argv = [java_base[0], *_BROKER_JVM, *java_base[1:], "-cp", f"{libs}/*", "kafka.Kafka",
+            str(layout.properties)]
+    return spawn_detached(argv, log_file=layout.log_file, cwd=layout.home)
+
+
+def wait_ready(layout: KafkaLayout, pid: int, timeout_s: float = 90.0, log_offset: int = 0) -> None:
+    """Wait for the broker's "started" log line and an open listener port."""
+    from pipeline.stack.processes import pid_alive
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            raise StackError(f"the Kafka broker exited during start-up; see {layout.log_file}:\n"
+                             + _log_tail(layout.log_file))
+        text = _read_from(layout.log_file, log_offset)
+        if STARTED_MARKER in text and port_open(layout.broker_port):
+            return
+        time.sleep(0.25)
+    raise StackError(f"the Kafka broker did not become ready within {timeout_s:.0f}s; see {layout.log_file}:\n"
+                     + _log_tail(layout.log_file))
+
+
+def stop_broker(pid: int) -> None:
+    # SIGTERM lets the broker flush and shut down cleanly (a controlled shutdown keeps data intact).
+    terminate_process_group(pid, grace_s=30.0)
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _log_tail(path: Path, lines: int = 20) -> str:
+    return "\n".join(_read_from(path, 0).splitlines()[-lines:])
+
+
+def log_size(layout: KafkaLayout) -> int:
+    try:
+        return layout.log_file.stat().st_size
+    except OSError:
+        return 0

@@ -1,0 +1,241 @@
+"""The local stack: one Kafka broker and any number of named KWOK clusters, as plain processes.
+
+State (ports, pids, cluster names) lives in ``<stack dir>/state.json`` so that ``kubetape stack
+status|env|down`` work from any later process. ``up`` is idempotent: what is already running is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pipeline.model.errors import StackError
+from pipeline.stack import kafka, kwok
+from pipeline.stack.build import ensure_kafka, ensure_kube_binaries
+from pipeline.stack.processes import free_port, pid_alive
+from pipeline.stack.progress import Reporter, silent_reporter
+from pipeline.stack.versions import StackVersions, cache_root
+
+DEFAULT_CLUSTERS = ("source", "sim")
+
+
+def default_stack_dir() -> Path:
+    configured = os.environ.get("KUBETAPE_STACK_DIR")
+    return Path(configured).expanduser() if configured else cache_root() / "stack" / "default"
+
+
+@dataclass(slots=True)
+class KafkaState:
+    broker_port: int
+    controller_port: int
+    pid: int | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+
+@dataclass(slots=True)
+class StackState:
+    kafka: KafkaState | None = None
+    clusters: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> StackState:
+        if not path.exists():
+            return cls()
+        try:
+            raw = json.loads(path.read_text())
+            kafka_raw = raw.get("kafka")
+            return cls(kafka=KafkaState(**kafka_raw) if kafka_raw else None,
+                       clusters=list(raw.get("clusters", [])))
+        except (ValueError, TypeError) as exc:
+            raise StackError(f"stack state file {path} is unreadable ({exc}); run `kubetape stack down "
+                             f"--force` or delete it") from exc
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+
+
+@dataclass(frozen=True, slots=True)
+class StackInfo:
+    """What a user or a test needs to talk to a running stack."""
+
+    stack_dir: Path
+    bootstrap: str
+    kubeconfigs: dict[str, Path]
+    bin_dir: Path
+
+    def env_lines(self) -> list[str]:
+        lines = [f"export KUBETAPE_BOOTSTRAP={self.bootstrap}",
+                 f"export KUBETAPE_STACK_DIR={self.stack_dir}",
+                 f"export PATH={self.bin_dir}:$PATH"]
+        for name, path in sorted(self.kubeconfigs.items()):
+            lines.append(f"export KUBECONFIG_{name.upper().replace('-', '_')}={path}")
+        return lines
+
+
+class LocalStack:
+    """Builds (once), starts, inspects and stops the local stack kept in ``stack_dir``."""
+
+    def __init__(self, stack_dir: Path | None = None, versions: StackVersions | None = None,
+                 report: Reporter = silent_reporter) -> None:
+        self.stack_dir = (stack_dir or default_stack_dir()).resolve()
+        self.versions = versions or StackVersions()
+        self.report = report
+        self.state_path = self.stack_dir / "state.json"
+
+    # ---- paths -------------------------------------------------------------------------------
+    @property
+    def kwok_workdir(self) -> Path:
+        return self.stack_dir / "kwok"
+
+    def _kafka_layout(self, state: KafkaState) -> kafka.KafkaLayout:
+        return kafka.KafkaLayout(self.stack_dir / "kafka", state.broker_port, state.controller_port)
+
+    def cluster(self, name: str, bin_dir: Path) -> kwok.KwokCluster:
+        return kwok.KwokCluster(name=name, workdir=self.kwok_workdir, bin_dir=bin_dir)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def build(self) -> tuple[Path, Path]:
+        """Make sure every component is built and cached; returns (kafka libs, kube bin dir)."""
+        libs = ensure_kafka(self.versions, self.report)
+        bin_dir = ensure_kube_binaries(self.versions, self.report)
+        return libs, bin_dir
+
+    def up(self, clusters: Iterable[str] = DEFAULT_CLUSTERS) -> StackInfo:
+        libs, bin_dir = self.build()
+        state = StackState.load(self.state_path)
+        self._ensure_kafka_running(state, libs)
+        state.save(self.state_path)
+        for name in clusters:
+            _validate_cluster_name(name)
+            cluster = self.cluster(name, bin_dir)
+            if kwok.cluster_exists(cluster):
+                if not _apiserver_healthy(cluster):
+                    self.report(f"cluster {name!r}: restarting its stopped processes")
+                    kwok.start_cluster(cluster)
+            else:
+                self.report(f"cluster {name!r}: creating (etcd, apiserver, controller-manager, scheduler, kwok)")
+                started = time.monotonic()
+                kwok.create_cluster(cluster)
+                self.report(f"cluster {name!r}: ready in {time.monotonic() - started:.1f}s")
+            if name not in state.clusters:
+                state.clusters.append(name)
+            state.save(self.state_path)
+        return self.info(bin_dir, state)
+
+    def _ensure_kafka_running(self, state: StackState, libs: Path) -> None:
+        if state.kafka and state.kafka.pid and pid_alive(state.kafka.pid):
+            return
+        if state.kafka is None:
+            state.kafka = KafkaState(broker_port=free_port(), controller_port=free_port())
+        layout = self._kafka_layout(state.kafka)
+        kafka.write_server_properties(layout)
+        kafka.format_storage(libs, layout)
+        self.report(f"Kafka {self.versions.kafka}: starting broker on {layout.bootstrap}")
+        started = time.monotonic()
+        offset = kafka.log_size(layout)
+        state.kafka.pid = kafka.start_broker(libs, layout)
+        state.save(self.state_path)
+        kafka.wait_ready(layout, state.kafka.pid, log_offset=offset)
+        self.report(f"Kafka {self.versions.kafka}: ready in {time.monotonic() - started:.1f}s")
+
+    def stop_kafka(self) -> None:
+        """Stop the broker but keep its data (a later ``start_kafka`` resumes on the same port)."""
+        state = StackState.load(self.state_path)
+        if state.kafka and state.kafka.pid:
+            kafka.stop_broker(state.kafka.pid)
+            state.kafka.pid = None
+            state.save(self.state_path)
+
+    def start_kafka(self) -> None:
+        libs, _ = self.build()
+        state = StackState.load(self.state_path)
+        self._ensure_kafka_running(state, libs)
+        state.save(self.state_path)
+
+    def down(self, *, keep_data: bool = False) -> None:
+        """Stop every process of the stack; unless ``keep_data``, delete its data too."""
+        state = StackState.load(self.state_path)
+        bin_dir = self._existing_bin_dir()
+        errors: list[str] = []
+        for name in list(state.clusters):
+            cluster = self.cluster(name, bin_dir)
+            try:
+                if keep_data:
+                    kwok.stop_cluster(cluster)
+                else:
+                    kwok.delete_cluster(cluster)
+            except StackError as exc:
+                errors.append(str(exc))
+            self.report(f"cluster {name!r}: {'stopped' if keep_data else 'deleted'}")
+        if state.kafka and state.kafka.pid:
+            kafka.stop_broker(state.kafka.pid)
+            self.report("Kafka broker stopped")
+            state.kafka.pid = None
+        if keep_data:
+            state.save(self.state_path)
+        else:
+            import shutil
+
+            shutil.rmtree(self.stack_dir, ignore_errors=True)
+        if errors:
+            raise StackError("some clusters did not stop cleanly:\n" + "\n".join(errors))
+
+    def add_nodes(self, cluster_name: str, skeleton: Path, count: int, prefix: str | None = None) -> list[str]:
+        return kwok.add_nodes(self.cluster(cluster_name, self._existing_bin_dir()), skeleton, count, prefix)
+
+    # ---- inspection --------------------------------------------------------------------------
+    def _existing_bin_dir(self) -> Path:
+        from pipeline.stack.versions import kube_bin_dir
+
+        return kube_bin_dir(self.versions)
+
+    def info(self, bin_dir: Path | None = None, state: StackState | None = None) -> StackInfo:
+        state = state or StackState.load(self.state_path)
+        if state.kafka is None:
+            raise StackError(f"no stack is running in {self.stack_dir}; run `kubetape stack up` first")
+        bin_dir = bin_dir or self._existing_bin_dir()
+        kubeconfigs = {name: self.cluster(name, bin_dir).kubeconfig for name in state.clusters}
+        return StackInfo(self.stack_dir, state.kafka.bootstrap, kubeconfigs, bin_dir)
+
+    def status(self) -> dict[str, object]:
+        state = StackState.load(self.state_path)
+        bin_dir = self._existing_bin_dir()
+        kafka_status: dict[str, object] = {"running": False}
+        if state.kafka:
+            from pipeline.stack.processes import port_open
+
+            running = bool(state.kafka.pid and pid_alive(state.kafka.pid))
+            kafka_status = {"running": running and port_open(state.kafka.broker_port),
+                            "bootstrap": state.kafka.bootstrap, "pid": state.kafka.pid}
+        clusters = {}
+        for name in state.clusters:
+            cluster = self.cluster(name, bin_dir)
+            clusters[name] = {"healthy": _apiserver_healthy(cluster), "kubeconfig": str(cluster.kubeconfig)}
+        return {"stack_dir": str(self.stack_dir), "kafka": kafka_status, "clusters": clusters}
+
+
+def _validate_cluster_name(name: str) -> None:
+    if not name or not all(c.isalnum() or c == "-" for c in name) or not name[0].isalpha():
+        raise StackError(f"cluster name {name!r} is invalid: use letters, digits and '-', starting "
+                         f"with a letter (e.g. 'source', 'sim')")
+
+
+def _apiserver_healthy(cluster: kwok.KwokCluster) -> bool:
+    if not cluster.kubeconfig.exists():
+        return False
+    try:
+        return cluster.kubectl("get", "--raw", "/readyz", timeout_s=10.0).strip() == "ok"
+    except (StackError, OSError, TimeoutError):
+        return False
+    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired and friends: any failure means unhealthy
+        return False

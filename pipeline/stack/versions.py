@@ -1,0 +1,62 @@
+"""Pinned versions of the local stack's components and where their builds are cached.
+
+Builds are keyed by these versions, so changing one builds a new cache entry beside the old one and
+the second start of an unchanged stack takes seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+KAFKA_VERSION = "4.3.1"
+# Kafka's own POM pulls log4j-api/core at this version; the SLF4J binding must match it.
+KAFKA_LOG4J_VERSION = "2.25.4"
+# 1.36 is the line KWOK v0.8.0 is built and tested against; kubernetes-asyncio 36.x matches it.
+K8S_VERSION = "v1.36.3"
+ETCD_VERSION = "v3.6.14"
+KWOK_VERSION = "v0.8.0"
+
+
+@dataclass(frozen=True, slots=True)
+class StackVersions:
+    """The component versions one stack build is keyed by."""
+
+    kafka: str = KAFKA_VERSION
+    kafka_log4j: str = KAFKA_LOG4J_VERSION
+    kubernetes: str = K8S_VERSION
+    etcd: str = ETCD_VERSION
+    kwok: str = KWOK_VERSION
+
+    @property
+    def kafka_key(self) -> str:
+        return f"kafka-{self.kafka}-log4j-{self.kafka_log4j}"
+
+    @property
+    def kube_key(self) -> str:
+        return f"k8s-{self.kubernetes}-etcd-{self.etcd}-kwok-{self.kwok}"
+
+
+def cache_root() -> Path:
+    """Where built binaries and jars live, outside any checkout (``KUBETAPE_CACHE`` overrides)."""
+    configured = os.environ.get("KUBETAPE_CACHE")
+    if configured:
+        return Path(configured).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "kubetape"
+
+
+def kafka_libs_dir(versions: StackVersions, root: Path | None = None) -> Path:
+    return (root or cache_root()) / "kafka" / versions.kafka_key / "libs"
+
+
+def kube_bin_dir(versions: StackVersions, root: Path | None = None) -> Path:
+    return (root or cache_root()) / "bin" / versions.kube_key
+
+
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+KWOK_BINARIES = ("kwok", "kwokctl")
+ETCD_BINARIES = ("etcd",)
+ALL_KUBE_BINARIES = KUBE_BINARIES + ETCD_BINARIES + KWOK_BINARIES

@@ -1,0 +1,1 @@
+"""Process entrypoints and the ``kubetape`` command line."""

@@ -1,0 +1,1 @@
+"""Subcommands of the ``kubetape`` CLI, one module each."""

@@ -1,0 +1,98 @@
+"""``kubetape stack up|down|status|env|nodes|build``: the local real stack (Kafka + KWOK clusters)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
+from pipeline.stack.progress import stderr_reporter
+from pipeline.stack.stack import DEFAULT_CLUSTERS, LocalStack
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "stack", help="build, start, inspect and stop the local stack (Kafka + KWOK clusters, no Docker)")
+    parser.add_argument("--stack-dir", type=Path, default=None,
+                        help="where the stack keeps state and data (default: $KUBETAPE_STACK_DIR or "
+                             "~/.cache/kubetape/stack/default)")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    build = actions.add_parser("build", help="build and cache every component without starting anything")
+    build.set_defaults(func=_build)
+
+    up = actions.add_parser("up", help="start Kafka and the named KWOK clusters (idempotent)")
+    up.add_argument("--cluster", action="append", dest="clusters", default=None,
+                    help=f"cluster name, repeatable (default: {', '.join(DEFAULT_CLUSTERS)})")
+    up.add_argument("--nodes", type=int, default=0, help="fake nodes to add to each new cluster")
+    up.set_defaults(func=_up)
+
+    down = actions.add_parser("down", help="stop every process of the stack and delete its data")
+    down.add_argument("--keep-data", action="store_true", help="stop processes but keep data for a later up")
+    down.set_defaults(func=_down)
+
+    status = actions.add_parser("status", help="show what is running (JSON)")
+    status.set_defaults(func=_status)
+
+    env = actions.add_parser("env", help="print shell exports (eval \"$(kubetape stack env)\")")
+    env.set_defaults(func=_env)
+
+    nodes = actions.add_parser("nodes", help="add N fake nodes to a cluster from a Node YAML skeleton")
+    nodes.add_argument("--cluster", required=True)
+    nodes.add_argument("--skeleton", type=Path, default=DEFAULT_NODE_SKELETON,
+                       help="Node YAML: capacity, labels, taints (default: a 8-CPU/32Gi node)")
+    nodes.add_argument("--count", type=int, required=True)
+    nodes.add_argument("--prefix", default=None, help="node name prefix (default: the skeleton's name)")
+    nodes.set_defaults(func=_nodes)
+
+
+def _stack(args: argparse.Namespace) -> LocalStack:
+    return LocalStack(args.stack_dir, report=stderr_reporter)
+
+
+def _build(args: argparse.Namespace) -> int:
+    libs, bin_dir = _stack(args).build()
+    print(json.dumps({"kafka_libs": str(libs), "kube_bin_dir": str(bin_dir)}, indent=2))
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    stack = _stack(args)
+    clusters = args.clusters or list(DEFAULT_CLUSTERS)
+    before = set(stack.status()["clusters"]) if stack.state_path.exists() else set()  # type: ignore[arg-type]
+    info = stack.up(clusters)
+    if args.nodes:
+        for name in clusters:
+            if name not in before:
+                stack.add_nodes(name, DEFAULT_NODE_SKELETON, args.nodes)
+    print("\n".join(info.env_lines()))
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    _stack(args).down(keep_data=args.keep_data)
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    status = _stack(args).status()
+    print(json.dumps(status, indent=2))
+    kafka = status["kafka"]
+    clusters = status["clusters"]
+    healthy = bool(isinstance(kafka, dict) and kafka.get("running")) and all(
+        c["healthy"] for c in clusters.values()  # type: ignore[attr-defined]
+    )
+    return 0 if healthy else 1
+
+
+def _env(args: argparse.Namespace) -> int:
+    print("\n".join(_stack(args).info().env_lines()))
+    return 0
+
+
+def _nodes(args: argparse.Namespace) -> int:
+    names = _stack(args).add_nodes(args.cluster, args.skeleton, args.count, args.prefix)
+    print("\n".join(names))
+    return 0
