@@ -39,8 +39,9 @@ def new_producer(settings: KafkaSettings) -> AIOKafkaProducer:
     )
 
 
-def new_consumer(settings: KafkaSettings, *topics: str, group_id: str | None,
-                 auto_offset_reset: str = "earliest") -> AIOKafkaConsumer:
+def new_consumer(
+    settings: KafkaSettings, *topics: str, group_id: str | None, auto_offset_reset: str = "earliest"
+) -> AIOKafkaConsumer:
     # Offsets are committed explicitly by each stage, after its work is durable.
     return AIOKafkaConsumer(
         *topics,
@@ -63,8 +64,9 @@ async def admin_client(settings: KafkaSettings) -> AsyncIterator[AIOKafkaAdminCl
         await admin.close()
 
 
-async def ensure_topic(settings: KafkaSettings, name: str, partitions: int = 1,
-                       config: dict[str, str] | None = None) -> bool:
+async def ensure_topic(
+    settings: KafkaSettings, name: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> bool:
     """Create ``name`` if it does not exist; returns True when it was created."""
     async with admin_client(settings) as admin:
         try:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from kubernetes_asyncio import client, config
 
@@ -14,14 +15,26 @@ from pipeline.model.errors import ConfigError
 @asynccontextmanager
 async def kube_api(kubeconfig: Path, context: str | None = None) -> AsyncIterator[client.ApiClient]:
     """An ``ApiClient`` for ``kubeconfig``; the connection pool is closed on exit."""
-    if not kubeconfig.exists():
-        raise ConfigError(f"kubeconfig {kubeconfig} does not exist; pass --kubeconfig or run "
-                          f"`kubetape stack up` for a local cluster")
+    if not kubeconfig.exists():  # noqa: ASYNC240 - one stat before connecting, not a hot path
+        raise ConfigError(
+            f"kubeconfig {kubeconfig} does not exist; pass --kubeconfig or run "
+            f"`kubetape stack up` for a local cluster"
+        )
     configuration = client.Configuration()
-    await config.load_kube_config(config_file=str(kubeconfig), context=context,
-                                  client_configuration=configuration)
+    await config.load_kube_config(
+        config_file=str(kubeconfig), context=context, client_configuration=configuration
+    )
     api = client.ApiClient(configuration)
     try:
         yield api
     finally:
         await api.close()
+
+
+def body(manifest: Mapping[str, Any]) -> Any:
+    """Pass a plain-dict manifest where kubernetes-asyncio's signatures name a generated model.
+
+    The client serialises dicts as they are; kubetape keeps Kubernetes objects as plain dicts
+    end to end and never builds the generated model classes.
+    """
+    return manifest

@@ -19,9 +19,15 @@ from pipeline.stack.processes import port_open, require_tool, spawn_detached, te
 STARTED_MARKER = "Kafka Server started"
 _TOOL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 # Kafka's stock performance flags, with a small heap: Kafka relies on the page cache, not the heap.
-_BROKER_JVM = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-               "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExitOnOutOfMemoryError",
-               "-Djava.awt.headless=true"]
+_BROKER_JVM = [
+    "-Xms256m",
+    "-Xmx1g",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,42 +60,47 @@ def write_server_properties(layout: KafkaLayout) -> None:
     # Single-node settings plus test-speed tweaks: one offsets partition and no initial rebalance delay
     # make the first consumer-group join take milliseconds instead of seconds.
     layout.properties.write_text(
-        "\n".join([
-            "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.voters=1@127.0.0.1:{layout.controller_port}",
-            f"listeners=PLAINTEXT://127.0.0.1:{layout.broker_port},"
-            f"CONTROLLER://127.0.0.1:{layout.controller_port}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{layout.broker_port}",
-            "inter.broker.listener.name=PLAINTEXT",
-            "controller.listener.names=CONTROLLER",
-            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            f"log.dirs={layout.data_dir}",
-            "num.partitions=1",
-            "default.replication.factor=1",
-            "min.insync.replicas=1",
-            "offsets.topic.replication.factor=1",
-            "offsets.topic.num.partitions=1",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
-            "transaction.state.log.num.partitions=1",
-            "share.coordinator.state.topic.replication.factor=1",
-            "share.coordinator.state.topic.min.isr=1",
-            "group.initial.rebalance.delay.ms=0",
-            "auto.create.topics.enable=true",
-            "num.network.threads=2",
-            "num.io.threads=2",
-            "num.recovery.threads.per.data.dir=1",
-            "log.cleaner.backoff.ms=1000",
-            "",
-        ])
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.voters=1@127.0.0.1:{layout.controller_port}",
+                f"listeners=PLAINTEXT://127.0.0.1:{layout.broker_port},"
+                f"CONTROLLER://127.0.0.1:{layout.controller_port}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{layout.broker_port}",
+                "inter.broker.listener.name=PLAINTEXT",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                f"log.dirs={layout.data_dir}",
+                "num.partitions=1",
+                "default.replication.factor=1",
+                "min.insync.replicas=1",
+                "offsets.topic.replication.factor=1",
+                "offsets.topic.num.partitions=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "transaction.state.log.num.partitions=1",
+                "share.coordinator.state.topic.replication.factor=1",
+                "share.coordinator.state.topic.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+                "auto.create.topics.enable=true",
+                "num.network.threads=2",
+                "num.io.threads=2",
+                "num.recovery.threads.per.data.dir=1",
+                "log.cleaner.backoff.ms=1000",
+                "",
+            ]
+        )
     )
 
 
 def _java_base(libs: Path, layout: KafkaLayout) -> list[str]:
     java = require_tool("java", "run the Kafka broker")
-    return [java, f"-Dlog4j2.configurationFile={libs / 'log4j2.properties'}",
-            f"-Dkafka.logs.dir={layout.home / 'logs'}"]
+    return [
+        java,
+        f"-Dlog4j2.configurationFile={libs / 'log4j2.properties'}",
+        f"-Dkafka.logs.dir={layout.home / 'logs'}",
+    ]
 
 
 def format_storage(libs: Path, layout: KafkaLayout) -> None:
@@ -99,20 +110,40 @@ def format_storage(libs: Path, layout: KafkaLayout) -> None:
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
     if cluster_id.startswith("-"):
         cluster_id = "A" + cluster_id[1:]
-    argv = [*_java_base(libs, layout)[:1], *_TOOL_JVM, *_java_base(libs, layout)[1:],
-            "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format", "-t", cluster_id,
-            "-c", str(layout.properties), "--ignore-formatted"]
+    argv = [
+        *_java_base(libs, layout)[:1],
+        *_TOOL_JVM,
+        *_java_base(libs, layout)[1:],
+        "-cp",
+        f"{libs}/*",
+        "kafka.tools.StorageTool",
+        "format",
+        "-t",
+        cluster_id,
+        "-c",
+        str(layout.properties),
+        "--ignore-formatted",
+    ]
     result = subprocess.run(argv, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise StackError(f"formatting Kafka storage in {layout.data_dir} failed: "
-                         f"{(result.stdout + result.stderr).strip()[-800:]}")
+        raise StackError(
+            f"formatting Kafka storage in {layout.data_dir} failed: "
+            f"{(result.stdout + result.stderr).strip()[-800:]}"
+        )
 
 
 def start_broker(libs: Path, layout: KafkaLayout) -> int:
     """Start the broker detached and return its pid (call :func:`wait_ready` next)."""
     java_base = _java_base(libs, layout)
-    argv = [java_base[0], *_BROKER_JVM, *java_base[1:], "-cp", f"{libs}/*", "kafka.Kafka",
-            str(layout.properties)]
+    argv = [
+        java_base[0],
+        *_BROKER_JVM,
+        *java_base[1:],
+        "-cp",
+        f"{libs}/*",
+        "kafka.Kafka",
+        str(layout.properties),
+    ]
     return spawn_detached(argv, log_file=layout.log_file, cwd=layout.home)
 
 
@@ -123,14 +154,18 @@ def wait_ready(layout: KafkaLayout, pid: int, timeout_s: float = 90.0, log_offse
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not pid_alive(pid):
-            raise StackError(f"the Kafka broker exited during start-up; see {layout.log_file}:\n"
-                             + _log_tail(layout.log_file))
+            raise StackError(
+                f"the Kafka broker exited during start-up; see {layout.log_file}:\n"
+                + _log_tail(layout.log_file)
+            )
         text = _read_from(layout.log_file, log_offset)
         if STARTED_MARKER in text and port_open(layout.broker_port):
             return
         time.sleep(0.25)
-    raise StackError(f"the Kafka broker did not become ready within {timeout_s:.0f}s; see {layout.log_file}:\n"
-                     + _log_tail(layout.log_file))
+    raise StackError(
+        f"the Kafka broker did not become ready within {timeout_s:.0f}s; see {layout.log_file}:\n"
+        + _log_tail(layout.log_file)
+    )
 
 
 def stop_broker(pid: int) -> None:

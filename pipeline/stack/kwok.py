@@ -41,23 +41,29 @@ class KwokCluster:
     def kwokctl(self, *args: str, timeout_s: float = 300.0) -> str:
         argv = [str(self.bin_dir / "kwokctl"), "--name", self.name, *args]
         try:
-            result = subprocess.run(argv, env=self.env(), capture_output=True, text=True,
-                                    timeout=timeout_s, check=False)
+            result = subprocess.run(
+                argv, env=self.env(), capture_output=True, text=True, timeout=timeout_s, check=False
+            )
         except subprocess.TimeoutExpired as exc:
-            raise StackError(f"`kwokctl {' '.join(args)}` for cluster {self.name!r} timed out "
-                             f"after {timeout_s:.0f}s") from exc
+            raise StackError(
+                f"`kwokctl {' '.join(args)}` for cluster {self.name!r} timed out after {timeout_s:.0f}s"
+            ) from exc
         if result.returncode != 0:
-            raise StackError(f"`kwokctl {' '.join(args)}` for cluster {self.name!r} failed "
-                             f"(exit {result.returncode}): {(result.stderr or result.stdout).strip()[-1500:]}")
+            raise StackError(
+                f"`kwokctl {' '.join(args)}` for cluster {self.name!r} failed "
+                f"(exit {result.returncode}): {(result.stderr or result.stdout).strip()[-1500:]}"
+            )
         return result.stdout
 
     def kubectl(self, *args: str, stdin: str | None = None, timeout_s: float = 120.0) -> str:
         argv = [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args]
-        result = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout_s,
-                                check=False)
+        result = subprocess.run(
+            argv, input=stdin, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
         if result.returncode != 0:
-            raise StackError(f"`kubectl {' '.join(args)}` on cluster {self.name!r} failed: "
-                             f"{result.stderr.strip()[-1500:]}")
+            raise StackError(
+                f"`kubectl {' '.join(args)}` on cluster {self.name!r} failed: {result.stderr.strip()[-1500:]}"
+            )
         return result.stdout
 
 
@@ -83,8 +89,10 @@ def write_kwokctl_config(cluster: KwokCluster) -> Path:
             # Test clusters: durability is not the point, and fsync dominates etcd on small disks.
             {"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}]},
             # The default /24 allows ~253 Services; replays of real clusters need more.
-            {"name": "kube-apiserver",
-             "extraArgs": [{"key": "service-cluster-ip-range", "value": "10.96.0.0/16"}]},
+            {
+                "name": "kube-apiserver",
+                "extraArgs": [{"key": "service-cluster-ip-range", "value": "10.96.0.0/16"}],
+            },
         ],
     }
     path = cluster.workdir / f"kwokctl-{cluster.name}.json"
@@ -96,11 +104,13 @@ def write_kwokctl_config(cluster: KwokCluster) -> Path:
 
 def create_cluster(cluster: KwokCluster) -> None:
     config = write_kwokctl_config(cluster)
-    cluster.kwokctl("create", "cluster", "--config", str(config), "--kubeconfig", "", "--wait", "3m",
-                    timeout_s=420.0)
+    cluster.kwokctl(
+        "create", "cluster", "--config", str(config), "--kubeconfig", "", "--wait", "3m", timeout_s=420.0
+    )
     if not cluster.kubeconfig.exists():
-        raise StackError(f"kwokctl created cluster {cluster.name!r} but wrote no kubeconfig at "
-                         f"{cluster.kubeconfig}")
+        raise StackError(
+            f"kwokctl created cluster {cluster.name!r} but wrote no kubeconfig at {cluster.kubeconfig}"
+        )
 
 
 def cluster_exists(cluster: KwokCluster) -> bool:

@@ -66,13 +66,16 @@ def run_logged(
     log_file.parent.mkdir(parents=True, exist_ok=True)
     report(f"{step}: {' '.join(argv[:3])} … (log: {log_file})")
     started = time.monotonic()
-    with log_file.open("ab") as log, subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        env=dict(env) if env is not None else None,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    ) as proc:
+    with (
+        log_file.open("ab") as log,
+        subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        ) as proc,
+    ):
         assert proc.stdout is not None
         last_line = b""
         last_beat = started
@@ -83,7 +86,8 @@ def run_logged(
             now = time.monotonic()
             if now - last_beat >= heartbeat_s:
                 last_beat = now
-                report(f"{step}: still working ({now - started:.0f}s) — {last_line.decode(errors='replace')[:100]}")
+                latest = last_line.decode(errors="replace")[:100]
+                report(f"{step}: still working ({now - started:.0f}s) — {latest}")
         code = proc.wait()
     if code != 0:
         tail = _tail(log_file, 25)

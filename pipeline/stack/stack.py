@@ -51,11 +51,14 @@ class StackState:
         try:
             raw = json.loads(path.read_text())
             kafka_raw = raw.get("kafka")
-            return cls(kafka=KafkaState(**kafka_raw) if kafka_raw else None,
-                       clusters=list(raw.get("clusters", [])))
+            return cls(
+                kafka=KafkaState(**kafka_raw) if kafka_raw else None, clusters=list(raw.get("clusters", []))
+            )
         except (ValueError, TypeError) as exc:
-            raise StackError(f"stack state file {path} is unreadable ({exc}); run `kubetape stack down "
-                             f"--force` or delete it") from exc
+            raise StackError(
+                f"stack state file {path} is unreadable ({exc}); run `kubetape stack down "
+                f"--force` or delete it"
+            ) from exc
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,9 +77,11 @@ class StackInfo:
     bin_dir: Path
 
     def env_lines(self) -> list[str]:
-        lines = [f"export KUBETAPE_BOOTSTRAP={self.bootstrap}",
-                 f"export KUBETAPE_STACK_DIR={self.stack_dir}",
-                 f"export PATH={self.bin_dir}:$PATH"]
+        lines = [
+            f"export KUBETAPE_BOOTSTRAP={self.bootstrap}",
+            f"export KUBETAPE_STACK_DIR={self.stack_dir}",
+            f"export PATH={self.bin_dir}:$PATH",
+        ]
         for name, path in sorted(self.kubeconfigs.items()):
             lines.append(f"export KUBECONFIG_{name.upper().replace('-', '_')}={path}")
         return lines
@@ -85,8 +90,12 @@ class StackInfo:
 class LocalStack:
     """Builds (once), starts, inspects and stops the local stack kept in ``stack_dir``."""
 
-    def __init__(self, stack_dir: Path | None = None, versions: StackVersions | None = None,
-                 report: Reporter = silent_reporter) -> None:
+    def __init__(
+        self,
+        stack_dir: Path | None = None,
+        versions: StackVersions | None = None,
+        report: Reporter = silent_reporter,
+    ) -> None:
         self.stack_dir = (stack_dir or default_stack_dir()).resolve()
         self.versions = versions or StackVersions()
         self.report = report
@@ -123,7 +132,9 @@ class LocalStack:
                     self.report(f"cluster {name!r}: restarting its stopped processes")
                     kwok.start_cluster(cluster)
             else:
-                self.report(f"cluster {name!r}: creating (etcd, apiserver, controller-manager, scheduler, kwok)")
+                self.report(
+                    f"cluster {name!r}: creating (etcd, apiserver, controller-manager, scheduler, kwok)"
+                )
                 started = time.monotonic()
                 kwok.create_cluster(cluster)
                 self.report(f"cluster {name!r}: ready in {time.monotonic() - started:.1f}s")
@@ -190,7 +201,9 @@ class LocalStack:
         if errors:
             raise StackError("some clusters did not stop cleanly:\n" + "\n".join(errors))
 
-    def add_nodes(self, cluster_name: str, skeleton: Path, count: int, prefix: str | None = None) -> list[str]:
+    def add_nodes(
+        self, cluster_name: str, skeleton: Path, count: int, prefix: str | None = None
+    ) -> list[str]:
         return kwok.add_nodes(self.cluster(cluster_name, self._existing_bin_dir()), skeleton, count, prefix)
 
     # ---- inspection --------------------------------------------------------------------------
@@ -215,8 +228,11 @@ class LocalStack:
             from pipeline.stack.processes import port_open
 
             running = bool(state.kafka.pid and pid_alive(state.kafka.pid))
-            kafka_status = {"running": running and port_open(state.kafka.broker_port),
-                            "bootstrap": state.kafka.bootstrap, "pid": state.kafka.pid}
+            kafka_status = {
+                "running": running and port_open(state.kafka.broker_port),
+                "bootstrap": state.kafka.bootstrap,
+                "pid": state.kafka.pid,
+            }
         clusters = {}
         for name in state.clusters:
             cluster = self.cluster(name, bin_dir)
@@ -226,8 +242,10 @@ class LocalStack:
 
 def _validate_cluster_name(name: str) -> None:
     if not name or not all(c.isalnum() or c == "-" for c in name) or not name[0].isalpha():
-        raise StackError(f"cluster name {name!r} is invalid: use letters, digits and '-', starting "
-                         f"with a letter (e.g. 'source', 'sim')")
+        raise StackError(
+            f"cluster name {name!r} is invalid: use letters, digits and '-', starting "
+            f"with a letter (e.g. 'source', 'sim')"
+        )
 
 
 def _apiserver_healthy(cluster: kwok.KwokCluster) -> bool:
@@ -237,5 +255,5 @@ def _apiserver_healthy(cluster: kwok.KwokCluster) -> bool:
         return cluster.kubectl("get", "--raw", "/readyz", timeout_s=10.0).strip() == "ok"
     except (StackError, OSError, TimeoutError):
         return False
-    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired and friends: any failure means unhealthy
+    except Exception:
         return False

@@ -10,7 +10,8 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "inspect", help="summarise a trace (kubetape or SimKube) or a segment file")
+        "inspect", help="summarise a trace (kubetape or SimKube) or a segment file"
+    )
     parser.add_argument("file", type=Path)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=_run)

@@ -9,23 +9,33 @@ from typing import Any
 
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.stack.progress import stderr_reporter
-from pipeline.stack.stack import DEFAULT_CLUSTERS, LocalStack
+from pipeline.stack.stack import DEFAULT_CLUSTERS, LocalStack, StackState
 
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "stack", help="build, start, inspect and stop the local stack (Kafka + KWOK clusters, no Docker)")
-    parser.add_argument("--stack-dir", type=Path, default=None,
-                        help="where the stack keeps state and data (default: $KUBETAPE_STACK_DIR or "
-                             "~/.cache/kubetape/stack/default)")
+        "stack", help="build, start, inspect and stop the local stack (Kafka + KWOK clusters, no Docker)"
+    )
+    parser.add_argument(
+        "--stack-dir",
+        type=Path,
+        default=None,
+        help="where the stack keeps state and data (default: $KUBETAPE_STACK_DIR or "
+        "~/.cache/kubetape/stack/default)",
+    )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     build = actions.add_parser("build", help="build and cache every component without starting anything")
     build.set_defaults(func=_build)
 
     up = actions.add_parser("up", help="start Kafka and the named KWOK clusters (idempotent)")
-    up.add_argument("--cluster", action="append", dest="clusters", default=None,
-                    help=f"cluster name, repeatable (default: {', '.join(DEFAULT_CLUSTERS)})")
+    up.add_argument(
+        "--cluster",
+        action="append",
+        dest="clusters",
+        default=None,
+        help=f"cluster name, repeatable (default: {', '.join(DEFAULT_CLUSTERS)})",
+    )
     up.add_argument("--nodes", type=int, default=0, help="fake nodes to add to each new cluster")
     up.set_defaults(func=_up)
 
@@ -36,13 +46,17 @@ def register(subparsers: Any) -> None:
     status = actions.add_parser("status", help="show what is running (JSON)")
     status.set_defaults(func=_status)
 
-    env = actions.add_parser("env", help="print shell exports (eval \"$(kubetape stack env)\")")
+    env = actions.add_parser("env", help='print shell exports (eval "$(kubetape stack env)")')
     env.set_defaults(func=_env)
 
     nodes = actions.add_parser("nodes", help="add N fake nodes to a cluster from a Node YAML skeleton")
     nodes.add_argument("--cluster", required=True)
-    nodes.add_argument("--skeleton", type=Path, default=DEFAULT_NODE_SKELETON,
-                       help="Node YAML: capacity, labels, taints (default: a 8-CPU/32Gi node)")
+    nodes.add_argument(
+        "--skeleton",
+        type=Path,
+        default=DEFAULT_NODE_SKELETON,
+        help="Node YAML: capacity, labels, taints (default: a 8-CPU/32Gi node)",
+    )
     nodes.add_argument("--count", type=int, required=True)
     nodes.add_argument("--prefix", default=None, help="node name prefix (default: the skeleton's name)")
     nodes.set_defaults(func=_nodes)
@@ -61,7 +75,7 @@ def _build(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     stack = _stack(args)
     clusters = args.clusters or list(DEFAULT_CLUSTERS)
-    before = set(stack.status()["clusters"]) if stack.state_path.exists() else set()  # type: ignore[arg-type]
+    before = set(StackState.load(stack.state_path).clusters)
     info = stack.up(clusters)
     if args.nodes:
         for name in clusters:
@@ -82,7 +96,8 @@ def _status(args: argparse.Namespace) -> int:
     kafka = status["kafka"]
     clusters = status["clusters"]
     healthy = bool(isinstance(kafka, dict) and kafka.get("running")) and all(
-        c["healthy"] for c in clusters.values()  # type: ignore[attr-defined]
+        c["healthy"]
+        for c in clusters.values()  # type: ignore[attr-defined]
     )
     return 0 if healthy else 1
 

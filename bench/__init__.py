@@ -1,0 +1,1 @@
+"""Benchmarks: each prints one JSON object with its figures and the machine."""

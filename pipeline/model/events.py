@@ -1,0 +1,240 @@
+"""The event model and its versioned wire encoding (the value of every ``kubetape.events`` message).
+
+An :class:`Event` is one thing that happened to one object at one event time (milliseconds since the
+Unix epoch):
+
+* ``APPLIED`` — the object was created or its spec changed; ``obj`` is the sanitized object and
+  ``spec_hash`` its SimKube-compatible spec hash (:func:`pipeline.model.hashing.object_spec_hash`).
+* ``DELETED`` — the object was deleted; ``obj`` is its last sanitized state (or a stub with apiVersion,
+  kind and metadata name/namespace).
+* ``POD_LIFECYCLE`` — a pod's lifecycle (start, and end once finished) as derived by
+  :mod:`pipeline.model.lifecycle`; ``key`` is the pod's key, ``owner_key`` the tracked owner whose
+  lifecycles it belongs to, ``pod_spec_hash`` the SimKube pod-spec hash keying them. ``obj`` is ``None``.
+* ``GAP`` — the watcher could not follow a watch continuously (410 Gone, broken stream, restart); the
+  changes between ``gap_from_rv`` and ``gap_to_rv`` were recovered by a re-list, not observed one by one.
+  ``key`` is usually a kind-wide key (:func:`pipeline.model.keys.kind_key`). ``obj`` is ``None``.
+
+Every :class:`Event` is validated on construction (a malformed one cannot exist). The wire encoding is a
+msgpack array whose first element is :data:`WIRE_VERSION` (msgpack beat orjson on size and decode speed
+for these values and carries u64 hashes natively; ``bench/bench_codec.py`` measures both).
+:func:`decode_event` raises :class:`~pipeline.model.errors.UnknownVersionError` for another version and
+:class:`~pipeline.model.errors.FormatError` for anything malformed, always saying what was wrong.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from pipeline.model.errors import FormatError, UnknownVersionError
+from pipeline.model.keys import ObjectKey
+
+WIRE_VERSION = 1
+"""Version of the event wire encoding written by :func:`encode_event`."""
+
+U64_MAX = (1 << 64) - 1
+I64_MAX = (1 << 63) - 1
+
+
+class EventType(enum.Enum):
+    """What happened to the object."""
+
+    APPLIED = "applied"
+    DELETED = "deleted"
+    POD_LIFECYCLE = "pod_lifecycle"
+    GAP = "gap"
+
+
+_WIRE_CODE: dict[EventType, int] = {
+    EventType.APPLIED: 1,
+    EventType.DELETED: 2,
+    EventType.POD_LIFECYCLE: 3,
+    EventType.GAP: 4,
+}
+_TYPE_OF_CODE: dict[int, EventType] = {code: t for t, code in _WIRE_CODE.items()}
+_WIRE_LENGTH: dict[EventType, int] = {
+    EventType.APPLIED: 8,
+    EventType.DELETED: 8,
+    EventType.POD_LIFECYCLE: 12,
+    EventType.GAP: 11,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One change of one object at ``ts_ms``; see the module docstring for the meaning per ``type``.
+
+    Prefer the constructors :meth:`applied`, :meth:`deleted`, :meth:`pod_lifecycle` and :meth:`gap`.
+    Construction raises FormatError when a field does not fit the type.
+    """
+
+    type: EventType
+    ts_ms: int
+    key: ObjectKey
+    uid: str = ""
+    resource_version: str = ""
+    obj: dict[str, Any] | None = field(default=None, hash=False)
+    spec_hash: int = 0
+    # POD_LIFECYCLE only
+    owner_key: ObjectKey | None = None
+    pod_spec_hash: int = 0
+    pod_start_ms: int | None = None
+    pod_end_ms: int | None = None
+    # GAP only
+    gap_from_rv: str | None = None
+    gap_to_rv: str | None = None
+    gap_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        problem = _problem(self)
+        if problem is not None:
+            raise FormatError(f"invalid {self.type.value if isinstance(self.type, EventType) else '?'} "
+                              f"event for {self.key!r} at {self.ts_ms!r}: {problem}")
+
+    @classmethod
+    def applied(
+        cls, ts_ms: int, key: ObjectKey, obj: dict[str, Any], spec_hash: int, uid: str = "",
+        resource_version: str = "",
+    ) -> Event:
+        """The object (already sanitized) was created or its spec changed."""
+        return cls(EventType.APPLIED, ts_ms, key, uid, resource_version, obj, spec_hash)
+
+    @classmethod
+    def deleted(
+        cls, ts_ms: int, key: ObjectKey, obj: dict[str, Any], spec_hash: int = 0, uid: str = "",
+        resource_version: str = "",
+    ) -> Event:
+        """The object was deleted; ``obj`` is its last sanitized state or a stub."""
+        return cls(EventType.DELETED, ts_ms, key, uid, resource_version, obj, spec_hash)
+
+    @classmethod
+    def pod_lifecycle(
+        cls, ts_ms: int, pod_key: ObjectKey, owner_key: ObjectKey, pod_spec_hash: int, start_ms: int,
+        end_ms: int | None, uid: str = "", resource_version: str = "",
+    ) -> Event:
+        """The pod ``pod_key``, counted under ``owner_key``, runs since ``start_ms`` (until ``end_ms``)."""
+        return cls(
+            EventType.POD_LIFECYCLE, ts_ms, pod_key, uid, resource_version,
+            owner_key=owner_key, pod_spec_hash=pod_spec_hash, pod_start_ms=start_ms, pod_end_ms=end_ms,
+        )
+
+    @classmethod
+    def gap(
+        cls, ts_ms: int, key: ObjectKey, reason: str, from_rv: str | None = None,
+        to_rv: str | None = None,
+    ) -> Event:
+        """Changes between ``from_rv`` and ``to_rv`` were recovered by a re-list (``reason`` says why)."""
+        return cls(EventType.GAP, ts_ms, key, gap_from_rv=from_rv, gap_to_rv=to_rv, gap_reason=reason)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_opt_str(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _problem(e: Event) -> str | None:  # noqa: PLR0911 - one early return per malformed case
+    if not isinstance(e.type, EventType):
+        return f"type must be an EventType, got {e.type!r}"
+    if not _is_int(e.ts_ms) or not 0 <= e.ts_ms <= I64_MAX:
+        return f"ts_ms must be a non-negative int64 of milliseconds, got {e.ts_ms!r}"
+    if not isinstance(e.key, str) or e.key.count("/") != 3:
+        return f"key must be group/Kind/namespace/name, got {e.key!r}"
+    if not isinstance(e.uid, str) or not isinstance(e.resource_version, str):
+        return "uid and resource_version must be strings"
+    if not _is_int(e.spec_hash) or not 0 <= e.spec_hash <= U64_MAX:
+        return f"spec_hash must be an unsigned 64-bit int, got {e.spec_hash!r}"
+    if e.type in (EventType.APPLIED, EventType.DELETED):
+        if not isinstance(e.obj, dict):
+            return "obj must be the (sanitized) object body"
+        if e.owner_key is not None or e.pod_start_ms is not None or e.gap_reason is not None:
+            return "lifecycle or gap fields set on an object event"
+        return None
+    if e.obj is not None:
+        return "obj must be None"
+    if e.type is EventType.POD_LIFECYCLE:
+        return _lifecycle_problem(e)
+    if not isinstance(e.gap_reason, str) or not _is_opt_str(e.gap_from_rv) or not _is_opt_str(e.gap_to_rv):
+        return "gap_reason must be a string and gap_from_rv/gap_to_rv strings or None"
+    if e.owner_key is not None or e.pod_start_ms is not None:
+        return "lifecycle fields set on a gap event"
+    return None
+
+
+def _lifecycle_problem(e: Event) -> str | None:
+    if not isinstance(e.owner_key, str) or e.owner_key.count("/") != 3:
+        return f"owner_key must be group/Kind/namespace/name, got {e.owner_key!r}"
+    if not _is_int(e.pod_spec_hash) or not 0 <= e.pod_spec_hash <= U64_MAX:
+        return f"pod_spec_hash must be an unsigned 64-bit int, got {e.pod_spec_hash!r}"
+    start, end = e.pod_start_ms, e.pod_end_ms
+    if not _is_int(start) or not 0 <= start <= I64_MAX:  # type: ignore[operator]
+        return f"pod_start_ms must be a non-negative int, got {start!r}"
+    if end is not None and (not _is_int(end) or end < start or end > I64_MAX):  # type: ignore[operator]
+        return f"pod_end_ms must be None or an int >= pod_start_ms, got {end!r}"
+    if e.gap_reason is not None or e.gap_from_rv is not None or e.gap_to_rv is not None:
+        return "gap fields set on a lifecycle event"
+    return None
+
+
+def event_to_wire(e: Event) -> list[Any]:
+    """The event as the plain list that :func:`encode_event` packs (also used inside segments)."""
+    head = [WIRE_VERSION, _WIRE_CODE[e.type], e.ts_ms, e.key, e.uid, e.resource_version, e.obj, e.spec_hash]
+    if e.type is EventType.POD_LIFECYCLE:
+        head += [e.owner_key, e.pod_spec_hash, e.pod_start_ms, e.pod_end_ms]
+    elif e.type is EventType.GAP:
+        head += [e.gap_from_rv, e.gap_to_rv, e.gap_reason]
+    return head
+
+
+def event_from_wire(value: Any, where: str = "event") -> Event:
+    """Rebuild an event from :func:`event_to_wire`'s list; raises FormatError naming ``where``."""
+    if not isinstance(value, list) or len(value) < 8:
+        raise FormatError(f"{where}: not a kubetape event (expected a list of at least 8 fields)")
+    version = value[0]
+    if version != WIRE_VERSION:
+        if _is_int(version):
+            raise UnknownVersionError(
+                f"{where}: event wire version {version} is not supported (this build reads version "
+                f"{WIRE_VERSION}); upgrade kubetape to read it"
+            )
+        raise FormatError(f"{where}: not a kubetape event (first field {version!r} is not a version)")
+    event_type = _TYPE_OF_CODE.get(value[1]) if _is_int(value[1]) else None
+    if event_type is None:
+        raise FormatError(f"{where}: unknown event type code {value[1]!r}")
+    if len(value) != _WIRE_LENGTH[event_type]:
+        raise FormatError(
+            f"{where}: a {event_type.value} event has {_WIRE_LENGTH[event_type]} fields, got {len(value)}"
+        )
+    _, _, ts_ms, key, uid, rv, obj, spec_hash = value[:8]
+    try:
+        if event_type is EventType.POD_LIFECYCLE:
+            owner, pod_hash, start, end = value[8:]
+            return Event(event_type, ts_ms, key, uid, rv, obj, spec_hash, owner, pod_hash, start, end)
+        if event_type is EventType.GAP:
+            from_rv, to_rv, reason = value[8:]
+            return Event(event_type, ts_ms, key, uid, rv, obj, spec_hash,
+                         gap_from_rv=from_rv, gap_to_rv=to_rv, gap_reason=reason)
+        return Event(event_type, ts_ms, key, uid, rv, obj, spec_hash)
+    except FormatError as exc:
+        raise FormatError(f"{where}: {exc}") from None
+
+
+def encode_event(e: Event) -> bytes:
+    """The versioned wire bytes of ``e`` (a Kafka message value)."""
+    packed: bytes = msgpack.packb(event_to_wire(e), use_bin_type=True)
+    return packed
+
+
+def decode_event(data: bytes, where: str = "event") -> Event:
+    """Decode :func:`encode_event`'s bytes; ``where`` (e.g. ``"topic kubetape.events p3 @1234"``)
+    prefixes error messages. Raises UnknownVersionError or FormatError, never anything else."""
+    try:
+        value = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types for corrupt input
+        raise FormatError(f"{where}: undecodable msgpack ({type(exc).__name__}: {exc})") from None
+    return event_from_wire(value, where)

@@ -1,0 +1,148 @@
+"""Object keys and GVK strings: the stable names every stage uses for a Kubernetes object.
+
+* An :data:`ObjectKey` is ``group/Kind/namespace/name``: the Kafka message key of every event about the
+  object, so one object's changes stay ordered in one partition. The core API group is spelled ``core``
+  and a cluster-scoped object's namespace is spelled ``_`` (neither is a valid group or namespace name,
+  so keys never collide). The version is deliberately not part of the key: an object keeps its identity
+  when it is read through another API version.
+* A :class:`GroupVersionKind` is SimKube's ``group/version.Kind`` string form (``apps/v1.Deployment``;
+  the core group is written ``v1.Pod`` and ``/v1.Pod`` is accepted on input), used by tracer configs and
+  SimKube trace indexes.
+
+Malformed input raises :class:`~pipeline.model.errors.FormatError` naming the offending string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NewType
+
+from pipeline.model.errors import FormatError
+
+ObjectKey = NewType("ObjectKey", str)
+"""``group/Kind/namespace/name``; see the module docstring."""
+
+CORE_GROUP = "core"
+"""How the core ("") API group is spelled inside an :data:`ObjectKey`."""
+
+CLUSTER_SCOPE = "_"
+"""How the namespace of a cluster-scoped object is spelled inside an :data:`ObjectKey`."""
+
+ANY_NAME = "*"
+"""Namespace and name of a kind-wide key (:func:`kind_key`), e.g. for gap markers of one watch."""
+
+
+def group_of(api_version: str) -> str:
+    """The API group of an ``apiVersion`` (``""`` for the core group: ``v1``)."""
+    group, sep, _version = api_version.rpartition("/")
+    return group if sep else ""
+
+
+def version_of(api_version: str) -> str:
+    """The version part of an ``apiVersion`` (``apps/v1`` → ``v1``)."""
+    return api_version.rpartition("/")[2]
+
+
+def object_key(api_version: str, kind: str, namespace: str | None, name: str) -> ObjectKey:
+    """The stable key of an object: ``group/Kind/namespace/name``.
+
+    ``namespace`` ``None`` or ``""`` means cluster-scoped. Raises FormatError if a part is empty or
+    contains ``/`` (Kubernetes never produces such names, so this is a caller bug or corrupt input).
+    """
+    group = group_of(api_version) or CORE_GROUP
+    ns = namespace or CLUSTER_SCOPE
+    for label, part in (("apiVersion", api_version), ("kind", kind), ("name", name)):
+        if not part:
+            raise FormatError(f"cannot build an object key: empty {label} (kind={kind!r}, name={name!r})")
+    for label, part in (("kind", kind), ("namespace", ns), ("name", name)):
+        if "/" in part:
+            raise FormatError(f"cannot build an object key: {label} {part!r} contains '/'")
+    return ObjectKey(f"{group}/{kind}/{ns}/{name}")
+
+
+def kind_key(api_version: str, kind: str) -> ObjectKey:
+    """A key standing for a whole kind (``group/Kind/*/*``), e.g. for a watch's gap marker."""
+    group = group_of(api_version) or CORE_GROUP
+    if not kind or "/" in kind:
+        raise FormatError(f"cannot build a kind key from kind {kind!r}")
+    return ObjectKey(f"{group}/{kind}/{ANY_NAME}/{ANY_NAME}")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedObjectKey:
+    """The parts of an :data:`ObjectKey`; ``group`` is ``""`` for core, ``namespace`` ``None`` if cluster-scoped."""
+
+    group: str
+    kind: str
+    namespace: str | None
+    name: str
+
+    @property
+    def namespaced_name(self) -> str:
+        """SimKube's ``namespace/name`` (just ``name`` for cluster-scoped objects)."""
+        return f"{self.namespace}/{self.name}" if self.namespace is not None else self.name
+
+
+def parse_object_key(key: str) -> ParsedObjectKey:
+    """Split an :data:`ObjectKey` into its parts. Raises FormatError naming the key if malformed."""
+    parts = key.split("/")
+    if len(parts) != 4 or not all(parts):
+        raise FormatError(f"malformed object key {key!r}: expected group/Kind/namespace/name")
+    group, kind, ns, name = parts
+    return ParsedObjectKey(
+        group="" if group == CORE_GROUP else group,
+        kind=kind,
+        namespace=None if ns == CLUSTER_SCOPE else ns,
+        name=name,
+    )
+
+
+def key_of(obj: dict[str, object]) -> ObjectKey:
+    """The :data:`ObjectKey` of a Kubernetes object body (needs ``apiVersion``, ``kind``, ``metadata.name``)."""
+    meta = obj.get("metadata")
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(meta, dict) or not isinstance(api_version, str) or not isinstance(kind, str):
+        raise FormatError(f"object lacks apiVersion/kind/metadata: {_describe(obj)}")
+    name, ns = meta.get("name"), meta.get("namespace")
+    if not isinstance(name, str) or not (ns is None or isinstance(ns, str)):
+        raise FormatError(f"object lacks a string metadata.name: {_describe(obj)}")
+    return object_key(api_version, kind, ns, name)
+
+
+def _describe(obj: dict[str, object]) -> str:
+    return f"apiVersion={obj.get('apiVersion')!r} kind={obj.get('kind')!r}"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class GroupVersionKind:
+    """A Kubernetes group/version/kind; ``group`` is ``""`` for the core group."""
+
+    group: str
+    version: str
+    kind: str
+
+    @classmethod
+    def parse(cls, text: str) -> GroupVersionKind:
+        """Parse SimKube's ``group/version.Kind`` (also ``v1.Pod`` and ``/v1.Pod`` for core kinds)."""
+        group_version, dot, kind = text.rpartition(".")
+        group, _slash, version = group_version.rpartition("/")
+        if not dot or not kind or not version or "/" in kind or "/" in group:
+            raise FormatError(f"malformed GVK {text!r}: expected group/version.Kind, e.g. apps/v1.Deployment")
+        return cls(group=group, version=version, kind=kind)
+
+    @classmethod
+    def from_api_version(cls, api_version: str, kind: str) -> GroupVersionKind:
+        """The GVK of an object with this ``apiVersion`` and ``kind``."""
+        return cls(group=group_of(api_version), version=version_of(api_version), kind=kind)
+
+    @property
+    def api_version(self) -> str:
+        """``apps/v1``, or ``v1`` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def format(self) -> str:
+        """SimKube's string form: ``apps/v1.Deployment``, ``v1.Pod``."""
+        return f"{self.api_version}.{self.kind}"
+
+    def __str__(self) -> str:
+        return self.format()

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Shared set-up for scripts/demo.sh and scripts/test.sh: a project venv with kubetape and its dev
+# dependencies, then the local stack's components built once into ~/.cache/kubetape (jars from Maven
+# Central, Kubernetes/etcd/KWOK from the Go module proxy). Safe to run again: it only redoes what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if ! command -v "$PYTHON" >/dev/null; then
+  echo "kubetape: python3 (3.11+) is required but not on PATH" >&2; exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "[bootstrap] creating .venv" >&2
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.kubetape-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "[bootstrap] installing kubetape and its Python dependencies into .venv" >&2
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+echo "[bootstrap] checking the local stack's build cache (the first build takes 20–40 minutes)" >&2
+.venv/bin/kubetape stack build >/dev/null

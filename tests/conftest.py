@@ -1,0 +1,71 @@
+"""Session fixtures: the real local stack (one Kafka broker, KWOK clusters ``source`` and ``sim``),
+started once per test session in a private directory and stopped at the end.
+
+With ``CI=true`` a stack that cannot be built or started fails every test that needs it; elsewhere
+those tests are skipped with the reason, so unit tests stay usable on a laptop without Go or Java.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.model.errors import StackError
+from pipeline.stack.progress import stderr_reporter
+from pipeline.stack.stack import LocalStack, StackInfo
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = REPO_ROOT.parent / "shared"
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A started local stack private to this test session."""
+    stack = LocalStack(tmp_path_factory.mktemp("kubetape-stack"), report=stderr_reporter)
+    try:
+        stack.up(["source", "sim"])
+    except StackError as exc:
+        with contextlib.suppress(StackError):
+            stack.down()
+        if _in_ci():
+            pytest.fail(f"the local stack could not start (CI=true, so this is a failure): {exc}")
+        pytest.skip(f"the local stack could not start: {exc}")
+    try:
+        yield stack
+    finally:
+        stack.down()
+
+
+@pytest.fixture(scope="session")
+def stack_info(local_stack: LocalStack) -> StackInfo:
+    return local_stack.info()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(stack_info: StackInfo) -> str:
+    return stack_info.bootstrap
+
+
+@pytest.fixture(scope="session")
+def source_kubeconfig(stack_info: StackInfo) -> Path:
+    return stack_info.kubeconfigs["source"]
+
+
+@pytest.fixture(scope="session")
+def sim_kubeconfig(stack_info: StackInfo) -> Path:
+    return stack_info.kubeconfigs["sim"]
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    path = SHARED_DIR / "traces"
+    assert path.is_dir(), f"the shared example traces are missing at {path}"
+    return path

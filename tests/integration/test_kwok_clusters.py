@@ -1,0 +1,117 @@
+"""The KWOK clusters of the local stack behave like real clusters with fake nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from kubernetes_asyncio import client
+
+from pipeline.io.kube import body, kube_api
+from pipeline.stack.processes import pid_alive
+from pipeline.stack.stack import LocalStack, StackInfo
+
+SKELETON = """\
+apiVersion: v1
+kind: Node
+metadata:
+  name: pool-big
+  labels: {pool: big, kubernetes.io/os: linux}
+spec:
+  taints: [{key: dedicated, value: big, effect: NoSchedule}]
+status:
+  allocatable: {cpu: "16", memory: 64Gi, pods: "50"}
+  capacity: {cpu: "16", memory: 64Gi, pods: "50"}
+"""
+
+
+def _deployment(name: str, replicas: int) -> dict[str, object]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"pool": "big"},
+                    "tolerations": [
+                        {"key": "dedicated", "operator": "Equal", "value": "big", "effect": "NoSchedule"}
+                    ],
+                    "containers": [
+                        {"name": "c", "image": "example/app:1", "resources": {"requests": {"cpu": "1"}}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+async def test_deployment_runs_on_nodes_made_from_a_skeleton(
+    local_stack: LocalStack, source_kubeconfig: Path, tmp_path: Path
+) -> None:
+    skeleton = tmp_path / "node.yaml"
+    skeleton.write_text(SKELETON)
+    names = local_stack.add_nodes("source", skeleton, 3)
+    assert names == ["pool-big-0", "pool-big-1", "pool-big-2"]
+
+    async with kube_api(source_kubeconfig) as api:
+        core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+        for name in names:
+            node = await core.read_node(name)
+            assert node.metadata.labels["pool"] == "big"
+            assert node.status.allocatable["cpu"] == "16"
+            assert [t.key for t in node.spec.taints or []] == ["dedicated"]
+
+        await apps.create_namespaced_deployment("default", body(_deployment("web", 5)))
+        deadline = time.monotonic() + 90
+        running: list[client.V1Pod] = []
+        while time.monotonic() < deadline:
+            pods = (await core.list_namespaced_pod("default", label_selector="app=web")).items
+            running = [p for p in pods if p.status.phase == "Running"]
+            if len(running) == 5:
+                break
+            await asyncio.sleep(0.5)
+        assert len(running) == 5, f"only {len(running)} of 5 pods Running"
+        assert {p.spec.node_name for p in running} <= set(names)
+        # Every node reports Ready through KWOK's node stages.
+        for name in names:
+            node = await core.read_node(name)
+            ready = [c.status for c in node.status.conditions if c.type == "Ready"]
+            assert ready == ["True"]
+
+
+def test_two_clusters_are_independent_and_on_loopback(stack_info: StackInfo) -> None:
+    assert set(stack_info.kubeconfigs) == {"source", "sim"}
+    servers = set()
+    for kubeconfig in stack_info.kubeconfigs.values():
+        text = kubeconfig.read_text()
+        server = next(line.split("server:")[1].strip() for line in text.splitlines() if "server:" in line)
+        assert server.startswith("https://127.0.0.1:")
+        servers.add(server)
+    assert len(servers) == 2
+    assert stack_info.bootstrap.startswith("127.0.0.1:")
+
+
+def test_down_leaves_no_process_behind(tmp_path: Path) -> None:
+    stack = LocalStack(tmp_path / "solo")
+    stack.up(["solo"])
+    pid_files = list((stack.kwok_workdir / "clusters" / "solo").rglob("*.pid"))
+    pids = [int(p.read_text().strip()) for p in pid_files if p.read_text().strip().isdigit()]
+    state = json.loads(stack.state_path.read_text())
+    pids.append(state["kafka"]["pid"])
+    assert len(pids) >= 5, f"expected kafka + etcd/apiserver/kcm/scheduler/kwok pids, got {pid_files}"
+    assert all(pid_alive(pid) for pid in pids)
+
+    stack.down()
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(pid_alive(pid) for pid in pids):
+        time.sleep(0.2)
+    assert [pid for pid in pids if pid_alive(pid)] == []
+    assert not stack.stack_dir.exists()

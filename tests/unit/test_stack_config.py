@@ -1,0 +1,85 @@
+"""Stack provisioning logic that needs no running component."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.model.errors import MissingToolError, StackError
+from pipeline.stack import kafka, kwok
+from pipeline.stack.processes import require_tool
+from pipeline.stack.stack import LocalStack, StackState
+from pipeline.stack.versions import StackVersions, kube_bin_dir
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("tool", ["java", "mvn", "go"])
+def test_missing_tool_error_names_the_tool(tool: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(MissingToolError, match=f"`{tool}` is not on PATH") as info:
+        require_tool(tool, "build the stack")
+    assert "install" in str(info.value)
+
+
+def test_build_without_go_fails_naming_go(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KUBETAPE_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    from pipeline.stack.build import ensure_kube_binaries
+
+    with pytest.raises(MissingToolError, match="`go`"):
+        ensure_kube_binaries(StackVersions(), lambda _: None)
+
+
+def test_cache_is_keyed_by_versions(tmp_path: Path) -> None:
+    a = kube_bin_dir(StackVersions(), tmp_path)
+    b = kube_bin_dir(StackVersions(kubernetes="v1.36.1"), tmp_path)
+    assert a != b
+    assert "v1.36.1" in b.name
+
+
+def test_kafka_listens_on_loopback_only(tmp_path: Path) -> None:
+    layout = kafka.KafkaLayout(tmp_path, broker_port=19092, controller_port=19093)
+    kafka.write_server_properties(layout)
+    props = dict(line.split("=", 1) for line in layout.properties.read_text().splitlines() if "=" in line)
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:19092"
+    assert props["log.dirs"] == str(tmp_path / "data")
+
+
+def test_kwokctl_config_binds_loopback_and_uses_local_binaries(tmp_path: Path) -> None:
+    cluster = kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin")
+    config = json.loads(kwok.write_kwokctl_config(cluster).read_text())
+    options = config["options"]
+    assert options["bindAddress"] == "127.0.0.1"
+    binaries = {k: v for k, v in options.items() if k.endswith("Binary")}
+    assert len(binaries) == 6
+    assert all(v.startswith(str(tmp_path / "bin")) for v in binaries.values())  # nothing downloaded
+
+
+def test_unreadable_state_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text("{not json")
+    with pytest.raises(StackError, match=r"state\.json"):
+        StackState.load(path)
+
+
+def test_invalid_cluster_name_is_rejected_before_anything_starts(tmp_path: Path) -> None:
+    from pipeline.stack.stack import _validate_cluster_name
+
+    with pytest.raises(StackError, match="cluster name"):
+        _validate_cluster_name("bad name")
+    assert LocalStack(tmp_path).status()["clusters"] == {}
+
+
+def test_docker_compose_parses_and_has_the_pipeline_topology() -> None:
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"kafka", "kwok-source", "kwok-sim"} <= set(services)
+    for service in services.values():
+        assert "image" in service or "build" in service
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{port} must bind loopback"
