@@ -10,9 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model.errors import StackError
+from pipeline.stack.processes import pid_alive, terminate_process_group
 
 RESOURCES = Path(__file__).parent / "resources"
 DEFAULT_NODE_SKELETON = RESOURCES / "node-skeleton.yaml"
+KWOK_STAGES = RESOURCES / "kwok-stages.yaml"
+# Replayed and test pods carrying this annotation (a Go duration or RFC3339 time) complete when it elapses.
+LIFETIME_ANNOTATION = "kubetape.dev/lifetime"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +99,10 @@ def write_kwokctl_config(cluster: KwokCluster) -> Path:
             },
         ],
     }
-    path = cluster.workdir / f"kwokctl-{cluster.name}.json"
+    path = cluster.workdir / f"kwokctl-{cluster.name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    # JSON is valid YAML, so kwokctl reads it and we need no YAML library here.
-    path.write_text(json.dumps(config, indent=2))
+    # JSON is valid YAML, so the first document needs no YAML library here; the Stage documents follow.
+    path.write_text(json.dumps(config, indent=2) + "\n---\n" + KWOK_STAGES.read_text())
     return path
 
 
@@ -124,10 +128,45 @@ def start_cluster(cluster: KwokCluster) -> None:
 
 def stop_cluster(cluster: KwokCluster) -> None:
     cluster.kwokctl("stop", "cluster", timeout_s=120.0)
+    for pid in cluster_processes(cluster):
+        terminate_process_group(pid, grace_s=10.0)
 
 
 def delete_cluster(cluster: KwokCluster) -> None:
-    cluster.kwokctl("delete", "cluster", "--kubeconfig", "", timeout_s=180.0)
+    """Delete the cluster and make sure none of its processes survives, even if kwokctl fails."""
+    failure: StackError | None = None
+    try:
+        # kwokctl would edit ~/.kube/config on delete; point it at a private file instead.
+        cluster.kwokctl(
+            "delete",
+            "cluster",
+            "--kubeconfig",
+            str(cluster.workdir / "kubeconfig-unused.yaml"),
+            timeout_s=180.0,
+        )
+    except StackError as exc:
+        failure = exc
+    survivors = cluster_processes(cluster)
+    for pid in survivors:
+        terminate_process_group(pid, grace_s=10.0)
+    if failure is not None and cluster_processes(cluster):
+        raise failure
+
+
+def cluster_processes(cluster: KwokCluster) -> list[int]:
+    """Pids of processes whose executable lives in this cluster's directory (kwokctl links them there)."""
+    prefix = str(cluster.cluster_dir) + os.sep
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+        except OSError:
+            continue
+        if argv0.startswith(prefix) and pid_alive(int(entry.name)):
+            pids.append(int(entry.name))
+    return pids
 
 
 def add_nodes(cluster: KwokCluster, skeleton: Path, count: int, prefix: str | None = None) -> list[str]:

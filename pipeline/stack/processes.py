@@ -121,8 +121,10 @@ def pid_alive(pid: int) -> bool:
 def terminate_process_group(pid: int, grace_s: float = 15.0) -> None:
     """SIGTERM the process group led by ``pid``; SIGKILL it if it outlives ``grace_s``."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, sig)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)  # the pid may not lead its own group (e.g. started by kwokctl)
         deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 5.0)
         while time.monotonic() < deadline:
             _reap(pid)

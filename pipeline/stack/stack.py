@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -192,14 +193,15 @@ class LocalStack:
             kafka.stop_broker(state.kafka.pid)
             self.report("Kafka broker stopped")
             state.kafka.pid = None
+        if errors:
+            state.save(self.state_path)
+            raise StackError(
+                "some clusters did not stop cleanly (data kept for inspection):\n" + "\n".join(errors)
+            )
         if keep_data:
             state.save(self.state_path)
         else:
-            import shutil
-
             shutil.rmtree(self.stack_dir, ignore_errors=True)
-        if errors:
-            raise StackError("some clusters did not stop cleanly:\n" + "\n".join(errors))
 
     def add_nodes(
         self, cluster_name: str, skeleton: Path, count: int, prefix: str | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -52,12 +51,17 @@ def test_kafka_listens_on_loopback_only(tmp_path: Path) -> None:
 
 def test_kwokctl_config_binds_loopback_and_uses_local_binaries(tmp_path: Path) -> None:
     cluster = kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin")
-    config = json.loads(kwok.write_kwokctl_config(cluster).read_text())
+    documents = list(yaml.safe_load_all(kwok.write_kwokctl_config(cluster).read_text()))
+    config = documents[0]
     options = config["options"]
     assert options["bindAddress"] == "127.0.0.1"
     binaries = {k: v for k, v in options.items() if k.endswith("Binary")}
     assert len(binaries) == 6
     assert all(v.startswith(str(tmp_path / "bin")) for v in binaries.values())  # nothing downloaded
+    stages = {d["metadata"]["name"] for d in documents[1:]}
+    # Custom stages replace kwokctl's defaults: the node stages must be there or nodes never get Ready.
+    assert {"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-delete"} <= stages
+    assert "pod-complete-after-lifetime" in stages
 
 
 def test_unreadable_state_file_is_a_clear_error(tmp_path: Path) -> None:
