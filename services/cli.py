@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
 
 from pipeline.model.errors import ConfigError, FormatError, KubetapeError
+from services.logs import configure_logging
 
 # Each module exposes ``register(subparsers)``, which adds its subcommand and sets ``func``.
 COMMAND_MODULES = (
@@ -35,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Long-running services switch to JSON lines themselves; interactive commands log short text.
+    configure_logging(json_lines=False, level=logging.WARNING)
     try:
         code: int = args.func(args)
     except (ConfigError, FormatError) as exc:
