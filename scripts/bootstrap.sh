@@ -20,5 +20,5 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
-echo "[bootstrap] checking the local stack's build cache (the first build takes 20–40 minutes)" >&2
+echo "[bootstrap] checking the local stack's build cache (the first build takes ~12 minutes)" >&2
 .venv/bin/kubetape stack build >/dev/null

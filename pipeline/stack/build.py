@@ -80,7 +80,7 @@ def _go_env() -> dict[str, str]:
 
 def ensure_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
     """Return the directory with kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-    etcd, kwok and kwokctl, building whichever are missing (20–40 min cold on 2 cores)."""
+    etcd, kwok and kwokctl, building whichever are missing (~11 min cold on 2 cores)."""
     bin_dir = kube_bin_dir(versions)
     if (bin_dir / ".complete").exists():
         return bin_dir
@@ -92,7 +92,7 @@ def ensure_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
     env = _go_env()
     logs = cache_root() / "logs"
     report(
-        "First start: building the simulated cluster's binaries (cached afterwards; ~20–40 min on 2 cores)"
+        "First start: building the simulated cluster's binaries (cached afterwards; ~10–15 min on 2 cores)"
     )
 
     if not all((partial / b).exists() for b in ("kwok", "kwokctl")):
