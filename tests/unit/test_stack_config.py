@@ -94,7 +94,9 @@ def test_docker_compose_config_is_valid_where_the_plugin_exists() -> None:
     import subprocess
 
     docker = shutil.which("docker")
-    probe = subprocess.run([docker, "compose", "version"], capture_output=True, check=False) if docker else None
+    probe = (
+        subprocess.run([docker, "compose", "version"], capture_output=True, check=False) if docker else None
+    )
     if probe is None or probe.returncode != 0:
         pytest.skip("docker compose plugin not installed; the YAML check above covers parsing")
     result = subprocess.run(
