@@ -25,6 +25,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from pipeline.model.errors import FormatError
+
 _MASK = (1 << 64) - 1
 _NULL = b"\x00" * 8
 _PACK_Q = struct.Struct("<Q").pack
@@ -94,7 +96,7 @@ def _feed(value: Any, out: list[bytes]) -> None:
     elif isinstance(value, float):
         out.append(_PACK_D(0.0 if value == 0.0 else value))
     else:
-        raise TypeError(f"cannot hash a {type(value).__name__} as JSON")
+        raise FormatError(f"cannot hash a {type(value).__name__} value: objects must hold JSON values only")
 
 
 def json_hash(value: Any) -> int:
@@ -119,7 +121,8 @@ def _drop_nulls(value: Any) -> Any:
 
 def _without_token_mounts(items: Any) -> list[Any]:
     return [
-        item for item in (items or [])
+        item
+        for item in (items or [])
         if not str(item.get("name", "") if isinstance(item, Mapping) else "").startswith(
             SERVICE_ACCOUNT_VOLUME_PREFIX
         )

@@ -14,8 +14,9 @@ Malformed input raises :class:`~pipeline.model.errors.FormatError` naming the of
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NewType
+from typing import Any, NewType
 
 from pipeline.model.errors import FormatError
 
@@ -70,7 +71,10 @@ def kind_key(api_version: str, kind: str) -> ObjectKey:
 
 @dataclass(frozen=True, slots=True)
 class ParsedObjectKey:
-    """The parts of an :data:`ObjectKey`; ``group`` is ``""`` for core, ``namespace`` ``None`` if cluster-scoped."""
+    """The parts of an :data:`ObjectKey`.
+
+    ``group`` is ``""`` for the core group and ``namespace`` is ``None`` for cluster-scoped objects.
+    """
 
     group: str
     kind: str
@@ -97,8 +101,8 @@ def parse_object_key(key: str) -> ParsedObjectKey:
     )
 
 
-def key_of(obj: dict[str, object]) -> ObjectKey:
-    """The :data:`ObjectKey` of a Kubernetes object body (needs ``apiVersion``, ``kind``, ``metadata.name``)."""
+def key_of(obj: Mapping[str, Any]) -> ObjectKey:
+    """The :data:`ObjectKey` of an object body (needs ``apiVersion``, ``kind``, ``metadata.name``)."""
     meta = obj.get("metadata")
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not isinstance(meta, dict) or not isinstance(api_version, str) or not isinstance(kind, str):
@@ -109,7 +113,7 @@ def key_of(obj: dict[str, object]) -> ObjectKey:
     return object_key(api_version, kind, ns, name)
 
 
-def _describe(obj: dict[str, object]) -> str:
+def _describe(obj: Mapping[str, Any]) -> str:
     return f"apiVersion={obj.get('apiVersion')!r} kind={obj.get('kind')!r}"
 
 

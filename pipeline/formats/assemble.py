@@ -1,0 +1,291 @@
+"""Assembling a time window into one trace, and converting traces to and from SimKube v2.
+
+:func:`assemble_window` turns a keyframe (state at T ≤ A) plus the events after it into the trace of the
+window ``[A, B)``, the way SimKube's export builds a trace (``collect_events``):
+
+* every object alive at A is folded into the trace's first events, all at time A (sorted by key); pods
+  whose recorded lifecycle finished by A are left out (they would run again);
+* applied, deleted and gap events in ``[A, B)`` follow in event-time order;
+* each pod's latest lifecycle that overlaps the window is kept once, clipped to it (a start before A
+  moves to A, an end at or after B is not known yet), if its owner is part of the trace;
+* objects owned (``ownerReferences``) by another object of the trace are dropped, so a replay does not
+  create them twice (their owner does).
+
+The result is a :class:`~pipeline.formats.segment.Segment` of kind ``TRACE``.
+
+:func:`trace_to_simkube` converts such a trace to SimKube's v2 model for export: times become whole
+seconds, truncated as SimKube's tracer does; events in the same second share one SimKube event (a delete
+followed by an apply starts a new one, since SimKube applies before it deletes); deleted objects become
+SimKube's stubs; lifecycles are grouped by owner and pod-spec hash in launch order.
+:func:`simkube_to_trace` goes the other way (SimKube does not record pod names, so lifecycle events get
+synthetic pod keys ``<owner>-<hash>-<n>``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from pipeline.formats.segment import Keyframe, PartitionRange, Segment, SegmentKind, build_segment
+from pipeline.formats.simkube import SIMKUBE_TRACE_VERSION, SimkubeEvent, SimkubeLifecycle, SimkubeTrace
+from pipeline.model.errors import ConfigError, FormatError
+from pipeline.model.events import Event, EventType
+from pipeline.model.hashing import object_spec_hash
+from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, object_key, parse_object_key
+from pipeline.model.lifecycle import PodLifecycle
+from pipeline.model.sanitize import deletion_stub
+from pipeline.model.tracer_config import TracerConfig
+
+_OBJECT_TYPES = (EventType.APPLIED, EventType.DELETED)
+
+
+def _owner_keys(obj: dict[str, Any] | None) -> list[ObjectKey]:
+    """Keys of the objects named in ``obj``'s ownerReferences (same namespace, as Kubernetes requires)."""
+    if obj is None:
+        return []
+    meta = obj.get("metadata") or {}
+    keys = []
+    for ref in meta.get("ownerReferences") or []:
+        try:
+            keys.append(object_key(ref["apiVersion"], ref["kind"], meta.get("namespace"), ref["name"]))
+        except (KeyError, TypeError, FormatError):
+            continue  # a malformed reference owns nothing we can find
+    return keys
+
+
+def _lifecycle_of(e: Event) -> PodLifecycle:
+    assert e.pod_start_ms is not None  # guaranteed by Event validation for POD_LIFECYCLE
+    return PodLifecycle(e.pod_start_ms, e.pod_end_ms)
+
+
+def fold_keyframe(keyframe: Keyframe | None, events: Iterable[Event], at_ms: int) -> Keyframe:
+    """The keyframe at ``at_ms``: ``keyframe`` (or empty state) advanced by the events before ``at_ms``.
+
+    Applied objects replace, deleted ones leave; each pod keeps its latest lifecycle unless it finished
+    before ``at_ms`` and its pod object is gone. Events before the given
+    keyframe's time are ignored, as it already holds them. Raises FormatError if ``at_ms`` is earlier
+    than the given keyframe.
+    """
+    if keyframe is not None and at_ms < keyframe.at_ms:
+        raise FormatError(f"cannot fold the keyframe at {keyframe.at_ms} back to {at_ms}")
+    since = keyframe.at_ms if keyframe is not None else None
+    objects: dict[ObjectKey, Event] = dict(keyframe.objects) if keyframe else {}
+    lifecycles: dict[ObjectKey, Event] = dict(keyframe.lifecycles) if keyframe else {}
+    for e in sorted(events, key=lambda ev: ev.ts_ms):
+        if (since is not None and e.ts_ms < since) or e.ts_ms >= at_ms:
+            continue
+        if e.type is EventType.APPLIED:
+            objects[e.key] = e
+        elif e.type is EventType.DELETED:
+            objects.pop(e.key, None)
+        elif e.type is EventType.POD_LIFECYCLE:
+            lifecycles[e.key] = e
+    # a lifecycle over before at_ms cannot overlap a later window; it is kept only while its pod object
+    # lives, because a tracked pod that finished must not be replayed again (see assemble_window)
+    live = {
+        k: e for k, e in lifecycles.items() if e.pod_end_ms is None or e.pod_end_ms >= at_ms or k in objects
+    }
+    return Keyframe(at_ms, objects, live)
+
+
+def assemble_window(
+    keyframe: Keyframe | None,
+    events: Iterable[Event],
+    start_ms: int,
+    end_ms: int,
+    *,
+    config: TracerConfig | None = None,
+    partitions: Iterable[PartitionRange] = (),
+    suppress_owned: bool = True,
+) -> Segment:
+    """The trace of ``[start_ms, end_ms)`` from the state at ``keyframe.at_ms`` and the events after it.
+
+    ``events`` may come in any order (they are stably sorted by time); events before the keyframe time
+    are ignored (the keyframe already holds them), events at or after ``end_ms`` too. Without a keyframe
+    the state starts empty. Raises FormatError if the keyframe is after ``start_ms``.
+    """
+    if start_ms >= end_ms:
+        raise FormatError(f"empty window: start {start_ms} is not before end {end_ms}")
+    if keyframe is not None and keyframe.at_ms > start_ms:
+        raise FormatError(f"keyframe at {keyframe.at_ms} is after the window start {start_ms}")
+    kf_at = keyframe.at_ms if keyframe else None
+    state: dict[ObjectKey, Event] = dict(keyframe.objects) if keyframe else {}
+    lifecycles: dict[tuple[ObjectKey, str], Event] = (
+        {(e.key, e.uid): e for e in keyframe.lifecycles.values()} if keyframe else {}
+    )
+    in_window: list[Event] = []
+    for e in sorted(events, key=lambda ev: ev.ts_ms):
+        if (kf_at is not None and e.ts_ms < kf_at) or e.ts_ms >= end_ms:
+            continue
+        if e.type is EventType.POD_LIFECYCLE:
+            lifecycles[(e.key, e.uid)] = e
+        elif e.ts_ms >= start_ms:
+            in_window.append(e)
+        elif e.type is EventType.APPLIED:
+            state[e.key] = e
+        elif e.type is EventType.DELETED:
+            state.pop(e.key, None)
+    known = set(state) | {e.key for e in in_window if e.type in _OBJECT_TYPES}
+    finished_uids: dict[ObjectKey, set[str]] = {}
+    for (key, uid), lc_event in lifecycles.items():
+        if lc_event.pod_end_ms is not None and lc_event.pod_end_ms <= start_ms:
+            finished_uids.setdefault(key, set()).add(uid)
+
+    def finished_pod(e: Event) -> bool:
+        """A tracked pod whose lifecycle ended by the window start (uids tell incarnations apart)."""
+        uids = finished_uids.get(e.key)
+        if uids is None or not e.key.startswith("core/Pod/"):
+            return False
+        return not e.uid or e.uid in uids or "" in uids
+
+    def kept(e: Event) -> bool:
+        if e.type not in _OBJECT_TYPES or not suppress_owned:
+            return True
+        return not any(owner in known for owner in _owner_keys(e.obj))
+
+    initial = [
+        dataclasses.replace(state[key], ts_ms=start_ms)
+        for key in sorted(state)
+        if kept(state[key]) and not finished_pod(state[key])
+    ]
+    clipped = []
+    for lc_event in lifecycles.values():
+        lc = _lifecycle_of(lc_event)
+        assert lc_event.owner_key is not None
+        if lc.overlaps(start_ms, end_ms) and lc_event.owner_key in known:
+            window_lc = lc.clipped(start_ms, end_ms)
+            clipped.append(
+                dataclasses.replace(
+                    lc_event,
+                    ts_ms=max(lc_event.ts_ms, start_ms),
+                    pod_start_ms=window_lc.start_ms,
+                    pod_end_ms=window_lc.end_ms,
+                )
+            )
+    clipped.sort(key=lambda e: (e.ts_ms, e.key))
+    return build_segment(
+        [*initial, *(e for e in in_window if kept(e)), *clipped],
+        start_ms=start_ms,
+        end_ms=end_ms,
+        partitions=partitions,
+        config=config,
+        kind=SegmentKind.TRACE,
+    )
+
+
+# ---- to SimKube ----------------------------------------------------------------------------------
+def to_seconds(ts_ms: int) -> int:
+    """Whole Unix seconds of a millisecond time, truncated as SimKube's tracer clock does."""
+    return ts_ms // 1000
+
+
+def _gvk_of(obj: dict[str, Any]) -> str:
+    return GroupVersionKind.from_api_version(str(obj["apiVersion"]), str(obj["kind"])).format()
+
+
+def _namespaced_name(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta["name"])
+
+
+def trace_to_simkube(trace: Segment, config: TracerConfig | None = None) -> SimkubeTrace:
+    """SimKube v2 form of an assembled trace (see the module docstring). ``config`` defaults to the
+    trace's own, else an empty one."""
+    config = config or trace.config or TracerConfig()
+    events = [SimkubeEvent(to_seconds(trace.header.start_ms))]
+    index: dict[str, dict[str, int]] = {}
+    api_versions: dict[ObjectKey, str] = {}
+    for e in trace.events:
+        if e.type not in _OBJECT_TYPES:
+            continue
+        obj = e.obj
+        assert obj is not None  # APPLIED and DELETED events always carry an object
+        ts, current = to_seconds(e.ts_ms), events[-1]
+        if e.type is EventType.APPLIED:
+            if current.ts != ts or current.deleted_objs:
+                current = SimkubeEvent(ts)
+                events.append(current)
+            current.applied_objs.append(obj)
+        else:
+            if current.ts != ts:
+                current = SimkubeEvent(ts)
+                events.append(current)
+            current.deleted_objs.append(deletion_stub(obj))
+        spec_hash = e.spec_hash or object_spec_hash(obj)
+        index.setdefault(_gvk_of(obj), {})[_namespaced_name(obj)] = spec_hash
+        api_versions[e.key] = str(obj["apiVersion"])
+    lifecycles = _simkube_lifecycles(trace.events, api_versions)
+    return SimkubeTrace(SIMKUBE_TRACE_VERSION, config.to_simkube_mapping(), events, index, lifecycles)
+
+
+def _simkube_lifecycles(
+    events: Iterable[Event], api_versions: dict[ObjectKey, str]
+) -> dict[tuple[str, str], dict[int, list[SimkubeLifecycle]]]:
+    grouped: dict[tuple[str, str], dict[int, list[Event]]] = {}
+    for e in events:
+        if e.type is not EventType.POD_LIFECYCLE or e.owner_key not in api_versions:
+            continue  # SimKube keeps lifecycles only for owners that are in the trace
+        owner = parse_object_key(e.owner_key)
+        gvk = GroupVersionKind.from_api_version(api_versions[e.owner_key], owner.kind).format()
+        grouped.setdefault((gvk, owner.namespaced_name), {}).setdefault(e.pod_spec_hash, []).append(e)
+    out: dict[tuple[str, str], dict[int, list[SimkubeLifecycle]]] = {}
+    for owner_id, by_hash in grouped.items():
+        out[owner_id] = {}
+        for pod_hash, lcs in by_hash.items():
+            lcs.sort(key=lambda e: (e.pod_start_ms, e.key))  # launch order
+            out[owner_id][pod_hash] = [
+                SimkubeLifecycle(
+                    to_seconds(_lifecycle_of(e).start_ms),
+                    None if e.pod_end_ms is None else to_seconds(e.pod_end_ms),
+                )
+                for e in lcs
+            ]
+    return out
+
+
+# ---- from SimKube --------------------------------------------------------------------------------
+def simkube_to_trace(trace: SimkubeTrace, source: str = "SimKube trace") -> Segment:
+    """A kubetape trace (kind ``TRACE``) with the content of a SimKube trace, times in milliseconds."""
+    events: list[Event] = []
+    try:
+        for sk_event in trace.events:
+            ts_ms = sk_event.ts * 1000
+            for obj in sk_event.applied_objs:
+                events.append(Event.applied(ts_ms, key_of(obj), obj, object_spec_hash(obj)))
+            for obj in sk_event.deleted_objs:
+                events.append(Event.deleted(ts_ms, key_of(obj), obj))
+    except FormatError as exc:
+        raise FormatError(f"{source}: {exc}") from None
+    start_ms = trace.events[0].ts * 1000 if trace.events else 0
+    end_ms = (trace.events[-1].ts + 1) * 1000 if trace.events else 0
+    if any(e.ts_ms < start_ms for e in events) or start_ms < 0:
+        raise FormatError(f"{source}: events are not sorted by time or have negative times")
+    for (gvk_text, ns_name), by_hash in trace.pod_lifecycles.items():
+        gvk = GroupVersionKind.parse(gvk_text)
+        namespace, _, name = ns_name.rpartition("/")
+        owner = object_key(gvk.api_version, gvk.kind, namespace or None, name)
+        for pod_hash, lcs in by_hash.items():
+            for seq, lc in enumerate(lcs):
+                if lc.start is None:
+                    continue
+                if gvk.group == "" and gvk.kind == "Pod" and seq == 0:
+                    pod = owner  # a bare pod is its own lifecycle owner
+                else:
+                    pod = object_key("v1", "Pod", namespace or None, f"{name}-{pod_hash:016x}-{seq}")
+                start, end = lc.start * 1000, None if lc.end is None else lc.end * 1000
+                if end is not None and end < start:
+                    raise FormatError(f"{source}: lifecycle of {ns_name} ends before it starts")
+                ts = min(max(start, start_ms), max(end_ms - 1, start_ms))
+                events.append(
+                    Event.pod_lifecycle(
+                        ts, pod, owner_key=owner, pod_spec_hash=pod_hash, start_ms=max(start, 0), end_ms=end
+                    )
+                )
+    if events:
+        end_ms = max(end_ms, max(e.ts_ms for e in events) + 1)
+    try:
+        config = trace.tracer_config("(embedded)")
+    except ConfigError as exc:  # a config inside a file is part of that file's format
+        raise FormatError(f"{source}: {exc}") from None
+    return build_segment(events, start_ms=start_ms, end_ms=end_ms, config=config, kind=SegmentKind.TRACE)

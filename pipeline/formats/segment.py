@@ -1,0 +1,408 @@
+"""kubetape segment files: a time range of events, sorted by event time, zstd-compressed.
+
+A segment is what the sink writes for one partition range, and also the file format of an exported
+kubetape trace (``kind = TRACE``, built by :mod:`pipeline.formats.assemble`). Layout (big-endian)::
+
+    b"KTSG" | u16 format version | u32 header length | u32 header CRC-32 | header (msgpack map)
+            | u32 body length    | u32 body CRC-32   | body (one zstd frame of a msgpack map)
+
+The header is small and uncompressed so :func:`decode_segment_header` can read time range, partition
+offset ranges and counts without touching the body. The body holds the events (column by column, see
+:mod:`pipeline.formats.columns`), an optional :class:`Keyframe` (full state at a time T, so a replay
+can start there without reading older history) and the tracer config.
+
+Invariants checked on encode and on decode: events sorted by ``ts_ms`` and inside
+``[start_ms, end_ms)``, keyframe at or before ``start_ms``, header counts equal to the body's.
+Decoding corrupt, truncated or unknown-version bytes raises
+:class:`~pipeline.model.errors.FormatError` / ``UnknownVersionError`` naming the source and the problem.
+"""
+
+from __future__ import annotations
+
+import enum
+import gc
+import struct
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import zstandard
+
+from pipeline.formats.columns import events_from_columns, events_to_columns
+from pipeline.model.errors import ConfigError, FormatError, UnknownVersionError
+from pipeline.model.events import Event, EventType
+from pipeline.model.keys import ObjectKey
+from pipeline.model.tracer_config import TracerConfig
+
+MAGIC = b"KTSG"
+SEGMENT_FORMAT_VERSION = 1
+"""Version of the segment layout written by :func:`encode_segment`."""
+
+ZSTD_LEVEL = 9
+MAX_BODY_BYTES = 1 << 31
+"""Refuse bodies that would decompress beyond this (protects readers from corrupt length fields)."""
+
+_PREAMBLE = struct.Struct(">4sHII")
+_BODY_PREAMBLE = struct.Struct(">II")
+
+
+class SegmentKind(enum.Enum):
+    """A sink segment (one partition range) or an assembled trace (a window, state folded at its start)."""
+
+    SEGMENT = "segment"
+    TRACE = "trace"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRange:
+    """Kafka offsets ``first_offset``..``last_offset`` (inclusive) of ``topic``/``partition`` went into it."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class EventCounts:
+    """Number of events per type."""
+
+    applied: int = 0
+    deleted: int = 0
+    pod_lifecycle: int = 0
+    gap: int = 0
+
+    @property
+    def total(self) -> int:
+        """All events."""
+        return self.applied + self.deleted + self.pod_lifecycle + self.gap
+
+    @classmethod
+    def of(cls, events: Iterable[Event]) -> EventCounts:
+        """Count ``events`` by type."""
+        applied = deleted = lifecycle = gap = 0
+        for e in events:  # identity tests: hashing enum members is slow on this hot path
+            t = e.type
+            if t is EventType.APPLIED:
+                applied += 1
+            elif t is EventType.POD_LIFECYCLE:
+                lifecycle += 1
+            elif t is EventType.DELETED:
+                deleted += 1
+            else:
+                gap += 1
+        return cls(applied, deleted, lifecycle, gap)
+
+
+@dataclass(frozen=True, slots=True)
+class Keyframe:
+    """The full state at ``at_ms``: what all events with ``ts_ms < at_ms`` leave behind.
+
+    ``objects`` holds the latest APPLIED event of every live object; ``lifecycles`` the latest
+    POD_LIFECYCLE event of every pod (keyed by pod key; kept apart because a tracked bare pod has both).
+    """
+
+    at_ms: int
+    objects: Mapping[ObjectKey, Event] = field(default_factory=dict)
+    lifecycles: Mapping[ObjectKey, Event] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentHeader:
+    """What a segment covers, readable without decompressing the body."""
+
+    format_version: int
+    kind: SegmentKind
+    start_ms: int
+    end_ms: int
+    partitions: tuple[PartitionRange, ...]
+    counts: EventCounts
+    keyframe_at_ms: int | None = None
+    keyframe_objects: int = 0
+    keyframe_lifecycles: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready summary (for ``kubetape inspect --json`` and logs)."""
+        return {
+            "format_version": self.format_version,
+            "kind": self.kind.value,
+            "start_ms": self.start_ms,
+            "end_ms": self.end_ms,
+            "partitions": [
+                {
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "first_offset": p.first_offset,
+                    "last_offset": p.last_offset,
+                }
+                for p in self.partitions
+            ],
+            "counts": {
+                "applied": self.counts.applied,
+                "deleted": self.counts.deleted,
+                "pod_lifecycle": self.counts.pod_lifecycle,
+                "gap": self.counts.gap,
+            },
+            "keyframe_at_ms": self.keyframe_at_ms,
+            "keyframe_objects": self.keyframe_objects,
+            "keyframe_lifecycles": self.keyframe_lifecycles,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Header, events sorted by event time, optional keyframe and tracer config."""
+
+    header: SegmentHeader
+    events: tuple[Event, ...]
+    keyframe: Keyframe | None = None
+    config: TracerConfig | None = None
+
+
+def build_segment(
+    events: Iterable[Event],
+    *,
+    start_ms: int,
+    end_ms: int,
+    partitions: Iterable[PartitionRange] = (),
+    keyframe: Keyframe | None = None,
+    config: TracerConfig | None = None,
+    kind: SegmentKind = SegmentKind.SEGMENT,
+) -> Segment:
+    """A consistent segment: events stably sorted by time, header counts computed. Raises FormatError
+    if an event lies outside ``[start_ms, end_ms)`` or the keyframe is after ``start_ms``."""
+    ordered = tuple(sorted(events, key=_ts))
+    header = SegmentHeader(
+        format_version=SEGMENT_FORMAT_VERSION,
+        kind=kind,
+        start_ms=start_ms,
+        end_ms=end_ms,
+        partitions=tuple(partitions),
+        counts=EventCounts.of(ordered),
+        keyframe_at_ms=keyframe.at_ms if keyframe else None,
+        keyframe_objects=len(keyframe.objects) if keyframe else 0,
+        keyframe_lifecycles=len(keyframe.lifecycles) if keyframe else 0,
+    )
+    segment = Segment(header, ordered, keyframe, config)
+    problem = _consistency_problem(segment)
+    if problem:
+        raise FormatError(f"inconsistent segment: {problem}")
+    return segment
+
+
+def _ts(e: Event) -> int:
+    return e.ts_ms
+
+
+def _consistency_problem(seg: Segment) -> str | None:
+    h = seg.header
+    if h.start_ms > h.end_ms:
+        return f"start_ms {h.start_ms} is after end_ms {h.end_ms}"
+    previous = h.start_ms
+    for e in seg.events:
+        if e.ts_ms < previous:
+            return f"events are not sorted by time or start before start_ms ({e.key} at {e.ts_ms})"
+        previous = e.ts_ms
+    if seg.events and seg.events[-1].ts_ms >= h.end_ms:
+        return f"event at {seg.events[-1].ts_ms} is not before end_ms {h.end_ms}"
+    if h.counts != EventCounts.of(seg.events):
+        return f"header counts {h.counts} do not match the events"
+    kf = seg.keyframe
+    if (kf.at_ms if kf else None) != h.keyframe_at_ms:
+        return "header keyframe time does not match the keyframe"
+    if kf is not None:
+        if kf.at_ms > h.start_ms:
+            return f"keyframe at {kf.at_ms} is after start_ms {h.start_ms}"
+        if (len(kf.objects), len(kf.lifecycles)) != (h.keyframe_objects, h.keyframe_lifecycles):
+            return "header keyframe counts do not match the keyframe"
+        for key, e in kf.objects.items():
+            if e.type is not EventType.APPLIED or e.key != key:
+                return f"keyframe object {key} is not an APPLIED event with that key"
+        for key, e in kf.lifecycles.items():
+            if e.type is not EventType.POD_LIFECYCLE or e.key != key:
+                return f"keyframe lifecycle {key} is not a POD_LIFECYCLE event with that key"
+    return None
+
+
+# ---- encoding ------------------------------------------------------------------------------------
+def _header_to_wire(h: SegmentHeader) -> dict[str, Any]:
+    return {
+        "v": h.format_version,
+        "kind": h.kind.value,
+        "start_ms": h.start_ms,
+        "end_ms": h.end_ms,
+        "partitions": [[p.topic, p.partition, p.first_offset, p.last_offset] for p in h.partitions],
+        "counts": [h.counts.applied, h.counts.deleted, h.counts.pod_lifecycle, h.counts.gap],
+        "keyframe": [h.keyframe_at_ms, h.keyframe_objects, h.keyframe_lifecycles],
+    }
+
+
+def encode_segment(seg: Segment, level: int = ZSTD_LEVEL) -> bytes:
+    """The file bytes of ``seg`` (raises FormatError if it is inconsistent; see :func:`build_segment`)."""
+    problem = _consistency_problem(seg)
+    if problem:
+        raise FormatError(f"refusing to encode an inconsistent segment: {problem}")
+    kf = seg.keyframe
+    body = {
+        "events": events_to_columns(seg.events, seg.header.start_ms),
+        "keyframe": None
+        if kf is None
+        else {
+            "at_ms": kf.at_ms,
+            "objects": events_to_columns(list(kf.objects.values()), kf.at_ms),
+            "lifecycles": events_to_columns(list(kf.lifecycles.values()), kf.at_ms),
+        },
+        "config": seg.config.to_mapping() if seg.config is not None else None,
+    }
+    raw_body = msgpack.packb(body, use_bin_type=True)
+    compressed = zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True).compress(
+        raw_body
+    )
+    header = msgpack.packb(_header_to_wire(seg.header), use_bin_type=True)
+    return b"".join(
+        (
+            _PREAMBLE.pack(MAGIC, SEGMENT_FORMAT_VERSION, len(header), zlib.crc32(header)),
+            header,
+            _BODY_PREAMBLE.pack(len(compressed), zlib.crc32(compressed)),
+            compressed,
+        )
+    )
+
+
+# ---- decoding ------------------------------------------------------------------------------------
+def is_segment(data: bytes) -> bool:
+    """Whether ``data`` starts like a kubetape segment."""
+    return data[:4] == MAGIC
+
+
+def _split_header(data: bytes, source: str) -> tuple[SegmentHeader, int]:
+    """The header and the offset where the body preamble starts."""
+    if len(data) < _PREAMBLE.size:
+        raise FormatError(f"{source}: truncated: {len(data)} bytes, too short for a segment preamble")
+    magic, version, header_len, header_crc = _PREAMBLE.unpack_from(data)
+    if magic != MAGIC:
+        raise FormatError(f"{source}: not a kubetape segment (magic {magic!r}, expected {MAGIC!r})")
+    if version != SEGMENT_FORMAT_VERSION:
+        raise UnknownVersionError(
+            f"{source}: segment format version {version} is not supported (this build reads "
+            f"version {SEGMENT_FORMAT_VERSION}); upgrade kubetape to read it"
+        )
+    end = _PREAMBLE.size + header_len
+    if len(data) < end:
+        raise FormatError(f"{source}: truncated header: needs {header_len} bytes, {len(data) - 14} present")
+    header_bytes = data[_PREAMBLE.size : end]
+    if zlib.crc32(header_bytes) != header_crc:
+        raise FormatError(f"{source}: header checksum mismatch: the file is corrupt")
+    try:
+        raw = msgpack.unpackb(header_bytes, raw=False)
+        header = _header_from_wire(raw, version)
+    except FormatError:
+        raise
+    except Exception as exc:  # msgpack or malformed fields: checksummed, so written by a broken encoder
+        raise FormatError(f"{source}: malformed header ({type(exc).__name__}: {exc})") from None
+    return header, end
+
+
+def _header_from_wire(raw: Any, version: int) -> SegmentHeader:
+    if not isinstance(raw, dict) or raw.get("v") != version:
+        raise FormatError("header version does not match the preamble")
+    kf_at, kf_objects, kf_lifecycles = raw["keyframe"]
+    applied, deleted, lifecycle, gap = raw["counts"]
+    return SegmentHeader(
+        format_version=version,
+        kind=SegmentKind(raw["kind"]),
+        start_ms=int(raw["start_ms"]),
+        end_ms=int(raw["end_ms"]),
+        partitions=tuple(
+            PartitionRange(str(t), int(p), int(f), int(last)) for t, p, f, last in raw["partitions"]
+        ),
+        counts=EventCounts(int(applied), int(deleted), int(lifecycle), int(gap)),
+        keyframe_at_ms=None if kf_at is None else int(kf_at),
+        keyframe_objects=int(kf_objects),
+        keyframe_lifecycles=int(kf_lifecycles),
+    )
+
+
+def decode_segment_header(data: bytes, source: str = "segment") -> SegmentHeader:
+    """Only the header (needs just the first bytes of the file); raises FormatError."""
+    return _split_header(data, source)[0]
+
+
+def read_segment_header(path: Path) -> SegmentHeader:
+    """The header of the segment file at ``path``, reading only its first bytes."""
+    try:
+        with path.open("rb") as f:
+            prefix = f.read(_PREAMBLE.size)
+            if len(prefix) == _PREAMBLE.size and prefix[:4] == MAGIC:
+                prefix += f.read(_PREAMBLE.unpack(prefix)[2])
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    return decode_segment_header(prefix, str(path))
+
+
+def decode_segment(data: bytes, source: str = "segment") -> Segment:
+    """Decode :func:`encode_segment`'s bytes; raises FormatError/UnknownVersionError naming ``source``."""
+    header, offset = _split_header(data, source)
+    if len(data) < offset + _BODY_PREAMBLE.size:
+        raise FormatError(f"{source}: truncated: the body is missing")
+    body_len, body_crc = _BODY_PREAMBLE.unpack_from(data, offset)
+    start = offset + _BODY_PREAMBLE.size
+    body = data[start : start + body_len]
+    if len(body) < body_len:
+        raise FormatError(f"{source}: truncated body: {len(body)} of {body_len} bytes present")
+    if len(data) > start + body_len:
+        raise FormatError(f"{source}: {len(data) - start - body_len} unexpected bytes after the body")
+    if zlib.crc32(body) != body_crc:
+        raise FormatError(f"{source}: body checksum mismatch: the file is corrupt")
+    # Bulk decoding allocates many containers that all survive: the cyclic GC would rescan them again
+    # and again for nothing (msgpack's documentation recommends pausing it), so it is paused here.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            raw_body = zstandard.ZstdDecompressor().decompress(body, max_output_size=MAX_BODY_BYTES)
+            raw = msgpack.unpackb(raw_body, raw=False, strict_map_key=False)
+        except Exception as exc:  # zstd and msgpack raise their own types for corrupt data
+            raise FormatError(f"{source}: undecodable body ({type(exc).__name__}: {exc})") from None
+        segment = _body_from_wire(raw, header, source)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    problem = _consistency_problem(segment)
+    if problem:
+        raise FormatError(f"{source}: {problem}")
+    return segment
+
+
+def _body_from_wire(raw: Any, header: SegmentHeader, source: str) -> Segment:
+    if not isinstance(raw, dict):
+        raise FormatError(f"{source}: malformed body (not a map)")
+    events = tuple(events_from_columns(raw.get("events"), header.start_ms, f"{source}: event"))
+    keyframe = None
+    kf = raw.get("keyframe")
+    if kf is not None:
+        at_ms = kf.get("at_ms") if isinstance(kf, dict) else None
+        if type(at_ms) is not int:
+            raise FormatError(f"{source}: malformed keyframe (no time)")
+        objects = events_from_columns(kf.get("objects"), at_ms, f"{source}: keyframe object")
+        lifecycles = events_from_columns(kf.get("lifecycles"), at_ms, f"{source}: keyframe lifecycle")
+        keyframe = Keyframe(at_ms, {e.key: e for e in objects}, {e.key: e for e in lifecycles})
+    config = None
+    if raw.get("config") is not None:
+        try:
+            config = TracerConfig.from_mapping(raw["config"], "(embedded)")
+        except ConfigError as exc:
+            raise FormatError(f"{source}: {exc}") from None
+    return Segment(header, events, keyframe, config)
+
+
+def read_segment(path: Path) -> Segment:
+    """Decode the segment file at ``path``."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    return decode_segment(data, str(path))

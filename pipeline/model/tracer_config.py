@@ -1,0 +1,401 @@
+"""The tracer config: which kinds to record and how, SimKube-compatible plus kubetape's filters.
+
+A SimKube tracer config file loads unchanged (``trackedObjects`` keyed ``group/version.Kind`` with
+``podSpecTemplatePaths`` — ``*`` matching every array element —, the deprecated singular
+``podSpecTemplatePath``, ``trackLifecycle``, ``skipOwned``), with SimKube's normalization: known kinds
+get their built-in template paths and reject different ones. Unlike SimKube ≥ 2, a kind that is not
+known and gives no path is accepted as a kind without pod templates (ConfigMaps, ServiceAccounts).
+
+kubetape's additions are top-level keys (SimKube ignores unknown top-level keys)::
+
+    namespaces: {allow: ["team-*"], deny: ["kube-system"]}   # shell-style patterns
+    labels: {allow: [<LabelSelector>], deny: [<LabelSelector>]}
+    excludeDaemonSetOwned: true     # default true, as SimKube's export does
+    redact:                          # applied by pipeline.model.sanitize
+      - kinds: ["v1.ConfigMap"]     # GVK strings; omitted or "*" = every kind
+        paths: ["/data"]            # JSON pointers, "*" for every array element
+        action: remove              # or "mask": string leaves become "<redacted>"
+
+Secrets' ``data``/``stringData`` are always dropped, whatever the config says. A bad config raises
+:class:`~pipeline.model.errors.ConfigError` at load, naming the source and the offending path.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.model.errors import ConfigError, FormatError
+from pipeline.model.keys import GroupVersionKind
+from pipeline.model.pointer import parse_pointer, resolve
+from pipeline.model.selectors import LabelSelector, parse_label_selector
+
+KNOWN_POD_SPEC_TEMPLATE_PATHS: Mapping[GroupVersionKind, tuple[str, ...]] = {
+    GroupVersionKind("batch", "v1", "CronJob"): ("/spec/jobTemplate/spec/template",),
+    GroupVersionKind("apps", "v1", "DaemonSet"): ("/spec/template",),
+    GroupVersionKind("apps", "v1", "Deployment"): ("/spec/template",),
+    GroupVersionKind("batch", "v1", "Job"): ("/spec/template",),
+    GroupVersionKind("apps", "v1", "ReplicaSet"): ("/spec",),
+    GroupVersionKind("apps", "v1", "StatefulSet"): ("/spec/template",),
+    GroupVersionKind("", "v1", "Pod"): ("",),
+}
+"""SimKube's built-in pod template paths (``sk-core/src/constants.rs``)."""
+
+REDACTED = "<redacted>"
+_TRACKED_FIELDS = {"podSpecTemplatePaths", "podSpecTemplatePath", "trackLifecycle", "skipOwned"}
+_TOP_FIELDS = {"trackedObjects", "namespaces", "labels", "excludeDaemonSetOwned", "redact"}
+
+
+@dataclass(frozen=True, slots=True)
+class TrackedKind:
+    """How one kind is recorded."""
+
+    gvk: GroupVersionKind
+    pod_spec_template_paths: tuple[str, ...] = ()
+    track_lifecycle: bool = False
+    skip_owned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionRule:
+    """Remove or mask the values at ``paths`` in objects of ``kinds`` (empty = every kind)."""
+
+    paths: tuple[str, ...]
+    kinds: tuple[GroupVersionKind, ...] = ()
+    action: str = "remove"
+
+    def applies_to(self, gvk: GroupVersionKind) -> bool:
+        """Whether this rule covers objects of ``gvk``."""
+        return not self.kinds or gvk in self.kinds
+
+
+@dataclass(frozen=True, slots=True)
+class TracerConfig:
+    """The validated, normalized tracer config (from :meth:`from_mapping` or :func:`load_tracer_config`)."""
+
+    tracked: tuple[TrackedKind, ...] = ()
+    namespace_allow: tuple[str, ...] = ()
+    namespace_deny: tuple[str, ...] = ()
+    label_allow: tuple[LabelSelector, ...] = ()
+    label_deny: tuple[LabelSelector, ...] = ()
+    exclude_daemonset_owned: bool = True
+    redactions: tuple[RedactionRule, ...] = ()
+    source: str = field(default="<built-in>", compare=False)
+
+    @classmethod
+    def default(cls) -> TracerConfig:
+        """Workload controllers with their built-in template paths; lifecycles of Jobs and CronJobs."""
+        kinds = [
+            ("apps", "Deployment", False),
+            ("apps", "StatefulSet", False),
+            ("batch", "Job", True),
+            ("batch", "CronJob", True),
+        ]
+        tracked = tuple(
+            TrackedKind(gvk, KNOWN_POD_SPEC_TEMPLATE_PATHS[gvk], track_lifecycle=lifecycle)
+            for group, kind, lifecycle in kinds
+            for gvk in [GroupVersionKind(group, "v1", kind)]
+        )
+        return cls(tracked=tracked)
+
+    @classmethod
+    def from_mapping(cls, data: Any, source: str) -> TracerConfig:
+        """Validate and normalize a parsed config; ``source`` (a file name) prefixes every error."""
+        return _parse_config(data, source)
+
+    # ---- lookups -----------------------------------------------------------------------------
+    def tracked_kind(self, gvk: GroupVersionKind) -> TrackedKind | None:
+        """The entry for ``gvk``, or None if the kind is not tracked."""
+        for entry in self.tracked:
+            if entry.gvk == gvk:
+                return entry
+        return None
+
+    def tracked_kind_for(self, api_version: str, kind: str) -> TrackedKind | None:
+        """The entry for an object's ``apiVersion``/``kind``, or None."""
+        return self.tracked_kind(GroupVersionKind.from_api_version(api_version, kind))
+
+    def version_of(self, group: str, kind: str) -> str | None:
+        """The tracked version of ``group``/``kind`` (to rebuild a GVK from an object key), or None."""
+        for entry in self.tracked:
+            if entry.gvk.group == group and entry.gvk.kind == kind:
+                return entry.gvk.version
+        return None
+
+    def track_lifecycle_for(self, gvk: GroupVersionKind) -> bool:
+        """Whether pods owned by ``gvk`` objects get their lifecycles recorded."""
+        entry = self.tracked_kind(gvk)
+        return entry is not None and entry.track_lifecycle
+
+    def skip_owned_for(self, gvk: GroupVersionKind) -> bool:
+        """Whether ``gvk`` objects with any ownerReference are ignored."""
+        entry = self.tracked_kind(gvk)
+        return entry is not None and entry.skip_owned
+
+    def pod_templates(self, obj: Mapping[str, Any]) -> list[Any]:
+        """The pod templates inside ``obj`` found through its kind's ``podSpecTemplatePaths``."""
+        entry = self.tracked_kind_for(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+        if entry is None:
+            return []
+        return [tpl for path in entry.pod_spec_template_paths for tpl in resolve(obj, path)]
+
+    # ---- filters -----------------------------------------------------------------------------
+    def is_namespace_allowed(self, namespace: str | None) -> bool:
+        """Namespace allow/deny lists; cluster-scoped objects (``None``) are always allowed."""
+        if not namespace:
+            return True
+        if self.namespace_allow and not any(fnmatch.fnmatchcase(namespace, p) for p in self.namespace_allow):
+            return False
+        return not any(fnmatch.fnmatchcase(namespace, p) for p in self.namespace_deny)
+
+    def is_labels_allowed(self, labels: Mapping[str, str]) -> bool:
+        """Label allow (any selector matches, if there are any) and deny (no selector matches) lists."""
+        if self.label_allow and not any(sel.matches(labels) for sel in self.label_allow):
+            return False
+        return not any(sel.matches(labels) for sel in self.label_deny)
+
+    def is_object_allowed(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` passes the namespace, label, DaemonSet-owned and ``skipOwned`` filters."""
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        if not self.is_namespace_allowed(meta.get("namespace")):
+            return False
+        labels = meta.get("labels")
+        if not self.is_labels_allowed(labels if isinstance(labels, Mapping) else {}):
+            return False
+        owners = meta.get("ownerReferences") or []
+        if self.exclude_daemonset_owned and any(
+            isinstance(o, Mapping) and o.get("kind") == "DaemonSet" for o in owners
+        ):
+            return False
+        gvk = GroupVersionKind.from_api_version(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+        return not (owners and self.skip_owned_for(gvk))
+
+    # ---- serialization -------------------------------------------------------------------------
+    def to_simkube_mapping(self) -> dict[str, Any]:
+        """SimKube's form (``trackedObjects`` only), as stored in a v2 trace. Kinds without template
+        paths are left out: SimKube ≥ 2 refuses them when it normalizes the config."""
+        tracked: dict[str, Any] = {}
+        for entry in self.tracked:
+            if not entry.pod_spec_template_paths:
+                continue
+            item: dict[str, Any] = {"podSpecTemplatePaths": list(entry.pod_spec_template_paths)}
+            if entry.track_lifecycle:
+                item["trackLifecycle"] = True
+            if entry.skip_owned:
+                item["skipOwned"] = True
+            tracked[entry.gvk.format()] = item
+        return {"trackedObjects": tracked}
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The full form, accepted back by :meth:`from_mapping` (used in kubetape segments)."""
+        tracked: dict[str, Any] = {}
+        for entry in self.tracked:
+            item: dict[str, Any] = {}
+            if entry.pod_spec_template_paths:
+                item["podSpecTemplatePaths"] = list(entry.pod_spec_template_paths)
+            if entry.track_lifecycle:
+                item["trackLifecycle"] = True
+            if entry.skip_owned:
+                item["skipOwned"] = True
+            tracked[entry.gvk.format()] = item
+        out: dict[str, Any] = {"trackedObjects": tracked}
+        if self.namespace_allow or self.namespace_deny:
+            out["namespaces"] = {"allow": list(self.namespace_allow), "deny": list(self.namespace_deny)}
+        if self.label_allow or self.label_deny:
+            out["labels"] = {
+                "allow": [s.to_mapping() for s in self.label_allow],
+                "deny": [s.to_mapping() for s in self.label_deny],
+            }
+        if not self.exclude_daemonset_owned:
+            out["excludeDaemonSetOwned"] = False
+        if self.redactions:
+            out["redact"] = [
+                {"paths": list(r.paths), "kinds": [k.format() for k in r.kinds], "action": r.action}
+                for r in self.redactions
+            ]
+        return out
+
+
+def load_tracer_config(path: str | Path) -> TracerConfig:
+    """Read a YAML (or JSON) tracer config file; raises ConfigError naming the file and the problem."""
+    import yaml  # lazy: only this loader needs PyYAML, the model layer stays pure
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"tracer config {path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"tracer config {path}: not UTF-8 text") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise ConfigError(f"tracer config {path}: invalid YAML{where}: {problem}") from None
+    return TracerConfig.from_mapping(data, str(path))
+
+
+# ---- parsing ------------------------------------------------------------------------------------
+def _fail(source: str, where: str, problem: str) -> ConfigError:
+    return ConfigError(f"tracer config {source}: {where}: {problem}")
+
+
+def _str_list(value: Any, source: str, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _fail(source, where, f"must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _bool(value: Any, source: str, where: str, *, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _fail(source, where, f"must be true or false, got {value!r}")
+    return value
+
+
+def _parse_config(data: Any, source: str) -> TracerConfig:
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise ConfigError(f"tracer config {source}: must be a mapping with trackedObjects, got {kind}")
+    unknown = sorted(set(map(str, data)) - _TOP_FIELDS)
+    if unknown:
+        raise _fail(source, unknown[0], f"unknown field; expected one of {', '.join(sorted(_TOP_FIELDS))}")
+    tracked_raw = data.get("trackedObjects") or {}
+    if not isinstance(tracked_raw, dict):
+        raise _fail(source, "trackedObjects", "must map group/version.Kind to settings")
+    tracked: list[TrackedKind] = []
+    for gvk_text, settings in tracked_raw.items():
+        entry = _parse_tracked(gvk_text, settings, source)
+        if any(t.gvk == entry.gvk for t in tracked):
+            raise _fail(source, f"trackedObjects.{gvk_text}", f"{entry.gvk} is listed twice")
+        tracked.append(entry)
+    ns_allow, ns_deny = _allow_deny(data.get("namespaces"), source, "namespaces", _str_list)
+    lbl_allow, lbl_deny = _allow_deny(data.get("labels"), source, "labels", _selectors)
+    return TracerConfig(
+        tracked=tuple(tracked),
+        namespace_allow=ns_allow,
+        namespace_deny=ns_deny,
+        label_allow=lbl_allow,
+        label_deny=lbl_deny,
+        exclude_daemonset_owned=_bool(
+            data.get("excludeDaemonSetOwned"), source, "excludeDaemonSetOwned", default=True
+        ),
+        redactions=_redactions(data.get("redact"), source),
+        source=source,
+    )
+
+
+def _parse_tracked(gvk_text: Any, settings: Any, source: str) -> TrackedKind:
+    where = f"trackedObjects.{gvk_text}"
+    try:
+        gvk = GroupVersionKind.parse(str(gvk_text))
+    except FormatError as exc:
+        raise _fail(source, where, str(exc)) from None
+    settings = settings or {}
+    if not isinstance(settings, dict):
+        raise _fail(source, where, "must be a mapping (podSpecTemplatePaths, trackLifecycle, skipOwned)")
+    unknown = sorted(set(map(str, settings)) - _TRACKED_FIELDS)
+    if unknown:
+        expected = ", ".join(sorted(_TRACKED_FIELDS))
+        raise _fail(source, f"{where}.{unknown[0]}", f"unknown field; expected {expected}")
+    paths = _str_list(settings.get("podSpecTemplatePaths"), source, f"{where}.podSpecTemplatePaths")
+    singular = settings.get("podSpecTemplatePath")
+    if singular is not None:
+        if not isinstance(singular, str):
+            raise _fail(source, f"{where}.podSpecTemplatePath", "must be a string")
+        if not paths:  # SimKube: the deprecated field is ignored when the plural is set
+            paths = (singular,)
+    for i, path in enumerate(paths):
+        try:
+            parse_pointer(path)
+        except ValueError as exc:
+            raise _fail(source, f"{where}.podSpecTemplatePaths[{i}]", str(exc)) from None
+    default = KNOWN_POD_SPEC_TEMPLATE_PATHS.get(gvk)
+    if paths and default is not None and paths != default:
+        raise _fail(
+            source,
+            f"{where}.podSpecTemplatePaths",
+            f"{gvk} is a built-in kind whose template paths are {list(default)}; SimKube rejects others",
+        )
+    return TrackedKind(
+        gvk=gvk,
+        pod_spec_template_paths=paths or default or (),
+        track_lifecycle=_bool(
+            settings.get("trackLifecycle"), source, f"{where}.trackLifecycle", default=False
+        ),
+        skip_owned=_bool(settings.get("skipOwned"), source, f"{where}.skipOwned", default=False),
+    )
+
+
+def _selectors(value: Any, source: str, where: str) -> tuple[LabelSelector, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _fail(source, where, "must be a list of label selectors")
+    try:
+        return tuple(parse_label_selector(v, f"{where}[{i}]") for i, v in enumerate(value))
+    except ConfigError as exc:
+        raise ConfigError(f"tracer config {source}: {exc}") from None
+
+
+def _allow_deny(value: Any, source: str, where: str, parse: Any) -> tuple[Any, Any]:
+    if value is None:
+        return (), ()
+    if not isinstance(value, dict) or set(map(str, value)) - {"allow", "deny"}:
+        raise _fail(source, where, "must be a mapping with 'allow' and/or 'deny' lists")
+    allow = parse(value.get("allow"), source, f"{where}.allow")
+    return allow, parse(value.get("deny"), source, f"{where}.deny")
+
+
+def _redactions(value: Any, source: str) -> tuple[RedactionRule, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _fail(source, "redact", "must be a list of rules {kinds, paths, action}")
+    rules = []
+    for i, rule in enumerate(value):
+        where = f"redact[{i}]"
+        if not isinstance(rule, dict) or set(map(str, rule)) - {"kinds", "paths", "action"}:
+            raise _fail(source, where, "must be a mapping with paths, and optionally kinds and action")
+        paths = _str_list(rule.get("paths"), source, f"{where}.paths")
+        if not paths:
+            raise _fail(source, f"{where}.paths", "needs at least one JSON pointer")
+        for j, path in enumerate(paths):
+            try:
+                if not parse_pointer(path):
+                    raise ValueError("redacting the whole object is not allowed; drop the kind instead")
+            except ValueError as exc:
+                raise _fail(source, f"{where}.paths[{j}]", str(exc)) from None
+        kinds: list[GroupVersionKind] = []
+        for j, text in enumerate(_str_list(rule.get("kinds"), source, f"{where}.kinds")):
+            if text == "*":
+                kinds = []
+                break
+            try:
+                kinds.append(GroupVersionKind.parse(text))
+            except FormatError as exc:
+                raise _fail(source, f"{where}.kinds[{j}]", str(exc)) from None
+        action = rule.get("action", "remove")
+        if action not in ("remove", "mask"):
+            raise _fail(source, f"{where}.action", f"must be 'remove' or 'mask', got {action!r}")
+        rules.append(RedactionRule(paths=paths, kinds=tuple(kinds), action=str(action)))
+    return tuple(rules)
+
+
+__all__ = [
+    "KNOWN_POD_SPEC_TEMPLATE_PATHS",
+    "REDACTED",
+    "RedactionRule",
+    "TracerConfig",
+    "TrackedKind",
+    "load_tracer_config",
+]

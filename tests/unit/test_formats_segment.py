@@ -1,0 +1,217 @@
+"""kubetape segment files: round trips, cheap headers, invariants and clear errors."""
+
+from __future__ import annotations
+
+import gc
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.formats.segment import (
+    SEGMENT_FORMAT_VERSION,
+    EventCounts,
+    Keyframe,
+    PartitionRange,
+    Segment,
+    SegmentHeader,
+    SegmentKind,
+    build_segment,
+    decode_segment,
+    decode_segment_header,
+    encode_segment,
+    read_segment,
+    read_segment_header,
+)
+from pipeline.model.errors import FormatError, UnknownVersionError
+from pipeline.model.events import Event, EventType
+from pipeline.model.keys import key_of, object_key
+from pipeline.model.tracer_config import TracerConfig
+from tests.unit.test_model_events import events
+
+START, END = 1_700_000_000_000, 1_700_000_600_000
+
+
+def _deployment(name: str, replicas: int) -> Event:
+    obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default", "annotations": {}},
+        "spec": {"replicas": replicas},
+    }
+    return Event.applied(START + replicas * 1000, key_of(obj), obj, replicas)
+
+
+def _segment() -> Segment:
+    kf_obj = _deployment("base", 0)
+    lifecycle = Event.pod_lifecycle(
+        START - 5,
+        object_key("v1", "Pod", "default", "base-1"),
+        owner_key=kf_obj.key,
+        pod_spec_hash=3,
+        start_ms=START - 10,
+        end_ms=None,
+    )
+    return build_segment(
+        [_deployment("b", 2), _deployment("a", 1), _deployment("c", 3)],
+        start_ms=START,
+        end_ms=END,
+        partitions=[PartitionRange("kubetape.events", 3, 100, 102)],
+        keyframe=Keyframe(START, {kf_obj.key: kf_obj}, {lifecycle.key: lifecycle}),
+        config=TracerConfig.default(),
+    )
+
+
+def test_segment_round_trips_with_sorted_events_keyframe_and_config() -> None:
+    seg = _segment()
+    assert [e.ts_ms for e in seg.events] == sorted(e.ts_ms for e in seg.events)
+    decoded = decode_segment(encode_segment(seg), "seg")
+    assert decoded == seg
+    assert decoded.config == TracerConfig.default()
+
+
+def test_header_holds_time_range_offsets_and_counts_and_reads_cheaply(tmp_path: Path) -> None:
+    data = encode_segment(_segment())
+    header = decode_segment_header(data[:200])  # the body is not needed
+    assert header.format_version == SEGMENT_FORMAT_VERSION
+    assert (header.start_ms, header.end_ms) == (START, END)
+    assert header.partitions == (PartitionRange("kubetape.events", 3, 100, 102),)
+    assert header.counts == EventCounts(applied=3)
+    assert (header.keyframe_at_ms, header.keyframe_objects, header.keyframe_lifecycles) == (START, 1, 1)
+    path = tmp_path / "p3-100.kts"
+    path.write_bytes(data)
+    assert read_segment_header(path) == header
+    assert read_segment(path) == decode_segment(data)
+
+
+def test_segment_is_compressed() -> None:
+    many = [_deployment(f"web-{i}", i % 50) for i in range(500)]
+    seg = build_segment(many, start_ms=START, end_ms=END)
+    raw_size = sum(len(str(e.obj)) for e in many)
+    assert len(encode_segment(seg)) < raw_size / 5
+
+
+def test_build_segment_refuses_events_outside_the_range() -> None:
+    with pytest.raises(FormatError, match="not before end_ms"):
+        build_segment([_deployment("a", 1)], start_ms=START, end_ms=START + 1000)
+    with pytest.raises(FormatError, match="start before start_ms"):
+        build_segment([_deployment("a", 1)], start_ms=START + 5000, end_ms=END)
+    late = Keyframe(START + 1)
+    with pytest.raises(FormatError, match="keyframe at"):
+        build_segment([], start_ms=START, end_ms=END, keyframe=late)
+
+
+def test_encoder_refuses_unsorted_events() -> None:
+    seg = _segment()
+    shuffled = Segment(seg.header, tuple(reversed(seg.events)), seg.keyframe)
+    with pytest.raises(FormatError, match="not sorted"):
+        encode_segment(shuffled)
+
+
+def test_unknown_segment_version_is_rejected() -> None:
+    data = bytearray(encode_segment(_segment()))
+    struct.pack_into(">H", data, 4, SEGMENT_FORMAT_VERSION + 1)
+    with pytest.raises(
+        UnknownVersionError, match=f"seg.kts: segment format version {SEGMENT_FORMAT_VERSION + 1}"
+    ):
+        decode_segment(bytes(data), "seg.kts")
+
+
+def test_corruption_and_truncation_are_named() -> None:
+    data = encode_segment(_segment())
+    with pytest.raises(FormatError, match="seg: truncated body"):
+        decode_segment(data[:-10], "seg")
+    with pytest.raises(FormatError, match="unexpected bytes after the body"):
+        decode_segment(data + b"x", "seg")
+    flipped = bytearray(data)
+    flipped[-20] ^= 0xFF
+    with pytest.raises(FormatError, match="body checksum mismatch"):
+        decode_segment(bytes(flipped), "seg")
+    flipped = bytearray(data)
+    flipped[20] ^= 0xFF
+    with pytest.raises(FormatError, match="header checksum mismatch"):
+        decode_segment(bytes(flipped), "seg")
+    with pytest.raises(FormatError, match="not a kubetape segment"):
+        decode_segment(b"PK\x03\x04" + data[4:], "seg")
+
+
+def test_header_counts_must_match_the_body() -> None:
+    """A consistent checksum does not excuse a lying header (e.g. written by a buggy producer)."""
+    seg = _segment()
+    lying = Segment(
+        SegmentHeader(SEGMENT_FORMAT_VERSION, SegmentKind.SEGMENT, START, END, (), EventCounts(applied=9)),
+        seg.events,
+    )
+    with pytest.raises(FormatError, match="header counts"):
+        encode_segment(lying)
+
+
+def test_checksums_cover_what_they_claim() -> None:
+    data = encode_segment(_segment())
+    header_len, header_crc = struct.unpack_from(">II", data, 6)
+    assert zlib.crc32(data[14 : 14 + header_len]) == header_crc
+
+
+# ---- random segments ------------------------------------------------------------------------------
+@st.composite
+def segments(draw: st.DrawFn) -> Segment:
+    start = draw(st.integers(0, 2**41))
+    end = start + draw(st.integers(1, 10**7))
+    in_range = st.integers(start, end - 1)
+    evs = draw(st.lists(events(ts=in_range), max_size=8))
+    keyframe = None
+    if draw(st.booleans()):
+        objs = [
+            e
+            for e in draw(st.lists(events(ts=st.integers(0, start)), max_size=4))
+            if e.type is EventType.APPLIED
+        ]
+        lcs = [
+            e
+            for e in draw(st.lists(events(ts=st.integers(0, start)), max_size=4))
+            if e.type is EventType.POD_LIFECYCLE
+        ]
+        keyframe = Keyframe(draw(st.integers(0, start)), {e.key: e for e in objs}, {e.key: e for e in lcs})
+    partitions = draw(
+        st.lists(
+            st.builds(
+                PartitionRange,
+                st.just("kubetape.events"),
+                st.integers(0, 63),
+                st.integers(0, 2**40),
+                st.integers(0, 2**40),
+            ),
+            max_size=3,
+        )
+    )
+    kind = draw(st.sampled_from(SegmentKind))
+    config = draw(st.none() | st.just(TracerConfig.default()))
+    return build_segment(
+        evs, start_ms=start, end_ms=end, partitions=partitions, keyframe=keyframe, config=config, kind=kind
+    )
+
+
+@given(segments())
+def test_random_segments_round_trip(seg: Segment) -> None:
+    data = encode_segment(seg)
+    assert decode_segment(data) == seg
+    assert decode_segment_header(data) == seg.header
+
+
+def test_decoding_leaves_the_garbage_collector_as_it_found_it() -> None:
+    data = encode_segment(_segment())
+    assert gc.isenabled()
+    decode_segment(data)
+    assert gc.isenabled()
+    with pytest.raises(FormatError):
+        decode_segment(data[:-1] + bytes([data[-1] ^ 1]))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        decode_segment(data)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -1,0 +1,127 @@
+"""``kubetape inspect``: summaries of SimKube traces and kubetape segments, and errors that name the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.formats.assemble import assemble_window
+from pipeline.formats.inspect import inspect_file
+from pipeline.formats.segment import Keyframe, PartitionRange, build_segment, encode_segment
+from pipeline.model.errors import FormatError
+from pipeline.model.events import Event
+from pipeline.model.hashing import object_spec_hash
+from pipeline.model.keys import key_of, kind_key, object_key
+from pipeline.model.tracer_config import TracerConfig
+
+
+def test_cronjob_trace_summary(shared_traces: Path) -> None:
+    report = inspect_file(shared_traces / "cronjob.sktrace")
+    summary = report.to_json()
+    assert summary["format"] == "SimKube trace"
+    assert summary["version"] == 2
+    assert summary["span_ms"] == 205_000
+    assert summary["kinds"] == {"batch/v1.CronJob": {"applied": 1, "deleted": 1}}
+    assert summary["objects"] == 1
+    assert summary["lifecycles"] == {"owners": 1, "running": 0, "finished": 3}
+    assert summary["hashes"]["spec"] == {"checked": 1, "mismatched": [], "unchecked": 0}
+    assert summary["warnings"] == []
+    json.dumps(summary)  # --json output must serialize
+    text = report.render_text()
+    assert "cronjob.sktrace: SimKube trace, version 2" in text
+    assert "spec hashes:      1/1 match" in text
+
+
+def test_bare_pods_edited_index_is_reported_and_lifecycle_keys_verified(shared_traces: Path) -> None:
+    report = inspect_file(shared_traces / "bare-pods.sktrace")
+    assert report.lifecycle_hashes.checked == 4
+    assert report.lifecycle_hashes.mismatched == ()
+    assert report.spec_hashes.checked == 4
+    assert len(report.spec_hashes.mismatched) == 4  # the README says the index was edited after recording
+    assert report.spec_hashes.unchecked == 12  # index entries of pods not in the window's events
+    assert any("do not match" in w for w in report.warnings)
+    assert (report.lifecycles_running, report.lifecycles_finished) == (1, 3)
+
+
+def test_json_traces_are_inspected(shared_traces: Path) -> None:
+    report = inspect_file(shared_traces / "simkube-trace.json")
+    assert report.format == "SimKube trace (JSON)"
+    assert report.kinds == {"apps/v1.Deployment": {"applied": 1, "deleted": 1}}
+
+
+def test_segment_summary(tmp_path: Path) -> None:
+    obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "w", "namespace": "d"},
+        "spec": {},
+    }
+    good = Event.applied(5_000, key_of(obj), obj, object_spec_hash(obj))
+    stale = Event.applied(6_000, key_of(obj), obj, 12345)
+    lifecycle = Event.pod_lifecycle(
+        7_000,
+        object_key("v1", "Pod", "d", "w-1"),
+        owner_key=key_of(obj),
+        pod_spec_hash=1,
+        start_ms=7_000,
+        end_ms=None,
+    )
+    gap = Event.gap(8_000, kind_key("apps/v1", "Deployment"), reason="410 Gone", from_rv="1", to_rv="9")
+    seg = build_segment(
+        [good, stale, lifecycle, gap],
+        start_ms=1_000,
+        end_ms=10_000,
+        partitions=[PartitionRange("kubetape.events", 2, 40, 43)],
+        keyframe=Keyframe(1_000, {good.key: good}),
+        config=TracerConfig.default(),
+    )
+    path = tmp_path / "p2-40.kts"
+    path.write_bytes(encode_segment(seg))
+    report = inspect_file(path)
+    assert report.format == "kubetape segment"
+    assert (report.start_ms, report.end_ms, report.events) == (1_000, 10_000, 4)
+    assert report.kinds["apps/v1.Deployment"] == {"applied": 2}
+    assert report.spec_hashes.mismatched == ("apps/Deployment/d/w",)
+    assert report.details["partitions"] == "kubetape.events[2] 40..43"
+    assert "gap marker" in report.render_text()
+    assert report.to_json()["lifecycles"] == {"owners": 1, "running": 1, "finished": 0}
+
+
+def test_assembled_trace_is_labelled_as_trace(tmp_path: Path) -> None:
+    path = tmp_path / "window.kts"
+    path.write_bytes(encode_segment(assemble_window(None, [], 0, 1000)))
+    assert inspect_file(path).format == "kubetape trace"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty file"),
+        (b"hello world", "not a readable msgpack trace"),
+        (b"KTSG\x00", "truncated"),
+        (b'{"version": 2', "invalid JSON trace"),
+        (b"\x93\x01\x02\x03", "not a SimKube trace"),
+    ],
+)
+def test_bad_files_raise_format_errors_naming_the_file(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.sktrace"
+    path.write_bytes(content)
+    with pytest.raises(FormatError, match=message) as info:
+        inspect_file(path)
+    assert str(info.value).startswith(str(path))
+
+
+def test_truncated_shared_trace_is_named(tmp_path: Path, shared_traces: Path) -> None:
+    path = tmp_path / "cut.sktrace"
+    path.write_bytes((shared_traces / "cronjob.sktrace").read_bytes()[:900])
+    with pytest.raises(FormatError, match=r"cut.sktrace: not a readable msgpack trace, truncated or corrupt"):
+        inspect_file(path)
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(FormatError, match="cannot read the file"):
+        inspect_file(tmp_path / "absent.sktrace")
+    with pytest.raises(FormatError, match="is a directory"):
+        inspect_file(tmp_path)

@@ -1,0 +1,183 @@
+"""The event model and its wire encoding (Kafka message values).
+
+The hypothesis strategies defined here (objects, events) are shared by the format tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import string
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.model.errors import FormatError, KubetapeError, UnknownVersionError
+from pipeline.model.events import WIRE_VERSION, Event, EventType, decode_event, encode_event, event_to_wire
+from pipeline.model.hashing import object_spec_hash
+from pipeline.model.keys import ObjectKey, key_of, kind_key, object_key
+
+# ---- strategies shared with the format tests -------------------------------------------------------
+NAMES = st.text(string.ascii_lowercase + string.digits + "-", min_size=1, max_size=12)
+U64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
+TS_MS = st.integers(min_value=0, max_value=4_102_444_800_000)  # up to year 2100
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(1 << 63), max_value=(1 << 64) - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20)
+)
+JSON = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+KINDS = st.sampled_from(
+    [("apps/v1", "Deployment"), ("batch/v1", "Job"), ("v1", "Pod"), ("v1", "ConfigMap"), ("v1", "Namespace")]
+)
+
+
+@st.composite
+def k8s_objects(draw: st.DrawFn, namespace: str | None = None) -> dict[str, Any]:
+    """A sanitized-looking Kubernetes object with an arbitrary JSON spec."""
+    api_version, kind = draw(KINDS)
+    meta: dict[str, Any] = {"name": draw(NAMES), "annotations": {}}
+    if kind != "Namespace":
+        meta["namespace"] = namespace or draw(NAMES)
+    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": meta}
+    if draw(st.booleans()):
+        obj["spec"] = draw(JSON)
+    return obj
+
+
+@st.composite
+def events(draw: st.DrawFn, ts: st.SearchStrategy[int] = TS_MS) -> Event:
+    """Any valid event."""
+    event_type = draw(st.sampled_from(EventType))
+    uid, rv = draw(st.text(max_size=10)), draw(st.text(string.digits, max_size=8))
+    if event_type in (EventType.APPLIED, EventType.DELETED):
+        obj = draw(k8s_objects())
+        return Event(event_type, draw(ts), key_of(obj), uid, rv, obj, draw(U64))
+    key = object_key("v1", "Pod", draw(NAMES), draw(NAMES))
+    if event_type is EventType.POD_LIFECYCLE:
+        start = draw(TS_MS)
+        end = draw(st.none() | st.integers(min_value=start, max_value=start + 10**9))
+        owner = object_key("apps/v1", "Deployment", "ns", draw(NAMES))
+        return Event.pod_lifecycle(
+            draw(ts), key, owner_key=owner, pod_spec_hash=draw(U64), start_ms=start, end_ms=end, uid=uid
+        )
+    return Event.gap(
+        draw(ts),
+        kind_key("v1", "Pod"),
+        reason=draw(st.text(max_size=20)),
+        from_rv=draw(st.none() | st.text(max_size=8)),
+        to_rv=draw(st.none() | st.text(max_size=8)),
+    )
+
+
+# ---- tests -----------------------------------------------------------------------------------------
+def _deployment(name: str = "web") -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default", "annotations": {}},
+        "spec": {"replicas": 3},
+    }
+
+
+def test_applied_event_round_trips_with_u64_hash() -> None:
+    obj = _deployment()
+    event = Event.applied(
+        1_700_000_000_123, key_of(obj), obj, (1 << 64) - 1, uid="u-1", resource_version="42"
+    )
+    decoded = decode_event(encode_event(event))
+    assert decoded == event
+    assert decoded.key == "apps/Deployment/default/web"
+    assert decoded.spec_hash == (1 << 64) - 1
+
+
+def test_each_event_type_round_trips() -> None:
+    obj = _deployment()
+    pod = object_key("v1", "Pod", "default", "web-1")
+    samples = [
+        Event.applied(1, key_of(obj), obj, object_spec_hash(obj)),
+        Event.deleted(2, key_of(obj), obj),
+        Event.pod_lifecycle(
+            3, pod, owner_key=key_of(obj), pod_spec_hash=7, start_ms=3, end_ms=None, uid="pod-uid"
+        ),
+        Event.gap(4, kind_key("apps/v1", "Deployment"), reason="410 Gone", from_rv="10", to_rv="99"),
+    ]
+    for event in samples:
+        assert decode_event(encode_event(event)) == event
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(events())
+def test_random_events_round_trip(event: Event) -> None:
+    assert decode_event(encode_event(event)) == event
+
+
+def test_unknown_wire_version_is_rejected_with_the_version_named() -> None:
+    wire = event_to_wire(Event.deleted(1, key_of(_deployment()), _deployment()))
+    wire[0] = WIRE_VERSION + 1
+    with pytest.raises(UnknownVersionError, match=f"version {WIRE_VERSION + 1} is not supported"):
+        decode_event(msgpack.packb(wire), where="kubetape.events[0]@17")
+
+
+@pytest.mark.parametrize(
+    ("wire", "message"),
+    [
+        ({"not": "a list"}, "not a kubetape event"),
+        ([WIRE_VERSION, 9, 0, "a/B/c/d", "", "", None, 0], "unknown event type code 9"),
+        ([WIRE_VERSION, 1, 0, "a/B/c/d", "", "", {}, 0, "extra"], "has 8 fields, got 9"),
+        ([WIRE_VERSION, 1, -5, "a/B/c/d", "", "", {}, 0], "ts_ms must be a non-negative"),
+        ([WIRE_VERSION, 1, 0, "no-slashes", "", "", {}, 0], "key must be group/Kind/namespace/name"),
+        ([WIRE_VERSION, 1, 0, "a/B/c/d", "", "", None, 0], "obj must be the"),
+        ([WIRE_VERSION, 1, 0, "a/B/c/d", "", "", {}, -1], "spec_hash must be an unsigned 64-bit"),
+        ([WIRE_VERSION, 3, 0, "a/B/c/d", "", "", None, 0, "o/B/c/d", 1, 10, 5], "pod_end_ms must be"),
+        (["1", 1], "not a kubetape event"),
+    ],
+)
+def test_malformed_wire_values_name_the_problem(wire: Any, message: str) -> None:
+    with pytest.raises(FormatError, match=message) as info:
+        decode_event(msgpack.packb(wire), where="msg@3")
+    assert str(info.value).startswith("msg@3: ")
+
+
+def test_undecodable_bytes_raise_format_error() -> None:
+    with pytest.raises(FormatError, match="undecodable msgpack"):
+        decode_event(b"\xc1")
+
+
+@settings(max_examples=300)
+@given(events(), st.data())
+def test_truncated_or_corrupted_wire_bytes_raise_only_kubetape_errors(
+    event: Event, data: st.DataObject
+) -> None:
+    encoded = bytearray(encode_event(event))
+    cut = data.draw(st.integers(min_value=0, max_value=len(encoded) - 1))
+    with pytest.raises(KubetapeError):
+        decode_event(bytes(encoded[:cut]))
+    position = data.draw(st.integers(min_value=0, max_value=len(encoded) - 1))
+    encoded[position] ^= data.draw(st.integers(min_value=1, max_value=255))
+    with contextlib.suppress(KubetapeError):  # a flipped byte may still decode to a valid event
+        decode_event(bytes(encoded))
+
+
+def test_constructors_refuse_inconsistent_events() -> None:
+    obj = _deployment()
+    with pytest.raises(FormatError, match="lifecycle or gap fields"):
+        Event(EventType.APPLIED, 1, key_of(obj), obj=obj, owner_key=ObjectKey("a/B/c/d"))
+    with pytest.raises(FormatError, match="obj must be None"):
+        Event(EventType.GAP, 1, key_of(obj), obj=obj, gap_reason="x")
+    with pytest.raises(FormatError, match="ts_ms"):
+        Event.applied(True, key_of(obj), obj, 0)  # bool is an int to Python, but not a time
+
+
+def test_events_are_hashable_values() -> None:
+    obj = _deployment()
+    first = Event.applied(1, key_of(obj), obj, 5)
+    assert len({first, Event.applied(1, key_of(obj), _deployment(), 5)}) == 1
