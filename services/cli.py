@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "services.commands.stack",
     "services.commands.demo",
     "services.commands.inspect",
+    "services.commands.validate",
+    "services.commands.transform",
 )
 
 
@@ -47,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KubetapeError as exc:
         print(f"kubetape: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # Output piped into `head` and friends: the reader left, nothing went wrong here.
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("kubetape: interrupted", file=sys.stderr)
         return 130

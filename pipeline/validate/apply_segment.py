@@ -1,0 +1,144 @@
+"""Applying a transform to a kubetape trace or segment (:class:`~pipeline.formats.segment.Segment`).
+
+Same semantics as :func:`pipeline.validate.apply.apply_transform` for SimKube traces: object events
+(and keyframe objects) are transformed; keys and spec hashes are recomputed; pod-lifecycle events follow
+their pod and owner when the transform renames or drops them (names only known from a key are
+transformed as stubs: apiVersion, kind, metadata name/namespace) and their pod-spec hash follows the
+owner's changed template. Created objects are applied at the segment start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pipeline.formats.segment import Keyframe, Segment, build_segment
+from pipeline.model.errors import ConfigError, FormatError
+from pipeline.model.events import Event, EventType
+from pipeline.model.hashing import object_spec_hash, pod_spec_hash
+from pipeline.model.keys import ObjectKey, key_of, parse_object_key
+from pipeline.model.pointer import resolve
+from pipeline.model.sanitize import copy_json
+from pipeline.validate.apply import TransformStats
+from pipeline.validate.podspec import PodSpecLocator
+from pipeline.validate.transform import Transform, transform_object
+
+
+class _SegmentRewriter:
+    def __init__(self, segment: Segment, transform: Transform) -> None:
+        self.segment, self.transform = segment, transform
+        config = segment.config.to_simkube_mapping() if segment.config is not None else {}
+        self.locator = PodSpecLocator(config)
+        self.renames: dict[ObjectKey, ObjectKey | None] = {}
+        self.pod_hashes: dict[ObjectKey, dict[int, int]] = {}
+        self.api_versions: dict[ObjectKey, str] = {}
+        self.seen = self.modified = self.dropped = 0
+
+    def new_key(self, obj: dict[str, Any]) -> ObjectKey:
+        try:
+            return key_of(obj)
+        except FormatError as exc:
+            raise ConfigError(
+                f"{self.transform.source}: the transform leaves an invalid object: {exc}"
+            ) from None
+
+    def object_event(self, e: Event) -> Event | None:
+        assert e.obj is not None  # APPLIED and DELETED events always carry an object
+        self.api_versions.setdefault(e.key, str(e.obj.get("apiVersion", "")))
+        new, changed = transform_object(self.transform, e.obj)
+        self.seen += 1
+        if new is None:
+            self.dropped += 1
+            self.renames[e.key] = None
+            return None
+        if not changed:
+            return e
+        self.modified += 1
+        key = self.new_key(new)
+        if key != e.key:
+            self.renames[e.key] = key
+        for pointer in self.locator.pod_spec_pointers(e.obj):
+            before, after = resolve(e.obj, pointer), resolve(new, pointer)
+            if before and after and isinstance(before[0], dict) and isinstance(after[0], dict):
+                old_hash, new_hash = pod_spec_hash(before[0]), pod_spec_hash(after[0])
+                if old_hash != new_hash:
+                    self.pod_hashes.setdefault(e.key, {})[old_hash] = new_hash
+        spec_hash = object_spec_hash(new) if e.type is EventType.APPLIED else e.spec_hash
+        return dataclasses.replace(e, key=key, obj=new, spec_hash=spec_hash)
+
+    def renamed(self, key: ObjectKey) -> ObjectKey | None:
+        """The key after the transform; objects only known by key are transformed as stubs."""
+        if key in self.renames:
+            return self.renames[key]
+        parsed = parse_object_key(key)
+        api_version = self.api_versions.get(key) or self._api_version(parsed.group, parsed.kind)
+        meta = {"name": parsed.name, **({"namespace": parsed.namespace} if parsed.namespace else {})}
+        new, _changed = transform_object(
+            self.transform, {"apiVersion": api_version, "kind": parsed.kind, "metadata": meta}
+        )
+        self.renames[key] = None if new is None else self.new_key(new)
+        return self.renames[key]
+
+    def _api_version(self, group: str, kind: str) -> str:
+        config = self.segment.config
+        version = (config.version_of(group, kind) if config is not None else None) or "v1"
+        return f"{group}/{version}" if group else version
+
+    def lifecycle_event(self, e: Event) -> Event | None:
+        assert e.owner_key is not None  # POD_LIFECYCLE events always name their owner
+        pod, owner = self.renamed(e.key), self.renamed(e.owner_key)
+        if pod is None or owner is None:
+            return None
+        hash_map = self.pod_hashes.get(e.owner_key, {})
+        targets = set(hash_map.values())
+        fallback = next(iter(targets)) if len(targets) == 1 else e.pod_spec_hash
+        pod_hash = hash_map.get(e.pod_spec_hash, fallback)
+        if (pod, owner, pod_hash) == (e.key, e.owner_key, e.pod_spec_hash):
+            return e
+        return dataclasses.replace(e, key=pod, owner_key=owner, pod_spec_hash=pod_hash)
+
+
+def apply_transform_to_segment(segment: Segment, transform: Transform) -> tuple[Segment, TransformStats]:
+    """``segment`` with ``transform`` applied (a new segment; the input is not modified)."""
+    rw = _SegmentRewriter(segment, transform)
+    start = segment.header.start_ms
+    created = []
+    for obj in transform.creates:
+        new, _changed = transform_object(transform, copy_json(obj))
+        if new is not None:
+            created.append(Event.applied(start, rw.new_key(new), new, object_spec_hash(new)))
+    if created and segment.header.end_ms <= start:
+        raise ConfigError(f"{transform.source}: cannot create objects in an empty time range")
+    keyframe = segment.keyframe
+    kf_objects = {}
+    for e in keyframe.objects.values() if keyframe else ():
+        new_e = rw.object_event(e)
+        if new_e is not None:
+            kf_objects[new_e.key] = new_e
+    events: list[Event] = list(created)
+    lifecycles: list[Event] = []
+    for e in segment.events:
+        if e.type in (EventType.APPLIED, EventType.DELETED):
+            new_e = rw.object_event(e)
+            if new_e is not None:
+                events.append(new_e)
+        elif e.type is EventType.POD_LIFECYCLE:
+            lifecycles.append(e)
+        else:
+            events.append(e)
+    # Lifecycles last: they need every owner's renames and template hash changes.
+    events.extend(lc for e in lifecycles if (lc := rw.lifecycle_event(e)) is not None)
+    new_keyframe = None
+    if keyframe is not None:
+        kf_lifecycles = {lc.key: lc for e in keyframe.lifecycles.values() if (lc := rw.lifecycle_event(e))}
+        new_keyframe = Keyframe(keyframe.at_ms, kf_objects, kf_lifecycles)
+    result = build_segment(
+        events,
+        start_ms=start,
+        end_ms=segment.header.end_ms,
+        partitions=segment.header.partitions,
+        keyframe=new_keyframe,
+        config=segment.config,
+        kind=segment.header.kind,
+    )
+    return result, TransformStats(rw.seen, rw.modified, rw.dropped, len(created), 0)

@@ -1,0 +1,58 @@
+"""``kubetape transform TRACE FIX.yaml -o OUT``: apply a declarative transform to a trace.
+
+The output keeps the input's format: a SimKube v2 trace (JSON if OUT ends in ``.json``, else msgpack)
+with its index and lifecycle hashes recomputed, or a kubetape trace/segment with keys and hashes
+recomputed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "transform",
+        help="apply a transform file (remove/set/add/obfuscate fields, drop/create objects) to a trace",
+    )
+    parser.add_argument(
+        "trace", type=Path, help="the input trace (SimKube v2 msgpack/JSON, or a kubetape trace or segment)"
+    )
+    parser.add_argument("transform", type=Path, help="the transform file (YAML), e.g. from `validate --fix`")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="where to write the result (same format as the input; .json for a SimKube JSON trace)",
+    )
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pipeline.formats.simkube import SimkubeTrace
+    from pipeline.model.errors import ConfigError
+    from pipeline.validate.apply import TransformStats, apply_transform
+    from pipeline.validate.apply_segment import apply_transform_to_segment
+    from pipeline.validate.tracefile import AnyTrace, read_any_trace, write_trace_file
+    from pipeline.validate.transform import load_transform
+
+    if args.output.resolve() == args.trace.resolve():
+        raise ConfigError(f"{args.output}: refusing to overwrite the input trace; choose another -o")
+    transform = load_transform(args.transform)
+    trace = read_any_trace(args.trace)
+    result: AnyTrace
+    stats: TransformStats
+    if isinstance(trace, SimkubeTrace):
+        result, stats = apply_transform(trace, transform)
+    else:
+        result, stats = apply_transform_to_segment(trace, transform)
+    write_trace_file(result, args.output)
+    print(
+        f"{args.output}: {stats.objects_seen} objects seen, {stats.objects_modified} modified, "
+        f"{stats.objects_dropped} dropped, {stats.objects_created} created, "
+        f"{stats.events_dropped} emptied events dropped"
+    )
+    return 0

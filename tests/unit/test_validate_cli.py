@@ -1,0 +1,110 @@
+"""``kubetape validate`` and ``kubetape transform`` as a user (or CI) runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.formats.assemble import simkube_to_trace
+from pipeline.formats.segment import encode_segment
+from pipeline.formats.simkube import SimkubeEvent, SimkubeTrace, read_simkube_trace
+from pipeline.validate.tracefile import encode_trace
+from services.cli import main
+
+
+def test_validate_fix_transform_revalidate(
+    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = str(shared_traces / "simkube-validation-trace.json")
+    fix, fixed = tmp_path / "fix.yaml", tmp_path / "fixed.sktrace"
+    assert main(["validate", trace, "--fix", str(fix)]) == 1  # errors found: CI fails
+    table = capsys.readouterr().out
+    assert "E0002  0      1709241485  Deployment default/test-deployment" in table
+    assert "8 findings: 7 errors, 1 warning" in table
+    assert "kubetape transform" in fix.read_text()
+    assert main(["transform", trace, str(fix), "-o", str(fixed)]) == 0
+    assert "7 created" in capsys.readouterr().out
+    assert main(["validate", str(fixed)]) == 0
+    assert "no findings" in capsys.readouterr().out
+
+
+def test_validate_json_output(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(shared_traces / "simkube-validation-trace.json"), "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert (report["errors"], report["warnings"]) == (7, 1)
+    first = report["findings"][0]
+    assert first["code"] == "W0000"
+    assert first["event_index"] == 0
+    assert first["object"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "namespace": "default",
+        "name": "test-deployment",
+    }
+    assert first["fixes"][0]["operations"][0]["remove"] == ["/status"]
+
+
+def test_warnings_pass_unless_strict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "a"},
+        "status": {"phase": "Running"},
+    }
+    path = tmp_path / "t.json"
+    path.write_bytes(
+        encode_trace(SimkubeTrace(2, {"trackedObjects": {}}, [SimkubeEvent(5, [pod])], {}, {}), as_json=True)
+    )
+    assert main(["validate", str(path)]) == 0
+    assert main(["validate", str(path), "--strict"]) == 1
+    assert "1 finding: 0 errors, 1 warning" in capsys.readouterr().out
+
+
+def test_validate_time_range(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = str(shared_traces / "simkube-validation-trace.json")
+    assert main(["validate", trace, "--start", "1s"]) == 0
+    assert main(["validate", trace, "--start", "@1709241485", "--end", "10s"]) == 1
+    assert main(["validate", trace, "--start", "soon"]) == 2
+    assert "invalid time 'soon'" in capsys.readouterr().err
+
+
+def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "explain", "E0002"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("E0002 secret_missing (error)")
+    assert main(["validate", "explain"]) == 0
+    assert "E0008  error    pod_pinned_to_node" in capsys.readouterr().out
+    assert main(["validate", "explain", "E42"]) == 2
+    assert "unknown rule code 'E42'" in capsys.readouterr().err
+
+
+def test_bad_transform_and_bad_trace_fail_clearly(
+    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "fix.yaml"
+    bad.write_text("version: 1\noperations:\n  - select: {kind: Deployment}\n    remove: [status]\n")
+    out = tmp_path / "out.sktrace"
+    trace = str(shared_traces / "cronjob.sktrace")
+    assert main(["transform", trace, str(bad), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: operations[0].remove[0]: JSON pointer 'status' must be empty or start with '/'" in err
+    assert not out.exists()
+    assert main(["transform", trace, str(bad), "-o", trace]) == 2
+    assert "refusing to overwrite the input trace" in capsys.readouterr().err
+    garbage = tmp_path / "garbage.sktrace"
+    garbage.write_bytes(b"\xc1\xc1\xc1")
+    assert main(["validate", str(garbage)]) == 2
+    assert "garbage.sktrace" in capsys.readouterr().err
+
+
+def test_kubetape_traces_are_validated_too(
+    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sk = read_simkube_trace(shared_traces / "simkube-validation-trace.json")
+    path = tmp_path / "trace.kttrace"
+    path.write_bytes(encode_segment(simkube_to_trace(sk)))
+    assert main(["validate", str(path), "--format", "json"]) == 1
+    codes = sorted(f["code"] for f in json.loads(capsys.readouterr().out)["findings"])
+    assert codes == ["E0001", "E0002", "E0002", "E0002", "E0003", "E0003", "E0003", "W0000"]
