@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "services.commands.stack",
     "services.commands.demo",
     "services.commands.inspect",
+    "services.commands.sink",
+    "services.commands.export",
     "services.commands.validate",
     "services.commands.transform",
 )

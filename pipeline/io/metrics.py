@@ -74,4 +74,5 @@ def _render_labels(key: LabelKey) -> str:
 
 
 def _render_value(value: float) -> str:
-    return str(int(value)) if value.is_integer() else repr(value)
+    number = float(value)  # callers may pass ints; Prometheus text wants one canonical form
+    return str(int(number)) if number.is_integer() else repr(number)

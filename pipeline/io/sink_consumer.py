@@ -1,0 +1,179 @@
+"""The sink's Kafka side: a consumer-group member on ``kubetape.events`` plus the dead-letter producer.
+
+Implements the sink's ``EventSource`` protocol on aiokafka. Rebalances are forwarded to the sink through
+two callbacks: ``on_revoked`` runs before the partitions move (the sink flushes and commits there, the
+last moment its commits are accepted), ``on_assigned`` after (the sink restores each partition from
+the store and seeks past what is already durable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
+
+from pipeline.io.kafka import KafkaSettings, new_consumer, new_producer
+from pipeline.model.errors import TransientError
+
+log = logging.getLogger("kubetape.sink")
+
+DEFAULT_DEADLETTER_TOPIC = "kubetape.deadletter"
+DEFAULT_SINK_GROUP = "kubetape-sink"
+
+PartitionsCallback = Callable[[list[int]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceMessage:
+    """One consumed message, reduced to what the sink needs."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+
+
+async def _nothing(partitions: list[int]) -> None:
+    del partitions
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka ships no type hints
+    def __init__(self, source: KafkaSinkSource) -> None:
+        self._source = source
+
+    # aiokafka swallows listener exceptions into its own (muted) logger; report them as ours.
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        try:
+            await self._source.on_revoked(sorted(tp.partition for tp in revoked))
+        except Exception:
+            log.exception("handling revoked partitions failed", extra={"ctx": {"partitions": str(revoked)}})
+            raise
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        try:
+            await self._source.on_assigned(sorted(tp.partition for tp in assigned))
+        except Exception:
+            log.exception("handling assigned partitions failed", extra={"ctx": {"partitions": str(assigned)}})
+            raise
+
+
+class KafkaSinkSource:
+    """``async with KafkaSinkSource(...) as source:`` joins the group; leaving the block leaves it."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        topic: str,
+        *,
+        group_id: str = DEFAULT_SINK_GROUP,
+        deadletter_topic: str = DEFAULT_DEADLETTER_TOPIC,
+        commit_timeout_s: float = 10.0,
+    ) -> None:
+        self.settings = settings
+        self.topic = topic
+        self.group_id = group_id
+        self.deadletter_topic = deadletter_topic
+        self.commit_timeout_s = commit_timeout_s
+        self.on_assigned: PartitionsCallback = _nothing
+        self.on_revoked: PartitionsCallback = _nothing
+        self._consumer: AIOKafkaConsumer | None = None
+        self._producer: AIOKafkaProducer | None = None
+
+    async def start(self) -> None:
+        consumer = new_consumer(self.settings, group_id=self.group_id)
+        producer = new_producer(self.settings)
+        try:
+            await producer.start()
+            await consumer.start()
+        except KafkaError as exc:
+            await producer.stop()
+            await consumer.stop()
+            raise TransientError(
+                f"cannot reach Kafka at {self.settings.bootstrap} ({exc}); is the broker up?"
+            ) from exc
+        consumer.subscribe(topics=[self.topic], listener=_Listener(self))
+        self._consumer, self._producer = consumer, producer
+
+    async def stop(self) -> None:
+        """Leave the group and close the clients; safe to call twice."""
+        consumer, producer = self._consumer, self._producer
+        self._consumer = self._producer = None
+        if consumer is not None:
+            await consumer.stop()
+        if producer is not None:
+            await producer.stop()
+
+    async def __aenter__(self) -> KafkaSinkSource:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @property
+    def consumer(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError("KafkaSinkSource is not started")
+        return self._consumer
+
+    def _tp(self, partition: int) -> TopicPartition:
+        return TopicPartition(self.topic, partition)
+
+    async def getmany(self, timeout_ms: int, max_records: int) -> list[SourceMessage]:
+        batches = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        return [
+            SourceMessage(tp.partition, r.offset, r.key, r.value, r.timestamp)
+            for tp, records in batches.items()
+            for r in records
+        ]
+
+    async def commit(self, offsets: Mapping[int, int]) -> bool:
+        """Commit; False (logged) when the broker refused or did not answer in ``commit_timeout_s``.
+
+        A lost commit never loses data: the segments are durable and the next owner of a partition
+        skips what the store already holds. So the sink carries on instead of waiting on a commit
+        that may only complete after a rebalance it is itself part of."""
+        try:
+            await asyncio.wait_for(
+                self.consumer.commit({self._tp(p): o for p, o in offsets.items()}), self.commit_timeout_s
+            )
+        except (TimeoutError, KafkaError) as exc:
+            log.warning(
+                "offset commit failed; it is retried with the next round",
+                extra={"ctx": {"offsets": str(dict(offsets)), "error": repr(exc)}},
+            )
+            return False
+        return True
+
+    async def committed(self, partition: int) -> int | None:
+        offset: int | None = await self.consumer.committed(self._tp(partition))
+        return offset
+
+    async def seek(self, partition: int, offset: int) -> None:
+        self.consumer.seek(self._tp(partition), offset)
+
+    async def dead_letter(self, message: SourceMessage, error: str) -> None:
+        if self._producer is None:
+            raise RuntimeError("KafkaSinkSource is not started")
+        headers = [
+            ("kubetape.source.topic", self.topic.encode()),
+            ("kubetape.source.partition", str(message.partition).encode()),
+            ("kubetape.source.offset", str(message.offset).encode()),
+            ("kubetape.error", error.encode()[:4096]),
+        ]
+        await self._producer.send_and_wait(
+            self.deadletter_topic,
+            value=message.value,
+            key=message.key,
+            headers=headers,
+            timestamp_ms=message.timestamp_ms,
+        )

@@ -1,0 +1,196 @@
+"""Compaction of one partition's events into segments: dedupe, event-time windows, idleness, keyframes.
+
+One :class:`PartitionCompactor` per assigned partition. It is pure logic (no I/O, the clock is passed
+in), so every rule is unit-testable:
+
+* Offsets below ``next_offset`` are already inside a durable segment (a redelivery after a crash
+  between write and commit) and are dropped.
+* A duplicate change (see :mod:`pipeline.sink.state`) is absorbed: its offset is covered, nothing stored.
+* Windows are aligned to multiples of ``window_ms`` of event time, so the same events give the same
+  segments. An event at or after the open segment's window end closes it. A late event (before the
+  window start) stays in the open segment, whose start is lowered to cover it.
+* :meth:`PartitionCompactor.close_if_idle` closes a segment that received nothing for ``idle_close_s``
+  of wall-clock time: an idle topic still makes its data durable and its offsets committed.
+* Every ``keyframe_every``-th segment of a partition (and the first one) carries a keyframe: the state
+  before its first event, so export and replay can start there without reading older segments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from pipeline.formats.segment import Keyframe, PartitionRange, Segment, build_segment
+from pipeline.io.segment_store import SegmentName, segment_name
+from pipeline.model.events import Event
+from pipeline.sink.state import ObjectState
+
+DEFAULT_TOPIC = "kubetape.events"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionSettings:
+    """How events are grouped into segments.
+
+    ``window_ms``: event-time width of a segment window (default 60 s).
+    ``idle_close_s``: wall-clock seconds without events after which an open segment is closed (10 s).
+    ``keyframe_every``: a keyframe in every N-th segment of a partition (10); 1 = in every segment.
+    ``max_events``: an open segment is closed once it holds this many events (bounds memory; 200 000).
+    """
+
+    topic: str = DEFAULT_TOPIC
+    window_ms: int = 60_000
+    idle_close_s: float = 10.0
+    keyframe_every: int = 10
+    max_events: int = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedSegment:
+    """A segment ready to be written; once durable, offsets up to ``next_offset`` may be committed."""
+
+    name: SegmentName
+    partition: int
+    segment: Segment
+
+    @property
+    def first_offset(self) -> int:
+        return self.segment.header.partitions[0].first_offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.segment.header.partitions[0].last_offset + 1
+
+
+@dataclass(slots=True)
+class _OpenSegment:
+    first_offset: int
+    last_offset: int
+    window_start: int
+    window_end: int
+    min_ts: int
+    keyframe: Keyframe | None
+    last_add: float
+    events: list[Event] = field(default_factory=list)
+
+
+class PartitionCompactor:
+    """Turns one partition's messages (in offset order) into closed segments."""
+
+    def __init__(
+        self,
+        partition: int,
+        settings: CompactionSettings,
+        *,
+        state: ObjectState | None = None,
+        next_offset: int = 0,
+        segments_since_keyframe: int | None = None,
+    ) -> None:
+        """``state``, ``next_offset`` and ``segments_since_keyframe`` restore a partition from its stored
+        segments (see :func:`pipeline.sink.restore.restore_partition`); None means no keyframe yet."""
+        self.partition = partition
+        self.settings = settings
+        self.state = state if state is not None else ObjectState()
+        self.next_offset = next_offset
+        self._since_keyframe = segments_since_keyframe
+        self._open: _OpenSegment | None = None
+        self.duplicates = 0
+        self.redelivered = 0
+
+    @property
+    def committable_offset(self) -> int:
+        """The offset to commit: everything before it is durable (or deliberately dropped)."""
+        return self._open.first_offset if self._open is not None else self.next_offset
+
+    @property
+    def consumed_offset(self) -> int:
+        """The next offset this compactor expects (everything before it was taken, durable or not)."""
+        return self._open.last_offset + 1 if self._open is not None else self.next_offset
+
+    @property
+    def has_open_segment(self) -> bool:
+        return self._open is not None
+
+    def add(self, offset: int, event: Event | None, now: float) -> list[ClosedSegment]:
+        """Take the message at ``offset`` (``event`` None: undecodable, already dead-lettered).
+
+        Returns the segments this closes (at most one)."""
+        if offset < self.next_offset or (self._open is not None and offset <= self._open.last_offset):
+            self.redelivered += 1
+            return []
+        if event is None or self.state.is_duplicate(event):
+            if event is not None:
+                self.duplicates += 1
+            self._cover(offset)
+            return []
+        closed: list[ClosedSegment] = []
+        current = self._open
+        if current is not None and (
+            event.ts_ms >= current.window_end or len(current.events) >= self.settings.max_events
+        ):
+            closed.append(self._close())
+            current = None
+        if current is None:
+            current = self._start(offset, event.ts_ms, now)
+        self.state.apply(event)
+        current.events.append(event)
+        current.last_offset = offset
+        current.min_ts = min(current.min_ts, event.ts_ms)
+        current.last_add = now
+        return closed
+
+    def close_if_idle(self, now: float) -> ClosedSegment | None:
+        """Close the open segment if nothing arrived for ``idle_close_s`` seconds."""
+        if self._open is not None and now - self._open.last_add >= self.settings.idle_close_s:
+            return self._close()
+        return None
+
+    def flush(self) -> ClosedSegment | None:
+        """Close the open segment now (shutdown, partition revoked)."""
+        return self._close() if self._open is not None else None
+
+    def _cover(self, offset: int) -> None:
+        if self._open is not None:
+            self._open.last_offset = offset
+        else:
+            self.next_offset = offset + 1
+
+    def _start(self, offset: int, ts_ms: int, now: float) -> _OpenSegment:
+        window = self.settings.window_ms
+        window_start = ts_ms - ts_ms % window
+        keyframe = None
+        if self._since_keyframe is None or self._since_keyframe + 1 >= self.settings.keyframe_every:
+            keyframe = self.state.keyframe(window_start)
+        self._open = _OpenSegment(
+            first_offset=offset,
+            last_offset=offset,
+            window_start=window_start,
+            window_end=window_start + window,
+            min_ts=ts_ms,
+            keyframe=keyframe,
+            last_add=now,
+        )
+        return self._open
+
+    def _close(self) -> ClosedSegment:
+        current = self._open
+        assert current is not None  # callers check
+        self._open = None
+        start = min(current.window_start, current.min_ts)
+        keyframe = current.keyframe
+        if keyframe is not None:
+            keyframe = dataclasses.replace(keyframe, at_ms=min(keyframe.at_ms, start))
+            self._since_keyframe = 0
+        else:
+            self._since_keyframe = (self._since_keyframe or 0) + 1
+        segment = build_segment(
+            current.events,
+            start_ms=start,
+            end_ms=current.window_end,
+            partitions=[
+                PartitionRange(self.settings.topic, self.partition, current.first_offset, current.last_offset)
+            ],
+            keyframe=keyframe,
+        )
+        self.next_offset = current.last_offset + 1
+        return ClosedSegment(segment_name(self.partition, current.first_offset), self.partition, segment)

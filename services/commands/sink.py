@@ -1,0 +1,114 @@
+"""``kubetape sink``: compact ``kubetape.events`` into durable trace segments and serve ``POST /export``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from pipeline.io.http import HttpSettings
+from pipeline.io.kafka import KafkaSettings
+from pipeline.io.sink_consumer import DEFAULT_DEADLETTER_TOPIC, DEFAULT_SINK_GROUP
+from pipeline.model.errors import ConfigError
+from pipeline.sink.compactor import DEFAULT_TOPIC, CompactionSettings
+from pipeline.sink.service import SinkServiceSettings, run_sink_service
+from pipeline.sink.sink import SinkSettings
+from services.logs import configure_logging
+
+DEFAULT_SEGMENT_DIR = Path("~/.cache/kubetape/segments")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``500ms``, ``60s``, ``5m``, ``2h``, ``7d``."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use e.g. 500ms, 60s, 5m, 2h, 7d")
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--segment-dir",
+        type=Path,
+        default=Path(os.environ.get("KUBETAPE_SEGMENT_DIR", str(DEFAULT_SEGMENT_DIR))).expanduser(),
+        help=f"segment store directory (default: $KUBETAPE_SEGMENT_DIR or {DEFAULT_SEGMENT_DIR})",
+    )
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "sink", help="compact the events topic into durable trace segments; serve health, metrics, export"
+    )
+    parser.add_argument(
+        "--bootstrap",
+        default=os.environ.get("KUBETAPE_BOOTSTRAP"),
+        help="Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP, set by `kubetape stack env`)",
+    )
+    add_store_argument(parser)
+    parser.add_argument("--topic", default=DEFAULT_TOPIC, help=f"events topic (default: {DEFAULT_TOPIC})")
+    parser.add_argument(
+        "--group", default=DEFAULT_SINK_GROUP, help=f"consumer group (default: {DEFAULT_SINK_GROUP})"
+    )
+    parser.add_argument(
+        "--deadletter-topic",
+        default=DEFAULT_DEADLETTER_TOPIC,
+        help=f"where undecodable messages go (default: {DEFAULT_DEADLETTER_TOPIC})",
+    )
+    parser.add_argument("--partitions", type=int, default=6, help="partitions if the topic is created (6)")
+    parser.add_argument("--window", type=parse_duration, default=60.0, help="event-time segment window (60s)")
+    parser.add_argument(
+        "--idle-close", type=parse_duration, default=10.0, help="close a segment idle this long (10s)"
+    )
+    parser.add_argument("--keyframe-every", type=int, default=10, help="a keyframe every N segments (10)")
+    parser.add_argument("--batch", type=int, default=10_000, help="max messages per getmany (10000)")
+    parser.add_argument(
+        "--retention", type=parse_duration, default=None, help="delete segments older than this (keep all)"
+    )
+    parser.add_argument("--http-host", default="127.0.0.1", help="HTTP listen address (127.0.0.1)")
+    parser.add_argument("--http-port", type=int, default=8081, help="HTTP port; 0 picks a free one (8081)")
+    parser.add_argument(
+        "--token-env",
+        default="KUBETAPE_TOKEN",
+        help="environment variable holding the bearer token for POST /export (KUBETAPE_TOKEN; unset: "
+        "export over HTTP is off)",
+    )
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.set_defaults(func=_run)
+
+
+def settings_from_args(args: argparse.Namespace) -> SinkServiceSettings:
+    if not args.bootstrap:
+        raise ConfigError('no Kafka bootstrap: pass --bootstrap or run `eval "$(kubetape stack env)"`')
+    if args.window <= 0 or args.keyframe_every < 1 or args.batch < 1:
+        raise ConfigError("--window must be positive, --keyframe-every and --batch at least 1")
+    compaction = CompactionSettings(
+        topic=args.topic,
+        window_ms=int(args.window * 1000),
+        idle_close_s=args.idle_close,
+        keyframe_every=args.keyframe_every,
+    )
+    return SinkServiceSettings(
+        kafka=KafkaSettings(bootstrap=args.bootstrap, client_id="kubetape-sink"),
+        segment_dir=args.segment_dir,
+        sink=SinkSettings(compaction=compaction, batch_max_records=args.batch),
+        http=HttpSettings(
+            host=args.http_host, port=args.http_port, token=os.environ.get(args.token_env) or None
+        ),
+        group_id=args.group,
+        deadletter_topic=args.deadletter_topic,
+        partitions=args.partitions,
+        retention_s=args.retention,
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    configure_logging(json_lines=True, level=getattr(logging, args.log_level.upper()))
+    asyncio.run(run_sink_service(settings))
+    return 0

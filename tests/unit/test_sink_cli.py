@@ -1,0 +1,60 @@
+"""``kubetape export`` and ``kubetape sink`` argument handling (no broker needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.formats.segment import encode_segment, read_segment
+from pipeline.formats.simkube import read_simkube_trace, simkube_compatibility_problems
+from pipeline.io.segment_store import LocalSegmentStore
+from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
+from pipeline.sink.synthetic import synthetic_events
+from services.cli import main
+
+T0 = 1_763_700_000_000 - 1_763_700_000_000 % 60_000
+
+
+def _fill(store_dir: Path) -> None:
+    store = LocalSegmentStore(store_dir)
+    compactor = PartitionCompactor(0, CompactionSettings())
+    closed = []
+    for offset, e in enumerate(synthetic_events(300, T0, 240_000)):
+        closed += compactor.add(offset, e, 0.0)
+    last = compactor.flush()
+    assert last is not None
+    for c in [*closed, last]:
+        store.put(c.name, encode_segment(c.segment))
+
+
+def test_export_writes_kubetape_and_simkube_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fill(tmp_path / "segments")
+    common = [
+        "--segment-dir",
+        str(tmp_path / "segments"),
+        "--from",
+        str(T0 + 60_000),
+        "--to",
+        str(T0 + 180_000),
+    ]
+    assert main(["export", *common, "-o", str(tmp_path / "out.kseg")]) == 0
+    trace = read_segment(tmp_path / "out.kseg")
+    assert (trace.header.start_ms, trace.header.end_ms) == (T0 + 60_000, T0 + 180_000)
+    assert main(["export", *common, "--format", "simkube", "-o", str(tmp_path / "out.sktrace")]) == 0
+    sk = read_simkube_trace(tmp_path / "out.sktrace")
+    assert simkube_compatibility_problems(sk) == []
+    assert "wrote" in capsys.readouterr().err
+    recent = ["--segment-dir", str(tmp_path / "segments"), "--from", "-30m", "--to", "now"]
+    assert main(["export", *recent, "-o", str(tmp_path / "recent.kseg")]) == 0  # relative times
+
+
+def test_export_and_sink_explain_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fill(tmp_path / "segments")
+    args = ["export", "--segment-dir", str(tmp_path / "segments"), "-o", str(tmp_path / "x")]
+    assert main([*args, "--from", "yesterday"]) == 2
+    assert "cannot read --from 'yesterday'" in capsys.readouterr().err
+    assert main([*args, "--from", "now", "--to", "-1h"]) == 2
+    assert "range is empty" in capsys.readouterr().err
+    assert main(["sink", "--bootstrap", "", "--segment-dir", str(tmp_path)]) == 2
+    assert "no Kafka bootstrap" in capsys.readouterr().err
