@@ -20,7 +20,7 @@ class KafkaSettings:
 
     bootstrap: str
     client_id: str = "kubetape"
-    compression: str = "zstd"
+    compression: str | None = "zstd"
     linger_ms: int = 20
     max_batch_bytes: int = 1_048_576
     request_timeout_ms: int = 30_000

@@ -1,0 +1,240 @@
+"""Read-only Kubernetes access for the watcher: discovery, paged lists, streaming watches, owner gets.
+
+Only GET requests are ever made. Responses are decoded with orjson into plain dicts (never generated
+models). HTTP statuses are mapped to the exception tree here, once:
+
+* 410 Gone (as a status or as an ``ERROR`` watch event) → :class:`WatchExpiredError` (re-list needed);
+* connection errors, timeouts, 5xx, 429 → :class:`WatchBrokenError` (retriable);
+* 401/403 → :class:`~pipeline.model.errors.ConfigError` (credentials or RBAC must be fixed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import orjson
+from kubernetes_asyncio import client
+
+from pipeline.io.watch_types import (
+    ListResult,
+    ResourceInfo,
+    ResourceVersion,
+    WatchBrokenError,
+    WatchEvent,
+    WatchExpiredError,
+)
+from pipeline.model.errors import ConfigError, FormatError
+from pipeline.model.keys import GroupVersionKind
+
+LIST_PAGE_SIZE = 500
+"""Objects per list page: bounds one response's memory on large clusters."""
+
+WATCH_TIMEOUT_S = 290
+"""Server-side watch timeout; the watch then ends cleanly and is resumed from the last version."""
+
+_READ_SLACK_S = 60
+"""A watch that sends nothing (not even a bookmark) for timeout + slack is considered dropped."""
+
+_WATCH_EVENT_TYPES = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK"}
+
+
+class KubeCluster:
+    """The watcher's view of one cluster through an ``ApiClient`` from :func:`pipeline.io.kube.kube_api`."""
+
+    def __init__(self, api: client.ApiClient, on_malformed: Callable[[str], None] | None = None) -> None:
+        """``on_malformed`` is told (with a description) about each watch event of unknown shape, which
+        is skipped: one odd event must never stop the watcher."""
+        self._api = api
+        self._on_malformed = on_malformed
+        self._group_versions: dict[str, dict[str, ResourceInfo]] = {}
+
+    # ---- discovery -------------------------------------------------------------------------------
+    async def resolve(self, gvk: GroupVersionKind) -> ResourceInfo | None:
+        """The served resource of ``gvk`` (custom resources included), or None if it is not served."""
+        api_version = gvk.api_version
+        if api_version not in self._group_versions:
+            path = f"/api/{gvk.version}" if not gvk.group else f"/apis/{api_version}"
+            try:
+                doc = await self._get_json(path)
+            except _NotFoundError:
+                doc = {"resources": []}
+            kinds: dict[str, ResourceInfo] = {}
+            for res in doc.get("resources") or []:
+                name = res.get("name", "")
+                if "/" in name or "list" not in (res.get("verbs") or []):
+                    continue  # subresources (pods/status) and unlistable kinds
+                kinds[res["kind"]] = ResourceInfo(
+                    gvk.group, gvk.version, res["kind"], name, bool(res.get("namespaced"))
+                )
+            self._group_versions[api_version] = kinds
+        return self._group_versions[api_version].get(gvk.kind)
+
+    def forget_discovery(self) -> None:
+        """Drop cached discovery (after a CRD is installed, for example)."""
+        self._group_versions.clear()
+
+    # ---- reads -----------------------------------------------------------------------------------
+    async def list_objects(self, res: ResourceInfo) -> ListResult:
+        """Every object of ``res`` cluster-wide, all pages, with apiVersion/kind filled in."""
+        items: list[dict[str, Any]] = []
+        cont = ""
+        while True:
+            params = [("limit", str(LIST_PAGE_SIZE))] + ([("continue", cont)] if cont else [])
+            try:
+                doc = await self._get_json(_collection_path(res), params)
+            except _GoneError as exc:
+                # the continue token expired mid-list: start the list over from a fresh snapshot
+                if not cont:
+                    raise WatchBrokenError(f"listing {res.label} answered 410 Gone: {exc}") from None
+                items, cont = [], ""
+                continue
+            except _NotFoundError:
+                raise WatchBrokenError(f"{res.label} is no longer served by the API server") from None
+            for item in doc.get("items") or []:
+                if isinstance(item, dict):
+                    item["apiVersion"] = res.api_version
+                    item["kind"] = res.kind
+                    items.append(item)
+            meta = doc.get("metadata") or {}
+            cont = meta.get("continue") or ""
+            if not cont:
+                return ListResult(items, ResourceVersion(str(meta.get("resourceVersion", ""))))
+
+    async def get_object(self, res: ResourceInfo, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """One object, or None if it does not exist (used to follow owner chains)."""
+        base = _collection_path(res, namespace if res.namespaced else None)
+        try:
+            doc = await self._get_json(f"{base}/{name}")
+        except _NotFoundError:
+            return None
+        doc.setdefault("apiVersion", res.api_version)
+        doc.setdefault("kind", res.kind)
+        return doc
+
+    async def watch_objects(self, res: ResourceInfo, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
+        """Watch events of ``res`` after ``since`` (bookmarks on), until the server ends the watch.
+
+        Raises WatchExpiredError when ``since`` is too old and WatchBrokenError when the stream drops.
+        """
+        params = [
+            ("watch", "1"),
+            ("resourceVersion", since),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(WATCH_TIMEOUT_S)),
+        ]
+        timeout = aiohttp.ClientTimeout(sock_connect=10, sock_read=WATCH_TIMEOUT_S + _READ_SLACK_S)
+        try:
+            resp = await self._request(_collection_path(res), params, timeout)
+        except _GoneError as exc:
+            raise WatchExpiredError(f"watch of {res.label} from resourceVersion {since}: {exc}") from None
+        except _NotFoundError:
+            raise WatchBrokenError(f"{res.label} is no longer served by the API server") from None
+        try:
+            buffer = b""
+            async for chunk in resp.content.iter_any():
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    try:
+                        yield _decode_watch_line(line, res)
+                    except FormatError as exc:
+                        if self._on_malformed is not None:
+                            self._on_malformed(str(exc))
+        except (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            raise WatchBrokenError(
+                f"watch of {res.label} dropped ({type(exc).__name__}: {exc}); will re-list"
+            ) from None
+        finally:
+            resp.release()
+
+    # ---- plumbing --------------------------------------------------------------------------------
+    async def _get_json(self, path: str, params: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+        timeout = aiohttp.ClientTimeout(total=60)
+        resp = await self._request(path, params or [], timeout)
+        try:
+            data = await resp.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise WatchBrokenError(f"GET {path}: {type(exc).__name__}: {exc}") from None
+        finally:
+            resp.release()
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise WatchBrokenError(f"GET {path}: the API server answered non-JSON") from None
+        if not isinstance(doc, dict):
+            raise WatchBrokenError(f"GET {path}: the API server answered {type(doc).__name__}, not an object")
+        return doc
+
+    async def _request(
+        self, path: str, params: list[tuple[str, str]], client_timeout: aiohttp.ClientTimeout
+    ) -> aiohttp.ClientResponse:
+        try:
+            resp: aiohttp.ClientResponse = await self._api.call_api(
+                path,
+                "GET",
+                query_params=params,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=client_timeout,
+            )
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise WatchBrokenError(
+                f"cannot reach the API server for GET {path} ({type(exc).__name__}: {exc})"
+            ) from None
+        if resp.status == 200:
+            return resp
+        text = (await resp.read())[:300].decode("utf-8", "replace")
+        resp.release()
+        if resp.status == 410:
+            raise _GoneError(text)
+        if resp.status == 404:
+            raise _NotFoundError(text)
+        if resp.status in (401, 403):
+            raise ConfigError(
+                f"the API server refused GET {path} ({resp.status}): {text}; check the kubeconfig "
+                f"credentials and that the watcher's RBAC (k8s/prod/rbac.yaml) grants list/watch on this kind"
+            )
+        raise WatchBrokenError(f"GET {path} answered {resp.status}: {text}")
+
+
+class _GoneError(Exception):
+    pass
+
+
+class _NotFoundError(Exception):
+    pass
+
+
+def _collection_path(res: ResourceInfo, namespace: str | None = None) -> str:
+    prefix = f"/api/{res.version}" if not res.group else f"/apis/{res.group}/{res.version}"
+    if namespace:
+        return f"{prefix}/namespaces/{namespace}/{res.plural}"
+    return f"{prefix}/{res.plural}"
+
+
+def _decode_watch_line(line: bytes, res: ResourceInfo) -> WatchEvent:
+    try:
+        doc = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        raise WatchBrokenError(f"watch of {res.label} sent a line that is not JSON: {line[:200]!r}") from None
+    if not isinstance(doc, dict):
+        raise WatchBrokenError(f"watch of {res.label} sent {type(doc).__name__}, not an event object")
+    event_type, obj = doc.get("type"), doc.get("object")
+    if event_type == "ERROR":
+        status = obj if isinstance(obj, dict) else {}
+        if status.get("code") == 410:
+            raise WatchExpiredError(f"watch of {res.label}: {status.get('message', '410 Gone')}")
+        raise WatchBrokenError(f"watch of {res.label} ended with an error: {status.get('message', status)}")
+    if event_type not in _WATCH_EVENT_TYPES or not isinstance(obj, dict):
+        raise FormatError(f"watch of {res.label} sent an event of unknown shape: type={event_type!r}")
+    obj["apiVersion"] = res.api_version
+    obj["kind"] = res.kind
+    meta = obj.get("metadata")
+    rv = meta.get("resourceVersion", "") if isinstance(meta, dict) else ""
+    return WatchEvent(event_type, obj, ResourceVersion(str(rv)))

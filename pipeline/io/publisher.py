@@ -1,0 +1,216 @@
+"""Publishing the watcher's records to Kafka (aiokafka), in order, without loss, with bounded memory.
+
+:meth:`KafkaPublisher.submit` hands over one *unit* (the records of one observed change: its events on
+``kubetape.events`` and the matching ``kubetape.state`` / resume records). It waits while
+``max_pending_units`` units are queued, which is how an unreachable broker stops the watch loops from
+reading further (backpressure) instead of growing memory without limit.
+
+A background task sends batches of units (up to ``max_batch_records`` records, as many as are
+queued: bigger batches under a burst, single units when idle, so no linger delay is ever added).
+Each batch is sent in two phases: first every ``kubetape.events`` record, and only once those are
+acknowledged (acks=all) the state and resume records. So the state and resume topics never claim more
+than the events topic holds: a crash can at worst republish a change (which the watcher's
+de-duplication against the state then mostly absorbs), never lose one. A failed phase is retried, with
+backoff, until it succeeds or the publisher is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+
+from aiokafka.errors import KafkaError
+from aiokafka.partitioner import murmur2
+
+from pipeline.io.kafka import KafkaSettings, new_producer
+from pipeline.io.metrics import Metrics
+from pipeline.io.watch_types import EVENTS_TOPIC, Record
+from pipeline.model.errors import FormatError, TransientError
+
+log = logging.getLogger("kubetape.publisher")
+
+_RETRY_MIN_S = 0.2
+_RETRY_MAX_S = 5.0
+_PARTITION_CACHE_SIZE = 200_000
+
+
+class KafkaPublisher:
+    """Ordered, at-least-once publishing of record units; ``async with`` starts and stops it."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        metrics: Metrics | None = None,
+        *,
+        max_pending_units: int = 10_000,
+        max_batch_records: int = 20_000,
+    ) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._queue: asyncio.Queue[Sequence[Record]] = asyncio.Queue(max_pending_units)
+        self._max_batch = max_batch_records
+        self._producer = new_producer(settings)
+        self._sender: asyncio.Task[None] | None = None
+        self._partitions: dict[str, list[int]] = {}
+        self._partition_cache: dict[bytes, int] = {}  # key → murmur2 hash (pure Python, ~6 µs a key)
+        self._started = False
+        self._closed = False
+        self.connected = False
+        if metrics is not None:
+            metrics.counter("records_published_total", "Kafka records acknowledged, by topic")
+            metrics.counter("publish_errors_total", "failed Kafka sends (retried), by error class")
+            metrics.gauge("publish_pending_units", "changes waiting to be published")
+            metrics.gauge("publish_lag_seconds", "age of the oldest change in the last published batch")
+
+    async def __aenter__(self) -> KafkaPublisher:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Connect (retrying while the broker is unreachable) and start the sender task."""
+        if self._started:
+            return
+        delay = _RETRY_MIN_S
+        while True:
+            try:
+                await self._producer.start()
+                break
+            except KafkaError as exc:
+                self._count_error(exc)
+                log.warning("Kafka at %s unreachable (%s); retrying", self._settings.bootstrap, exc)
+                await self._producer.stop()
+                self._producer = new_producer(self._settings)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+        self._started = self.connected = True
+        self._sender = asyncio.create_task(self._send_loop(), name="kubetape-publisher")
+
+    async def submit(self, unit: Sequence[Record]) -> None:
+        """Queue one unit of records; waits (backpressure) while the queue is full."""
+        if self._closed:
+            raise TransientError("the publisher is stopped; no more records are accepted")
+        if self._sender is not None and self._sender.done():
+            self._sender.result()  # surface a crashed sender instead of blocking forever
+        await self._queue.put(unit)
+        self._gauge_pending()
+
+    async def flush(self) -> None:
+        """Wait until every submitted unit is acknowledged."""
+        await self._queue.join()
+
+    @property
+    def pending_units(self) -> int:
+        return self._queue.qsize()
+
+    async def stop(self, deadline_s: float = 30.0) -> None:
+        """Flush for up to ``deadline_s``, then stop. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._sender is not None:
+            try:
+                await asyncio.wait_for(self.flush(), deadline_s)
+            except TimeoutError:
+                log.error("stopping with %d unpublished changes (flush deadline passed)", self.pending_units)
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+        if self._started:
+            await self._producer.stop()
+
+    # ---- sending ---------------------------------------------------------------------------------
+    async def _send_loop(self) -> None:
+        while True:
+            units = [await self._queue.get()]
+            size = len(units[0])
+            while size < self._max_batch and not self._queue.empty():
+                units.append(self._queue.get_nowait())
+                size += len(units[-1])
+            records = [r for unit in units for r in unit]
+            first = [r for r in records if r.topic == EVENTS_TOPIC]
+            second = [r for r in records if r.topic != EVENTS_TOPIC]
+            await self._send_until_acked(first)
+            await self._send_until_acked(second)
+            if records and self._metrics is not None:
+                oldest = min(r.ts_ms for r in records)
+                self._metrics.set("publish_lag_seconds", max(0.0, time.time() - oldest / 1000))
+            for _ in units:
+                self._queue.task_done()
+            self._gauge_pending()
+
+    async def _send_until_acked(self, records: list[Record]) -> None:
+        if not records:
+            return
+        delay = _RETRY_MIN_S
+        while True:
+            try:
+                await self._send_batches(records)
+            except KafkaError as exc:
+                # the whole phase is resent: at-least-once; records already written may repeat
+                self._count_error(exc)
+                self._partitions.clear()  # partitions may have been added meanwhile
+                self.connected = False
+                log.warning("publishing %d records failed (%s); retrying in %.1fs", len(records), exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+                continue
+            self.connected = True
+            if self._metrics is not None:
+                by_topic: dict[str, int] = {}
+                for r in records:
+                    by_topic[r.topic] = by_topic.get(r.topic, 0) + 1
+                for topic, n in by_topic.items():
+                    self._metrics.inc("records_published_total", n, {"topic": topic})
+            return
+
+    async def _send_batches(self, records: list[Record]) -> None:
+        """Send ``records`` as one record batch per partition (in order) and wait for every ack.
+
+        Filling aiokafka's BatchBuilder directly costs a fraction of one ``send()`` per record, which is
+        what lets the publishing path keep up with bursts; partitions are chosen exactly as Kafka's default
+        partitioner does (murmur2 of the key), so other producers agree on where a key lives.
+        """
+        for topic in {r.topic for r in records} - self._partitions.keys():
+            self._partitions[topic] = sorted(await self._producer.partitions_for(topic))
+        by_partition: dict[tuple[str, int], list[tuple[bytes, Record]]] = {}
+        for r in records:
+            key = r.key.encode()
+            by_partition.setdefault((r.topic, self._partition_of(r.topic, key)), []).append((key, r))
+        futures = []
+        for (topic, partition), items in by_partition.items():
+            batch = self._producer.create_batch()
+            for key, r in items:
+                if batch.append(key=key, value=r.value, timestamp=r.ts_ms) is None:  # batch full
+                    futures.append(await self._producer.send_batch(batch, topic, partition=partition))
+                    batch = self._producer.create_batch()
+                    if batch.append(key=key, value=r.value, timestamp=r.ts_ms) is None:
+                        raise FormatError(
+                            f"a {len(r.value or b'')}-byte record for {r.key} does not fit in a Kafka batch "
+                            f"of {self._settings.max_batch_bytes} bytes; raise max_batch_bytes"
+                        )
+            futures.append(await self._producer.send_batch(batch, topic, partition=partition))
+        await asyncio.gather(*futures)
+
+    def _partition_of(self, topic: str, key: bytes) -> int:
+        partitions = self._partitions[topic]
+        cached = self._partition_cache.get(key)
+        if cached is None:
+            if len(self._partition_cache) >= _PARTITION_CACHE_SIZE:
+                self._partition_cache.clear()
+            cached = self._partition_cache[key] = murmur2(key) & 0x7FFFFFFF
+        return partitions[cached % len(partitions)]
+
+    def _count_error(self, exc: BaseException) -> None:
+        if self._metrics is not None:
+            self._metrics.inc("publish_errors_total", labels={"error": type(exc).__name__})
+
+    def _gauge_pending(self) -> None:
+        if self._metrics is not None:
+            # a float: Metrics renders values with float.is_integer (ints lack it before Python 3.12)
+            self._metrics.set("publish_pending_units", float(self._queue.qsize()))

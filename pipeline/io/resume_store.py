@@ -1,0 +1,77 @@
+"""The watcher's durable memory in Kafka: creating its topics and reading compacted topics back.
+
+On start the watcher reads ``kubetape.state`` (latest published object per key) and
+``kubetape.watch-resume`` (resourceVersion per watched kind, lifecycle per pod) to continue exactly where
+it stopped, without a local disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from pipeline.io.kafka import KafkaSettings, admin_client, ensure_topic, new_consumer
+from pipeline.io.watch_types import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+from pipeline.model.errors import TransientError
+
+_COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+
+
+async def ensure_watcher_topics(settings: KafkaSettings, partitions: int = 3) -> None:
+    """Create the events (history), state and resume (compacted) topics if missing."""
+    await ensure_topic(settings, EVENTS_TOPIC, partitions)
+    await ensure_topic(settings, STATE_TOPIC, partitions, dict(_COMPACTED))
+    await ensure_topic(settings, RESUME_TOPIC, 1, dict(_COMPACTED))
+
+
+async def topic_partitions(settings: KafkaSettings, topic: str) -> list[TopicPartition]:
+    """Every partition of ``topic`` (empty if it does not exist), from fresh cluster metadata."""
+    async with admin_client(settings) as admin:
+        described = await admin.describe_topics([topic])
+    return sorted(
+        TopicPartition(topic, p["partition"])
+        for t in described
+        if t.get("topic") == topic and not t.get("error_code")
+        for p in t.get("partitions", [])
+    )
+
+
+async def read_compacted(settings: KafkaSettings, topic: str, timeout_s: float = 120.0) -> dict[str, bytes]:
+    """The latest value of every key of ``topic`` (tombstoned keys left out), read up to its current end."""
+    tps = await topic_partitions(settings, topic)
+    if not tps:
+        return {}
+    consumer = new_consumer(settings, group_id=None)
+    await consumer.start()
+    try:
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends: dict[TopicPartition, int] = await consumer.end_offsets(tps)
+        latest: dict[str, bytes] = {}
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not await _caught_up(consumer, ends):
+                    batches = await consumer.getmany(timeout_ms=500, max_records=10_000)
+                    for messages in batches.values():
+                        for msg in messages:
+                            key = msg.key.decode() if msg.key is not None else ""
+                            if msg.value is None:
+                                latest.pop(key, None)
+                            else:
+                                latest[key] = msg.value
+        except TimeoutError:
+            raise TransientError(
+                f"reading {topic} back from {settings.bootstrap} did not finish in {timeout_s:.0f}s; "
+                f"is the broker healthy?"
+            ) from None
+        return latest
+    finally:
+        await consumer.stop()
+
+
+async def _caught_up(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int]) -> bool:
+    for tp, end in ends.items():
+        if await consumer.position(tp) < end:
+            return False
+    return True

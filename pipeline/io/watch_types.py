@@ -1,0 +1,75 @@
+"""Plain value types shared by the watcher's io adapters and the watch stage (no third-party imports).
+
+They live in ``pipeline.io`` so that the Kubernetes and Kafka adapters can produce them and
+``pipeline.watch`` (which may import io, not the other way round) can consume them and fake them in tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, NewType
+
+from pipeline.model.errors import TransientError
+
+ResourceVersion = NewType("ResourceVersion", str)
+
+EVENTS_TOPIC = "kubetape.events"
+STATE_TOPIC = "kubetape.state"
+RESUME_TOPIC = "kubetape.watch-resume"
+
+WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceInfo:
+    """One kind as the API server serves it (from discovery)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def label(self) -> str:
+        """``apps/v1.Deployment``: how logs and metrics name the kind."""
+        return f"{self.api_version}.{self.kind}"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One decoded watch line; ``obj`` is the plain dict the API server sent (TypeMeta filled in)."""
+
+    type: WatchEventType
+    obj: dict[str, Any]
+    resource_version: ResourceVersion
+
+
+@dataclass(frozen=True, slots=True)
+class ListResult:
+    """A complete (all pages) list of one kind, consistent at ``resource_version``."""
+
+    items: list[dict[str, Any]]
+    resource_version: ResourceVersion
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One Kafka message to publish: ``value`` None is a tombstone; ``ts_ms`` the message timestamp."""
+
+    topic: str
+    key: str
+    value: bytes | None
+    ts_ms: int
+
+
+class WatchExpiredError(TransientError):
+    """The resourceVersion a watch resumed from is too old (410 Gone): only a re-list can continue."""
+
+
+class WatchBrokenError(TransientError):
+    """The watch connection dropped or the API server was unreachable; changes may have been missed."""

@@ -1,0 +1,295 @@
+"""Turning observed objects into the events worth publishing (SimKube's tracer semantics, in ms).
+
+The :class:`Shaper` holds what was already published — the latest sanitized object per key (mirrors
+``kubetape.state``) and the latest lifecycle per pod (mirrors the ``lifecycle/`` records of
+``kubetape.watch-resume``) — and compares every observation against it:
+
+* tracked objects: an ``APPLIED`` event when an object appears or its spec hash changes; a ``DELETED``
+  event (SimKube's stub) when it goes away or stops passing the filters. Status-, label- and
+  annotation-only changes are not republished (SimKube records spec changes only). Observations older
+  than what was published (same key, lower resourceVersion, as when a restarted watcher replays a
+  watch from its last resume point) are ignored, so a restart does not duplicate changes.
+* pods: the lifecycle from container statuses, published whenever it strictly advances (SimKube's
+  partial order), keyed by the first tracked owner with ``trackLifecycle`` on the pod's owner chain and
+  by the pod-spec hash. A pod deleted before it finished is finished at deletion time, as SimKube does.
+
+Each method returns a :class:`Shaped`: the events and every record (events, state, resume) to publish as
+one unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.io.watch_types import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, Record
+from pipeline.model.errors import FormatError
+from pipeline.model.events import Event, EventType, decode_event, encode_event
+from pipeline.model.hashing import object_spec_hash, pod_spec_hash
+from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, parse_object_key
+from pipeline.model.lifecycle import PodLifecycle, derive_lifecycle, finish_on_delete
+from pipeline.model.sanitize import deletion_stub, sanitize
+from pipeline.model.tracer_config import TracerConfig
+from pipeline.watch.owners import Owner, OwnerResolver
+from pipeline.watch.ports import Cluster
+
+LIFECYCLE_PREFIX = "lifecycle/"
+"""Resume-topic key prefix of a pod's last published lifecycle (value: the encoded event)."""
+
+
+@dataclass(slots=True)
+class Published:
+    """What ``kubetape.state`` holds for one key."""
+
+    uid: str
+    resource_version: str
+    spec_hash: int
+    obj: dict[str, Any]
+
+
+@dataclass(slots=True)
+class PodTrack:
+    """What the watcher knows about one live pod."""
+
+    uid: str
+    chain: tuple[Owner, ...] | None = None  # None until looked up (restored pods)
+    owner: ObjectKey | None = None  # the owner its lifecycles are published under, once chosen
+    pod_spec_hash: int = 0
+    lifecycle: PodLifecycle | None = None
+
+
+@dataclass(slots=True)
+class Shaped:
+    """The outcome of one observation: events (for metrics and logs) and the records to publish."""
+
+    events: list[Event] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+
+    def extend(self, other: Shaped) -> None:
+        self.events += other.events
+        self.records += other.records
+
+
+def rv_older(candidate: str, published: str) -> bool:
+    """Whether ``candidate`` precedes ``published``. resourceVersions are opaque, but every API server
+    backed by etcd uses its revision; when either is not a plain integer nothing is considered older."""
+    if candidate.isdigit() and published.isdigit():
+        return int(candidate) < int(published)
+    return False
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise FormatError(f"object without metadata: kind={obj.get('kind')!r}")
+    return meta
+
+
+def _keep_first_start(new: PodLifecycle | None, old: PodLifecycle | None) -> PodLifecycle | None:
+    """A pod seen running and now finished with another start time (a restarted container, or KWOK's
+    completion stages, which stamp ``startedAt`` anew) finished at the new end but started at the first
+    start. SimKube refuses such an update and only guesses an end at deletion; keeping the first start
+    and the real end is what its partial order means, and pods that are never deleted still finish."""
+    if new is None or old is None or old.finished or not new.finished or new.start_ms == old.start_ms:
+        return new
+    assert new.end_ms is not None
+    return PodLifecycle(old.start_ms, max(new.end_ms, old.start_ms))
+
+
+class Shaper:
+    """The watcher's de-duplicating memory; see the module docstring."""
+
+    def __init__(self, config: TracerConfig, cluster: Cluster) -> None:
+        self.config = config
+        self.index: dict[ObjectKey, Published] = {}
+        self.pods: dict[ObjectKey, PodTrack] = {}
+        self.owners = OwnerResolver(cluster, self._known_obj)
+
+    def _known_obj(self, key: ObjectKey) -> Mapping[str, Any] | None:
+        entry = self.index.get(key)
+        return entry.obj if entry is not None else None
+
+    # ---- restart ---------------------------------------------------------------------------------
+    def restore(self, state: Mapping[str, bytes], resume: Mapping[str, bytes]) -> int:
+        """Load what earlier runs published; returns how many undecodable records were skipped."""
+        skipped = 0
+        for key, value in state.items():
+            try:
+                event = decode_event(value, f"{STATE_TOPIC} key {key}")
+            except FormatError:
+                skipped += 1
+                continue
+            if event.type is EventType.APPLIED and event.obj is not None:
+                self.index[event.key] = Published(
+                    event.uid, event.resource_version, event.spec_hash, event.obj
+                )
+        for key, value in resume.items():
+            if not key.startswith(LIFECYCLE_PREFIX):
+                continue
+            try:
+                event = decode_event(value, f"{RESUME_TOPIC} key {key}")
+            except FormatError:
+                skipped += 1
+                continue
+            if event.type is EventType.POD_LIFECYCLE and event.pod_start_ms is not None:
+                self.pods[event.key] = PodTrack(
+                    event.uid,
+                    None,
+                    event.owner_key,
+                    event.pod_spec_hash,
+                    PodLifecycle(event.pod_start_ms, event.pod_end_ms),
+                )
+        return skipped
+
+    # ---- tracked objects -------------------------------------------------------------------------
+    def observe_object(self, event_type: str, obj: dict[str, Any], ts_ms: int) -> Shaped:
+        """An ADDED/MODIFIED/DELETED observation of a tracked-kind object."""
+        meta = _meta(obj)
+        key = key_of(obj)
+        uid, rv = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+        prev = self.index.get(key)
+        if prev is not None and rv and rv_older(rv, prev.resource_version):
+            return Shaped()  # replayed from an older resume point: already published
+        if event_type == "DELETED" or not self.config.is_object_allowed(obj):
+            if prev is None or (uid and prev.uid and uid != prev.uid):
+                return Shaped()
+            return self._delete(key, prev, ts_ms, rv)
+        clean = sanitize(obj, self.config)
+        spec_hash = object_spec_hash(clean)
+        out = Shaped()
+        if prev is not None and uid and prev.uid and prev.uid != uid:
+            out.extend(self._delete(key, prev, ts_ms, prev.resource_version))  # replaced under the same name
+            prev = None
+        if prev is not None and prev.spec_hash == spec_hash:
+            prev.resource_version = rv or prev.resource_version
+            return out  # status/metadata-only churn
+        event = Event.applied(ts_ms, key, clean, spec_hash, uid=uid, resource_version=rv)
+        self.index[key] = Published(uid, rv, spec_hash, clean)
+        out.events.append(event)
+        encoded = encode_event(event)
+        out.records += [Record(EVENTS_TOPIC, key, encoded, ts_ms), Record(STATE_TOPIC, key, encoded, ts_ms)]
+        return out
+
+    def _delete(self, key: ObjectKey, prev: Published, ts_ms: int, rv: str) -> Shaped:
+        del self.index[key]
+        event = Event.deleted(
+            ts_ms, key, deletion_stub(prev.obj), prev.spec_hash, uid=prev.uid, resource_version=rv
+        )
+        return Shaped(
+            [event],
+            [Record(EVENTS_TOPIC, key, encode_event(event), ts_ms), Record(STATE_TOPIC, key, None, ts_ms)],
+        )
+
+    def vanished(self, group: str, kind: str, present: Iterable[ObjectKey], ts_ms: int) -> Shaped:
+        """After a re-list of ``group``/``kind``: delete every published object the list no longer has."""
+        still = set(present)
+        out = Shaped()
+        for key in [k for k in self.index if k not in still]:
+            parsed = parse_object_key(key)
+            if parsed.group == group and parsed.kind == kind:
+                out.extend(self._delete(key, self.index[key], ts_ms, ""))
+        return out
+
+    # ---- pods and lifecycles ---------------------------------------------------------------------
+    async def observe_pod(self, event_type: str, pod: dict[str, Any], ts_ms: int) -> Shaped:
+        """An ADDED/MODIFIED/DELETED observation of any pod, for lifecycles."""
+        meta = _meta(pod)
+        key = key_of(pod)
+        uid = str(meta.get("uid", ""))
+        track = self.pods.get(key)
+        if track is not None and uid and track.uid and track.uid != uid:
+            out = self.pod_gone(key, ts_ms)  # a new pod under an old name: the old one is gone
+            track = None
+        else:
+            out = Shaped()
+        if event_type == "DELETED":
+            out.extend(self.pod_gone(key, ts_ms))
+            return out
+        if not self._pod_allowed(pod, meta):
+            return out
+        if track is None:
+            track = self.pods[key] = PodTrack(uid)
+        chain = track.chain
+        if chain is None and track.owner is None:
+            namespace = meta.get("namespace")
+            chain, complete = await self.owners.chain(pod, namespace if isinstance(namespace, str) else None)
+            if not chain:  # a bare pod is its own owner (SimKube's self owner reference)
+                chain = (Owner(key, GroupVersionKind("", "v1", "Pod")),)
+            if complete:  # an incomplete chain is looked up again at the pod's next observation
+                track.chain = chain
+        if track.owner is None:
+            track.owner = self._lifecycle_owner(chain or ())
+            if track.owner is None:
+                return out
+            spec = pod.get("spec")
+            track.pod_spec_hash = pod_spec_hash(spec if isinstance(spec, Mapping) else {})
+        lifecycle = _keep_first_start(derive_lifecycle(pod), track.lifecycle)
+        if lifecycle is None or not lifecycle.supersedes(track.lifecycle):
+            return out
+        out.extend(self._lifecycle(key, track, lifecycle, ts_ms, str(meta.get("resourceVersion", ""))))
+        return out
+
+    def _pod_allowed(self, pod: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
+        """Namespace, label and DaemonSet filters; not ``skipOwned``, which is about publishing pods as
+        objects: owned pods are exactly the ones whose lifecycles belong to a tracked owner."""
+        namespace, labels = meta.get("namespace"), meta.get("labels")
+        if not self.config.is_namespace_allowed(namespace if isinstance(namespace, str) else None):
+            return False
+        if not self.config.is_labels_allowed(labels if isinstance(labels, Mapping) else {}):
+            return False
+        refs = meta.get("ownerReferences")
+        return not (
+            self.config.exclude_daemonset_owned
+            and isinstance(refs, list)
+            and any(isinstance(r, Mapping) and r.get("kind") == "DaemonSet" for r in refs)
+        )
+
+    def _lifecycle_owner(self, chain: tuple[Owner, ...]) -> ObjectKey | None:
+        for owner in chain:
+            if owner.key in self.index and self.config.track_lifecycle_for(owner.gvk):
+                return owner.key
+        return None
+
+    def _lifecycle(self, key: ObjectKey, track: PodTrack, lc: PodLifecycle, ts_ms: int, rv: str) -> Shaped:
+        assert track.owner is not None  # callers choose the owner first
+        track.lifecycle = lc
+        event = Event.pod_lifecycle(
+            ts_ms,
+            key,
+            owner_key=track.owner,
+            pod_spec_hash=track.pod_spec_hash,
+            start_ms=lc.start_ms,
+            end_ms=lc.end_ms,
+            uid=track.uid,
+            resource_version=rv,
+        )
+        encoded = encode_event(event)
+        return Shaped(
+            [event],
+            [
+                Record(EVENTS_TOPIC, key, encoded, ts_ms),
+                Record(RESUME_TOPIC, LIFECYCLE_PREFIX + key, encoded, ts_ms),
+            ],
+        )
+
+    def pod_gone(self, key: ObjectKey, ts_ms: int) -> Shaped:
+        """The pod was deleted (or vanished from a re-list): finish its lifecycle, then forget it."""
+        track = self.pods.pop(key, None)
+        if track is None:
+            return Shaped()
+        out = Shaped()
+        finished = finish_on_delete(track.lifecycle, ts_ms)
+        if track.owner is not None and finished is not None and finished != track.lifecycle:
+            out = self._lifecycle(key, track, finished, ts_ms, "")
+        if track.owner is not None:
+            out.records.append(Record(RESUME_TOPIC, LIFECYCLE_PREFIX + key, None, ts_ms))
+        return out
+
+    def pods_vanished(self, present: Iterable[ObjectKey], ts_ms: int) -> Shaped:
+        """After a re-list of pods: every known pod the list no longer has is gone."""
+        still = set(present)
+        out = Shaped()
+        for key in [k for k in self.pods if k not in still]:
+            out.extend(self.pod_gone(key, ts_ms))
+        return out

@@ -1,0 +1,236 @@
+"""``kubetape watch``: record a cluster onto Kafka (list+watch → filter/shape → kubetape.events/state).
+
+Settings come from flags, then environment variables, then documented defaults, and are built once into
+a frozen :class:`WatchServiceSettings`. The service serves ``/healthz``, ``/readyz`` (every stream synced
+and Kafka reachable) and ``/metrics`` on 127.0.0.1 by default, logs one JSON object per line, and on
+SIGTERM/SIGINT stops reading the watches, flushes what it already read to Kafka (with a deadline), and
+exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.io.http import HttpSettings
+from pipeline.io.kafka import KafkaSettings
+
+log = logging.getLogger("kubetape.watch")
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchServiceSettings:
+    """Everything ``kubetape watch`` needs; see ``kubetape watch --help`` for each default."""
+
+    kubeconfig: Path
+    kafka: KafkaSettings
+    http: HttpSettings
+    tracer_config: Path | None = None
+    context: str | None = None
+    partitions: int = 3
+    flush_deadline_s: float = 30.0
+    max_pending_units: int = 10_000
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "watch", help="list+watch a cluster and publish its changes to Kafka (read-only on the cluster)"
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="tracer config YAML (SimKube-compatible; default: Deployments, StatefulSets, Jobs, CronJobs)",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        help="kubeconfig of the cluster to record (default: $KUBECONFIG, else ~/.kube/config)",
+    )
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        help=f"Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP, else {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--http-host", default="127.0.0.1", help="health/metrics address (default: 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--http-port", type=int, default=8080, help="health/metrics port, 0 = any (default: 8080)"
+    )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=3,
+        help="partitions of kubetape.events/state when created (default: 3)",
+    )
+    parser.add_argument(
+        "--compression", default="zstd", choices=["zstd", "lz4", "gzip", "none"], help="(default: zstd)"
+    )
+    parser.add_argument(
+        "--flush-deadline", type=float, default=30.0, help="seconds to flush on shutdown (default: 30)"
+    )
+    parser.add_argument(
+        "--max-pending",
+        type=int,
+        default=10_000,
+        help="changes buffered while Kafka is slow or down before the watches pause (default: 10000)",
+    )
+    parser.add_argument("--log-format", choices=["json", "text"], default="json", help="(default: json)")
+    parser.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning"],
+        default="info",
+        help="debug: one line per watch event",
+    )
+    parser.set_defaults(func=_run)
+
+
+def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
+    kubeconfig = args.kubeconfig or Path(os.environ.get("KUBECONFIG", "~/.kube/config")).expanduser()
+    bootstrap = args.bootstrap or os.environ.get("KUBETAPE_BOOTSTRAP", DEFAULT_BOOTSTRAP)
+    compression = None if args.compression == "none" else args.compression
+    return WatchServiceSettings(
+        kubeconfig=kubeconfig,
+        kafka=KafkaSettings(bootstrap=bootstrap, client_id="kubetape-watcher", compression=compression),
+        http=HttpSettings(host=args.http_host, port=args.http_port),
+        tracer_config=args.config,
+        context=args.context,
+        partitions=args.partitions,
+        flush_deadline_s=args.flush_deadline,
+        max_pending_units=args.max_pending,
+    )
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (and the exception, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def _setup_logging(fmt: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonLogFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # aiokafka logs every retry while a broker is away; the publisher reports outages itself
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+
+
+def _run(args: argparse.Namespace) -> int:
+    _setup_logging(args.log_format, args.log_level)
+    return asyncio.run(serve(settings_from_args(args)))
+
+
+async def serve(settings: WatchServiceSettings) -> int:
+    """Run the watcher service until SIGTERM/SIGINT; returns the exit code."""
+    from pipeline.io.http import bound_port, create_app, start_http
+    from pipeline.io.kube import kube_api
+    from pipeline.io.kube_watch import KubeCluster
+    from pipeline.io.metrics import Metrics
+    from pipeline.io.publisher import KafkaPublisher
+    from pipeline.model.errors import ConfigError
+    from pipeline.model.tracer_config import TracerConfig, load_tracer_config
+    from pipeline.watch.watcher import Watcher
+
+    config = load_tracer_config(settings.tracer_config) if settings.tracer_config else TracerConfig.default()
+    if not settings.kubeconfig.exists():  # fail on bad input before touching Kafka
+        raise ConfigError(
+            f"kubeconfig {settings.kubeconfig} does not exist; pass --kubeconfig or set $KUBECONFIG"
+        )
+    metrics = Metrics()
+    metrics.counter("malformed_watch_lines_total", "watch lines of unknown shape, skipped")
+    state, resume = await _read_back(settings.kafka, settings.partitions)
+
+    def malformed(problem: str) -> None:
+        metrics.inc("malformed_watch_lines_total")
+        log.warning("skipped a watch event: %s", problem)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with (
+        kube_api(settings.kubeconfig, settings.context) as api,
+        KafkaPublisher(settings.kafka, metrics, max_pending_units=settings.max_pending_units) as publisher,
+    ):
+        watcher = Watcher(config, KubeCluster(api, on_malformed=malformed), publisher, metrics)
+        watcher.restore(state, resume)
+        del state, resume
+        runner = await start_http(
+            create_app(metrics, lambda: watcher.ready and publisher.connected), settings.http
+        )
+        log.info(
+            "watching (tracer config %s); health and metrics on http://%s:%d",
+            config.source,
+            settings.http.host,
+            bound_port(runner),
+        )
+        run = asyncio.create_task(watcher.run(), name="kubetape-watcher")
+        stopper = asyncio.create_task(stop.wait(), name="kubetape-stop-signal")
+        try:
+            await asyncio.wait({run, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            log.info("stopping: no more watch intake, flushing %d pending changes", publisher.pending_units)
+            await watcher.stop()
+            await publisher.stop(settings.flush_deadline_s)
+        finally:
+            stopper.cancel()
+            await runner.cleanup()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+        if run.done() and not run.cancelled() and run.exception() is not None:
+            raise run.exception()  # type: ignore[misc]  # a fatal error (bad config, RBAC) ends the service
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
+    log.info("stopped cleanly")
+    return 0
+
+
+async def _read_back(kafka: KafkaSettings, partitions: int) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """Create the topics if needed and read what earlier runs published (state, resume points)."""
+    from pipeline.io.resume_store import ensure_watcher_topics, read_compacted
+    from pipeline.io.watch_types import RESUME_TOPIC, STATE_TOPIC
+    from pipeline.model.errors import TransientError
+
+    started = time.monotonic()
+    try:
+        await ensure_watcher_topics(kafka, partitions)
+        state = await read_compacted(kafka, STATE_TOPIC)
+        resume = await read_compacted(kafka, RESUME_TOPIC)
+    except TransientError:
+        raise
+    except Exception as exc:  # aiokafka raises many unrelated classes for "cannot reach the broker"
+        raise TransientError(
+            f"cannot prepare the watcher's topics on Kafka at {kafka.bootstrap} "
+            f"({type(exc).__name__}: {exc}); is the broker running? (--bootstrap / $KUBETAPE_BOOTSTRAP)"
+        ) from exc
+    elapsed = time.monotonic() - started
+    log.info("read back %d state and %d resume records in %.1fs", len(state), len(resume), elapsed)
+    return state, resume

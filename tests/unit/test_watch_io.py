@@ -1,0 +1,101 @@
+"""The watcher's io edges without a broker or cluster: watch-line decoding and publisher backpressure."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+
+from pipeline.io.kafka import KafkaSettings
+from pipeline.io.kube_watch import _decode_watch_line
+from pipeline.io.metrics import Metrics
+from pipeline.io.publisher import KafkaPublisher
+from pipeline.io.watch_types import (
+    EVENTS_TOPIC,
+    STATE_TOPIC,
+    Record,
+    ResourceInfo,
+    WatchBrokenError,
+    WatchExpiredError,
+)
+from pipeline.model.errors import FormatError
+
+PODS = ResourceInfo("", "v1", "Pod", "pods", True)
+
+
+def test_watch_lines_decode_into_plain_dicts_with_type_meta() -> None:
+    line = orjson.dumps({"type": "ADDED", "object": {"metadata": {"name": "p", "resourceVersion": "7"}}})
+    event = _decode_watch_line(line, PODS)
+    assert (event.type, event.resource_version) == ("ADDED", "7")
+    assert event.obj["apiVersion"] == "v1"
+    assert event.obj["kind"] == "Pod"
+
+
+def test_410_error_event_means_expired_and_other_errors_mean_broken() -> None:
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old resource version"}}
+    with pytest.raises(WatchExpiredError, match="too old"):
+        _decode_watch_line(orjson.dumps(gone), PODS)
+    other = {"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "etcd down"}}
+    with pytest.raises(WatchBrokenError, match="etcd down"):
+        _decode_watch_line(orjson.dumps(other), PODS)
+    with pytest.raises(WatchBrokenError, match="not JSON"):
+        _decode_watch_line(b"{truncated", PODS)
+    with pytest.raises(FormatError, match="unknown shape"):
+        _decode_watch_line(orjson.dumps({"type": "WEIRD", "object": {}}), PODS)
+
+
+class FakeBatch:
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def append(self, *, key: bytes, value: bytes | None, timestamp: int) -> object:
+        self.keys.append(key.decode())
+        return object()
+
+
+class StuckProducer:
+    """A producer whose broker never answers: every batch waits forever (until ``never`` is set)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+        self.never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        return {0}
+
+    def create_batch(self) -> FakeBatch:
+        return FakeBatch()
+
+    async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int) -> Any:
+        self.sent += [(topic, key) for key in batch.keys]
+        return self.never
+
+
+async def test_unreachable_broker_blocks_submit_instead_of_growing_memory() -> None:
+    publisher = KafkaPublisher(KafkaSettings("127.0.0.1:1"), Metrics(), max_pending_units=3)
+    producer = StuckProducer()
+    publisher._producer = producer  # the seam under test is the queue, not aiokafka
+    await publisher.start()
+    unit = [Record(EVENTS_TOPIC, "k", b"v", 1), Record(STATE_TOPIC, "k", b"v", 1)]
+    for _ in range(4):  # one is taken by the sender (stuck), three fill the queue
+        await asyncio.wait_for(publisher.submit(unit), 1)
+    blocked = asyncio.create_task(publisher.submit(unit))
+    await asyncio.sleep(0.05)
+    assert not blocked.done(), "submit must wait while the queue is full (backpressure)"
+    assert publisher.pending_units == 3
+    # the state record waits for the events record's acknowledgement
+    assert producer.sent == [(EVENTS_TOPIC, "k")]
+    producer.never.set_result(None)  # the broker answers again
+    await asyncio.wait_for(blocked, 1)
+    await asyncio.wait_for(publisher.flush(), 1)
+    assert publisher.pending_units == 0
+    assert producer.sent.count((STATE_TOPIC, "k")) == 5
+    await publisher.stop()

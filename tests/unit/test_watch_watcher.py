@@ -1,0 +1,246 @@
+"""The watch loop (pipeline.watch.watcher) against an in-memory cluster and bus: initial list, watch,
+410 → re-list with differences and a gap event, broken streams, restart from resume points, odd shapes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from pipeline.io.metrics import Metrics
+from pipeline.io.watch_types import (
+    EVENTS_TOPIC,
+    RESUME_TOPIC,
+    STATE_TOPIC,
+    ListResult,
+    Record,
+    ResourceInfo,
+    ResourceVersion,
+    WatchBrokenError,
+    WatchEvent,
+    WatchExpiredError,
+)
+from pipeline.model.events import Event, EventType, decode_event
+from pipeline.model.keys import GroupVersionKind
+from pipeline.model.tracer_config import TracerConfig
+from pipeline.watch.watcher import Watcher, WatchSettings
+
+CONFIG = TracerConfig.from_mapping({"trackedObjects": {"apps/v1.Deployment": {}}}, "test")
+DEPLOY = ResourceInfo("apps", "v1", "Deployment", "deployments", True)
+PODS = ResourceInfo("", "v1", "Pod", "pods", True)
+FAST = WatchSettings(resume_every_s=0.0, retry_min_s=0.01, retry_max_s=0.01)
+
+
+def deployment(name: str, rv: int, replicas: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}", "resourceVersion": str(rv)},
+        "spec": {"replicas": replicas},
+    }
+
+
+class FakeCluster:
+    """Objects per kind; each watch() call takes the next scripted outcome of that kind:
+    a list of WatchEvents (then the stream stays open), or an exception to raise."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, list[dict[str, Any]]] = {"Deployment": [], "Pod": []}
+        self.rv = 100
+        self.scripts: dict[str, list[list[WatchEvent] | Exception]] = {"Deployment": [], "Pod": []}
+        self.watched_from: list[tuple[str, str]] = []
+        self.lists = 0
+        self.lists_of: dict[str, int] = {}
+        # (kind, nth list of that kind) → the objects and resourceVersion the cluster has by then
+        self.before_list: dict[tuple[str, int], tuple[list[dict[str, Any]], int]] = {}
+
+    async def resolve(self, gvk: GroupVersionKind) -> ResourceInfo | None:
+        return {"Deployment": DEPLOY, "Pod": PODS}.get(gvk.kind)
+
+    async def list_objects(self, res: ResourceInfo) -> ListResult:
+        self.lists += 1
+        nth = self.lists_of[res.kind] = self.lists_of.get(res.kind, 0) + 1
+        if (res.kind, nth) in self.before_list:
+            self.objects[res.kind], self.rv = self.before_list[res.kind, nth]
+        return ListResult([dict(o) for o in self.objects[res.kind]], ResourceVersion(str(self.rv)))
+
+    async def get_object(self, res: ResourceInfo, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return None
+
+    async def watch_objects(self, res: ResourceInfo, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
+        self.watched_from.append((res.kind, since))
+        script = self.scripts[res.kind]
+        step = script.pop(0) if script else []
+        if isinstance(step, Exception):
+            raise step
+        for event in step:
+            yield event
+        await asyncio.Event().wait()  # an open watch with nothing more to say
+
+
+class FakeBus:
+    def __init__(self) -> None:
+        self.units: list[list[Record]] = []
+
+    async def submit(self, unit: Sequence[Record]) -> None:
+        self.units.append(list(unit))
+
+    def events(self) -> list[Event]:
+        return [decode_event(r.value) for u in self.units for r in u if r.topic == EVENTS_TOPIC and r.value]
+
+    def compacted(self, topic: str) -> dict[str, bytes]:
+        latest: dict[str, bytes] = {}
+        for r in (r for u in self.units for r in u if r.topic == topic):
+            if r.value is None:
+                latest.pop(r.key, None)
+            else:
+                latest[r.key] = r.value
+        return latest
+
+
+async def run_until(watcher: Watcher, condition: Any) -> None:
+    """Run the watcher until ``condition()`` holds (at most 2 s), then stop it."""
+    task = asyncio.create_task(watcher.run())
+    try:
+        async with asyncio.timeout(2.0):
+            while not condition():  # noqa: ASYNC110 - the fakes expose state, not events, to wait on
+                await asyncio.sleep(0.005)
+    finally:
+        await watcher.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_initial_list_then_watch_publishes_changes_and_resume_points() -> None:
+    cluster, bus = FakeCluster(), FakeBus()
+    cluster.objects["Deployment"] = [deployment("a", 90)]
+    cluster.scripts["Deployment"] = [
+        [
+            WatchEvent("MODIFIED", deployment("a", 101, replicas=3), ResourceVersion("101")),
+            WatchEvent("ADDED", deployment("b", 102), ResourceVersion("102")),
+            WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": "150"}}, ResourceVersion("150")),
+        ]
+    ]
+    watcher = Watcher(CONFIG, cluster, bus, Metrics(), settings=FAST)
+    await run_until(watcher, lambda: ("Deployment", "100") in cluster.watched_from and len(bus.events()) == 3)
+    assert watcher.ready
+    events = bus.events()
+    assert [(e.type, e.key) for e in events] == [
+        (EventType.APPLIED, "apps/Deployment/default/a"),
+        (EventType.APPLIED, "apps/Deployment/default/a"),
+        (EventType.APPLIED, "apps/Deployment/default/b"),
+    ]
+    await asyncio.sleep(0)
+    resume = bus.compacted(RESUME_TOPIC)
+    assert resume["rv/apps/Deployment/*/*"] == b'{"v":1,"rv":"150"}'
+    assert set(bus.compacted(STATE_TOPIC)) == {"apps/Deployment/default/a", "apps/Deployment/default/b"}
+
+
+async def test_expired_watch_relists_publishes_differences_and_a_gap() -> None:
+    cluster, bus = FakeCluster(), FakeBus()
+    cluster.objects["Deployment"] = [
+        deployment("keep", 90),
+        deployment("change", 91),
+        deployment("vanish", 92),
+    ]
+    cluster.scripts["Deployment"] = [WatchExpiredError("too old resource version: 100 (400)")]
+    metrics = Metrics()
+    watcher = Watcher(CONFIG, cluster, bus, metrics, settings=FAST)
+
+    # the cluster moved on while the watch was failing: a change, a delete, an addition
+    changed = [deployment("keep", 90), deployment("change", 120, 4), deployment("new", 121)]
+    cluster.before_list["Deployment", 2] = (changed, 130)
+    await run_until(watcher, lambda: any(e.type is EventType.GAP for e in bus.events()))
+    events = bus.events()
+    tail = [(e.type.value, e.key) for e in events[3:]]
+    assert tail[0] == ("gap", "apps/Deployment/*/*")
+    gap = events[3]
+    assert (gap.gap_from_rv, gap.gap_to_rv, gap.gap_reason) == ("100", "130", "expired")
+    assert sorted(tail[1:]) == sorted(
+        [
+            ("applied", "apps/Deployment/default/change"),
+            ("applied", "apps/Deployment/default/new"),
+            ("deleted", "apps/Deployment/default/vanish"),
+        ]
+    )
+    assert metrics.value("relists_total", {"kind": "apps/v1.Deployment", "reason": "expired"}) == 1
+    assert set(bus.compacted(STATE_TOPIC)) == {
+        "apps/Deployment/default/keep",
+        "apps/Deployment/default/change",
+        "apps/Deployment/default/new",
+    }
+
+
+async def test_broken_watch_relists_with_a_gap() -> None:
+    cluster, bus = FakeCluster(), FakeBus()
+    cluster.scripts["Deployment"] = [WatchBrokenError("connection reset")]
+    watcher = Watcher(CONFIG, cluster, bus, Metrics(), settings=FAST)
+    await run_until(watcher, lambda: any(e.type is EventType.GAP for e in bus.events()))
+    [gap] = [e for e in bus.events() if e.type is EventType.GAP]
+    assert gap.gap_reason == "broken"
+
+
+async def test_restart_resumes_from_stored_version_without_duplicates() -> None:
+    cluster, first_bus = FakeCluster(), FakeBus()
+    cluster.objects["Deployment"] = [deployment("a", 90)]
+    first = Watcher(CONFIG, cluster, first_bus, Metrics(), settings=FAST)
+    await run_until(
+        first, lambda: len(first_bus.events()) == 1 and len(first_bus.compacted(RESUME_TOPIC)) == 2
+    )
+
+    # the second run resumes from rv 100 and sees a replayed (already published) event, then a new one
+    cluster.scripts["Deployment"] = [
+        [
+            WatchEvent("MODIFIED", deployment("a", 90), ResourceVersion("90")),
+            WatchEvent("MODIFIED", deployment("a", 140, replicas=2), ResourceVersion("140")),
+        ]
+    ]
+    bus = FakeBus()
+    second = Watcher(CONFIG, cluster, bus, Metrics(), settings=FAST)
+    second.restore(first_bus.compacted(STATE_TOPIC), first_bus.compacted(RESUME_TOPIC))
+    lists_before = cluster.lists
+    await run_until(second, lambda: len(bus.events()) == 1)
+    assert cluster.lists == lists_before  # resumed, not re-listed
+    assert ("Deployment", "100") in cluster.watched_from[-2:]
+    [event] = bus.events()
+    assert event.spec_hash != 0
+    assert event.obj is not None
+    assert event.obj["spec"] == {"replicas": 2}
+
+
+async def test_object_of_unexpected_shape_is_counted_and_skipped() -> None:
+    cluster, bus = FakeCluster(), FakeBus()
+    cluster.scripts["Deployment"] = [
+        [
+            WatchEvent(
+                "ADDED", {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": 7}, ResourceVersion("")
+            ),
+            WatchEvent("ADDED", deployment("ok", 101), ResourceVersion("101")),
+        ]
+    ]
+    cluster.scripts["Pod"] = [
+        [
+            WatchEvent(
+                "ADDED", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": 5}}, ResourceVersion("")
+            )
+        ]
+    ]
+    metrics = Metrics()
+    watcher = Watcher(CONFIG, cluster, bus, metrics, settings=FAST)
+    await run_until(
+        watcher,
+        lambda: len(bus.events()) == 1 and metrics.value("malformed_objects_total", {"kind": "v1.Pod"}) == 1,
+    )
+    assert metrics.value("malformed_objects_total", {"kind": "apps/v1.Deployment"}) == 1
+    assert bus.events()[0].key == "apps/Deployment/default/ok"
+
+
+async def test_metrics_render_after_a_run() -> None:
+    cluster, bus = FakeCluster(), FakeBus()
+    cluster.objects["Deployment"] = [deployment("a", 90)]
+    metrics = Metrics()
+    watcher = Watcher(CONFIG, cluster, bus, metrics, settings=FAST)
+    await run_until(watcher, lambda: watcher.ready)
+    text = metrics.render()
+    assert "kubetape_watch_streams_synced 2" in text
+    assert 'kubetape_events_published_total{kind="apps/v1.Deployment",type="applied"} 1' in text
