@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "services.commands.stack",
     "services.commands.demo",
     "services.commands.inspect",
+    "services.commands.replay",
     "services.commands.watch",
     "services.commands.sink",
     "services.commands.export",

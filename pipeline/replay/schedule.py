@@ -1,0 +1,259 @@
+"""The time-scaled scheduler: runs each replay step at its absolute deadline.
+
+Step ``i`` recorded at trace time ``ts_i`` is due at ``t0 + (ts_i − ts_0) / speed`` on a monotonic clock
+(plus the time spent paused). Deadlines are absolute, so time spent applying earlier steps never shifts
+later ones (SimKube sleeps whole seconds between events and accumulates that drift; see
+``reference/simkube.md`` §4).
+
+* Steps due at the same time are started together; at most ``max_in_flight`` run at once (the
+  dispatcher waits for a free slot, so a slow apiserver causes lateness, which is measured, not an
+  unbounded task pile).
+* Steps of one object (same ``key``) run in trace order: a step waits for its predecessor on that key.
+* ``pause()``/``resume()`` stop the trace clock; ``stop()`` stops dispatching and lets started steps
+  finish. ``duration_ms`` cuts the trace (steps later than it are skipped) or extends the run (the
+  scheduler waits until the end of the duration after the last step).
+* Lateness (start of a step minus its deadline, in ms) is recorded per step; the clock is injectable so
+  tests run on virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from pipeline.model.errors import ConfigError
+
+T = TypeVar("T")
+
+
+class Clock(Protocol):
+    """A monotonic clock in seconds and a way to sleep until one of its instants."""
+
+    def now(self) -> float: ...
+
+    async def sleep_until(self, deadline: float) -> None: ...
+
+
+class MonotonicClock:
+    """The real clock: ``time.monotonic`` (the event loop's clock on Linux), millisecond precision.
+
+    ``asyncio.sleep`` may wake a little early or up to one loop iteration late; the final sub-millisecond
+    remainder is left to the loop (its timer resolution is ~1 ms), which keeps lateness in the low ms.
+    """
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep_until(self, deadline: float) -> None:
+        # a loop, not one sleep: the loop's timer may fire a fraction of a millisecond early
+        while (remaining := deadline - time.monotonic()) > 0:  # noqa: ASYNC110 - deadline, not a condition
+            await asyncio.sleep(remaining)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledStep(Generic[T]):
+    """One unit of replay work: ``payload`` for the object ``key``, recorded at trace time ``ts_ms``."""
+
+    ts_ms: int
+    key: str
+    payload: T
+
+
+@dataclass(slots=True)
+class ScheduleStats:
+    """What the scheduler did; ``lateness_ms`` holds one value per started step, in start order."""
+
+    started: int = 0
+    finished: int = 0
+    skipped_after_duration: int = 0
+    not_started: int = 0
+    lateness_ms: list[float] = field(default_factory=list)
+    trace_position_ms: int = 0
+
+    def lateness_percentile(self, q: float) -> float | None:
+        """The ``q`` quantile (0..1, nearest rank) of lateness in ms, or None if nothing ran."""
+        return percentile(self.lateness_ms, q)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank quantile; None for an empty list."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+class Scheduler(Generic[T]):
+    """Runs :class:`ScheduledStep` s at scaled, absolute deadlines; see the module docstring."""
+
+    def __init__(
+        self,
+        run_step: Callable[[ScheduledStep[T]], Awaitable[None]],
+        *,
+        speed: float = 1.0,
+        max_in_flight: int = 32,
+        duration_ms: int | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if not speed > 0 or math.isinf(speed):
+            raise ConfigError(f"replay speed must be a positive finite number, got {speed}")
+        if max_in_flight < 1:
+            raise ConfigError(f"max in-flight steps must be at least 1, got {max_in_flight}")
+        if duration_ms is not None and duration_ms < 0:
+            raise ConfigError(f"replay duration must not be negative, got {duration_ms} ms")
+        self._run_step = run_step
+        self.speed = speed
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self.duration_ms = duration_ms
+        self.clock: Clock = clock or MonotonicClock()
+        self.stats = ScheduleStats()
+        self._tail: dict[str, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._t0: float | None = None
+        self._paused_total = 0.0
+        self._paused_at: float | None = None
+        self._stopped = False
+        self._wakeup = asyncio.Event()  # set on pause, resume and stop: wakes a sleeping dispatcher
+
+    # ---- control (safe from any task of the loop) -----------------------------------------------
+    def pause(self) -> None:
+        """Stop the trace clock; started steps finish, no new step starts until :meth:`resume`."""
+        if self._paused_at is None:
+            self._paused_at = self.clock.now()
+            self._wakeup.set()
+
+    def resume(self) -> None:
+        """Restart the trace clock where it was paused."""
+        if self._paused_at is not None:
+            self._paused_total += self.clock.now() - self._paused_at
+            self._paused_at = None
+            self._wakeup.set()
+
+    def stop(self) -> None:
+        """Start no further step; :meth:`run` returns once started steps finished. Safe to call twice."""
+        self._stopped = True
+        self._wakeup.set()
+
+    @property
+    def started_at(self) -> float | None:
+        """The clock instant the first step was due (None before :meth:`run`)."""
+        return self._t0
+
+    @property
+    def paused(self) -> bool:
+        return self._paused_at is not None
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def deadline(self, offset_ms: int) -> float:
+        """The clock instant a step ``offset_ms`` after the first one is due (run must have started)."""
+        assert self._t0 is not None, "deadline() before run()"
+        return self._t0 + self._paused_total + offset_ms / 1000.0 / self.speed
+
+    def sim_elapsed_ms(self) -> float:
+        """Trace time covered so far (wall time since start, minus pauses, times speed)."""
+        if self._t0 is None:
+            return 0.0
+        now = self._paused_at if self._paused_at is not None else self.clock.now()
+        return max(0.0, (now - self._t0 - self._paused_total) * 1000.0 * self.speed)
+
+    # ---- running ----------------------------------------------------------------------------------
+    async def run(self, steps: Iterable[ScheduledStep[T]]) -> ScheduleStats:
+        """Dispatch ``steps`` (sorted by ``ts_ms``) at their deadlines; returns when all started ones
+        finished. An exception of ``run_step`` is a bug of the caller (it must report per-step failures
+        itself); it cancels the other steps and propagates."""
+        self._t0 = self.clock.now()
+        first_ts: int | None = None
+        try:
+            for step in steps:
+                if first_ts is None:
+                    first_ts = step.ts_ms
+                offset = step.ts_ms - first_ts
+                if offset < 0:
+                    raise ValueError(f"steps are not sorted by time: {step.key} at {step.ts_ms}")
+                if self.duration_ms is not None and offset > self.duration_ms:
+                    self.stats.skipped_after_duration += 1
+                    continue
+                if not await self._wait_until_due(offset):
+                    self.stats.not_started += 1
+                    continue
+                await self._slots.acquire()
+                self._start(step, offset)
+            if self.duration_ms is not None:
+                await self._wait_until_due(self.duration_ms)
+            await self._drain()
+        except BaseException:
+            for task in self._tasks:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+            raise
+        return self.stats
+
+    async def _drain(self) -> None:
+        while self._tasks:
+            done = await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            for result in done:
+                if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                    raise result
+
+    async def _wait_until_due(self, offset_ms: int) -> bool:
+        """Sleep until the step at ``offset_ms`` is due, honouring pause and stop; False if stopped."""
+        while not self._stopped:
+            if self._paused_at is not None:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            due = self.deadline(offset_ms)
+            if self.clock.now() >= due:
+                self.stats.trace_position_ms = offset_ms
+                return True
+            self._wakeup.clear()
+            sleeper = asyncio.ensure_future(self.clock.sleep_until(due))
+            waker = asyncio.ensure_future(self._wakeup.wait())
+            try:
+                await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for fut in (sleeper, waker):
+                    if not fut.done():
+                        fut.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await fut
+        return False
+
+    def _start(self, step: ScheduledStep[T], offset_ms: int) -> None:
+        previous = self._tail.get(step.key)
+        task = asyncio.create_task(self._execute(step, offset_ms, previous), name=f"replay-step {step.key}")
+        self._tail[step.key] = task
+        self._tasks.add(task)
+        task.add_done_callback(self._forget(step.key))
+
+    def _forget(self, key: str) -> Callable[[asyncio.Task[None]], None]:
+        def done(task: asyncio.Task[None]) -> None:
+            self._tasks.discard(task)
+            if self._tail.get(key) is task:
+                del self._tail[key]
+
+        return done
+
+    async def _execute(
+        self, step: ScheduledStep[T], offset_ms: int, previous: asyncio.Task[None] | None
+    ) -> None:
+        try:
+            if previous is not None:
+                # one object's changes stay in order; the predecessor's outcome is its own business
+                await asyncio.gather(previous, return_exceptions=True)
+            self.stats.lateness_ms.append((self.clock.now() - self.deadline(offset_ms)) * 1000.0)
+            self.stats.started += 1
+            await self._run_step(step)
+            self.stats.finished += 1
+        finally:
+            self._slots.release()

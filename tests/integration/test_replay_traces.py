@@ -1,0 +1,220 @@
+"""Replaying traces into the real ``sim`` KWOK cluster: pods appear and complete at the scaled times,
+rejected objects and unknown kinds are reported without stopping the replay, cleanup removes everything."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipeline.formats.segment import SegmentKind, build_segment, encode_segment
+from pipeline.io.kube import kube_api
+from pipeline.io.kube_apply import KubeApplier
+from pipeline.model.events import Event
+from pipeline.model.keys import key_of
+from pipeline.replay.replayer import Replayer, ReplayReport, ReplaySettings, load_trace, plan_replay
+from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL
+from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
+
+
+@dataclass
+class PodTimes:
+    """Wall seconds since the replay started at which a pod was first seen in each phase."""
+
+    seen: float
+    phases: dict[str, float] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+async def replay_and_watch(
+    kubeconfig: Path, trace: Path, settings: ReplaySettings, poll_s: float = 0.1
+) -> tuple[ReplayReport, dict[str, PodTimes]]:
+    """Run a replay while polling its pods; returns the report and when each pod reached each phase."""
+    plan = plan_replay(load_trace(trace), settings.speed)
+    pods: dict[str, PodTimes] = {}
+    async with kube_api(kubeconfig) as api:
+        cluster = KubeApplier(api)
+        replayer = Replayer(cluster, plan, settings, source=str(trace))
+        run = asyncio.create_task(replayer.run())
+        selector = f"{REPLAY_LABEL}={replayer.name}"
+        while not run.done():
+            for pod in await cluster.list_objects("v1", "Pod", label_selector=selector):
+                now = time.monotonic()  # the replayer's default clock
+                meta = pod["metadata"]
+                times = pods.setdefault(meta["name"], PodTimes(seen=now))
+                times.annotations = meta.get("annotations") or {}
+                times.phases.setdefault((pod.get("status") or {}).get("phase", "?"), now)
+            await asyncio.wait({run}, timeout=poll_s)
+        report = run.result()
+    # times relative to the start of trace time (after the root and the nodes were set up)
+    t0 = replayer.trace_started_at
+    assert t0 is not None
+    for times in pods.values():
+        times.seen -= t0
+        times.phases = {phase: at - t0 for phase, at in times.phases.items()}
+    return report, pods
+
+
+def node_settings(name: str, speed: float, **kwargs: Any) -> ReplaySettings:
+    skeleton = yaml.safe_load(DEFAULT_NODE_SKELETON.read_text())
+    return ReplaySettings(
+        speed=speed,
+        replay_name=name,
+        namespace_prefix=name,
+        node_skeleton=skeleton,
+        node_count=2,
+        sample_interval_s=0.5,
+        **kwargs,
+    )
+
+
+async def assert_cleaned_up(cluster: KubeApplier, name: str) -> None:
+    selector = f"{REPLAY_LABEL}={name}"
+    assert await cluster.list_objects("v1", "Namespace", label_selector=selector) == []
+    assert await cluster.list_objects("v1", "Node", label_selector=selector) == []
+    assert await cluster.list_objects("v1", "Pod", label_selector=selector) == []
+
+
+async def test_bare_pods_appear_and_complete_at_scaled_times(
+    sim_kubeconfig: Path, shared_traces: Path
+) -> None:
+    speed = 10.0
+    # the last pod is created at the end of the trace: extend the run by 40 trace seconds to watch it
+    settings = node_settings("bare", speed, duration_ms=202_000)
+    report, pods = await replay_and_watch(sim_kubeconfig, shared_traces / "bare-pods.sktrace", settings)
+    assert report.failed == 0, report.summary()
+    assert report.applied == 4
+    by_start = sorted(pods.items(), key=lambda item: item[1].seen)
+    assert [name for name, _ in by_start] == [
+        "bare-pod-1781282449",
+        "bare-pod-1781282509",
+        "bare-pod-1781282570",
+        "bare-pod-1781282630",
+    ]
+    # recorded at +0, +42, +102, +162 s; replayed at a tenth of that (poll period and startup as slack)
+    for (_, times), expected in zip(by_start, [0.0, 4.2, 10.2, 16.2], strict=True):
+        assert times.seen == pytest.approx(expected, abs=0.5)
+    # recorded lifetimes 12 s, 30 s, 30 s, then one that never ended
+    for (name, times), lifetime in zip(by_start[:3], [1.2, 3.0, 3.0], strict=True):
+        assert times.annotations[LIFETIME_ANNOTATION] == f"{lifetime:.3f}s"
+        assert "Succeeded" in times.phases, f"{name} never completed: {times}"
+        ran = times.phases["Succeeded"] - times.phases["Running"]
+        assert ran == pytest.approx(lifetime, abs=1.0), f"{name} ran {ran:.2f} s, expected {lifetime} s"
+    last = by_start[3][1]
+    assert "Running" in last.phases
+    assert "Succeeded" not in last.phases
+    assert LIFETIME_ANNOTATION not in last.annotations
+    assert report.to_json()["lateness_ms"]["p99"] < 250
+    assert report.cleanup.startswith("done"), report.cleanup
+    async with kube_api(sim_kubeconfig) as api:
+        await assert_cleaned_up(KubeApplier(api), "bare")
+
+
+async def test_cronjob_pods_complete_after_the_scaled_recorded_duration(
+    sim_kubeconfig: Path, shared_traces: Path
+) -> None:
+    # The CronJob fires on the wall-clock minute ("* * * * *"), as in SimKube: speed scales the trace
+    # and the pods' run time, not cron. At speed 2 the 205 s trace lasts ~103 s, so a minute boundary
+    # falls inside it with time to spare for the 30 s / 2 = 15 s run.
+    speed = 2.0
+    report, pods = await replay_and_watch(
+        sim_kubeconfig, shared_traces / "cronjob.sktrace", node_settings("cron", speed), poll_s=0.25
+    )
+    assert report.failed == 0, report.summary()
+    assert (report.applied, report.deleted) == (1, 1)
+    finished = [t for t in pods.values() if "Succeeded" in t.phases and "Running" in t.phases]
+    assert finished, f"no job pod completed: {pods}"
+    for times in finished:
+        assert times.annotations[LIFETIME_ANNOTATION] == "15.000s"
+        assert times.phases["Succeeded"] - times.phases["Running"] == pytest.approx(15.0, abs=1.5)
+    assert report.cleanup.startswith("done"), report.cleanup
+
+
+async def test_rejected_object_and_unknown_kind_are_reported_and_replay_goes_on(
+    sim_kubeconfig: Path, tmp_path: Path
+) -> None:
+    def config_map(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "app"}}
+
+    invalid_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "broken", "namespace": "app"},
+        "spec": {"containers": [{"name": "Not_A_DNS_Label", "image": "x"}]},
+    }
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "app"}}
+    objects = [config_map("first"), invalid_pod, widget, config_map("last")]
+    events = [Event.applied(1_000 * i, key_of(o), o, 0) for i, o in enumerate(objects)]
+    trace = tmp_path / "bad.ktrace"
+    trace.write_bytes(encode_segment(build_segment(events, start_ms=0, end_ms=4_000, kind=SegmentKind.TRACE)))
+
+    settings = ReplaySettings(speed=100, replay_name="bad", namespace_prefix="bad", keep=True)
+    plan = plan_replay(load_trace(trace), settings.speed)
+    async with kube_api(sim_kubeconfig) as api:
+        cluster = KubeApplier(api)
+        replayer = Replayer(cluster, plan, settings)
+        report = await replayer.run()
+        assert report.applied == 2
+        assert report.failed == 2
+        reasons = {f.key: f.reason for f in report.failures}
+        assert set(reasons) == {"core/Pod/app/broken", "example.com/Widget/app/w"}
+        assert "HTTP 422" in reasons["core/Pod/app/broken"]
+        assert "Not_A_DNS_Label" in reasons["core/Pod/app/broken"]
+        assert "no kind 'Widget'" in reasons["example.com/Widget/app/w"]
+        assert "FAILED core/Pod/app/broken" in report.summary()
+        # both config maps made it, including the one after the failures
+        for name in ("first", "last"):
+            assert await cluster.get("v1", "ConfigMap", "bad-app", name) is not None
+        assert report.cleanup.startswith("kept")
+        await replayer.cleanup()
+        assert report.cleanup.startswith("done"), report.cleanup
+        await assert_cleaned_up(cluster, "bad")
+
+
+def test_cli_replays_a_simkube_trace_and_writes_the_report(
+    sim_kubeconfig: Path, shared_traces: Path, tmp_path: Path
+) -> None:
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.cli",
+            "replay",
+            "--trace",
+            str(shared_traces / "bare-pods.sktrace"),
+            "--kubeconfig",
+            str(sim_kubeconfig),
+            "--speed",
+            "100",
+            "--nodes",
+            f"{DEFAULT_NODE_SKELETON}:1",
+            "--namespace-prefix",
+            "cli",
+            "--name",
+            "cli",
+            "--report-json",
+            str(report_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[replay]" in done.stderr  # progress lines
+    assert "4 applied" in done.stdout
+    report = json.loads(report_path.read_text())
+    assert report["events"]["applied"] == 4
+    assert report["events"]["failed"] == 0
+    assert report["lateness_ms"]["count"] == 4
+    assert report["cleanup"].startswith("done")
+    assert report["timeline"]["recorded"][0] == {"trace_ms": 0, "pods_running": 1}

@@ -1,0 +1,46 @@
+"""``kubetape replay`` argument handling: clear errors for bad input, before touching any cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.model.errors import ConfigError
+from services.cli import main
+from services.commands.replay import parse_nodes
+
+
+def test_nodes_flag_reads_a_skeleton_and_a_count(tmp_path: Path) -> None:
+    skeleton = tmp_path / "node.yaml"
+    skeleton.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: big}\n")
+    node, count = parse_nodes(f"{skeleton}:10")
+    assert node["metadata"]["name"] == "big"
+    assert count == 10
+
+
+@pytest.mark.parametrize("text", ["node.yaml", "node.yaml:0", "node.yaml:x", ":3"])
+def test_nodes_flag_rejects_malformed_values(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"SKELETON\.yaml:N"):
+        parse_nodes(text)
+
+
+def test_nodes_flag_rejects_a_non_node_skeleton(tmp_path: Path) -> None:
+    skeleton = tmp_path / "pod.yaml"
+    skeleton.write_text("apiVersion: v1\nkind: Pod\n")
+    with pytest.raises(ConfigError, match="kind: Node"):
+        parse_nodes(f"{skeleton}:2")
+
+
+def test_missing_trace_is_a_clear_error_with_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["replay", "--trace", str(tmp_path / "nope.sktrace"), "--kubeconfig", str(tmp_path / "k")])
+    assert code == 2
+    assert "nope.sktrace: cannot read the trace" in capsys.readouterr().err
+
+
+def test_non_positive_speed_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["replay", "--trace", "t", "--kubeconfig", "k", "--speed", "0"])
+    assert code == 2
+    assert "--speed must be positive" in capsys.readouterr().err

@@ -1,0 +1,299 @@
+"""The replayer against an in-memory cluster: planning, rewriting on the way, failures reported, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.formats.segment import SegmentKind, build_segment
+from pipeline.io.kube_apply import ApiResource, ApiUnavailableError, ObjectRejectedError, UnknownKindError
+from pipeline.model.events import Event
+from pipeline.model.keys import ObjectKey, key_of
+from pipeline.replay.replayer import Replayer, ReplaySettings, load_trace, plan_replay
+from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL
+
+SHARED_TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+
+KINDS = {
+    ("v1", "Pod"): ApiResource("v1", "Pod", "pods", True),
+    ("v1", "Namespace"): ApiResource("v1", "Namespace", "namespaces", False),
+    ("v1", "Node"): ApiResource("v1", "Node", "nodes", False),
+    ("v1", "ConfigMap"): ApiResource("v1", "ConfigMap", "configmaps", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): ApiResource(
+        "rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", False
+    ),
+    ("scheduling.k8s.io/v1", "PriorityClass"): ApiResource(
+        "scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False
+    ),
+}
+
+
+class MemoryCluster:
+    """An apiserver in a dict: applies, deletes, rejects ConfigMaps named ``bad``, flakes on demand."""
+
+    def __init__(self, flaky: int = 0) -> None:
+        self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+        self.applies: list[dict[str, Any]] = []
+        self.flaky = flaky
+
+    async def resource_for(self, api_version: str, kind: str) -> ApiResource:
+        try:
+            return KINDS[(api_version, kind)]
+        except KeyError:
+            raise UnknownKindError(f"the apiserver serves no kind {kind!r} in {api_version!r}") from None
+
+    async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]:
+        if self.flaky:
+            self.flaky -= 1
+            raise ApiUnavailableError("apply: HTTP 503", status=503)
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == "bad":
+            raise ObjectRejectedError("apply ConfigMap bad: HTTP 422 Invalid: data too large", status=422)
+        meta = obj["metadata"]
+        live = {**obj, "metadata": {**meta, "uid": f"uid-{meta['name']}"}}
+        if obj["kind"] == "Node":  # KWOK's node-initialize stage
+            live["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+        self.objects[(obj["kind"], meta.get("namespace"), meta["name"])] = live
+        self.applies.append(obj)
+        return live
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        if kind == "ServiceAccount" and ("Namespace", None, namespace) in self.objects:
+            return {"metadata": {"name": name}}  # the controller-manager makes "default" at once
+        return self.objects.get((kind, namespace, name))
+
+    async def list_objects(
+        self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        label, _, value = label_selector.partition("=")
+        return [
+            o
+            for (k, _, _), o in self.objects.items()
+            if k == kind and (not label or o["metadata"].get("labels", {}).get(label) == value)
+        ]
+
+    async def delete(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: str = "Background",
+    ) -> bool:
+        if (kind, namespace, name) not in self.objects:
+            return False
+        del self.objects[(kind, namespace, name)]
+        if kind == "ClusterRole":  # the garbage collector: everything owned by the root goes
+            self.objects = {
+                k: o
+                for k, o in self.objects.items()
+                if all(ref.get("name") != name for ref in o["metadata"].get("ownerReferences", []))
+            }
+        return True
+
+
+def pod(name: str, ns: str = "prod") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 1}]}],
+        },
+    }
+
+
+def obj(api_version: str, kind: str, name: str, ns: str | None = "prod") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if ns:
+        meta["namespace"] = ns
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta}
+
+
+def applied(ts: int, body: dict[str, Any]) -> Event:
+    return Event.applied(ts, key_of(body), body, 0)
+
+
+def trace(events: list[Event]) -> Any:
+    return build_segment(events, start_ms=0, end_ms=max(e.ts_ms for e in events) + 1, kind=SegmentKind.TRACE)
+
+
+def fast(**kwargs: Any) -> ReplaySettings:
+    return ReplaySettings(speed=1000, replay_name="t1", sample_interval_s=0.01, cleanup_timeout_s=1, **kwargs)
+
+
+async def test_replay_applies_rewritten_objects_reports_failures_and_cleans_up() -> None:
+    cluster = MemoryCluster()
+    p1 = pod("p1")
+    events = [
+        applied(0, p1),
+        applied(0, obj("v1", "ConfigMap", "bad")),
+        applied(100, obj("example.com/v1", "Widget", "w")),
+        applied(200, obj("scheduling.k8s.io/v1", "PriorityClass", "high", None)),
+        Event.pod_lifecycle(0, key_of(p1), owner_key=key_of(p1), pod_spec_hash=1, start_ms=0, end_ms=30_000),
+        Event.deleted(300, key_of(p1), p1),
+        Event.deleted(300, ObjectKey("core/Pod/prod/never"), pod("never")),
+    ]
+    plan = plan_replay(trace(events), speed=1000)
+    replayer = Replayer(cluster, plan, fast())
+    report = await replayer.run()
+
+    assert report.applied == 2  # the pod and the PriorityClass
+    assert report.deleted == 1
+    assert report.deletes_missed == 1
+    assert report.failed == 2
+    reasons = {f.key: f.reason for f in report.failures}
+    assert "HTTP 422" in reasons["core/ConfigMap/prod/bad"]
+    assert "Widget" in reasons["example.com/Widget/prod/w"]
+    assert report.cluster_scoped == ["scheduling.k8s.io/PriorityClass/_/high"]
+    assert len(report.lateness_ms) == report.steps == 6
+
+    applied_pod = next(o for o in cluster.applies if o["kind"] == "Pod")
+    assert applied_pod["metadata"]["namespace"] == "kubetape-prod"
+    assert applied_pod["metadata"]["annotations"][LIFETIME_ANNOTATION] == "0.030s"  # 30 s / 1000
+    assert applied_pod["metadata"]["labels"][REPLAY_LABEL] == "t1"
+    assert "nodeName" not in applied_pod["spec"]
+    namespaces = [o for o in cluster.applies if o["kind"] == "Namespace"]
+    assert [n["metadata"]["name"] for n in namespaces] == ["kubetape-prod"]
+
+    assert report.cleanup.startswith("done")
+    assert cluster.objects == {}, "deleting the root must take every replayed object with it"
+    as_json = report.to_json()
+    assert as_json["events"]["failed"] == 2
+    assert as_json["lateness_ms"]["count"] == 6
+    assert "FAILED core/ConfigMap/prod/bad" in report.summary()
+
+
+async def test_transient_errors_are_retried_and_keep_leaves_objects() -> None:
+    cluster = MemoryCluster(flaky=2)
+    plan = plan_replay(trace([applied(0, pod("p"))]), speed=1)
+    report = await Replayer(cluster, plan, fast(keep=True)).run()
+    assert report.retries == 2
+    assert report.failed == 0
+    assert report.cleanup.startswith("kept")
+    assert ("Pod", "kubetape-prod", "p") in cluster.objects
+
+
+async def test_virtual_nodes_are_created_and_owned_by_the_root() -> None:
+    cluster = MemoryCluster()
+    skeleton = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "sk"}, "status": {}}
+    plan = plan_replay(trace([applied(0, pod("p"))]), speed=1)
+    report = await Replayer(cluster, plan, fast(keep=True, node_skeleton=skeleton, node_count=2)).run()
+    nodes = sorted(name for kind, _, name in cluster.objects if kind == "Node")
+    assert nodes == ["t1-sk-0", "t1-sk-1"]
+    assert report.wall_seconds < 5, "Ready nodes must not be waited for"
+
+
+def test_plan_of_simkube_bare_pods_trace_scales_recorded_lifetimes() -> None:
+    plan = plan_replay(load_trace(SHARED_TRACES / "bare-pods.sktrace"), speed=10)
+    assert [s.ts_ms - plan.start_ms for s in plan.steps] == [0, 42_000, 102_000, 162_000]
+    lifetimes = {k.rsplit("/", 1)[1]: v for k, v in plan.lifetimes_ms.items()}
+    assert lifetimes == {
+        "bare-pod-1781282449": 1_200.0,
+        "bare-pod-1781282509": 3_000.0,
+        "bare-pod-1781282570": 3_000.0,
+    }  # the last pod never finished: no lifetime, it keeps running
+    assert plan.recorded_running == [
+        (0, 1),
+        (12_000, 0),
+        (43_000, 1),
+        (73_000, 0),
+        (103_000, 1),
+        (133_000, 0),
+        (163_000, 1),
+    ]
+
+
+def test_plan_of_simkube_cronjob_trace_gives_the_owner_its_job_duration() -> None:
+    plan = plan_replay(load_trace(SHARED_TRACES / "cronjob.sktrace"), speed=3)
+    assert plan.lifetimes_ms == {ObjectKey("batch/CronJob/default/hello-simkube"): pytest.approx(10_000.0)}
+    assert [e.payload.type.value for e in plan.steps] == ["applied", "deleted"]
+
+
+async def test_malformed_recorded_object_is_reported_not_fatal() -> None:
+    cluster = MemoryCluster()
+    malformed = Event.applied(0, ObjectKey("core/Pod/prod/odd"), {"kind": "Pod", "metadata": {}}, 0)
+    plan = plan_replay(trace([malformed, applied(10, pod("fine"))]), speed=1000)
+    report = await Replayer(cluster, plan, fast()).run()
+    assert report.applied == 1
+    assert [f.key for f in report.failures] == ["core/Pod/prod/odd"]
+    assert "malformed recorded object" in report.failures[0].reason
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached within 5 s")
+
+
+class HangingCluster(MemoryCluster):
+    """Never answers the apply of a pod named ``hang``."""
+
+    async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]:
+        if obj["metadata"]["name"] == "hang":
+            await asyncio.Event().wait()
+        return await super().apply(obj, force=force)
+
+
+async def test_stop_skips_later_events_and_still_cleans_up() -> None:
+    cluster = MemoryCluster()
+    events = [applied(0, pod("a")), applied(60_000, pod("b"))]
+    replayer = Replayer(cluster, plan_replay(trace(events), speed=1), fast())
+    task = asyncio.create_task(replayer.run())
+    await until(lambda: replayer.report.applied >= 1)
+    replayer.stop()
+    report = await asyncio.wait_for(task, 5)
+    assert report.stopped_early
+    assert report.not_started == 1
+    assert report.cleanup.startswith("done")
+    assert cluster.objects == {}
+
+
+async def test_cancelled_replay_still_deletes_its_root() -> None:
+    cluster = HangingCluster()
+    replayer = Replayer(cluster, plan_replay(trace([applied(0, pod("hang"))]), speed=1), fast())
+    task = asyncio.create_task(replayer.run())
+    await until(lambda: any(kind == "Namespace" for kind, _, _ in cluster.objects))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert replayer.report.cleanup.startswith("done")
+    assert cluster.objects == {}
+
+
+class SlowServiceAccounts(MemoryCluster):
+    """The namespace's default ServiceAccount appears only after a few polls, as on a busy cluster."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sa_polls = 0
+        self.pod_applied_after_polls: int | None = None
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        if kind == "ServiceAccount":
+            self.sa_polls += 1
+            return {"metadata": {"name": name}} if self.sa_polls > 3 else None
+        return await super().get(api_version, kind, namespace, name)
+
+    async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]:
+        if obj["kind"] == "Pod":
+            self.pod_applied_after_polls = self.sa_polls
+        return await super().apply(obj, force=force)
+
+
+async def test_pods_wait_for_the_new_namespace_default_service_account() -> None:
+    cluster = SlowServiceAccounts()
+    report = await Replayer(cluster, plan_replay(trace([applied(0, pod("p"))]), speed=1), fast()).run()
+    assert report.failed == 0
+    assert cluster.pod_applied_after_polls == 4
