@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from aiokafka import TopicPartition
@@ -77,5 +78,13 @@ async def test_restarted_broker_keeps_committed_data(local_stack: LocalStack, ka
     local_stack.start_kafka()
     assert local_stack.info().bootstrap == kafka_bootstrap  # same address after the restart
 
-    assert await _committed(kafka_bootstrap, topic, "durable-group") == len(values)
+    # Right after a restart the group coordinator may still be loading its offsets; poll for them
+    # (lost offsets stay None and fail the test).
+    committed = None
+    for _ in range(60):
+        committed = await _committed(kafka_bootstrap, topic, "durable-group")
+        if committed is not None:
+            break
+        await asyncio.sleep(0.5)
+    assert committed == len(values)
     assert await _consume_all(kafka_bootstrap, topic, "fresh-group", len(values)) == values

@@ -10,6 +10,7 @@ from pathlib import Path
 from kubernetes_asyncio import client
 
 from pipeline.io.kube import body, kube_api
+from pipeline.stack.kwok import cluster_processes
 from pipeline.stack.processes import pid_alive
 from pipeline.stack.stack import LocalStack, StackInfo
 
@@ -102,12 +103,13 @@ def test_two_clusters_are_independent_and_on_loopback(stack_info: StackInfo) -> 
 def test_down_leaves_no_process_behind(tmp_path: Path) -> None:
     stack = LocalStack(tmp_path / "solo")
     stack.up(["solo"])
-    pid_files = list((stack.kwok_workdir / "clusters" / "solo").rglob("*.pid"))
-    pids = [int(p.read_text().strip()) for p in pid_files if p.read_text().strip().isdigit()]
-    state = json.loads(stack.state_path.read_text())
-    pids.append(state["kafka"]["pid"])
-    assert len(pids) >= 5, f"expected kafka + etcd/apiserver/kcm/scheduler/kwok pids, got {pid_files}"
-    assert all(pid_alive(pid) for pid in pids)
+    cluster = stack.cluster("solo", stack.info().bin_dir)
+    pids = cluster_processes(cluster)
+    # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok-controller, plus Kafka.
+    assert len(pids) >= 5, f"expected the control plane's processes, found pids {pids}"
+    kafka_pid = json.loads(stack.state_path.read_text())["kafka"]["pid"]
+    pids.append(kafka_pid)
+    assert pid_alive(kafka_pid)
 
     stack.down()
 
@@ -115,4 +117,5 @@ def test_down_leaves_no_process_behind(tmp_path: Path) -> None:
     while time.monotonic() < deadline and any(pid_alive(pid) for pid in pids):
         time.sleep(0.2)
     assert [pid for pid in pids if pid_alive(pid)] == []
+    assert cluster_processes(cluster) == []
     assert not stack.stack_dir.exists()
