@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pipeline.formats.simkube import SimkubeTrace
 from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.model.errors import ConfigError
 from pipeline.model.tracer_config import load_tracer_config
@@ -20,6 +21,10 @@ from pipeline.sink.export import (
     parse_time,
     selectors_from_strings,
 )
+from pipeline.validate.apply import apply_transform
+from pipeline.validate.apply_segment import apply_transform_to_segment
+from pipeline.validate.tracefile import AnyTrace, read_any_trace, write_trace_file
+from pipeline.validate.transform import Transform, load_transform
 from services.commands.sink import add_store_argument
 
 
@@ -59,6 +64,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--config", type=Path, default=None, help="tracer config to embed (default: kubetape's built-in one)"
     )
+    parser.add_argument(
+        "--transform",
+        type=Path,
+        default=None,
+        help="apply this transform file (redaction, name obfuscation; see examples/transforms) before "
+        "the trace is written, so the raw objects never leave",
+    )
     parser.set_defaults(func=_run)
 
 
@@ -76,10 +88,23 @@ def _run(args: argparse.Namespace) -> int:
         ),
         load_tracer_config(args.config) if args.config else None,
     )
+    # Load the transform before exporting: a bad transform file must fail before any work is done.
+    transform = load_transform(args.transform) if args.transform else None
     catalog = SegmentCatalog(LocalSegmentStore(args.segment_dir))
     result = export_window(catalog, request, lambda w: print(f"kubetape: warning: {w}", file=sys.stderr))
     tmp = args.output.with_name(args.output.name + ".partial")
     tmp.write_bytes(result.data)
+    if transform is not None:
+        _transform_in_place(tmp, transform)
     tmp.replace(args.output)
     print(f"wrote {args.output}: {result.events} events, {len(result.data)} bytes", file=sys.stderr)
     return 0
+
+
+def _transform_in_place(path: Path, transform: Transform) -> None:
+    trace = read_any_trace(path)
+    if isinstance(trace, SimkubeTrace):
+        transformed: AnyTrace = apply_transform(trace, transform)[0]
+    else:
+        transformed = apply_transform_to_segment(trace, transform)[0]
+    write_trace_file(transformed, path)
