@@ -103,13 +103,17 @@ def test_two_clusters_are_independent_and_on_loopback(stack_info: StackInfo) -> 
 def test_down_leaves_no_process_behind(tmp_path: Path) -> None:
     stack = LocalStack(tmp_path / "solo")
     stack.up(["solo"])
-    cluster = stack.cluster("solo", stack.info().bin_dir)
-    pids = cluster_processes(cluster)
-    # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok-controller, plus Kafka.
-    assert len(pids) >= 5, f"expected the control plane's processes, found pids {pids}"
-    kafka_pid = json.loads(stack.state_path.read_text())["kafka"]["pid"]
-    pids.append(kafka_pid)
-    assert pid_alive(kafka_pid)
+    try:
+        cluster = stack.cluster("solo", stack.info().bin_dir)
+        pids = cluster_processes(cluster)
+        # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok-controller, plus Kafka.
+        assert len(pids) >= 5, f"expected the control plane's processes, found pids {pids}"
+        kafka_pid = json.loads(stack.state_path.read_text())["kafka"]["pid"]
+        pids.append(kafka_pid)
+        assert pid_alive(kafka_pid)
+    except BaseException:
+        stack.down()  # a failed precondition must not leak a running control plane
+        raise
 
     stack.down()
 
