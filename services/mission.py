@@ -42,6 +42,11 @@ class MissionResult:
     report: dict[str, Any]
     summary: str
     inspect: str
+    bootstrap: str
+    """The broker the recording went through (its events topic holds the recorded range too)."""
+    start_ms: int
+    end_ms: int
+    segments: Path
 
 
 class _Service:
@@ -289,7 +294,11 @@ def run_mission(stack: LocalStack, workdir: Path, *, speed: float = 10.0, say: S
         f"{DEFAULT_NODE_SKELETON}:3",
         "--report-json",
         str(report_path),
+        "--sample-interval",
+        "0.25",
         "--quiet",
     )
     report: dict[str, Any] = json.loads(report_path.read_text())
-    return MissionResult(trace, report, replay_out, summary_of_trace)
+    return MissionResult(
+        trace, report, replay_out, summary_of_trace, info.bootstrap, start_ms, end_ms, segments
+    )

@@ -13,17 +13,26 @@ from pipeline.model.errors import ConfigError
 
 
 @asynccontextmanager
-async def kube_api(kubeconfig: Path, context: str | None = None) -> AsyncIterator[client.ApiClient]:
-    """An ``ApiClient`` for ``kubeconfig``; the connection pool is closed on exit."""
-    if not kubeconfig.exists():  # noqa: ASYNC240 - one stat before connecting, not a hot path
+async def kube_api(kubeconfig: Path | None, context: str | None = None) -> AsyncIterator[client.ApiClient]:
+    """An ``ApiClient`` for ``kubeconfig`` (None: the pod's service account, inside a cluster); the
+    connection pool is closed on exit."""
+    configuration = client.Configuration()
+    if kubeconfig is None:
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]  # untyped in kubernetes-asyncio
+        except config.ConfigException as exc:
+            raise ConfigError(
+                f"no --kubeconfig given and not running inside a cluster ({exc}); pass --kubeconfig"
+            ) from None
+    elif not kubeconfig.exists():  # noqa: ASYNC240 - one stat before connecting, not a hot path
         raise ConfigError(
             f"kubeconfig {kubeconfig} does not exist; pass --kubeconfig or run "
             f"`kubetape stack up` for a local cluster"
         )
-    configuration = client.Configuration()
-    await config.load_kube_config(
-        config_file=str(kubeconfig), context=context, client_configuration=configuration
-    )
+    else:
+        await config.load_kube_config(
+            config_file=str(kubeconfig), context=context, client_configuration=configuration
+        )
     api = client.ApiClient(configuration)
     try:
         yield api

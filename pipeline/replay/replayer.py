@@ -23,21 +23,18 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from statistics import median
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from pipeline.formats.assemble import simkube_to_trace
-from pipeline.formats.segment import Segment, decode_segment, is_segment
-from pipeline.formats.simkube import read_simkube_trace
 from pipeline.io.kube_apply import ApiResource, ApiUnavailableError, KubeApiError
-from pipeline.model.errors import ConfigError, FormatError, KubetapeError
+from pipeline.model.errors import ConfigError, KubetapeError
 from pipeline.model.events import Event, EventType
-from pipeline.model.keys import ObjectKey
-from pipeline.model.tracer_config import TracerConfig
+from pipeline.replay.fidelity import OwnerSample
+from pipeline.replay.plan import ReplayPlan, load_trace, plan_replay
+from pipeline.replay.report import ReplayFailure, ReplayProgress, ReplayReport
 from pipeline.replay.rewrite import (
+    RECORDED_OWNER_ANNOTATION,
     REPLAY_LABEL,
     RewriteSettings,
     RootRef,
@@ -48,7 +45,19 @@ from pipeline.replay.rewrite import (
     rewrite_object,
     virtual_nodes,
 )
-from pipeline.replay.schedule import Clock, MonotonicClock, ScheduledStep, Scheduler, percentile
+from pipeline.replay.schedule import Clock, MonotonicClock, ScheduledStep, Scheduler
+
+__all__ = [
+    "ReplayCluster",
+    "ReplayFailure",
+    "ReplayPlan",
+    "ReplayProgress",
+    "ReplayReport",
+    "ReplaySettings",
+    "Replayer",
+    "load_trace",
+    "plan_replay",
+]
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -106,204 +115,15 @@ class ReplaySettings:
     keep: bool = False
     """Leave the simulated objects in the cluster (no cleanup)."""
     sample_interval_s: float = 1.0
+    """Wall seconds between two listings of the replay's pods (the report's timelines)."""
+    fidelity_resolution_s: float = 1.0
+    """Wall seconds a replayed pod count may trail the recording by (see pipeline.replay.fidelity)."""
     cleanup_timeout_s: float = 180.0
     node_ready_timeout_s: float = 30.0
     namespace_ready_timeout_s: float = 10.0
 
     def resolved_name(self) -> str:
         return self.replay_name or f"replay-{uuid.uuid4().hex[:8]}"
-
-
-# ---- planning -------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ReplayPlan:
-    """What to apply when, and the recorded pod lifetimes (scaled), all derived from one trace."""
-
-    steps: list[ScheduledStep[Event]]
-    lifetimes_ms: dict[ObjectKey, float]
-    """Scaled pod lifetime per lifecycle owner (a bare pod is its own owner); absent = runs forever."""
-    recorded_running: list[tuple[int, int]]
-    """(trace offset ms, pods running) at each change, from the recorded lifecycles."""
-    start_ms: int
-    end_ms: int
-    gaps: int
-    config: TracerConfig | None
-
-
-def load_trace(path: Path) -> Segment:
-    """A kubetape segment/trace or a SimKube trace file as one kubetape trace; FormatError if neither."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
-    if is_segment(data):
-        return decode_segment(data, str(path))
-    return simkube_to_trace(read_simkube_trace(data, str(path)), str(path))
-
-
-def plan_replay(trace: Segment, speed: float) -> ReplayPlan:
-    """Scheduler steps and scaled lifetimes for ``trace`` (see the module docstring)."""
-    events: list[Event] = list(trace.events)
-    if trace.keyframe is not None:
-        # a segment starting from a keyframe: its live objects exist at the start of the replay
-        at = trace.header.start_ms
-        events = [
-            Event.applied(at, e.key, e.obj or {}, e.spec_hash)
-            for e in sorted(trace.keyframe.objects.values(), key=lambda e: e.key)
-        ] + [*trace.keyframe.lifecycles.values(), *events]
-    steps = [
-        ScheduledStep(e.ts_ms, str(e.key), e)
-        for e in events
-        if e.type in (EventType.APPLIED, EventType.DELETED)
-    ]
-    steps.sort(key=lambda s: s.ts_ms)  # stable: same-time changes keep their recorded order
-    start_ms = steps[0].ts_ms if steps else trace.header.start_ms
-    durations: dict[ObjectKey, list[int]] = {}
-    unfinished: set[ObjectKey] = set()
-    changes: list[tuple[int, int]] = []
-    latest: dict[ObjectKey, Event] = {}
-    for e in events:
-        if e.type is EventType.POD_LIFECYCLE:
-            latest[e.key] = e  # a pod's later lifecycle event supersedes its earlier one
-    for e in latest.values():
-        assert e.owner_key is not None
-        assert e.pod_start_ms is not None
-        changes.append((max(e.pod_start_ms - start_ms, 0), 1))
-        if e.pod_end_ms is None:
-            unfinished.add(e.owner_key)
-        else:
-            durations.setdefault(e.owner_key, []).append(e.pod_end_ms - e.pod_start_ms)
-            changes.append((max(e.pod_end_ms - start_ms, 0), -1))
-    # pods of one owner share one template, so they share one lifetime: the median recorded duration
-    # (SimKube's webhook picks per pod; KWOK stages read the template's annotation)
-    lifetimes = {owner: median(d) / speed for owner, d in durations.items()}
-    running, timeline = 0, list[tuple[int, int]]()
-    for offset, delta in sorted(changes):
-        running += delta
-        if timeline and timeline[-1][0] == offset:
-            timeline[-1] = (offset, running)
-        else:
-            timeline.append((offset, running))
-    gaps = sum(1 for e in events if e.type is EventType.GAP)
-    return ReplayPlan(steps, lifetimes, timeline, start_ms, trace.header.end_ms, gaps, trace.config)
-
-
-# ---- report ---------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ReplayFailure:
-    key: str
-    ts_ms: int
-    reason: str
-
-
-@dataclass(slots=True)
-class ReplayReport:
-    """The fidelity report: what was applied, how late, and the replay's pods beside the recording's."""
-
-    replay_name: str
-    source: str
-    speed: float
-    steps: int = 0
-    applied: int = 0
-    deleted: int = 0
-    deletes_missed: int = 0
-    failed: int = 0
-    retries: int = 0
-    skipped_after_duration: int = 0
-    not_started: int = 0
-    gaps: int = 0
-    failures: list[ReplayFailure] = field(default_factory=list)
-    cluster_scoped: list[str] = field(default_factory=list)
-    lateness_ms: list[float] = field(default_factory=list)
-    replay_timeline: list[tuple[float, int, int]] = field(default_factory=list)
-    """(trace offset ms, pods running, nodes used) sampled during the replay."""
-    recorded_timeline: list[tuple[int, int]] = field(default_factory=list)
-    wall_seconds: float = 0.0
-    """From start to the last step's end (setup included, cleanup not)."""
-    setup_seconds: float = 0.0
-    """Creating the root, the virtual nodes and the namespaces, before trace time starts."""
-    trace_span_ms: int = 0
-    stopped_early: bool = False
-    cleanup: str = "not run"
-
-    def to_json(self) -> dict[str, Any]:
-        def pct(q: float) -> float | None:
-            value = percentile(self.lateness_ms, q)
-            return None if value is None else round(value, 3)
-
-        return {
-            "replay_name": self.replay_name,
-            "source": self.source,
-            "speed": self.speed,
-            "events": {
-                "steps": self.steps,
-                "applied": self.applied,
-                "deleted": self.deleted,
-                "deletes_missed": self.deletes_missed,
-                "failed": self.failed,
-                "retries": self.retries,
-                "skipped_after_duration": self.skipped_after_duration,
-                "not_started": self.not_started,
-                "gaps_in_trace": self.gaps,
-            },
-            "failures": [{"key": f.key, "ts_ms": f.ts_ms, "reason": f.reason} for f in self.failures],
-            "cluster_scoped_objects": self.cluster_scoped,
-            "lateness_ms": {
-                "p50": pct(0.5),
-                "p99": pct(0.99),
-                "max": pct(1.0),
-                "count": len(self.lateness_ms),
-            },
-            "timeline": {
-                "replay": [
-                    {"trace_ms": round(t), "pods_running": p, "nodes_used": n}
-                    for t, p, n in self.replay_timeline
-                ],
-                "recorded": [{"trace_ms": t, "pods_running": p} for t, p in self.recorded_timeline],
-            },
-            "wall_seconds": round(self.wall_seconds, 3),
-            "setup_seconds": round(self.setup_seconds, 3),
-            "trace_span_ms": self.trace_span_ms,
-            "stopped_early": self.stopped_early,
-            "cleanup": self.cleanup,
-        }
-
-    def summary(self) -> str:
-        """A few readable lines for people."""
-        lateness = self.to_json()["lateness_ms"]
-        peak_replay = max((p for _, p, _ in self.replay_timeline), default=0)
-        peak_recorded = max((p for _, p in self.recorded_timeline), default=0)
-        lines = [
-            f"replay {self.replay_name} of {self.source} at speed {self.speed:g}: "
-            f"{self.wall_seconds:.1f} s wall for {self.trace_span_ms / 1000:.1f} s of trace"
-            + (" (stopped early)" if self.stopped_early else ""),
-            f"  events: {self.applied} applied, {self.deleted} deleted, {self.failed} failed, "
-            f"{self.deletes_missed} deletes of nothing, {self.skipped_after_duration + self.not_started} "
-            f"not replayed, {self.retries} retries",
-            f"  lateness ms: p50 {lateness['p50']}  p99 {lateness['p99']}  max {lateness['max']}",
-            f"  pods running (peak): replay {peak_replay}, recorded {peak_recorded}; "
-            f"nodes used (peak): {max((n for _, _, n in self.replay_timeline), default=0)}",
-            f"  cleanup: {self.cleanup}",
-        ]
-        if self.cluster_scoped:
-            lines.append(f"  cluster-scoped objects applied as named: {', '.join(self.cluster_scoped[:10])}")
-        for failure in self.failures[:20]:
-            lines.append(f"  FAILED {failure.key} (trace ms {failure.ts_ms}): {failure.reason}")
-        if len(self.failures) > 20:
-            lines.append(f"  … and {len(self.failures) - 20} more failures (see the JSON report)")
-        return "\n".join(lines)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayProgress:
-    """A snapshot for progress output."""
-
-    steps_done: int
-    steps_total: int
-    trace_ms: float
-    wall_s: float
-    failed: int
-    pods_running: int
 
 
 def _is_ready(node: Mapping[str, Any]) -> bool:
@@ -372,14 +192,22 @@ class Replayer:
         self._root: RootRef | None = None
         self._started = self._clock.now()
         self._namespaces: dict[str, asyncio.Task[None]] = {}
+        self._stop_requested = asyncio.Event()
         self.report = ReplayReport(self.name, source, settings.speed, steps=len(plan.steps), gaps=plan.gaps)
         self.report.recorded_timeline = list(plan.recorded_running)
+        self.report.recorded_by_owner = dict(plan.recorded_by_owner or {})
+        self.report.fidelity_resolution_ms = settings.fidelity_resolution_s * 1000.0 * settings.speed
         span = plan.end_ms - plan.start_ms
         self.report.trace_span_ms = settings.duration_ms if settings.duration_ms is not None else span
 
     def stop(self) -> None:
         """Graceful stop: no new step starts; started ones finish; cleanup still runs."""
         self.report.stopped_early = True
+        self.finish()
+
+    def finish(self) -> None:
+        """End a followed stream where it is (its planned end, not an interruption)."""
+        self._stop_requested.set()
         self._scheduler.stop()
 
     @property
@@ -393,7 +221,15 @@ class Replayer:
     def resume(self) -> None:
         self._scheduler.resume()
 
-    async def run(self) -> ReplayReport:
+    async def run(
+        self,
+        stream: AsyncIterator[ScheduledStep[Event]] | None = None,
+        *,
+        first_due_at: Callable[[int], float] | None = None,
+    ) -> ReplayReport:
+        """Replay the plan's steps, or ``stream`` (following a live topic: the plan then holds only the
+        initial state and the learnt lifetimes) anchored by ``first_due_at``; see
+        :meth:`Scheduler.run <pipeline.replay.schedule.Scheduler.run>`."""
         started = self._started = self._clock.now()
         try:
             self._root = await self._create_root()
@@ -402,7 +238,10 @@ class Replayer:
             self.report.setup_seconds = self._clock.now() - started
             sampler = asyncio.create_task(self._sample_forever(), name=f"replay-sampler {self.name}")
             try:
-                stats = await self._scheduler.run(self._plan.steps)
+                if stream is not None:
+                    self.report.steps = 0  # counted as the stream yields them
+                steps = self._plan.steps if stream is None else self._until_stopped(stream)
+                stats = await self._scheduler.run(steps, first_due_at=first_due_at)
             finally:
                 sampler.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -420,6 +259,31 @@ class Replayer:
             elif self._root is not None:
                 self.report.cleanup = f"kept (delete {ROOT_KIND} {self._root.name} to remove everything)"
         return self.report
+
+    async def _until_stopped(
+        self, stream: AsyncIterator[ScheduledStep[Event]]
+    ) -> AsyncIterator[ScheduledStep[Event]]:
+        """``stream`` until it ends or :meth:`stop` is called, even while it waits for the next event."""
+        stopped = asyncio.ensure_future(self._stop_requested.wait())
+        try:
+            while not stopped.done():
+                following = asyncio.ensure_future(anext(stream))
+                await asyncio.wait({following, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if not following.done():
+                    following.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                        await following
+                    return
+                try:
+                    step = following.result()
+                except StopAsyncIteration:
+                    return
+                self.report.steps += 1
+                yield step
+        finally:
+            stopped.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stopped
 
     # ---- setup and cleanup ------------------------------------------------------------------------
     async def _create_root(self) -> RootRef:
@@ -616,9 +480,21 @@ class Replayer:
         except KubeApiError as exc:
             log.warning("cannot sample the replay's pods", extra={"ctx": {"reason": str(exc)}})
             return
-        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        running = [
+            p
+            for p in pods
+            if (p.get("status") or {}).get("phase") == "Running"
+            and not (p.get("metadata") or {}).get("deletionTimestamp")
+        ]
         nodes = {(p.get("spec") or {}).get("nodeName") for p in running} - {None}
-        self.report.replay_timeline.append((self._scheduler.sim_elapsed_ms(), len(running), len(nodes)))
+        at = self._scheduler.sim_elapsed_ms()
+        self.report.replay_timeline.append((at, len(running), len(nodes)))
+        by_owner: dict[str, int] = {}
+        for pod in running:
+            owner = ((pod.get("metadata") or {}).get("annotations") or {}).get(RECORDED_OWNER_ANNOTATION)
+            if isinstance(owner, str):
+                by_owner[owner] = by_owner.get(owner, 0) + 1
+        self.report.owner_samples.append(OwnerSample(at, by_owner))
         if self._on_progress is not None:
             stats = self._scheduler.stats
             self._on_progress(

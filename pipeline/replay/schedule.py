@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -166,24 +166,42 @@ class Scheduler(Generic[T]):
         return max(0.0, (now - self._t0 - self._paused_total) * 1000.0 * self.speed)
 
     # ---- running ----------------------------------------------------------------------------------
-    async def run(self, steps: Iterable[ScheduledStep[T]]) -> ScheduleStats:
+    async def run(
+        self,
+        steps: Iterable[ScheduledStep[T]] | AsyncIterable[ScheduledStep[T]],
+        *,
+        first_due_at: Callable[[int], float] | None = None,
+    ) -> ScheduleStats:
         """Dispatch ``steps`` (sorted by ``ts_ms``) at their deadlines; returns when all started ones
         finished. An exception of ``run_step`` is a bug of the caller (it must report per-step failures
-        itself); it cancels the other steps and propagates."""
+        itself); it cancels the other steps and propagates.
+
+        ``steps`` may be an async stream (following a live topic): it is read as steps become due, a
+        step recorded before the first one is due at once instead of being an error, and :meth:`stop`
+        ends the stream. ``first_due_at(ts_ms)`` then anchors the clock: the clock instant the first
+        step is due (in the past to catch up), instead of "now".
+        """
         self._t0 = self.clock.now()
+        streaming = not isinstance(steps, Iterable)
         first_ts: int | None = None
         try:
-            for step in steps:
+            async for step in _as_async(steps):
                 if first_ts is None:
                     first_ts = step.ts_ms
+                    if first_due_at is not None:
+                        self._t0 = first_due_at(step.ts_ms)
                 offset = step.ts_ms - first_ts
-                if offset < 0:
+                if offset < 0 and streaming:
+                    offset = 0
+                elif offset < 0:
                     raise ValueError(f"steps are not sorted by time: {step.key} at {step.ts_ms}")
                 if self.duration_ms is not None and offset > self.duration_ms:
                     self.stats.skipped_after_duration += 1
                     continue
                 if not await self._wait_until_due(offset):
                     self.stats.not_started += 1
+                    if streaming:
+                        break  # a live stream has no end of its own
                     continue
                 await self._slots.acquire()
                 self._start(step, offset)
@@ -257,3 +275,12 @@ class Scheduler(Generic[T]):
             self.stats.finished += 1
         finally:
             self._slots.release()
+
+
+async def _as_async(steps: Iterable[T] | AsyncIterable[T]) -> AsyncIterator[T]:
+    if isinstance(steps, AsyncIterable):
+        async for step in steps:
+            yield step
+    else:
+        for step in steps:
+            yield step

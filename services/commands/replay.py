@@ -1,4 +1,10 @@
-"""``kubetape replay``: replay a trace file into a simulated (KWOK) cluster at a chosen speed.
+"""``kubetape replay``: replay recorded events into a simulated (KWOK) cluster at a chosen speed.
+
+Sources (exactly one): ``--trace FILE_OR_URL`` (a kubetape trace/segment or a SimKube trace, local or
+over HTTP(S)); ``--segments DIR --from T --to T`` (a range of the sink's segment store, assembled as
+``kubetape export`` does); ``--topic TOPIC --bootstrap HOST:PORT --from T --to T`` (a range of the
+events topic, read without a consumer group); ``--topic … --follow --lag 30s`` (shadow the live topic
+a fixed lag behind, at speed 1, until stopped or ``--to``).
 
 Ctrl-C (or SIGTERM) stops starting new events, lets started ones finish and still cleans up; a second
 Ctrl-C abandons the wait for started events (cleanup still runs). SIGUSR1 pauses the trace clock and
@@ -12,6 +18,7 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +34,34 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--trace", type=Path, required=True, help="trace or segment file to replay")
-    parser.add_argument("--kubeconfig", type=Path, required=True, help="kubeconfig of the simulated cluster")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--trace", metavar="FILE_OR_URL", help="trace or segment file (or http(s):// URL) to replay"
+    )
+    source.add_argument(
+        "--segments", type=Path, metavar="DIR", help="replay --from/--to of this sink segment store"
+    )
+    source.add_argument(
+        "--topic", metavar="TOPIC", help="replay --from/--to (or --follow) of this events topic"
+    )
+    parser.add_argument("--from", dest="start", help="range start: -30m, -2h, now, epoch ms or ISO-8601")
+    parser.add_argument("--to", dest="end", default=None, help="range end, exclusive (default: now)")
+    parser.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers (with --topic)")
+    parser.add_argument(
+        "--follow", action="store_true", help="with --topic: shadow the live topic --lag behind, at speed 1"
+    )
+    parser.add_argument(
+        "--lag", type=float, default=30.0, help="seconds behind the live topic with --follow (default 30)"
+    )
+    parser.add_argument(
+        "--config", type=Path, default=None, help="tracer config for --segments/--topic (default: built-in)"
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        help="kubeconfig of the simulated cluster (default: in-cluster service account)",
+    )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument("--speed", type=float, default=1.0, help="trace seconds per wall second (default 1)")
     parser.add_argument(
@@ -56,6 +89,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--qps", type=float, default=None, help="client-side write rate limit, per second (default: none)"
     )
+    parser.add_argument(
+        "--sample-interval",
+        type=float,
+        default=1.0,
+        help="wall seconds between samples of the replay's pods for the report (default 1)",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the simulated objects in the cluster")
     parser.add_argument("--report-json", type=Path, default=None, help="write the fidelity report here")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -80,10 +119,15 @@ def parse_nodes(text: str) -> tuple[dict[str, Any], int]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pipeline.replay.replayer import ReplaySettings, load_trace, plan_replay
+    from pipeline.replay.replayer import ReplaySettings, plan_replay
 
     if args.speed <= 0:
         raise ConfigError(f"--speed must be positive, got {args.speed}")
+    _check_source_arguments(args)
+    if args.sample_interval <= 0:
+        raise ConfigError(f"--sample-interval must be positive, got {args.sample_interval}")
+    if args.follow and args.speed != 1.0:
+        raise ConfigError("--follow shadows the live topic at speed 1; drop --speed")
     skeleton, count = parse_nodes(args.nodes) if args.nodes else (None, 0)
     settings = ReplaySettings(
         speed=args.speed,
@@ -95,20 +139,105 @@ def _run(args: argparse.Namespace) -> int:
         node_skeleton=skeleton,
         node_count=count,
         keep=args.keep,
+        sample_interval_s=args.sample_interval,
     )
-    trace = load_trace(args.trace)
-    plan = plan_replay(trace, settings.speed)
-    report = asyncio.run(_replay(args, settings, plan))
+    if args.follow:
+        report = asyncio.run(_replay(args, settings, None))
+    else:
+        plan = plan_replay(asyncio.run(_load_source(args)), settings.speed)
+        report = asyncio.run(_replay(args, settings, plan))
     print(report.summary())
     if args.report_json is not None:
         args.report_json.write_text(json.dumps(report.to_json(), indent=2) + "\n")
     return 0
 
 
+def _check_source_arguments(args: argparse.Namespace) -> None:
+    ranged = args.segments is not None or (args.topic is not None and not args.follow)
+    if ranged and args.start is None:
+        raise ConfigError("--segments and --topic replay a range: pass --from (and --to, default now)")
+    if args.trace is not None and (args.start is not None or args.end is not None):
+        raise ConfigError("--from/--to select a range of --segments or --topic, not of a --trace file")
+    if args.topic is not None and not args.bootstrap:
+        raise ConfigError("--topic needs --bootstrap HOST:PORT of the Kafka broker")
+    if args.follow and args.topic is None:
+        raise ConfigError("--follow shadows a live topic: pass --topic and --bootstrap")
+    if args.lag < 0:
+        raise ConfigError(f"--lag must not be negative, got {args.lag}")
+
+
+def _source_name(args: argparse.Namespace) -> str:
+    if args.trace is not None:
+        return str(args.trace)
+    if args.segments is not None:
+        return f"segments {args.segments} [{args.start}, {args.end or 'now'})"
+    if args.follow:
+        return f"topic {args.topic} on {args.bootstrap}, following {args.lag:g} s behind"
+    return f"topic {args.topic} on {args.bootstrap} [{args.start}, {args.end or 'now'})"
+
+
+def _warn(message: str) -> None:
+    print(f"kubetape: warning: {message}", file=sys.stderr)
+
+
+async def _load_source(args: argparse.Namespace) -> Any:
+    """The trace to replay, from whichever source the arguments name."""
+    from pipeline.model.tracer_config import load_tracer_config
+    from pipeline.replay.plan import load_trace, trace_from_bytes
+    from pipeline.sink.export import parse_time
+
+    config = load_tracer_config(args.config) if args.config else None
+    if args.trace is not None:
+        if args.trace.startswith(("http://", "https://")):
+            from pipeline.io.fetch import fetch_bytes
+
+            return trace_from_bytes(await fetch_bytes(args.trace), args.trace)
+        return load_trace(Path(args.trace))
+    start_ms = parse_time(args.start, what="--from")
+    end_ms = parse_time(args.end or "now", what="--to")
+    if args.segments is not None:
+        return _segments_trace(args.segments, start_ms, end_ms, config)
+    from pipeline.io.kafka import KafkaSettings
+    from pipeline.replay.sources import read_topic_trace
+
+    return await read_topic_trace(
+        KafkaSettings(args.bootstrap), args.topic, start_ms, end_ms, config=config, warn=_warn
+    )
+
+
+def _segments_trace(segment_dir: Path, start_ms: int, end_ms: int, config: Any) -> Any:
+    # the same assembly as `kubetape export`, so a range replays as its exported file would
+    from pipeline.formats.segment import decode_segment
+    from pipeline.io.segment_store import LocalSegmentStore
+    from pipeline.sink.catalog import SegmentCatalog
+    from pipeline.sink.export import ExportRequest, export_window
+
+    if not segment_dir.is_dir():
+        raise ConfigError(f"segment store {segment_dir} does not exist; check --segments")
+    catalog = SegmentCatalog(LocalSegmentStore(segment_dir))
+    result = export_window(catalog, ExportRequest(start_ms, end_ms, config=config), _warn)
+    return decode_segment(result.data, f"segments {segment_dir}")
+
+
 async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
     from pipeline.io.kube import kube_api
     from pipeline.io.kube_apply import KubeApplier
     from pipeline.replay.replayer import Replayer, ReplayProgress
+
+    follow = None
+    if plan is None:  # --follow: the state at now − lag first, then the live topic
+        from pipeline.io.kafka import KafkaSettings
+        from pipeline.model.tracer_config import load_tracer_config
+        from pipeline.replay.sources import FollowSource
+
+        follow = FollowSource(
+            KafkaSettings(args.bootstrap),
+            args.topic,
+            round(args.lag * 1000),
+            config=load_tracer_config(args.config) if args.config else None,
+            warn=_warn,
+        )
+        plan = await follow.initial_plan()
 
     def progress(p: ReplayProgress) -> None:
         if not args.quiet:
@@ -119,7 +248,7 @@ async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
             )
 
     async with kube_api(args.kubeconfig, args.context) as api:
-        replayer = Replayer(KubeApplier(api), plan, settings, source=str(args.trace), on_progress=progress)
+        replayer = Replayer(KubeApplier(api), plan, settings, source=_source_name(args), on_progress=progress)
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
 
@@ -142,7 +271,14 @@ async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
         loop.add_signal_handler(signal.SIGUSR1, replayer.pause)
         loop.add_signal_handler(signal.SIGUSR2, replayer.resume)
         try:
-            return await replayer.run()
+            if follow is None:
+                return await replayer.run()
+            if args.end is not None:  # follow until the live topic passes --to (plus the lag)
+                from pipeline.sink.export import parse_time
+
+                wall_left_s = (parse_time(args.end, what="--to") + follow.lag_ms) / 1000 - time.time()
+                loop.call_later(max(wall_left_s, 0.0), replayer.finish)
+            return await replayer.run(follow.steps(), first_due_at=follow.first_due_at(time.monotonic()))
         except asyncio.CancelledError:
             return replayer.report
         finally:

@@ -44,3 +44,34 @@ def test_non_positive_speed_is_rejected(tmp_path: Path, capsys: pytest.CaptureFi
     code = main(["replay", "--trace", "t", "--kubeconfig", "k", "--speed", "0"])
     assert code == 2
     assert "--speed must be positive" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--segments", "d"], "pass --from"),
+        (["--topic", "t", "--bootstrap", "b"], "pass --from"),
+        (["--topic", "t", "--from=-1h"], "--topic needs --bootstrap"),
+        (["--trace", "t", "--from=-1h"], "not of a --trace file"),
+        (["--trace", "t", "--follow"], "pass --topic and --bootstrap"),
+        (["--topic", "t", "--bootstrap", "b", "--follow", "--speed", "10"], "at speed 1"),
+        (["--trace", "t", "--sample-interval", "0"], "--sample-interval must be positive"),
+    ],
+)
+def test_source_arguments_that_do_not_fit_together_are_rejected(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["replay", *argv, "--kubeconfig", "k"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_missing_segment_store_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["replay", "--segments", str(tmp_path / "none"), "--from=-1h", "--kubeconfig", "k"]
+    assert main(argv) == 2
+    assert "segment store" in capsys.readouterr().err
+
+
+def test_an_unreachable_trace_url_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    # port 9 on loopback: nothing listens there
+    assert main(["replay", "--trace", "http://127.0.0.1:9/t.sktrace", "--kubeconfig", "k"]) == 1
+    assert "cannot download the trace" in capsys.readouterr().err

@@ -89,21 +89,25 @@ class MemoryCluster:
         if (kind, namespace, name) not in self.objects:
             return False
         del self.objects[(kind, namespace, name)]
-        if kind == "ClusterRole":  # the garbage collector: everything owned by the root goes
+        if kind == "ClusterRole":  # the garbage collector: everything owned by the root goes,
+            # and with a namespace everything in it
             self.objects = {
                 k: o
                 for k, o in self.objects.items()
                 if all(ref.get("name") != name for ref in o["metadata"].get("ownerReferences", []))
             }
+            namespaces = {n for (k, _, n) in self.objects if k == "Namespace"}
+            self.objects = {k: o for k, o in self.objects.items() if k[1] is None or k[1] in namespaces}
         return True
 
 
-def pod(name: str, ns: str = "prod") -> dict[str, Any]:
+def pod(name: str, ns: str = "prod", restart_policy: str = "Never") -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": ns},
         "spec": {
+            "restartPolicy": restart_policy,
             "nodeName": "n1",
             "containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 1}]}],
         },
@@ -297,3 +301,71 @@ async def test_pods_wait_for_the_new_namespace_default_service_account() -> None
     report = await Replayer(cluster, plan_replay(trace([applied(0, pod("p"))]), speed=1), fast()).run()
     assert report.failed == 0
     assert cluster.pod_applied_after_polls == 4
+
+
+def deployment(name: str, ns: str = "prod") -> dict[str, Any]:
+    template = {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}}, "template": template},
+    }
+
+
+def test_only_pods_that_end_by_themselves_get_a_lifetime() -> None:
+    # A Deployment's pods (restartPolicy Always) that were deleted by a rollout are recorded as finished
+    # lifecycles; enforcing that duration would make replayed Deployment pods complete instead of being
+    # replaced by the simulated controller. A bare pod with restartPolicy Never did end by itself.
+    web, batch = deployment("web"), pod("batch")
+    web_key, batch_key = key_of(web), key_of(batch)
+    events = [
+        applied(0, web),
+        applied(0, batch),
+        Event.pod_lifecycle(
+            10,
+            ObjectKey("core/Pod/prod/web-1"),
+            owner_key=web_key,
+            pod_spec_hash=1,
+            start_ms=0,
+            end_ms=20_000,
+        ),
+        Event.pod_lifecycle(10, batch_key, owner_key=batch_key, pod_spec_hash=2, start_ms=0, end_ms=4_000),
+    ]
+    plan = plan_replay(trace(events), speed=2)
+    assert plan.lifetimes_ms == {batch_key: 2_000.0}
+    assert plan.recorded_by_owner == {
+        str(web_key): [(0, 1), (20_000, 0)],
+        str(batch_key): [(0, 1), (4_000, 0)],
+    }
+
+
+class KwokLikeCluster(MemoryCluster):
+    """Pods run as soon as they are applied, as on a KWOK node."""
+
+    async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]:
+        live = await super().apply(obj, force=force)
+        if obj["kind"] == "Pod":
+            live["status"] = {"phase": "Running"}
+        return live
+
+
+async def test_replayed_pods_are_counted_per_recorded_owner_beside_the_recording() -> None:
+    batch, extra = pod("batch"), pod("extra")
+    batch_key = key_of(batch)
+    events = [
+        applied(0, batch),
+        applied(0, extra),  # recorded as an object but never seen running: a fidelity error of one pod
+        Event.pod_lifecycle(0, batch_key, owner_key=batch_key, pod_spec_hash=1, start_ms=0, end_ms=None),
+    ]
+    cluster = KwokLikeCluster()
+    report = await Replayer(cluster, plan_replay(trace(events), speed=1000), fast(keep=True)).run()
+
+    live = cluster.objects[("Pod", "kubetape-prod", "batch")]
+    assert live["metadata"]["annotations"]["kubetape.dev/recorded-owner"] == str(batch_key)
+    assert report.recorded_by_owner == {str(batch_key): [(0, 1)]}
+    owners = {o["owner"]: o for o in report.to_json()["owner_fidelity"]["owners"]}
+    assert owners[str(batch_key)]["max_error"] == 0
+    assert owners["core/Pod/prod/extra"]["max_error"] == 1
+    assert owners["core/Pod/prod/extra"]["recorded_peak"] == 0
+    assert "largest error 1 pod(s) (core/Pod/prod/extra)" in report.summary()

@@ -1,0 +1,143 @@
+"""Reading a time range of a topic, or tailing it, without a consumer group.
+
+A replay or an analysis of a recorded range must not move any group's committed offsets (the sink's and
+the analytics consumers' groups stay untouched), so these readers assign partitions themselves
+(``group_id=None``) and never commit. Offsets are located with ``offsets_for_times``: Kafka timestamps
+are the events' times (the watcher sets them), so "the first record at or after T" is the range edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaConnectionError, KafkaError
+
+from pipeline.io.kafka import KafkaSettings, admin_client
+from pipeline.model.errors import ConfigError, TransientError
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """One record as stored: where it is, its timestamp (ms) and its bytes."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _groupless_consumer(settings: KafkaSettings) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap,
+        client_id=f"{settings.client_id}-range-reader",
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        request_timeout_ms=settings.request_timeout_ms,
+    )
+
+
+async def _start(consumer: AIOKafkaConsumer, settings: KafkaSettings, topic: str) -> list[TopicPartition]:
+    try:
+        await consumer.start()
+        topics = await consumer.topics()
+    except KafkaConnectionError as exc:
+        raise TransientError(
+            f"cannot reach the Kafka broker at {settings.bootstrap} ({exc}); check --bootstrap and that "
+            f"the broker is up"
+        ) from None
+    if topic not in topics:
+        raise ConfigError(
+            f"topic {topic!r} does not exist on {settings.bootstrap} (topics: {', '.join(sorted(topics))}); "
+            f"check --topic"
+        )
+    # a consumer without a subscription does not load the topic's metadata: ask the cluster
+    async with admin_client(settings) as admin:
+        described = await admin.describe_topics([topic])
+    partitions = {p["partition"] for t in described if t["topic"] == topic for p in t["partitions"]}
+    return [TopicPartition(topic, p) for p in sorted(partitions)]
+
+
+async def _offsets_at(
+    consumer: AIOKafkaConsumer, partitions: list[TopicPartition], at_ms: int | None
+) -> dict[TopicPartition, int]:
+    """Per partition, the first offset whose timestamp is ≥ ``at_ms`` (the end offset if none is);
+    the beginning offsets when ``at_ms`` is None."""
+    if at_ms is None:
+        return dict(await consumer.beginning_offsets(partitions))
+    ends = await consumer.end_offsets(partitions)
+    found = await consumer.offsets_for_times({tp: max(at_ms, 0) for tp in partitions})
+    return {tp: (hit.offset if hit is not None else ends[tp]) for tp, hit in found.items()}
+
+
+async def read_topic_range(
+    settings: KafkaSettings, topic: str, end_ms: int, *, start_ms: int | None = None
+) -> list[TopicRecord]:
+    """Every record of ``topic`` from ``start_ms`` (default: the oldest retained) up to, not including,
+    the first record at or after ``end_ms``, per partition in offset order, partitions concatenated.
+
+    Raises ConfigError for a missing topic and TransientError when the broker cannot be reached.
+    """
+    consumer = _groupless_consumer(settings)
+    try:
+        partitions = await _start(consumer, settings, topic)
+        starts = await _offsets_at(consumer, partitions, start_ms)
+        stops = await _offsets_at(consumer, partitions, end_ms)
+        consumer.assign(partitions)
+        remaining: set[TopicPartition] = set()
+        for tp in partitions:
+            if starts[tp] < stops[tp]:
+                consumer.seek(tp, starts[tp])
+                remaining.add(tp)
+        out: dict[int, list[TopicRecord]] = {tp.partition: [] for tp in partitions}
+        consumer.pause(*(set(partitions) - remaining))
+        while remaining:
+            batches = await consumer.getmany(timeout_ms=500, max_records=5000)
+            for tp, messages in batches.items():
+                for m in messages:
+                    if m.offset < stops[tp]:
+                        out[tp.partition].append(
+                            TopicRecord(tp.partition, m.offset, m.timestamp, m.key, m.value)
+                        )
+            for tp in list(remaining):
+                # control records (transaction markers) occupy offsets too: the position tells
+                if await consumer.position(tp) >= stops[tp]:
+                    remaining.discard(tp)
+                    consumer.pause(tp)
+        return [record for p in sorted(out) for record in out[p]]
+    except KafkaError as exc:
+        raise TransientError(f"reading {topic!r} from {settings.bootstrap} failed: {exc}") from None
+    finally:
+        await consumer.stop()
+
+
+async def tail_topic(
+    settings: KafkaSettings, topic: str, from_ms: int, poll_timeout_ms: int = 200
+) -> AsyncIterator[list[TopicRecord]]:
+    """Batches of ``topic``'s records from the first at or after ``from_ms`` on, forever (each batch in
+    offset order per partition; an empty batch when nothing arrived within ``poll_timeout_ms``)."""
+    consumer = _groupless_consumer(settings)
+    try:
+        partitions = await _start(consumer, settings, topic)
+        starts = await _offsets_at(consumer, partitions, from_ms)
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, starts[tp])
+        while True:
+            try:
+                batches = await consumer.getmany(timeout_ms=poll_timeout_ms, max_records=5000)
+            except KafkaConnectionError:
+                await asyncio.sleep(1.0)  # the broker is away: keep the position, try again
+                continue
+            yield [
+                TopicRecord(tp.partition, m.offset, m.timestamp, m.key, m.value)
+                for tp, messages in batches.items()
+                for m in messages
+            ]
+    finally:
+        await consumer.stop()

@@ -1,0 +1,158 @@
+"""From a trace to a replay plan: the scheduler's steps, the pods' lifetimes and the recorded timelines.
+
+Pod lifetimes. A recorded pod lifecycle that ended means one of two things: the pod's containers
+exited by themselves (a Job's pod, a bare pod with ``restartPolicy: Never``), or the pod was deleted
+(a rollout, a scale-down, a deleted Deployment; SimKube and the watcher then record the deletion time as
+the end). Only the first is a property of the pod the simulation must reproduce; the second is
+reproduced by replaying the owner's own changes, which make the simulated controller delete the pods.
+Containers of a pod with ``restartPolicy: Always`` (the only policy Deployments, ReplicaSets,
+StatefulSets and DaemonSets allow) are restarted by the kubelet, so such a pod never ends by itself: its
+recorded end is always a deletion. So lifetimes are enforced only for owners whose pod templates all say
+``Never`` or ``OnFailure``. Pods of one owner share one template, hence one lifetime annotation: the
+median recorded duration (SimKube's mutating webhook picks per pod; a KWOK stage reads the template).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from pipeline.formats.assemble import simkube_to_trace
+from pipeline.formats.segment import Segment, decode_segment, is_segment
+from pipeline.formats.simkube import read_simkube_trace
+from pipeline.model.errors import FormatError
+from pipeline.model.events import Event, EventType
+from pipeline.model.keys import ObjectKey
+from pipeline.model.tracer_config import TracerConfig
+from pipeline.replay.rewrite import pod_templates
+from pipeline.replay.schedule import ScheduledStep
+
+Timeline = list[tuple[int, int]]
+"""(trace offset ms, pods running) at each change."""
+SELF_ENDING_POLICIES = frozenset({"Never", "OnFailure"})
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayPlan:
+    """What to apply when, and the recorded pod lifetimes (scaled), all derived from one trace."""
+
+    steps: list[ScheduledStep[Event]]
+    lifetimes_ms: dict[ObjectKey, float]
+    """Scaled pod lifetime per lifecycle owner (a bare pod is its own owner); absent = runs until deleted."""
+    recorded_running: Timeline
+    """All pods running, from the recorded lifecycles."""
+    start_ms: int
+    end_ms: int
+    gaps: int
+    config: TracerConfig | None
+    recorded_by_owner: dict[str, Timeline] | None = None
+    """Pods running per lifecycle owner (the owner's object key), from the recorded lifecycles."""
+
+
+def load_trace(path: Path) -> Segment:
+    """A kubetape segment/trace or a SimKube trace file as one kubetape trace; FormatError if neither."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
+    return trace_from_bytes(data, str(path))
+
+
+def trace_from_bytes(data: bytes, source: str) -> Segment:
+    """:func:`load_trace` for bytes already read (a download, a message)."""
+    if is_segment(data):
+        return decode_segment(data, source)
+    return simkube_to_trace(read_simkube_trace(data, source), source)
+
+
+def initial_events(trace: Segment) -> list[Event]:
+    """The trace's events, preceded by its keyframe's objects and lifecycles (live at the start)."""
+    events: list[Event] = list(trace.events)
+    if trace.keyframe is None:
+        return events
+    at = trace.header.start_ms
+    return [
+        Event.applied(at, e.key, e.obj or {}, e.spec_hash)
+        for e in sorted(trace.keyframe.objects.values(), key=lambda e: e.key)
+    ] + [*trace.keyframe.lifecycles.values(), *events]
+
+
+def plan_replay(trace: Segment, speed: float) -> ReplayPlan:
+    """Scheduler steps, scaled lifetimes and recorded timelines for ``trace`` (see the module docstring)."""
+    events = initial_events(trace)
+    steps = [
+        ScheduledStep(e.ts_ms, str(e.key), e)
+        for e in events
+        if e.type in (EventType.APPLIED, EventType.DELETED)
+    ]
+    steps.sort(key=lambda s: s.ts_ms)  # stable: same-time changes keep their recorded order
+    start_ms = steps[0].ts_ms if steps else trace.header.start_ms
+    latest: dict[ObjectKey, Event] = {}
+    for e in events:
+        if e.type is EventType.POD_LIFECYCLE:
+            latest[e.key] = e  # a pod's later lifecycle event supersedes its earlier one
+    self_ending = _self_ending_owners(events, trace.config)
+    durations: dict[ObjectKey, list[int]] = {}
+    for e in latest.values():
+        assert e.owner_key is not None  # POD_LIFECYCLE invariants
+        assert e.pod_start_ms is not None
+        if e.pod_end_ms is not None and e.owner_key in self_ending:
+            durations.setdefault(e.owner_key, []).append(e.pod_end_ms - e.pod_start_ms)
+    lifetimes = {owner: median(d) / speed for owner, d in durations.items()}
+    gaps = sum(1 for e in events if e.type is EventType.GAP)
+    return ReplayPlan(
+        steps,
+        lifetimes,
+        running_timeline(latest.values(), start_ms),
+        start_ms,
+        trace.header.end_ms,
+        gaps,
+        trace.config,
+        {str(owner): running_timeline(lcs, start_ms) for owner, lcs in _by_owner(latest.values()).items()},
+    )
+
+
+def _by_owner(lifecycles: Iterable[Event]) -> dict[ObjectKey, list[Event]]:
+    out: dict[ObjectKey, list[Event]] = {}
+    for e in lifecycles:
+        assert e.owner_key is not None
+        out.setdefault(e.owner_key, []).append(e)
+    return out
+
+
+def running_timeline(lifecycles: Iterable[Event], start_ms: int) -> Timeline:
+    """Pods running over time from their latest lifecycle events, as offsets from ``start_ms``."""
+    changes: list[tuple[int, int]] = []
+    for e in lifecycles:
+        assert e.pod_start_ms is not None
+        changes.append((max(e.pod_start_ms - start_ms, 0), 1))
+        if e.pod_end_ms is not None:
+            changes.append((max(e.pod_end_ms - start_ms, 0), -1))
+    running, timeline = 0, Timeline()
+    for offset, delta in sorted(changes):
+        running += delta
+        if timeline and timeline[-1][0] == offset:
+            timeline[-1] = (offset, running)
+        else:
+            timeline.append((offset, running))
+    return timeline
+
+
+def _self_ending_owners(events: Iterable[Event], config: TracerConfig | None) -> set[ObjectKey]:
+    """Owners whose recorded object has pod templates that all let pods end by themselves."""
+    latest_obj: dict[ObjectKey, Mapping[str, Any]] = {}
+    for e in events:
+        if e.type is EventType.APPLIED and e.obj is not None:
+            latest_obj[e.key] = e.obj
+    return {key for key, obj in latest_obj.items() if pods_end_by_themselves(obj, config)}
+
+
+def pods_end_by_themselves(obj: Mapping[str, Any], config: TracerConfig | None) -> bool:
+    templates = pod_templates(obj, config)
+    # the default restartPolicy is Always (Kubernetes' defaulting, which a trace may have dropped)
+    return bool(templates) and all(
+        (t.get("spec") or {}).get("restartPolicy", "Always") in SELF_ENDING_POLICIES for t in templates
+    )

@@ -1,0 +1,163 @@
+"""The fidelity report of one replay: what was applied, how late, and the replay's pods beside the
+recording's (in total and per recorded owner, see :mod:`pipeline.replay.fidelity`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.replay.fidelity import OwnerFidelity, OwnerSample, Timeline, compare_owners
+from pipeline.replay.schedule import percentile
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayFailure:
+    key: str
+    ts_ms: int
+    reason: str
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    """The fidelity report: what was applied, how late, and the replay's pods beside the recording's."""
+
+    replay_name: str
+    source: str
+    speed: float
+    steps: int = 0
+    applied: int = 0
+    deleted: int = 0
+    deletes_missed: int = 0
+    failed: int = 0
+    retries: int = 0
+    skipped_after_duration: int = 0
+    not_started: int = 0
+    gaps: int = 0
+    failures: list[ReplayFailure] = field(default_factory=list)
+    cluster_scoped: list[str] = field(default_factory=list)
+    lateness_ms: list[float] = field(default_factory=list)
+    replay_timeline: list[tuple[float, int, int]] = field(default_factory=list)
+    """(trace offset ms, pods running, nodes used) sampled during the replay."""
+    recorded_timeline: list[tuple[int, int]] = field(default_factory=list)
+    recorded_by_owner: dict[str, Timeline] = field(default_factory=dict)
+    """Pods running per recorded owner (its object key), from the recorded lifecycles."""
+    owner_samples: list[OwnerSample] = field(default_factory=list)
+    """Pods running per recorded owner, sampled during the replay."""
+    fidelity_resolution_ms: float = 1000.0
+    """Trace time a sample may trail the recording by (see :mod:`pipeline.replay.fidelity`)."""
+    wall_seconds: float = 0.0
+    """From start to the last step's end (setup included, cleanup not)."""
+    setup_seconds: float = 0.0
+    """Creating the root, the virtual nodes and the namespaces, before trace time starts."""
+    trace_span_ms: int = 0
+    stopped_early: bool = False
+    cleanup: str = "not run"
+
+    def owner_fidelity(self) -> list[OwnerFidelity]:
+        return compare_owners(self.recorded_by_owner, self.owner_samples, self.fidelity_resolution_ms)
+
+    def to_json(self) -> dict[str, Any]:
+        def pct(q: float) -> float | None:
+            value = percentile(self.lateness_ms, q)
+            return None if value is None else round(value, 3)
+
+        owners = self.owner_fidelity()
+
+        return {
+            "replay_name": self.replay_name,
+            "source": self.source,
+            "speed": self.speed,
+            "events": {
+                "steps": self.steps,
+                "applied": self.applied,
+                "deleted": self.deleted,
+                "deletes_missed": self.deletes_missed,
+                "failed": self.failed,
+                "retries": self.retries,
+                "skipped_after_duration": self.skipped_after_duration,
+                "not_started": self.not_started,
+                "gaps_in_trace": self.gaps,
+            },
+            "failures": [{"key": f.key, "ts_ms": f.ts_ms, "reason": f.reason} for f in self.failures],
+            "cluster_scoped_objects": self.cluster_scoped,
+            "lateness_ms": {
+                "p50": pct(0.5),
+                "p99": pct(0.99),
+                "max": pct(1.0),
+                "count": len(self.lateness_ms),
+            },
+            "timeline": {
+                "replay": [
+                    {"trace_ms": round(t), "pods_running": p, "nodes_used": n}
+                    for t, p, n in self.replay_timeline
+                ],
+                "recorded": [{"trace_ms": t, "pods_running": p} for t, p in self.recorded_timeline],
+                "recorded_by_owner": {
+                    owner: [{"trace_ms": t, "pods_running": p} for t, p in timeline]
+                    for owner, timeline in sorted(self.recorded_by_owner.items())
+                },
+                "replay_by_owner": [
+                    {"trace_ms": round(s.trace_ms), "pods_running": dict(sorted(s.running.items()))}
+                    for s in self.owner_samples
+                ],
+            },
+            "owner_fidelity": {
+                "resolution_ms": self.fidelity_resolution_ms,
+                "max_error": max((o.max_error for o in owners), default=0),
+                "owners": [o.to_json() for o in owners],
+            },
+            "wall_seconds": round(self.wall_seconds, 3),
+            "setup_seconds": round(self.setup_seconds, 3),
+            "trace_span_ms": self.trace_span_ms,
+            "stopped_early": self.stopped_early,
+            "cleanup": self.cleanup,
+        }
+
+    def summary(self) -> str:
+        """A few readable lines for people."""
+        lateness = self.to_json()["lateness_ms"]
+        peak_replay = max((p for _, p, _ in self.replay_timeline), default=0)
+        peak_recorded = max((p for _, p in self.recorded_timeline), default=0)
+        lines = [
+            f"replay {self.replay_name} of {self.source} at speed {self.speed:g}: "
+            f"{self.wall_seconds:.1f} s wall for {self.trace_span_ms / 1000:.1f} s of trace"
+            + (" (stopped early)" if self.stopped_early else ""),
+            f"  events: {self.applied} applied, {self.deleted} deleted, {self.failed} failed, "
+            f"{self.deletes_missed} deletes of nothing, {self.skipped_after_duration + self.not_started} "
+            f"not replayed, {self.retries} retries",
+            f"  lateness ms: p50 {lateness['p50']}  p99 {lateness['p99']}  max {lateness['max']}",
+            f"  pods running (peak): replay {peak_replay}, recorded {peak_recorded}; "
+            f"nodes used (peak): {max((n for _, _, n in self.replay_timeline), default=0)}",
+            f"  pods per recorded owner: {self._owner_line()}",
+            f"  cleanup: {self.cleanup}",
+        ]
+        if self.cluster_scoped:
+            lines.append(f"  cluster-scoped objects applied as named: {', '.join(self.cluster_scoped[:10])}")
+        for failure in self.failures[:20]:
+            lines.append(f"  FAILED {failure.key} (trace ms {failure.ts_ms}): {failure.reason}")
+        if len(self.failures) > 20:
+            lines.append(f"  … and {len(self.failures) - 20} more failures (see the JSON report)")
+        return "\n".join(lines)
+
+    def _owner_line(self) -> str:
+        owners = self.owner_fidelity()
+        if not owners:
+            return "no recorded lifecycles"
+        worst = max(owners, key=lambda o: o.max_error)
+        resolution_s = self.fidelity_resolution_ms / 1000 / self.speed
+        return (
+            f"{len(owners)} owner(s), largest error {worst.max_error} pod(s) ({worst.owner}) "
+            f"at a {resolution_s:g} s wall resolution"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayProgress:
+    """A snapshot for progress output."""
+
+    steps_done: int
+    steps_total: int
+    trace_ms: float
+    wall_s: float
+    failed: int
+    pods_running: int
