@@ -40,6 +40,7 @@ from pipeline.replay.rewrite import (
     RootRef,
     deletion_target,
     map_namespace,
+    namespace_is_replays,
     namespace_object,
     recorded_node,
     rewrite_object,
@@ -344,14 +345,19 @@ class Replayer:
                 raise result
 
     async def cleanup(self) -> None:
-        """Delete the root (foreground) and wait until the garbage collector removed everything."""
+        """Delete the root (foreground) and wait until the garbage collector removed everything.
+
+        The replay's own namespaces go first, while the virtual nodes still exist: KWOK finishes the
+        deletion of pods on nodes it manages at once, but a pod whose node was deleted first stays
+        Terminating until the pod garbage collector removes it, about a minute later."""
         assert self._root is not None
         begun = time.monotonic()
+        deadline = begun + self.settings.cleanup_timeout_s
         try:
+            await self._delete_own_namespaces(deadline)
             await self._cluster.delete(
                 ROOT_API_VERSION, ROOT_KIND, None, self._root.name, propagation="Foreground"
             )
-            deadline = begun + self.settings.cleanup_timeout_s
             while await self._cluster.get(ROOT_API_VERSION, ROOT_KIND, None, self._root.name) is not None:
                 if time.monotonic() > deadline:
                     self.report.cleanup = (
@@ -364,6 +370,15 @@ class Replayer:
             self.report.cleanup = f"failed: {exc}"
             return
         self.report.cleanup = f"done in {time.monotonic() - begun:.1f} s"
+
+    async def _delete_own_namespaces(self, deadline: float) -> None:
+        own = [ns for ns in self._namespaces if namespace_is_replays(ns, self._rewrite)]
+        await asyncio.gather(*(self._cluster.delete("v1", "Namespace", None, ns) for ns in own))
+        while own and time.monotonic() < deadline:
+            remaining = await asyncio.gather(*(self._cluster.get("v1", "Namespace", None, ns) for ns in own))
+            own = [ns for ns, live in zip(own, remaining, strict=True) if live is not None]
+            if own:
+                await asyncio.sleep(0.25)
 
     # ---- one step ---------------------------------------------------------------------------------
     async def _run_step(self, step: ScheduledStep[Event]) -> None:

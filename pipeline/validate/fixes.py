@@ -15,12 +15,17 @@ import yaml
 
 from pipeline.model.sanitize import copy_json
 from pipeline.validate.findings import Finding, Fix, ObjectRef
-from pipeline.validate.podspec import CONTAINER_LISTS
+from pipeline.validate.podspec import CONTAINER_LISTS, ENV_FROM_SOURCES, escape
 from pipeline.validate.transform import TRANSFORM_VERSION
 
 PLACEHOLDER_ANNOTATION = "kubetape.dev/placeholder"
 """Set on objects a fix synthesizes, so they are easy to find (and to drop) later."""
 PLACEHOLDER_VALUE = "placeholder"
+PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
+"""The image a repair gives containers that have none (KWOK never pulls it; a real cluster can)."""
+
+DOCKER_CONFIG_KEY = ".dockerconfigjson"
+"""The key a ``kubernetes.io/dockerconfigjson`` Secret must hold (the apiserver checks it)."""
 
 _PLACEHOLDER_API_VERSION = {"ServiceAccount": "v1", "ConfigMap": "v1", "Secret": "v1"}
 
@@ -101,8 +106,143 @@ def pvc_to_empty_dir(obj: ObjectRef, pod_spec: str, name: str) -> Fix:
     return Fix(f"back the volumes using claim {name} with an emptyDir", (op,))
 
 
-def _remove_where(select: dict[str, str], at: str, where: dict[str, str]) -> dict[str, Any]:
+def _remove_where(select: dict[str, str], at: str, where: dict[str, Any]) -> dict[str, Any]:
     return {"select": select, "at": at, "where": where, "remove": [""]}
+
+
+def split_env_from(obj: ObjectRef, containers: str, container: str, entry: dict[str, Any]) -> Fix:
+    """Turn one envFrom entry with several sources into one entry per source (same prefix).
+
+    ``containers`` points at the container list. The first source stays in place; the others are
+    appended to the container's envFrom (order only matters between sources sharing a key, and the
+    apiserver never accepted the combined entry, so no recorded order exists to keep).
+    """
+    select = obj.selector()
+    sources = [field for field in ENV_FROM_SOURCES if field in entry]
+    prefix = {"prefix": entry["prefix"]} if "prefix" in entry else {}
+    ops: list[dict[str, Any]] = [
+        {
+            "select": select,
+            "at": f"{containers}/*",
+            "where": {"/name": container, "/envFrom/*": entry},
+            "add": {"/envFrom/-": {**prefix, field: entry[field]}},
+        }
+        for field in sources[1:]
+    ]
+    ops.append(
+        {
+            "select": select,
+            "at": f"{containers}/*/envFrom/*",
+            "where": {f"/{field}": entry[field] for field in sources},
+            "remove": [f"/{field}" for field in sources[1:]],
+        }
+    )
+    return Fix(f"split the envFrom entry of container {container} into one entry per source", tuple(ops))
+
+
+def placeholder_image(obj: ObjectRef, containers: str, container: str, observed: str | None) -> Fix:
+    """Give a container without an image the placeholder image (only where it still has none)."""
+    op = {
+        "select": obj.selector(),
+        "at": f"{containers}/*",
+        "where": {"/name": container, "/image": observed},
+        "add": {"/image": PLACEHOLDER_IMAGE},
+    }
+    return Fix(f"give container {container} the placeholder image {PLACEHOLDER_IMAGE}", (op,))
+
+
+def align_selector(
+    obj: ObjectRef, observed: Any, add_labels: dict[str, str], new_selector: dict[str, str] | None
+) -> Fix:
+    """Make a workload's selector match its pod template (``/spec/selector``, ``/spec/template``).
+
+    Adds ``add_labels`` to the template (extra template labels never break a selector) and, with
+    ``new_selector``, replaces the selector by those matchLabels. Only versions of the object whose
+    selector is still ``observed`` are touched.
+    """
+    adds: dict[str, Any] = {
+        f"/spec/template/metadata/labels/{escape(k)}": v for k, v in sorted(add_labels.items())
+    }
+    parts = []
+    if add_labels:
+        parts.append(f"add {_labels_text(add_labels)} to the pod template labels")
+    if new_selector is not None:
+        adds["/spec/selector"] = {"matchLabels": dict(sorted(new_selector.items()))}
+        parts.append(f"set the selector to {_labels_text(new_selector)}")
+    op = {"select": obj.selector(), "where": {"/spec/selector": observed}, "add": adds}
+    return Fix(" and ".join(parts), (op,))
+
+
+def _labels_text(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def add_missing_keys(target: ObjectRef, keys: Sequence[str]) -> Fix:
+    """Add placeholder values for ``keys`` to the ConfigMap/Secret ``target`` (only where missing)."""
+    value = PLACEHOLDER_VALUE
+    if target.kind == "Secret":
+        value = base64.b64encode(PLACEHOLDER_VALUE.encode()).decode()
+    other = "stringData" if target.kind == "Secret" else "binaryData"
+    ops = tuple(
+        {
+            "select": target.selector(),
+            "where": {f"/data/{escape(key)}": None, f"/{other}/{escape(key)}": None},
+            "add": {f"/data/{escape(key)}": value},
+        }
+        for key in sorted(set(keys))
+    )
+    return Fix(f"add placeholder values for {', '.join(sorted(set(keys)))} to {target.describe()}", ops)
+
+
+def mark_key_references_optional(obj: ObjectRef, pod_spec: str, kind: str, name: str) -> Fix:
+    """Mark every reference of the pod spec to ``kind`` ``name`` optional (missing keys are skipped)."""
+    select = obj.selector()
+    field, name_field = ("configMap", "name") if kind == "ConfigMap" else ("secret", "secretName")
+    key_ref = "configMapKeyRef" if kind == "ConfigMap" else "secretKeyRef"
+    ops = [
+        {
+            "select": select,
+            "at": f"{pod_spec}/{containers}/*/env/*/valueFrom/{key_ref}",
+            "where": {"/name": name},
+            "add": {"/optional": True},
+        }
+        for containers in CONTAINER_LISTS
+    ]
+    ops.append(
+        {
+            "select": select,
+            "at": f"{pod_spec}/volumes/*/{field}",
+            "where": {f"/{name_field}": name},
+            "add": {"/optional": True},
+        }
+    )
+    ops.append(
+        {
+            "select": select,
+            "at": f"{pod_spec}/volumes/*/projected/sources/*/{field}",
+            "where": {"/name": name},
+            "add": {"/optional": True},
+        }
+    )
+    return Fix(f"mark the references to {kind} {name} optional", tuple(ops))
+
+
+def placeholder_pull_secret(namespace: str, name: str) -> Fix:
+    """Synthesize an image pull Secret with no credentials (anonymous pulls still work)."""
+    obj: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "annotations": {PLACEHOLDER_ANNOTATION: "true"}},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {DOCKER_CONFIG_KEY: base64.b64encode(b'{"auths":{}}').decode()},
+    }
+    return Fix(f"synthesize a placeholder image pull Secret {namespace}/{name}", ({"create": obj},))
+
+
+def drop_image_pull_secret(obj: ObjectRef, pod_spec: str, name: str) -> Fix:
+    """Remove the imagePullSecrets entry naming ``name``."""
+    op = _remove_where(obj.selector(), f"{pod_spec}/imagePullSecrets/*", {"/name": name})
+    return Fix(f"remove {name} from imagePullSecrets", (op,))
 
 
 class _PlainDumper(yaml.SafeDumper):

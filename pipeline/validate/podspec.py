@@ -17,19 +17,23 @@ from pipeline.model.pointer import parse_pointer
 from pipeline.model.tracer_config import KNOWN_POD_SPEC_TEMPLATE_PATHS, TracerConfig
 
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+ENV_FROM_SOURCES = ("configMapRef", "secretRef")
+"""The sources an envFrom entry can name; the apiserver accepts exactly one per entry."""
 
 
 @dataclass(frozen=True, slots=True)
 class Reference:
     """A pod spec needs the object ``kind``/``name`` (in the pod's namespace) at ``path``.
 
-    ``path`` is relative to the pod spec; ``keys`` are the data keys the pod reads from it.
+    ``path`` is relative to the pod spec; ``keys`` are the data keys the pod reads from it, each named
+    at the pointer of the same position in ``key_paths`` (also relative to the pod spec).
     """
 
     kind: str
     name: str
     path: str
     keys: tuple[str, ...] = ()
+    key_paths: tuple[str, ...] = ()
 
 
 def escape(segment: str) -> str:
@@ -89,13 +93,15 @@ def _optional(ref: Any) -> bool:
     return isinstance(ref, dict) and ref.get("optional") is True
 
 
-def _item_keys(source: dict[str, Any]) -> tuple[str, ...]:
+def _item_keys(source: dict[str, Any], at: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``keys`` and ``key_paths`` of a Reference: the keys a volume's ``items`` project."""
     items = source.get("items")
-    return (
-        tuple(k for item in items if isinstance(item, dict) and (k := _str(item.get("key"))))
-        if isinstance(items, list)
-        else ()
-    )
+    found = [
+        (key, f"{at}/items/{i}/key")
+        for i, item in enumerate(items if isinstance(items, list) else [])
+        if isinstance(item, dict) and (key := _str(item.get("key")))
+    ]
+    return tuple(k for k, _ in found), tuple(p for _, p in found)
 
 
 def references(pod_spec: Any) -> Iterator[Reference]:
@@ -126,7 +132,9 @@ def _container_references(container: dict[str, Any], at: str) -> Iterator[Refere
             ref = value_from.get(field)
             if isinstance(ref, dict) and not _optional(ref) and (name := _str(ref.get("name"))):
                 key = _str(ref.get("key"))
-                yield Reference(kind, name, f"{at}/env/{ei}/valueFrom/{field}/name", (key,) if key else ())
+                ref_at = f"{at}/env/{ei}/valueFrom/{field}"
+                keys, key_paths = ((key,), (f"{ref_at}/key",)) if key else ((), ())
+                yield Reference(kind, name, f"{ref_at}/name", keys, key_paths)
     env_from = container.get("envFrom")
     for ei, source in enumerate(env_from if isinstance(env_from, list) else []):
         if not isinstance(source, dict):
@@ -140,10 +148,10 @@ def _container_references(container: dict[str, Any], at: str) -> Iterator[Refere
 def _volume_references(volume: dict[str, Any], at: str) -> Iterator[Reference]:
     cm = volume.get("configMap")
     if isinstance(cm, dict) and not _optional(cm) and (name := _str(cm.get("name"))):
-        yield Reference("ConfigMap", name, f"{at}/configMap/name", _item_keys(cm))
+        yield Reference("ConfigMap", name, f"{at}/configMap/name", *_item_keys(cm, f"{at}/configMap"))
     secret = volume.get("secret")
     if isinstance(secret, dict) and not _optional(secret) and (name := _str(secret.get("secretName"))):
-        yield Reference("Secret", name, f"{at}/secret/secretName", _item_keys(secret))
+        yield Reference("Secret", name, f"{at}/secret/secretName", *_item_keys(secret, f"{at}/secret"))
     pvc = volume.get("persistentVolumeClaim")
     if isinstance(pvc, dict) and (name := _str(pvc.get("claimName"))):
         yield Reference("PersistentVolumeClaim", name, f"{at}/persistentVolumeClaim/claimName")
@@ -155,4 +163,5 @@ def _volume_references(volume: dict[str, Any], at: str) -> Iterator[Reference]:
         for field, kind in (("configMap", "ConfigMap"), ("secret", "Secret")):
             ref = source.get(field)
             if isinstance(ref, dict) and not _optional(ref) and (name := _str(ref.get("name"))):
-                yield Reference(kind, name, f"{at}/projected/sources/{si}/{field}/name", _item_keys(ref))
+                source_at = f"{at}/projected/sources/{si}/{field}"
+                yield Reference(kind, name, f"{source_at}/name", *_item_keys(ref, source_at))

@@ -65,7 +65,8 @@ def explain(rule: Rule) -> str:
 
 def list_rules(rules: Sequence[Rule]) -> str:
     """One line per rule: code, severity, name, summary."""
-    return "\n".join(f"{r.code}  {r.severity.value:<7}  {r.name:<24}  {r.summary}" for r in rules)
+    width = max((len(r.name) for r in rules), default=0)
+    return "\n".join(f"{r.code}  {r.severity.value:<7}  {r.name:<{width}}  {r.summary}" for r in rules)
 
 
 def parse_time(text: str, trace_start: int) -> int:

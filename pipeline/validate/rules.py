@@ -17,9 +17,17 @@ from pipeline.model.errors import ConfigError
 from pipeline.model.keys import group_of
 from pipeline.model.pointer import resolve
 from pipeline.validate import fixes
+from pipeline.validate.apiserver_rules import APISERVER_RULES, check_pod_spec, check_selector
 from pipeline.validate.findings import Finding, Fix, ObjectRef, Rule, Severity
 from pipeline.validate.kinds import CLUSTER_SCOPED, NAMESPACED
 from pipeline.validate.podspec import PodSpecLocator, concrete_pointers, escape, references
+from pipeline.validate.reference_rules import (
+    REFERENCE_RULES,
+    ObjectId,
+    check_image_pull_secrets,
+    check_keys,
+    data_keys,
+)
 
 _E, _W = Severity.ERROR, Severity.WARNING
 STATUS_POPULATED = Rule(
@@ -117,6 +125,8 @@ RULES: dict[str, Rule] = {
         UNKNOWN_KIND,
         NAMESPACE_OUTSIDE_TRACE,
         POD_PINNED_TO_NODE,
+        *APISERVER_RULES,
+        *REFERENCE_RULES,
     )
 }
 """Every rule, by code."""
@@ -146,7 +156,9 @@ class _State:
     locator: PodSpecLocator
     namespaces: set[str]
     crd_kinds: set[tuple[str, str]]
-    existing: set[tuple[str, str, str]] = field(default_factory=set)
+    existing: set[ObjectId] = field(default_factory=set)
+    keys: dict[ObjectId, frozenset[str] | None] = field(default_factory=dict)
+    """The data keys of the ConfigMaps and Secrets in ``existing`` (None: unknown)."""
     reported: set[tuple[str, ObjectRef, tuple[str, ...], str]] = field(default_factory=set)
     """Missing-reference findings already reported (their repeats skip building fixes)."""
 
@@ -160,8 +172,11 @@ class _State:
             key = (str(kind), str(meta.get("namespace") or "default"), str(meta.get("name", "")))
             if present:
                 self.existing.add(key)
+                if kind in ("ConfigMap", "Secret"):
+                    self.keys[key] = data_keys(obj)
             else:
                 self.existing.discard(key)
+                self.keys.pop(key, None)
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -237,6 +252,12 @@ def _check_object(state: _State, index: int, ts: int, obj: dict[str, Any]) -> It
         yield from _missing_references(state, index, ts, ref, pod_spec=pod_spec, spec=spec)
         yield from _pinned(index, ts, ref, pod_spec, spec)
         yield from _affinity_namespaces(state, index, ts, ref, pod_spec=pod_spec, spec=spec)
+        yield from check_pod_spec(index, ts, ref, pod_spec, spec)
+        yield from check_keys(index, ts, ref, pod_spec=pod_spec, spec=spec, known_keys=state.keys)
+        yield from check_image_pull_secrets(
+            index, ts, ref, pod_spec=pod_spec, spec=spec, existing=state.existing
+        )
+    yield from check_selector(index, ts, ref, obj)
     if ref.kind in ("RoleBinding", "ClusterRoleBinding"):
         yield from _subject_namespaces(state, index, ts, ref, obj)
 

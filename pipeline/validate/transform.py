@@ -18,8 +18,10 @@ A transform file is YAML::
 ``select`` fields take a string or a list of strings (``namespace: ""`` selects cluster-scoped
 objects); ``labels`` is a ``matchLabels`` map or a full label selector. Every path is a JSON pointer
 (RFC 6901) with the ``*`` extension; those under ``where``, ``remove``, ``set``, ``add`` and
-``obfuscate`` are relative to each place ``at`` reaches. ``set`` never creates anything; ``add``
-creates missing maps on the way, but ``*`` (every element of an existing list) never creates.
+``obfuscate`` are relative to each place ``at`` reaches. A ``where`` condition holds when any value
+its pointer reaches equals the given one; ``null`` also holds when the pointer reaches nothing (a
+missing field). ``set`` never creates anything; ``add`` creates missing maps on the way, but ``*``
+(every element of an existing list) never creates.
 Operations run in file order on every object (applied and deleted) of every event; ``create``
 objects are added first, then transformed like the others.
 Malformed files raise :class:`~pipeline.model.errors.ConfigError` naming the file and the offending
@@ -335,7 +337,12 @@ def _obfuscate(node: Any, pointer: str) -> bool:
 
 
 def _matches_where(node: Any, where: tuple[tuple[str, Any], ...]) -> bool:
-    return all(value in resolve(node, pointer) for pointer, value in where)
+    return all(_holds(resolve(node, pointer), value) for pointer, value in where)
+
+
+def _holds(found: list[Any], value: Any) -> bool:
+    # null also matches an absent field, so a repair can fill a field only where it is missing
+    return value in found or (value is None and not found)
 
 
 def apply_operation(op: Operation, obj: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:

@@ -1,7 +1,10 @@
-"""``kubetape validate TRACE``: find what would stop a replay; ``validate explain [CODE]``: the rules.
+"""``kubetape validate TRACE...``: find what would stop a replay; ``validate explain [CODE]``: the rules.
+
+Several traces, or directories of traces, can be checked at once (a CI job over a folder of traces);
+an unreadable one is reported and the others are still checked.
 
 Exit codes: 0 when no errors are found (warnings allowed unless ``--strict``), 1 when errors are found
-(for CI), 2 for unreadable traces or bad arguments.
+(for CI), 2 when a trace is unreadable or the arguments are bad (this wins over 1).
 """
 
 from __future__ import annotations
@@ -12,60 +15,164 @@ import sys
 from pathlib import Path
 from typing import Any
 
+TRACE_SUFFIXES = (".sktrace", ".json", ".kseg", ".ktrace", ".trace")
+"""What a directory argument expands to (its files with these suffixes, not recursive)."""
+
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "validate",
-        help="check a trace for what would stop a replay (missing references, unplaceable objects, ...)",
-        description="Check a trace (SimKube v2 msgpack/JSON, or a kubetape trace) for what would stop a "
-        "replay. `kubetape validate explain [CODE]` explains one rule or lists them all.",
+        help="check traces for what would stop a replay (missing references, invalid objects, ...)",
+        description="Check traces (SimKube v2 msgpack/JSON, or kubetape traces/segments) for what would "
+        "stop a replay. A directory stands for its "
+        f"{', '.join('*' + s for s in TRACE_SUFFIXES)} files. Exit code: 0 no errors, 1 errors found "
+        "(warnings too with --strict), 2 unreadable trace or bad arguments. "
+        "`kubetape validate explain [CODE]` explains one rule or lists them all.",
     )
-    parser.add_argument("trace", help="the trace file, or 'explain' to explain rules")
-    parser.add_argument("code", nargs="?", default=None, help="with 'explain': the rule code (e.g. E0002)")
     parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="output (default: table)"
+        "traces", nargs="+", metavar="TRACE", help="trace files or directories, or 'explain [CODE]'"
+    )
+    parser.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="output (default: table); with several traces, JSON is one document with a 'traces' list",
     )
     parser.add_argument(
         "--fix",
         type=Path,
         default=None,
         metavar="FIX.yaml",
-        help="write the recommended repairs as a transform",
+        help="write the recommended repairs as a transform (one trace only)",
     )
     parser.add_argument("--start", default=None, help="check events from here: offset (90s, 5m) or @unix")
     parser.add_argument("--end", default=None, help="check events before here: offset (90s, 5m) or @unix")
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    parser.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="CODE[,CODE]",
+        help="leave out the findings of these rules (e.g. W0000 for traces that keep status); repeatable",
+    )
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from pipeline.model.errors import ConfigError
-    from pipeline.validate.fixes import render_fix_file
-    from pipeline.validate.report import findings_json, parse_time, render_table
+
+    if args.traces[0] == "explain":
+        if len(args.traces) > 2:
+            raise ConfigError("`validate explain` takes at most one rule code")
+        return _explain(args.traces[1] if len(args.traces) == 2 else None)
+    args.ignore = _ignored_codes(args.ignore)
+    paths = _expand(args.traces)
+    if args.fix is not None and len(paths) != 1:
+        raise ConfigError(f"--fix writes the repairs of one trace; got {len(paths)} traces")
+    if len(paths) == 1:
+        return _validate_one(paths[0], args)
+    return _validate_many(paths, args)
+
+
+def _ignored_codes(values: list[str]) -> set[str]:
+    """The rule codes given to ``--ignore`` (ConfigError listing the known codes for an unknown one)."""
+    from pipeline.validate.rules import rule
+
+    return {rule(code.strip()).code for value in values for code in value.split(",") if code.strip()}
+
+
+def _expand(arguments: list[str]) -> list[Path]:
+    from pipeline.model.errors import ConfigError
+
+    paths: list[Path] = []
+    for argument in arguments:
+        path = Path(argument)
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TRACE_SUFFIXES)
+            if not found:
+                raise ConfigError(
+                    f"{path}: no trace files in this directory (looked for {', '.join(TRACE_SUFFIXES)})"
+                )
+            paths.extend(found)
+        else:
+            paths.append(path)
+    return paths
+
+
+def _findings(path: Path, args: argparse.Namespace) -> list[Any]:
+    from pipeline.validate.report import parse_time
     from pipeline.validate.rules import validate_trace
     from pipeline.validate.tracefile import read_trace_file
 
-    if args.trace == "explain":
-        return _explain(args.code)
-    if args.code is not None:
-        raise ConfigError(f"unexpected argument {args.code!r} (only `validate explain` takes a code)")
-    trace = read_trace_file(Path(args.trace))
+    trace = read_trace_file(path)
     first_ts = trace.events[0].ts if trace.events else 0
     start = parse_time(args.start, first_ts) if args.start else None
     end = parse_time(args.end, first_ts) if args.end else None
-    findings = validate_trace(trace, start=start, end=end)
+    return [f for f in validate_trace(trace, start=start, end=end) if f.code not in args.ignore]
+
+
+def _failing(findings: list[Any], strict: bool) -> bool:
+    return any(strict or f.severity.value == "error" for f in findings)
+
+
+def _validate_one(path: Path, args: argparse.Namespace) -> int:
+    from pipeline.model.errors import ConfigError
+    from pipeline.validate.fixes import render_fix_file
+    from pipeline.validate.report import findings_json, render_table
+
+    findings = _findings(path, args)
     if args.format == "json":
-        print(json.dumps(findings_json(findings), indent=2))
+        document = {"trace": str(path), **findings_json(findings), "ignored_rules": sorted(args.ignore)}
+        print(json.dumps(document, indent=2))
     else:
-        print(render_table(findings))
+        print(render_table(findings) + _ignored_note(args.ignore))
     if args.fix is not None:
         try:
-            args.fix.write_text(render_fix_file(findings, args.trace), encoding="utf-8")
+            args.fix.write_text(render_fix_file(findings, str(path)), encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{args.fix}: cannot write the fix file ({exc.strerror or exc})") from None
         print(f"repairs written to {args.fix}", file=sys.stderr)
-    failing = [f for f in findings if args.strict or f.severity.value == "error"]
-    return 1 if failing else 0
+    return 1 if _failing(findings, args.strict) else 0
+
+
+def _validate_many(paths: list[Path], args: argparse.Namespace) -> int:
+    """Every trace in turn; an unreadable one is reported (exit 2 at the end) and the rest checked."""
+    from pipeline.model.errors import ConfigError, FormatError
+    from pipeline.validate.report import findings_json, render_table, summary_line
+
+    results: list[dict[str, Any]] = []
+    code = 0
+    for path in paths:
+        try:
+            findings = _findings(path, args)
+        except (ConfigError, FormatError) as exc:
+            print(f"kubetape: error: {exc}", file=sys.stderr)
+            results.append({"trace": str(path), "unreadable": str(exc)})
+            code = 2
+            continue
+        if _failing(findings, args.strict):
+            code = max(code, 1)
+        if args.format == "json":
+            results.append({"trace": str(path), **findings_json(findings)})
+        else:
+            print(f"== {path}\n{render_table(findings)}\n")
+            results.append({"trace": str(path), "summary": summary_line(findings)})
+    if args.format == "json":
+        document = {"traces": results, "exit_code": code, "ignored_rules": sorted(args.ignore)}
+        print(json.dumps(document, indent=2))
+    else:
+        print(_overview(results) + _ignored_note(args.ignore))
+    return code
+
+
+def _ignored_note(ignored: set[str]) -> str:
+    return f"\n(findings of {', '.join(sorted(ignored))} left out: --ignore)" if ignored else ""
+
+
+def _overview(results: list[dict[str, Any]]) -> str:
+    width = max(len(r["trace"]) for r in results)
+    rows = [f"{r['trace']:<{width}}  {r.get('summary') or 'UNREADABLE'}" for r in results]
+    return "\n".join([f"{len(results)} traces:", *rows])
 
 
 def _explain(code: str | None) -> int:

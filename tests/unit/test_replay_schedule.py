@@ -154,7 +154,8 @@ def test_invalid_settings_are_config_errors(speed: float, slots: int) -> None:
         Scheduler(run, speed=speed, max_in_flight=slots)
 
 
-async def test_real_clock_meets_millisecond_deadlines() -> None:
+async def test_real_clock_never_starts_a_step_before_its_deadline() -> None:
+    # how late steps start is measured by bench/bench_replay.py, not asserted here (shared machines)
     started: list[float] = []
     clock = MonotonicClock()
 
@@ -164,7 +165,5 @@ async def test_real_clock_meets_millisecond_deadlines() -> None:
     sched: Scheduler[str] = Scheduler(run, speed=10, clock=clock)
     stats = await sched.run(steps(*[(i * 100, f"k{i}") for i in range(20)]))  # every 10 ms of wall time
     assert stats.finished == 20
-    p99 = percentile(stats.lateness_ms, 0.99)
-    assert p99 is not None
-    assert p99 < 20.0
+    assert len(stats.lateness_ms) == 20
     assert min(stats.lateness_ms) >= 0.0

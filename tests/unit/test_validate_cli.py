@@ -22,7 +22,7 @@ def test_validate_fix_transform_revalidate(
     assert main(["validate", trace, "--fix", str(fix)]) == 1  # errors found: CI fails
     table = capsys.readouterr().out
     assert "E0002  0      1709241485  Deployment default/test-deployment" in table
-    assert "8 findings: 7 errors, 1 warning" in table
+    assert "11 findings: 10 errors, 1 warning" in table
     assert "kubetape transform" in fix.read_text()
     assert main(["transform", trace, str(fix), "-o", str(fixed)]) == 0
     assert "7 created" in capsys.readouterr().out
@@ -33,7 +33,7 @@ def test_validate_fix_transform_revalidate(
 def test_validate_json_output(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", str(shared_traces / "simkube-validation-trace.json"), "--format", "json"]) == 1
     report = json.loads(capsys.readouterr().out)
-    assert (report["errors"], report["warnings"]) == (7, 1)
+    assert (report["errors"], report["warnings"]) == (10, 1)
     first = report["findings"][0]
     assert first["code"] == "W0000"
     assert first["event_index"] == 0
@@ -107,4 +107,71 @@ def test_kubetape_traces_are_validated_too(
     path.write_bytes(encode_segment(simkube_to_trace(sk)))
     assert main(["validate", str(path), "--format", "json"]) == 1
     codes = sorted(f["code"] for f in json.loads(capsys.readouterr().out)["findings"])
-    assert codes == ["E0001", "E0002", "E0002", "E0002", "E0003", "E0003", "E0003", "W0000"]
+    assert codes == [
+        "E0001", "E0002", "E0002", "E0002", "E0003", "E0003", "E0003", "E0009", "E0010", "E0011", "W0000"
+    ]  # fmt: skip
+
+
+def test_every_shared_trace_in_one_ci_run(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A directory stands for its trace files (README.md is skipped); errors in one trace fail the run.
+    assert main(["validate", str(shared_traces)]) == 1
+    out = capsys.readouterr().out
+    assert out.endswith(
+        "4 traces:\n"
+        f"{shared_traces}/bare-pods.sktrace              no findings: the trace passes every rule\n"
+        f"{shared_traces}/cronjob.sktrace                no findings: the trace passes every rule\n"
+        f"{shared_traces}/simkube-trace.json             1 finding: 0 errors, 1 warning\n"
+        f"{shared_traces}/simkube-validation-trace.json  11 findings: 10 errors, 1 warning\n"
+    )
+    clean = [
+        str(shared_traces / name) for name in ("bare-pods.sktrace", "cronjob.sktrace", "simkube-trace.json")
+    ]
+    assert main(["validate", *clean]) == 0  # a warning alone passes ...
+    assert main(["validate", *clean, "--strict"]) == 1  # ... unless --strict
+
+
+def test_an_unreadable_trace_is_reported_and_the_others_still_checked(
+    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "broken.sktrace"
+    broken.write_bytes(b"\xc1 not msgpack")
+    good = str(shared_traces / "cronjob.sktrace")
+    assert main(["validate", str(broken), good, "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    assert "broken.sktrace" in captured.err
+    report = json.loads(captured.out)
+    assert report["exit_code"] == 2
+    unreadable, checked = report["traces"]
+    assert unreadable["trace"] == str(broken)
+    assert "broken.sktrace" in unreadable["unreadable"]
+    assert (checked["trace"], checked["findings"], checked["errors"]) == (good, [], 0)
+
+
+def test_validate_arguments_that_cannot_work_fail_before_any_work(
+    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fix = tmp_path / "fix.yaml"
+    assert main(["validate", str(shared_traces), "--fix", str(fix)]) == 2
+    assert "--fix writes the repairs of one trace; got 4 traces" in capsys.readouterr().err
+    assert not fix.exists()
+    assert main(["validate", str(tmp_path)]) == 2
+    assert "no trace files in this directory" in capsys.readouterr().err
+    assert main(["validate", "explain", "E0001", "E0002"]) == 2
+    assert "at most one rule code" in capsys.readouterr().err
+
+
+def test_ignored_rules_are_left_out_of_output_exit_code_and_fix_file(
+    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = str(shared_traces / "simkube-validation-trace.json")
+    fix = tmp_path / "fix.yaml"
+    ignored = ["--ignore", "W0000", "--ignore", "e0002,E0003", "--ignore", "E0001,E0009,E0010,E0011"]
+    assert main(["validate", trace, *ignored, "--fix", str(fix), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["findings"], report["errors"]) == ([], 0)
+    assert report["ignored_rules"] == ["E0001", "E0002", "E0003", "E0009", "E0010", "E0011", "W0000"]
+    assert "operations: []" in fix.read_text()
+    assert main(["validate", trace, "--ignore", "W0000"]) == 1  # the errors still fail the run
+    assert "(findings of W0000 left out: --ignore)" in capsys.readouterr().out
+    assert main(["validate", trace, "--ignore", "W0001"]) == 2
+    assert "unknown rule code 'W0001'" in capsys.readouterr().err

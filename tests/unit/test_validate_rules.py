@@ -12,7 +12,7 @@ from pipeline.formats.simkube import SimkubeEvent, SimkubeTrace
 from pipeline.model.errors import ConfigError
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.findings import Finding, Fix
-from pipeline.validate.fixes import render_fix_file
+from pipeline.validate.fixes import PLACEHOLDER_IMAGE, render_fix_file
 from pipeline.validate.rules import RULES, rule, validate_trace
 from pipeline.validate.tracefile import read_trace_file
 from pipeline.validate.transform import parse_transform
@@ -35,7 +35,8 @@ def _obj(
 
 def _deployment(name: str, pod_spec: dict[str, Any], namespace: str = "apps") -> dict[str, Any]:
     template = {"metadata": {"labels": {"app": name}}, "spec": pod_spec}
-    return _obj("Deployment", name, namespace, "apps/v1", spec={"template": template})
+    spec = {"selector": {"matchLabels": {"app": name}}, "template": template}
+    return _obj("Deployment", name, namespace, "apps/v1", spec=spec)
 
 
 def _container(**fields: Any) -> dict[str, Any]:
@@ -66,6 +67,14 @@ def test_shared_validation_trace_yields_the_expected_findings(shared_traces: Pat
         ("E0003", deployment, "ConfigMap default/a-config-map is not in the trace"),
         ("E0003", deployment, "ConfigMap default/another-config-map is not in the trace"),
         ("E0003", deployment, "ConfigMap default/the-config-map is not in the trace"),
+        (
+            "E0009",
+            deployment,
+            "envFrom entry 0 of container test-container names configMapRef another-config-map "
+            "and secretRef another-secret",
+        ),
+        ("E0010", deployment, "spec.selector is missing (the apiserver requires one)"),
+        ("E0011", deployment, "container test-container has no image"),
     }
     assert {f.event_index for f in findings} == {0}
     by_message = {f.message: f for f in findings}
@@ -76,6 +85,13 @@ def test_shared_validation_trace_yields_the_expected_findings(shared_traces: Pat
         "/spec/template/spec/serviceAccountName",
         "/spec/template/spec/serviceAccount",
     }
+    by_code = {f.code: f for f in findings}
+    assert by_code["E0009"].paths == (
+        "/spec/template/spec/containers/0/envFrom/0/configMapRef",
+        "/spec/template/spec/containers/0/envFrom/0/secretRef",
+    )
+    assert by_code["E0010"].paths == ("/spec/selector", "/spec/template/metadata/labels")
+    assert by_code["E0011"].paths == ("/spec/template/spec/containers/0/image",)
 
 
 def test_recommended_fixes_from_the_fix_file_clear_every_finding(shared_traces: Path) -> None:
@@ -89,6 +105,15 @@ def test_recommended_fixes_from_the_fix_file_clear_every_finding(shared_traces: 
     # The placeholders carry the keys the pods read, so key lookups succeed too.
     assert placeholders[("ConfigMap", "a-config-map")]["data"] == {"cm-key": "placeholder"}
     assert set(placeholders[("Secret", "a-secret")]["data"]) == {"secret-key"}
+    # ... and the Deployment is one the apiserver accepts (the e2e test applies it for real).
+    deployment = placeholders[("Deployment", "test-deployment")]
+    assert deployment["spec"]["selector"] == {"matchLabels": {"app": "test-app"}}
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["envFrom"] == [
+        {"configMapRef": {"name": "another-config-map"}},
+        {"secretRef": {"name": "another-secret"}},
+    ]
+    assert container["image"] == PLACEHOLDER_IMAGE
 
 
 def test_alternative_fixes_drop_references_and_their_volume_mounts(shared_traces: Path) -> None:
@@ -112,7 +137,8 @@ def test_env_var_keys_are_not_treated_as_resource_names() -> None:
     ]
     pod_spec = {"containers": [_container(env=env)]}
     # SimKube looks up "db-host" and "password" as object names: it reports both as missing here ...
-    present = [_obj("ConfigMap", "settings"), _obj("Secret", "creds"), _deployment("web", pod_spec)]
+    settings = _obj("ConfigMap", "settings", data={"db-host": "db"})
+    present = [settings, _obj("Secret", "creds"), _deployment("web", pod_spec)]
     assert validate_trace(_trace((10, present, []))) == []
     # ... and misses the real problem here, where only objects named like the keys exist.
     decoys = [_obj("ConfigMap", "db-host"), _obj("Secret", "password"), _deployment("web", pod_spec)]
@@ -285,7 +311,7 @@ def test_pods_pinned_to_nodes_are_reported_and_unpinned() -> None:
 
 # ---- rule registry -------------------------------------------------------------------------------
 def test_every_rule_has_a_unique_code_and_an_explanation() -> None:
-    assert len(RULES) == 9
+    assert len(RULES) == 15
     for code, r in RULES.items():
         assert r.code == code
         assert code[0] == ("E" if r.severity.value == "error" else "W")

@@ -28,7 +28,11 @@ def test_keyframe_objects_count_as_existing(tmp_path: Path) -> None:
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "a"}}
     spec = {
         "containers": [
-            {"name": "c", "envFrom": [{"configMapRef": {"name": "cfg"}}, {"secretRef": {"name": "s"}}]}
+            {
+                "name": "c",
+                "image": "busybox",
+                "envFrom": [{"configMapRef": {"name": "cfg"}}, {"secretRef": {"name": "s"}}],
+            }
         ]
     }
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "a"}, "spec": spec}

@@ -92,6 +92,15 @@ def test_where_filters_list_elements_and_removal_keeps_the_others() -> None:
     assert len(pod["spec"]["containers"][0]["env"]) == 5  # the input is never modified
 
 
+def test_where_null_matches_missing_fields_so_add_fills_only_gaps() -> None:
+    containers = [{"name": "a"}, {"name": "b", "image": "real:1"}, {"name": "c", "image": None}]
+    t = _transform({"at": "/spec/containers/*", "where": {"/image": None}, "add": {"/image": "pause"}})
+    out, changed = transform_object(t, _pod(containers=containers))
+    assert changed
+    assert out is not None
+    assert [c["image"] for c in out["spec"]["containers"]] == ["pause", "real:1", "pause"]
+
+
 def test_set_replaces_only_existing_values_and_add_creates() -> None:
     pod = _pod(
         containers=[{"name": "a", "env": [{"name": "X", "value": "secret"}, {"name": "Y", "valueFrom": {}}]}]
