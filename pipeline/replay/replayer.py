@@ -121,6 +121,8 @@ class ReplaySettings:
     """Wall seconds a replayed pod count may trail the recording by (see pipeline.replay.fidelity)."""
     cleanup_timeout_s: float = 180.0
     node_ready_timeout_s: float = 30.0
+    node_settle_s: float = 1.0
+    """Wait after the virtual nodes are Ready, before trace time starts (see _create_virtual_nodes)."""
     namespace_ready_timeout_s: float = 10.0
 
     def resolved_name(self) -> str:
@@ -312,6 +314,9 @@ class Replayer:
         while time.monotonic() < deadline:
             live = await self._cluster.list_objects("v1", "Node", label_selector=selector)
             if sum(1 for node in live if _is_ready(node)) >= len(nodes):
+                # KWOK marks a node Ready before its pod handling for that node has started; a pod
+                # bound in between is never started (kubernetes-sigs/kwok#1572): let it settle
+                await asyncio.sleep(self.settings.node_settle_s)
                 return
             await asyncio.sleep(0.1)
         log.warning(
