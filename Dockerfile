@@ -1,4 +1,4 @@
-# kubetape services (watcher, sink, replayer) as one slim, non-root image.
+# kubetape services (watcher, sink, replayer, controller) as one slim, non-root image.
 #   docker build -t kubetape:dev .
 FROM python:3.11-slim AS build
 WORKDIR /src
@@ -8,6 +8,8 @@ COPY services ./services
 RUN pip install --no-cache-dir --prefix=/install .
 
 FROM python:3.11-slim
+# no .pyc writes (the manifests mount the root filesystem read-only), logs straight to the container log
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 RUN useradd --uid 10001 --create-home --shell /usr/sbin/nologin kubetape
 COPY --from=build /install /usr/local
 USER 10001

@@ -1,0 +1,229 @@
+"""The objects a Simulation owns: names, labels, the replayer Job of each repetition, the node-pool ConfigMap.
+
+Names are deterministic (simulation name + repetition), so creating an object twice after a restart or a
+lost status update finds the first one instead of running a repetition twice. Everything carries an
+ownerReference to the Simulation, so deleting the Simulation garbage-collects it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from pipeline.controller.settings import ControllerSettings
+from pipeline.controller.spec import (
+    API_VERSION,
+    KIND,
+    SegmentsSource,
+    SimulationSpec,
+    TopicSource,
+    TraceSource,
+)
+
+SIMULATION_LABEL = "kubetape.dev/simulation"
+"""On every object the controller creates; value: :func:`label_value` of the Simulation's name."""
+REPETITION_LABEL = "kubetape.dev/repetition"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "kubetape-controller"}
+MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=kubetape-controller"
+FINALIZER = "kubetape.dev/simulation-cleanup"
+"""Held until the replayed objects of every repetition are gone (they are not owned by the Simulation)."""
+
+# Same values as pipeline.replay.rewrite.REPLAY_LABEL and pipeline.replay.replayer.ROOT_KIND: the
+# replayer labels everything with its replay name and owns it by ClusterRole ``kubetape-<replay name>``;
+# repeated here because stages must not import each other.
+REPLAY_LABEL = "kubetape.dev/replay"
+REPLAY_ROOT_API_VERSION = "rbac.authorization.k8s.io/v1"
+REPLAY_ROOT_KIND = "ClusterRole"
+
+SEGMENTS_MOUNT = "/var/lib/kubetape/segments"
+NODE_POOLS_MOUNT = "/etc/kubetape/node-pools"
+TERMINATION_LOG = "/dev/termination-log"
+"""The replayer writes its JSON report here; the kubelet hands it back in the pod's status (4 KiB max)."""
+KWOK_NODE_LABEL = ("type", "kwok")
+"""Virtual nodes carry this label (pipeline/stack/resources/node-skeleton.yaml); no replayer runs there."""
+
+_MAX_NAME = 63
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def label_value(name: str) -> str:
+    """A Simulation name as a label value (≤ 63 chars): long names are cut and made unique by a hash."""
+    if len(name) <= _MAX_NAME:
+        return name
+    return f"{name[:50].rstrip('.-')}-{_short_hash(name)}"
+
+
+def _base_name(simulation_name: str, room: int) -> str:
+    """The Simulation name as a DNS label of at most ``room`` chars (dots replaced, long names hashed)."""
+    base = simulation_name.replace(".", "-")
+    if len(base) > room or base != simulation_name:
+        base = f"{base[: room - 9].rstrip('-')}-{_short_hash(simulation_name)}"
+    return base
+
+
+def job_name(simulation_name: str, index: int) -> str:
+    """``<simulation>-r<index>`` (index from 1), at most 52 chars: Job names become pod labels, pods add
+    a suffix. Also the replay's name (``kubetape replay --name``): its root is ``ClusterRole kubetape-<job>``.
+    """
+    suffix = f"-r{index}"
+    return f"{_base_name(simulation_name, 52 - len(suffix))}{suffix}"
+
+
+def replay_root_name(simulation_name: str, index: int) -> str:
+    return f"kubetape-{job_name(simulation_name, index)}"
+
+
+def node_pools_name(simulation_name: str) -> str:
+    return f"{_base_name(simulation_name, 52)}-node-pools"
+
+
+def owner_reference(simulation: Mapping[str, Any]) -> dict[str, Any]:
+    meta = simulation["metadata"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def owned_by(obj: Mapping[str, Any], simulation: Mapping[str, Any]) -> bool:
+    uid = simulation["metadata"]["uid"]
+    return any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def _metadata(simulation: Mapping[str, Any], name: str, namespace: str, **labels: str) -> dict[str, Any]:
+    sim_name = simulation["metadata"]["name"]
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": {SIMULATION_LABEL: label_value(sim_name), **MANAGED_BY, **labels},
+        "annotations": {"kubetape.dev/simulation-name": sim_name},
+        "ownerReferences": [owner_reference(simulation)],
+    }
+
+
+def node_pools_config_map(
+    simulation: Mapping[str, Any], spec: SimulationSpec, settings: ControllerSettings
+) -> dict[str, Any] | None:
+    """The node skeletons as files for ``--nodes``; None when the Simulation has no node pools."""
+    if not spec.node_pools:
+        return None
+    name = simulation["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(simulation, node_pools_name(name), settings.namespace),
+        "data": {
+            f"pool-{i}.yaml": yaml.safe_dump(dict(pool.skeleton), sort_keys=False)
+            for i, pool in enumerate(spec.node_pools)
+        },
+    }
+
+
+def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[str]:
+    """The ``kubetape replay`` command line of one repetition (in a cluster: no --kubeconfig)."""
+    args = ["replay", "--name", job_name(simulation_name, index), "--speed", f"{spec.speed:g}"]
+    source = spec.source
+    if isinstance(source, TraceSource):
+        args += ["--trace", source.url]
+    elif isinstance(source, SegmentsSource):
+        directory = SEGMENTS_MOUNT if source.claim_name else ""
+        if source.path:
+            directory = f"{directory}/{source.path.lstrip('/')}" if directory else source.path
+        args += ["--segments", directory, "--from", source.time_from, "--to", source.time_to]
+    elif isinstance(source, TopicSource):
+        args += ["--topic", source.topic, "--bootstrap", source.bootstrap]
+        args += ["--from", source.time_from, "--to", source.time_to]
+    if spec.duration_s is not None:
+        args += ["--duration", f"{spec.duration_s:g}"]
+    if spec.namespace_prefix is not None:
+        args += ["--namespace-prefix", spec.namespace_prefix]
+    for i, pool in enumerate(spec.node_pools):
+        args += ["--nodes", f"{NODE_POOLS_MOUNT}/pool-{i}.yaml:{pool.count}"]
+    args += ["--report-json", TERMINATION_LOG]
+    return args
+
+
+def replayer_job(
+    simulation: Mapping[str, Any], index: int, spec: SimulationSpec, settings: ControllerSettings
+) -> dict[str, Any]:
+    """The Job running repetition ``index``: one pod, never retried (a replay is not idempotent)."""
+    sim_name = simulation["metadata"]["name"]
+    name = job_name(sim_name, index)
+    labels = {REPETITION_LABEL: str(index)}
+    # the root filesystem is read-only; /tmp stays writable for libraries that need scratch space
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if isinstance(spec.source, SegmentsSource) and spec.source.claim_name:
+        volumes.append(
+            {
+                "name": "segments",
+                "persistentVolumeClaim": {"claimName": spec.source.claim_name, "readOnly": True},
+            }
+        )
+        mounts.append({"name": "segments", "mountPath": SEGMENTS_MOUNT, "readOnly": True})
+    if spec.node_pools:
+        volumes.append({"name": "node-pools", "configMap": {"name": node_pools_name(sim_name)}})
+        mounts.append({"name": "node-pools", "mountPath": NODE_POOLS_MOUNT, "readOnly": True})
+    container: dict[str, Any] = {
+        "name": "replay",
+        "image": settings.image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "args": replay_args(sim_name, index, spec),
+        # success: the report written to /dev/termination-log; failure: the last log lines (the error)
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "resources": {
+            "requests": {"cpu": settings.job_cpu_request, "memory": settings.job_memory_request},
+            "limits": {"memory": settings.job_memory_limit},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": mounts,
+    }
+    key, value = KWOK_NODE_LABEL
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(simulation, name, settings.namespace, **labels),
+        "spec": {
+            "backoffLimit": 0,
+            "parallelism": 1,
+            "completions": 1,
+            "template": {
+                "metadata": {"labels": {SIMULATION_LABEL: label_value(sim_name), **MANAGED_BY, **labels}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": settings.service_account,
+                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    # the replayer must run on a real node, never on the fake nodes it simulates
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {"key": key, "operator": "NotIn", "values": [value]}
+                                        ]
+                                    }
+                                ]
+                            }
+                        }
+                    },
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }

@@ -1,0 +1,66 @@
+"""What the controller needs from the cluster (:class:`pipeline.io.kube_controller.KubeControllerClient`).
+
+Unit tests implement it in memory. Errors are the io layer's: ``ObjectRejectedError`` (status 404, 409…)
+and ``ApiUnavailableError`` (retriable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+
+class ControllerCluster(Protocol):
+    async def list_objects(
+        self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
+    ) -> list[dict[str, Any]]: ...
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None: ...
+
+    async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Raises ObjectRejectedError with status 409 when the object exists."""
+        ...
+
+    async def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT with ``metadata.resourceVersion``: ObjectRejectedError 409 if someone changed it since."""
+        ...
+
+    async def merge_patch(
+        self, api_version: str, kind: str, namespace: str | None, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]: ...
+
+    async def patch_status(
+        self, api_version: str, kind: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Merge-patch the status subresource of a cluster-scoped object."""
+        ...
+
+    async def delete(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: str = "Background",
+    ) -> bool: ...
+
+    async def record_event(
+        self, involved: dict[str, Any], event_type: str, reason: str, message: str
+    ) -> None:
+        """A Kubernetes Event about ``involved`` (best effort: an Event that cannot be written is logged)."""
+        ...
+
+
+class ChangeFeed(Protocol):
+    def watch_changes(
+        self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str = ""
+    ) -> AsyncIterator[str]:
+        """Yields something after every change of the listed objects, forever (a wake-up signal)."""
+        ...
+
+
+class ControllerClient(ControllerCluster, ChangeFeed, Protocol):
+    """Both ports: what :class:`pipeline.controller.controller.Controller` runs on."""

@@ -1,0 +1,183 @@
+"""Reading a Simulation's spec: validated once into a frozen :class:`SimulationSpec`.
+
+The CRD's OpenAPI schema already refuses most bad shapes at admission; this module checks again (the
+controller must not trust stored objects: the schema may be older, or validation skipped) and adds what
+a schema cannot say, such as whether ``from``/``to`` are times ``kubetape replay`` understands. Every
+problem is a :class:`SimulationSpecError` naming the field and what to write instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pipeline.model.errors import ConfigError
+
+API_GROUP = "kubetape.dev"
+API_VERSION = f"{API_GROUP}/v1"
+KIND = "Simulation"
+PLURAL = "simulations"
+
+MAX_REPETITIONS = 100
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_DURATION_UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_RELATIVE_TIME = re.compile(r"^-[0-9]+(?:\.[0-9]+)?(ms|s|m|h|d)$")
+_BOOTSTRAP = re.compile(r"^[^\s,:]+:[0-9]+(,[^\s,:]+:[0-9]+)*$")
+
+
+class SimulationSpecError(ConfigError):
+    """A Simulation's spec cannot be run as written; the message names the field and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentsSource:
+    claim_name: str | None
+    path: str | None
+    time_from: str
+    time_to: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSource:
+    bootstrap: str
+    topic: str
+    time_from: str
+    time_to: str
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSource:
+    url: str
+
+
+TraceSourceSpec = SegmentsSource | TopicSource | TraceSource
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    skeleton: Mapping[str, Any]
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationSpec:
+    source: TraceSourceSpec
+    speed: float = 1.0
+    duration_s: float | None = None
+    repetitions: int = 1
+    namespace_prefix: str | None = None
+    node_pools: tuple[NodePool, ...] = ()
+    paused: bool = False
+
+
+def parse_duration(text: str, where: str) -> float:
+    """``90s``, ``10m``, ``1h30m``, ``250ms`` → seconds."""
+    if not text or _DURATION_PART.sub("", text) != "":
+        raise SimulationSpecError(
+            f"{where}: {text!r} is not a duration; write it like 90s, 10m or 1h30m (units ms, s, m, h)"
+        )
+    return sum(float(n) * _DURATION_UNITS_S[unit] for n, unit in _DURATION_PART.findall(text))
+
+
+def check_time(text: str, where: str) -> str:
+    """Accept the times ``kubetape replay --from/--to`` accept: ``now``, ``-30m``, epoch ms, ISO-8601."""
+    value = text.strip()
+    if value == "now" or _RELATIVE_TIME.match(value) or value.isdigit():
+        return value
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise SimulationSpecError(
+            f"{where}: {text!r} is not a time; use now, a relative time like -30m or -2h, "
+            f"epoch milliseconds, or ISO-8601 such as 2026-01-31T12:00:00Z"
+        ) from None
+    return value
+
+
+def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
+    """The validated spec of a Simulation object; SimulationSpecError says which field is wrong."""
+    spec = simulation.get("spec")
+    if not isinstance(spec, Mapping):
+        raise SimulationSpecError("spec: missing; a Simulation needs at least spec.source")
+    speed = spec.get("speed", 1.0)
+    if not isinstance(speed, int | float) or isinstance(speed, bool) or speed <= 0:
+        raise SimulationSpecError(f"spec.speed: {speed!r} must be a number above 0, e.g. 10")
+    repetitions = spec.get("repetitions", 1)
+    if not isinstance(repetitions, int) or not 1 <= repetitions <= MAX_REPETITIONS:
+        raise SimulationSpecError(
+            f"spec.repetitions: {repetitions!r} must be a whole number from 1 to {MAX_REPETITIONS}"
+        )
+    duration = spec.get("duration")
+    prefix = spec.get("namespacePrefix")
+    if prefix is not None and not isinstance(prefix, str):
+        raise SimulationSpecError(f"spec.namespacePrefix: {prefix!r} must be a string")
+    return SimulationSpec(
+        source=_parse_source(spec.get("source")),
+        speed=float(speed),
+        duration_s=None if duration is None else parse_duration(str(duration), "spec.duration"),
+        repetitions=repetitions,
+        namespace_prefix=prefix,
+        node_pools=_parse_node_pools(spec.get("nodePools") or []),
+        paused=bool(spec.get("paused", False)),
+    )
+
+
+def _parse_source(source: Any) -> TraceSourceSpec:
+    if not isinstance(source, Mapping):
+        raise SimulationSpecError("spec.source: missing; give exactly one of segments, topic or traceURL")
+    given = [name for name in ("segments", "topic", "traceURL") if source.get(name) is not None]
+    if len(given) != 1:
+        raise SimulationSpecError(
+            f"spec.source: has {', '.join(given) or 'none'}; give exactly one of segments, topic or traceURL"
+        )
+    if "traceURL" in given:
+        url = str(source["traceURL"])
+        if not (url.startswith(("http://", "https://", "/"))):
+            raise SimulationSpecError(
+                f"spec.source.traceURL: {url!r} must be an http(s) URL or an absolute path in the image"
+            )
+        return TraceSource(url)
+    if "segments" in given:
+        seg = source["segments"]
+        where = "spec.source.segments"
+        if not isinstance(seg, Mapping) or not (seg.get("claimName") or seg.get("path")):
+            raise SimulationSpecError(f"{where}: needs claimName (a PVC holding segments), path, or both")
+        return SegmentsSource(
+            claim_name=seg.get("claimName") or None,
+            path=seg.get("path") or None,
+            time_from=check_time(str(seg.get("from", "")), f"{where}.from"),
+            time_to=check_time(str(seg.get("to", "")), f"{where}.to"),
+        )
+    topic = source["topic"]
+    where = "spec.source.topic"
+    if not isinstance(topic, Mapping) or not _BOOTSTRAP.match(str(topic.get("bootstrap", ""))):
+        raise SimulationSpecError(f"{where}.bootstrap: must be host:port[,host:port…], e.g. kafka:9092")
+    return TopicSource(
+        bootstrap=str(topic["bootstrap"]),
+        topic=str(topic.get("topic") or "kubetape.events"),
+        time_from=check_time(str(topic.get("from", "")), f"{where}.from"),
+        time_to=check_time(str(topic.get("to", "")), f"{where}.to"),
+    )
+
+
+def _parse_node_pools(pools: Any) -> tuple[NodePool, ...]:
+    if not isinstance(pools, list):
+        raise SimulationSpecError("spec.nodePools: must be a list of {skeleton, count}")
+    if len(pools) > 1:
+        raise SimulationSpecError(
+            "spec.nodePools: only one pool is supported for now (kubetape replay takes one --nodes)"
+        )
+    parsed = []
+    for i, pool in enumerate(pools):
+        where = f"spec.nodePools[{i}]"
+        skeleton = pool.get("skeleton") if isinstance(pool, Mapping) else None
+        if not isinstance(skeleton, Mapping) or skeleton.get("kind") != "Node":
+            raise SimulationSpecError(f"{where}.skeleton: must be an object of kind: Node")
+        count = pool.get("count")
+        if not isinstance(count, int) or count < 1:
+            raise SimulationSpecError(f"{where}.count: {count!r} must be a whole number ≥ 1")
+        parsed.append(NodePool(skeleton, count))
+    return tuple(parsed)

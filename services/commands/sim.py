@@ -1,0 +1,411 @@
+"""``kubetape sim run|list|pause|resume|delete`` (Simulation resources) and ``kubetape controller``.
+
+A Simulation (CRD ``simulations.kubetape.dev``, k8s/sim/simulation-crd.yaml) describes a replay; the
+controller runs each repetition as a replayer Job in its namespace, one Simulation at a time per
+cluster. ``kubetape controller`` serves ``/healthz``, ``/readyz`` and ``/metrics`` on 127.0.0.1 by
+default and, on SIGTERM/SIGINT, finishes its pass, gives up its Lease and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline.model.errors import ConfigError
+
+log = logging.getLogger("kubetape.controller")
+
+API_VERSION = "kubetape.dev/v1"
+KIND = "Simulation"
+TERMINAL = ("Succeeded", "Failed")
+
+
+# ---- argument parsing ------------------------------------------------------------------------------
+def register(subparsers: Any) -> None:
+    _register_sim(subparsers)
+    _register_controller(subparsers)
+
+
+def _kubeconfig_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        help="kubeconfig of the simulation cluster (default: $KUBECONFIG, else in-cluster credentials)",
+    )
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+
+
+def _register_sim(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "sim", help="create and drive Simulation resources (replays run by `kubetape controller`)"
+    )
+    verbs = parser.add_subparsers(dest="sim_command", required=True, metavar="VERB")
+
+    run = verbs.add_parser("run", help="create a Simulation")
+    run.add_argument("name", help="Simulation name (a DNS name)")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", metavar="URL_OR_PATH", help="trace file: http(s) URL or path in the image")
+    source.add_argument("--segments-claim", metavar="PVC", help="PersistentVolumeClaim holding sink segments")
+    source.add_argument("--segments-path", metavar="DIR", help="segment directory in the image (no claim)")
+    source.add_argument("--topic", help="Kafka topic to read the range from (needs --bootstrap)")
+    run.add_argument("--path", default=None, help="with --segments-claim: the segment directory inside it")
+    run.add_argument("--bootstrap", default=None, help="with --topic: Kafka bootstrap host:port")
+    run.add_argument(
+        "--from",
+        dest="time_from",
+        default=None,
+        help="range start: now, epoch ms, ISO-8601 or relative (write --from=-30m)",
+    )
+    run.add_argument("--to", dest="time_to", default=None, help="range end (same forms as --from)")
+    run.add_argument("--speed", type=float, default=1.0, help="trace seconds per wall second (default 1)")
+    run.add_argument("--duration", default=None, help="trace time to replay, e.g. 90s or 10m (default: all)")
+    run.add_argument("--repetitions", type=int, default=1, help="runs, one after the other (default 1)")
+    run.add_argument("--namespace-prefix", default=None, help="replayed namespaces are PREFIX-NS")
+    run.add_argument(
+        "--nodes", default=None, metavar="SKELETON.yaml:N", help="N virtual nodes from a Node YAML"
+    )
+    run.add_argument("--paused", action="store_true", help="create it paused (resume to start)")
+    run.add_argument(
+        "--wait", action="store_true", help="wait until it Succeeded or Failed (exit 1 on Failed)"
+    )
+    run.add_argument("--dry-run", action="store_true", help="print the Simulation as YAML, create nothing")
+    _kubeconfig_flag(run)
+    run.set_defaults(func=_sim_run)
+
+    listing = verbs.add_parser("list", help="Simulations with phase and progress")
+    listing.add_argument("--json", action="store_true", help="the full objects as JSON")
+    _kubeconfig_flag(listing)
+    listing.set_defaults(func=_sim_list)
+
+    for verb, paused in (("pause", True), ("resume", False)):
+        sub = verbs.add_parser(
+            verb,
+            help="start no further repetition (the running one finishes)"
+            if paused
+            else "continue a paused one",
+        )
+        sub.add_argument("name")
+        _kubeconfig_flag(sub)
+        sub.set_defaults(func=_sim_pause, paused=paused)
+
+    delete = verbs.add_parser("delete", help="stop a Simulation and remove everything it created")
+    delete.add_argument("name")
+    delete.add_argument("--wait", action="store_true", help="wait until the cleanup is done")
+    _kubeconfig_flag(delete)
+    delete.set_defaults(func=_sim_delete)
+
+
+def _register_controller(subparsers: Any) -> None:
+    from pipeline.controller.settings import (
+        DEFAULT_IMAGE,
+        DEFAULT_LEASE_NAME,
+        DEFAULT_NAMESPACE,
+        DEFAULT_SERVICE_ACCOUNT,
+    )
+
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "controller", help="run the Simulation controller (replayer Jobs, one simulation at a time)"
+    )
+    _kubeconfig_flag(parser)
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
+        help=f"namespace of the Jobs and the Lease (default: $POD_NAMESPACE, else {DEFAULT_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--image",
+        default=os.environ.get("KUBETAPE_IMAGE", DEFAULT_IMAGE),
+        help=f"kubetape image the replayer Jobs run (default: $KUBETAPE_IMAGE, else {DEFAULT_IMAGE})",
+    )
+    parser.add_argument(
+        "--service-account",
+        default=DEFAULT_SERVICE_ACCOUNT,
+        help=f"service account of the replayer Jobs (default: {DEFAULT_SERVICE_ACCOUNT})",
+    )
+    parser.add_argument(
+        "--identity",
+        default=os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+        help="Lease holder identity (default: $POD_NAME, else host-pid)",
+    )
+    parser.add_argument("--lease-name", default=DEFAULT_LEASE_NAME, help=f"(default: {DEFAULT_LEASE_NAME})")
+    parser.add_argument(
+        "--lease-duration", type=int, default=15, help="seconds a silent holder keeps the Lease (default 15)"
+    )
+    parser.add_argument(
+        "--renew-interval",
+        type=float,
+        default=5.0,
+        help="seconds between Lease renewals and passes (default 5)",
+    )
+    parser.add_argument(
+        "--http-host", default="127.0.0.1", help="health/metrics address (default: 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--http-port", type=int, default=8081, help="health/metrics port, 0 = any (default 8081)"
+    )
+    parser.add_argument("--log-format", choices=["json", "text"], default="json", help="(default: json)")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning"], default="info")
+    parser.set_defaults(func=_controller)
+
+
+# ---- kubetape sim ------------------------------------------------------------------------------------
+def simulation_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The Simulation object ``kubetape sim run`` creates; ConfigError names a wrong flag."""
+    from services.commands.replay import parse_nodes
+
+    ranged = bool(args.segments_claim or args.segments_path or args.topic)
+    if ranged and not (args.time_from and args.time_to):
+        raise ConfigError(
+            "--segments-claim/--segments-path/--topic need --from and --to (e.g. --from=-30m --to now)"
+        )
+    source: dict[str, Any]
+    if args.trace:
+        source = {"traceURL": args.trace}
+    elif args.topic:
+        if not args.bootstrap:
+            raise ConfigError("--topic needs --bootstrap HOST:PORT (the Kafka brokers the Job can reach)")
+        source = {
+            "topic": {
+                "topic": args.topic,
+                "bootstrap": args.bootstrap,
+                "from": args.time_from,
+                "to": args.time_to,
+            }
+        }
+    else:
+        segments: dict[str, Any] = {"from": args.time_from, "to": args.time_to}
+        if args.segments_claim:
+            segments["claimName"] = args.segments_claim
+        path = args.path if args.segments_claim else args.segments_path
+        if path:
+            segments["path"] = path
+        source = {"segments": segments}
+    spec: dict[str, Any] = {"source": source, "speed": args.speed, "repetitions": args.repetitions}
+    if args.duration:
+        spec["duration"] = args.duration
+    if args.namespace_prefix is not None:
+        spec["namespacePrefix"] = args.namespace_prefix
+    if args.nodes:
+        skeleton, count = parse_nodes(args.nodes)
+        spec["nodePools"] = [{"skeleton": skeleton, "count": count}]
+    if args.paused:
+        spec["paused"] = True
+    simulation = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": args.name}, "spec": spec}
+    from pipeline.controller.spec import SimulationSpecError, parse_spec
+
+    try:
+        parse_spec(simulation)  # the controller's own checks, before anything reaches the cluster
+    except SimulationSpecError as exc:
+        raise ConfigError(str(exc)) from None
+    return simulation
+
+
+def _sim_run(args: argparse.Namespace) -> int:
+    simulation = simulation_from_args(args)
+    if args.dry_run:
+        print(yaml.safe_dump(simulation, sort_keys=False), end="")
+        return 0
+
+    async def run() -> int:
+        async with _client(args) as kube:
+            await _call(kube.create(simulation), f"create Simulation {args.name}")
+            print(f"simulation {args.name} created")
+            if not args.wait:
+                return 0
+            phase = await _wait_for_phase(kube, args.name)
+            return 0 if phase == "Succeeded" else 1
+
+    return asyncio.run(run())
+
+
+async def _wait_for_phase(kube: Any, name: str) -> str:
+    last = ""
+    while True:
+        sim = await kube.get(API_VERSION, KIND, None, name)
+        if sim is None:
+            raise ConfigError(f"Simulation {name} was deleted while waiting for it")
+        status = sim.get("status") or {}
+        line = f"{status.get('phase', 'Pending')}: {status.get('message', '')}"
+        if line != last:
+            print(f"[sim {name}] {line}", file=sys.stderr)
+            last = line
+        if status.get("phase") in TERMINAL:
+            return str(status["phase"])
+        await asyncio.sleep(2.0)
+
+
+def _sim_list(args: argparse.Namespace) -> int:
+    async def run() -> list[dict[str, Any]]:
+        async with _client(args) as kube:
+            found: list[dict[str, Any]] = await _call(
+                kube.list_objects(API_VERSION, KIND), "list Simulations"
+            )
+            return found
+
+    simulations = asyncio.run(run())
+    if args.json:
+        print(json.dumps(simulations, indent=2))
+        return 0
+    print(format_table(simulations))
+    return 0
+
+
+def format_table(simulations: list[dict[str, Any]]) -> str:
+    rows = [("NAME", "PHASE", "DONE", "SPEED", "STARTED", "MESSAGE")]
+    for sim in sorted(simulations, key=lambda s: s["metadata"]["name"]):
+        spec, status = sim.get("spec") or {}, sim.get("status") or {}
+        rows.append(
+            (
+                sim["metadata"]["name"],
+                str(status.get("phase", "Pending")),
+                f"{status.get('completedRepetitions', 0)}/{spec.get('repetitions', 1)}",
+                f"{spec.get('speed', 1):g}",
+                str(status.get("startTime", "-")),
+                str(status.get("message", ""))[:80],
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in rows
+    )
+
+
+def _sim_pause(args: argparse.Namespace) -> int:
+    async def run() -> None:
+        async with _client(args) as kube:
+            patch = {"spec": {"paused": args.paused}}
+            await _call(
+                kube.merge_patch(API_VERSION, KIND, None, args.name, patch), f"patch Simulation {args.name}"
+            )
+
+    asyncio.run(run())
+    print(f"simulation {args.name} {'paused' if args.paused else 'resumed'}")
+    return 0
+
+
+def _sim_delete(args: argparse.Namespace) -> int:
+    async def run() -> bool:
+        async with _client(args) as kube:
+            found: bool = await _call(
+                kube.delete(API_VERSION, KIND, None, args.name), f"delete Simulation {args.name}"
+            )
+            while args.wait and found:
+                if await kube.get(API_VERSION, KIND, None, args.name) is None:
+                    break
+                await asyncio.sleep(1.0)
+            return found
+
+    if not asyncio.run(run()):
+        raise ConfigError(f"there is no Simulation named {args.name!r}; `kubetape sim list` shows them")
+    print(f"simulation {args.name} deleted" + (" and cleaned up" if args.wait else " (cleanup in progress)"))
+    return 0
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from contextlib import asynccontextmanager
+
+    from pipeline.io.kube_controller import KubeControllerClient, kube_api_auto
+
+    @asynccontextmanager
+    async def opened() -> Any:
+        async with kube_api_auto(args.kubeconfig, args.context) as api:
+            yield KubeControllerClient(api)
+
+    return opened()
+
+
+async def _call(awaitable: Any, what: str) -> Any:
+    """Run one API call; a missing CRD or a refusal becomes an error saying what to do."""
+    from pipeline.io.kube_apply import ObjectRejectedError, UnknownKindError
+
+    try:
+        return await awaitable
+    except UnknownKindError:
+        raise ConfigError(
+            f"{what}: the cluster does not know Simulations; install the CRD: "
+            f"kubectl apply -f k8s/sim/simulation-crd.yaml (or kubectl apply -k k8s/sim)"
+        ) from None
+    except ObjectRejectedError as exc:
+        if exc.status == 404:
+            raise ConfigError(f"{what}: not found; `kubetape sim list` shows the Simulations") from None
+        if exc.status == 409:
+            raise ConfigError(
+                f"{what}: a Simulation of that name exists; pick another or delete it"
+            ) from None
+        raise ConfigError(str(exc)) from None
+
+
+# ---- kubetape controller -----------------------------------------------------------------------------
+def _controller(args: argparse.Namespace) -> int:
+    from pipeline.controller.settings import ControllerSettings
+    from pipeline.io.http import HttpSettings
+    from services.logs import configure_logging
+
+    if not 0 < args.renew_interval < args.lease_duration:
+        raise ConfigError(
+            f"--renew-interval {args.renew_interval:g} must be above 0 and below --lease-duration "
+            f"{args.lease_duration} (else the Lease expires between renewals); e.g. 5 and 15"
+        )
+    configure_logging(json_lines=args.log_format == "json", level=getattr(logging, args.log_level.upper()))
+    settings = ControllerSettings(
+        identity=args.identity,
+        namespace=args.namespace,
+        image=args.image,
+        service_account=args.service_account,
+        lease_name=args.lease_name,
+        lease_duration_s=args.lease_duration,
+        renew_interval_s=args.renew_interval,
+    )
+    http = HttpSettings(host=args.http_host, port=args.http_port)
+    return asyncio.run(serve_controller(settings, http, args.kubeconfig, args.context))
+
+
+async def serve_controller(
+    settings: Any, http: Any, kubeconfig: Path | None, context: str | None = None
+) -> int:
+    """Run the controller until SIGTERM/SIGINT; returns the exit code."""
+    from pipeline.controller.controller import Controller
+    from pipeline.io.http import bound_port, create_app, start_http
+    from pipeline.io.kube_controller import KubeControllerClient, kube_api_auto
+    from pipeline.io.metrics import Metrics
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    metrics = Metrics()
+    try:
+        async with kube_api_auto(kubeconfig, context) as api:
+            controller = Controller(KubeControllerClient(api), settings, metrics)
+            runner = await start_http(create_app(metrics, lambda: controller.ready), http)
+            log.info(
+                "controller %s: namespace %s, image %s; health on http://%s:%d",
+                settings.identity,
+                settings.namespace,
+                settings.image,
+                http.host,
+                bound_port(runner),
+            )
+            started = time.monotonic()
+            try:
+                await controller.run(stop)
+            finally:
+                await runner.cleanup()
+            log.info("stopped cleanly after %.0f s (Lease released)", time.monotonic() - started)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    return 0

@@ -1,0 +1,482 @@
+"""The Simulation controller on the real ``sim`` KWOK cluster.
+
+``kubetape controller`` runs as a real process. KWOK pods execute nothing, so the test plays the two
+parts a real node would: it runs the replayer Job's exact command line here (``kubetape replay`` with
+the Job's arguments, the node-pool ConfigMap written where the pod would mount it, ``--kubeconfig``
+added), then reports the outcome the way the kubelet does: the pod's status becomes Succeeded (or
+Failed) with the replay report (or the error's log tail) as the container's termination message. From
+there the real Job controller completes the Job and the kubetape controller reads the result back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from pipeline.controller.spec import API_VERSION, KIND
+from pipeline.io.kube_controller import KubeControllerClient, kube_api_auto
+from pipeline.stack.stack import StackInfo
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CRD = REPO_ROOT / "k8s" / "sim" / "simulation-crd.yaml"
+SKELETON = REPO_ROOT / "pipeline" / "stack" / "resources" / "node-skeleton.yaml"
+KUBETAPE = Path(sys.executable).parent / "kubetape"
+NS = "kubetape-ctrl-test"
+T = TypeVar("T")
+
+
+# ---- fixtures ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def kubectl(stack_info: StackInfo, sim_kubeconfig: Path) -> Callable[..., str]:
+    def run(*args: str, stdin: str | None = None) -> str:
+        result = subprocess.run(
+            [str(stack_info.bin_dir / "kubectl"), "--kubeconfig", str(sim_kubeconfig), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+        return result.stdout
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def simulation_cluster(kubectl: Callable[..., str]) -> None:
+    """The CRD installed for real, the controller's namespace and the replayer's service account."""
+    kubectl("apply", "-f", str(CRD))
+    kubectl("wait", "--for=condition=Established", "crd/simulations.kubetape.dev", "--timeout=30s")
+    with contextlib.suppress(AssertionError):
+        kubectl("create", "namespace", NS)
+    with contextlib.suppress(AssertionError):
+        kubectl("-n", NS, "create", "serviceaccount", "kubetape-replayer")
+
+
+@pytest.fixture
+async def kube(sim_kubeconfig: Path, simulation_cluster: None) -> AsyncIterator[KubeControllerClient]:
+    async with kube_api_auto(sim_kubeconfig) as api:
+        yield KubeControllerClient(api)
+
+
+@dataclass
+class ControllerProcess:
+    identity: str
+    process: subprocess.Popen[str]
+    log: Path
+
+    def stop(self) -> int:
+        """SIGTERM, as Kubernetes stops a pod; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=30)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def health_port(self) -> int:
+        found = re.search(r"health on http://127\.0\.0\.1:(\d+)", self.log.read_text())
+        assert found, self.log.read_text()
+        return int(found.group(1))
+
+
+@pytest.fixture
+def start_controller(
+    sim_kubeconfig: Path, simulation_cluster: None, tmp_path: Path
+) -> Iterator[Callable[[str], ControllerProcess]]:
+    started: list[ControllerProcess] = []
+
+    def start(identity: str) -> ControllerProcess:
+        log = tmp_path / f"controller-{identity}.log"
+        command = [
+            str(KUBETAPE), "controller", "--kubeconfig", str(sim_kubeconfig), "--namespace", NS,
+            "--identity", identity, "--image", "kubetape:test", "--lease-duration", "4",
+            "--renew-interval", "1", "--http-port", "0", "--log-format", "text",
+        ]  # fmt: skip
+        with log.open("w") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
+        handle = ControllerProcess(identity, process, log)
+        started.append(handle)
+        return handle
+
+    yield start
+    for handle in started:
+        code = handle.stop()
+        assert code in (0, -9), f"controller {handle.identity} exited {code}:\n{handle.log.read_text()}"
+
+
+@dataclass
+class Env:
+    """What each test works with: the API, kubectl, controller processes, the cluster, a scratch dir."""
+
+    kube: KubeControllerClient
+    kubectl: Callable[..., str]
+    start_controller: Callable[[str], ControllerProcess]
+    kubeconfig: Path
+    tmp: Path
+
+
+@pytest.fixture
+def env(
+    kube: KubeControllerClient,
+    kubectl: Callable[..., str],
+    start_controller: Callable[[str], ControllerProcess],
+    sim_kubeconfig: Path,
+    tmp_path: Path,
+) -> Env:
+    return Env(kube, kubectl, start_controller, sim_kubeconfig, tmp_path)
+
+
+# ---- helpers ----------------------------------------------------------------------------------------
+async def eventually(check: Callable[[], Awaitable[T | None]], what: str, timeout_s: float = 60.0) -> T:
+    """Poll ``check`` until it returns something truthy (state, not timing, is what the tests assert)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.5)
+
+
+def simulation(name: str, trace: Path, **spec: Any) -> dict[str, Any]:
+    body = {"source": {"traceURL": str(trace)}, "speed": 10, "namespacePrefix": "ctrl", **spec}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": body}
+
+
+async def phase_of(kube: KubeControllerClient, name: str, phase: str) -> dict[str, Any] | None:
+    sim = await kube.get(API_VERSION, KIND, None, name)
+    if sim is not None and (sim.get("status") or {}).get("phase") == phase:
+        return sim
+    return None
+
+
+async def job_for(kube: KubeControllerClient, name: str) -> dict[str, Any] | None:
+    return await kube.get("batch/v1", "Job", NS, name)
+
+
+async def job_pod(kube: KubeControllerClient, job: str) -> dict[str, Any] | None:
+    pods = await kube.list_objects("v1", "Pod", namespace=NS, label_selector=f"job-name={job}")
+    return pods[0] if pods else None
+
+
+def replay_command(
+    job: dict[str, Any], kubeconfig: Path, pod_dir: Path, kube_pools: dict[str, str]
+) -> list[str]:
+    """The Job's container command, made runnable here: mounted files written to ``pod_dir``."""
+    args: list[str] = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    pod_dir.mkdir(parents=True, exist_ok=True)
+    for file_name, text in kube_pools.items():
+        (pod_dir / file_name).write_text(text)
+    rewritten = [
+        arg.replace("/etc/kubetape/node-pools", str(pod_dir)).replace(
+            "/dev/termination-log", str(pod_dir / "termination-log")
+        )
+        for arg in args
+    ]
+    return [str(KUBETAPE), *rewritten, "--kubeconfig", str(kubeconfig)]
+
+
+async def run_repetition_here(
+    kube: KubeControllerClient, job_name: str, kubeconfig: Path, pod_dir: Path
+) -> tuple[int, str]:
+    """Run what the Job's pod would run; returns (exit code, what the termination message would hold)."""
+    job = await eventually(lambda: job_for(kube, job_name), f"Job {job_name}")
+    pools: dict[str, str] = {}
+    volumes = job["spec"]["template"]["spec"].get("volumes") or []
+    for volume in volumes:
+        if "configMap" in volume:
+            config_map = await kube.get("v1", "ConfigMap", NS, volume["configMap"]["name"])
+            assert config_map is not None
+            pools = config_map["data"]
+    process = await asyncio.create_subprocess_exec(
+        *replay_command(job, kubeconfig, pod_dir, pools),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await process.communicate()
+    code = process.returncode
+    assert code is not None
+    report = pod_dir / "termination-log"
+    if code == 0:
+        return code, report.read_text()
+    return code, output.decode()[-2048:]  # FallbackToLogsOnError: the log tail
+
+
+def kubelet_reports(kubectl: Callable[..., str], pod: str, *, exit_code: int, message: str) -> None:
+    """What the kubelet would write when the replay container ends (the message capped at 4 KiB)."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    terminated = {
+        "exitCode": exit_code,
+        "reason": "Completed" if exit_code == 0 else "Error",
+        "message": message.encode()[:4096].decode("utf-8", "ignore"),
+        "startedAt": now,
+        "finishedAt": now,
+    }
+    status = {
+        "status": {
+            "phase": "Succeeded" if exit_code == 0 else "Failed",
+            "containerStatuses": [
+                {
+                    "name": "replay",
+                    "image": "kubetape:test",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": terminated},
+                }
+            ],
+        }
+    }
+    kubectl("-n", NS, "patch", "pod", pod, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+
+
+async def finish_repetition(
+    kube: KubeControllerClient, kubectl: Callable[..., str], job_name: str, kubeconfig: Path, pod_dir: Path
+) -> tuple[int, str]:
+    code, message = await run_repetition_here(kube, job_name, kubeconfig, pod_dir)
+    pod = await eventually(lambda: job_pod(kube, job_name), f"the pod of Job {job_name}")
+    kubelet_reports(kubectl, pod["metadata"]["name"], exit_code=code, message=message)
+    return code, message
+
+
+async def gone(
+    kube: KubeControllerClient, api_version: str, kind: str, namespace: str | None, name: str
+) -> bool:
+    return await kube.get(api_version, kind, namespace, name) is None
+
+
+async def delete_simulation(kube: KubeControllerClient, name: str) -> None:
+    await kube.delete(API_VERSION, KIND, None, name)
+    await eventually(lambda: gone(kube, API_VERSION, KIND, None, name), f"Simulation {name} deleted", 90)
+
+
+# ---- tests ------------------------------------------------------------------------------------------
+async def test_a_simulation_runs_its_repetition_as_a_job_and_succeeds(env: Env, shared_traces: Path) -> None:
+    kube, kubectl = env.kube, env.kubectl
+    controller = env.start_controller("ctrl-main")
+    trace = shared_traces / "bare-pods.sktrace"
+    await kube.create(simulation("bare-pods", trace, nodePools=[{"skeleton": _skeleton(), "count": 2}]))
+    await kube.create(simulation("queued", trace))
+
+    running = await eventually(lambda: phase_of(kube, "bare-pods", "Running"), "bare-pods Running")
+    job = await eventually(lambda: job_for(kube, "bare-pods-r1"), "Job bare-pods-r1")
+    assert job["metadata"]["ownerReferences"][0]["uid"] == running["metadata"]["uid"]
+    lease = await kube.get("coordination.k8s.io/v1", "Lease", NS, "kubetape-simulation")
+    assert lease is not None
+    assert lease["spec"]["holderIdentity"] == "ctrl-main"
+    queued = await eventually(lambda: phase_of(kube, "queued", "Pending"), "queued Pending")
+    assert "waiting for Simulation bare-pods" in queued["status"]["message"]
+    assert await job_for(kube, "queued-r1") is None  # one simulation at a time
+
+    code, report_text = await finish_repetition(
+        kube, kubectl, "bare-pods-r1", env.kubeconfig, env.tmp / "pod"
+    )
+    assert code == 0, report_text
+    report = json.loads(report_text)
+
+    done = await eventually(lambda: phase_of(kube, "bare-pods", "Succeeded"), "bare-pods Succeeded", 90)
+    status = done["status"]
+    assert status["completedRepetitions"] == 1
+    (result,) = status["repetitions"]
+    # the summary is read back even when the report is longer than the 4 KiB the kubelet keeps
+    assert result["applied"] == report["events"]["applied"] > 0
+    assert result["failed"] == report["events"]["failed"] == 0
+    assert result["latenessP99Ms"] == report["lateness_ms"]["p99"]
+    assert status["startTime"] <= status["completionTime"]
+    events = kubectl("get", "events", "-n", "default", "--field-selector", "involvedObject.name=bare-pods")
+    assert "JobCreated" in events
+    assert "Succeeded" in events
+
+    # the cluster is free again: the queued Simulation goes Pending → Running
+    await eventually(lambda: phase_of(kube, "queued", "Running"), "queued Running")
+
+    async def lease_names_queued() -> bool:
+        lease = await kube.get("coordination.k8s.io/v1", "Lease", NS, "kubetape-simulation")
+        return bool(lease and lease["metadata"]["annotations"]["kubetape.dev/active-simulation"] == "queued")
+
+    await eventually(lease_names_queued, "the Lease naming the active Simulation")
+
+    await delete_simulation(kube, "queued")
+    await delete_simulation(kube, "bare-pods")
+    await eventually(lambda: gone(kube, "batch/v1", "Job", NS, "bare-pods-r1"), "Job bare-pods-r1 gone")
+    assert controller.stop() == 0  # SIGTERM: a clean exit that gives the Lease up
+    lease = await kube.get("coordination.k8s.io/v1", "Lease", NS, "kubetape-simulation")
+    assert lease is not None
+    assert lease["spec"].get("holderIdentity", "") == ""
+
+
+async def test_deleting_a_running_simulation_removes_its_job_and_every_replayed_object(
+    env: Env, shared_traces: Path
+) -> None:
+    kube = env.kube
+    env.start_controller("ctrl-delete")
+    trace = shared_traces / "bare-pods.sktrace"
+    await kube.create(simulation("doomed", trace, speed=1, nodePools=[{"skeleton": _skeleton(), "count": 2}]))
+    job = await eventually(lambda: job_for(kube, "doomed-r1"), "Job doomed-r1")
+    pools = await kube.get("v1", "ConfigMap", NS, "doomed-node-pools")
+    assert pools is not None
+    replay = await asyncio.create_subprocess_exec(
+        *replay_command(job, env.kubeconfig, env.tmp / "pod", pools["data"]),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    selector = "kubetape.dev/replay=doomed-r1"
+
+    async def replayed_pods() -> list[dict[str, Any]]:
+        return await kube.list_objects("v1", "Pod", label_selector=selector)
+
+    await eventually(replayed_pods, "a replayed pod", 60)
+    nodes = await kube.list_objects("v1", "Node", label_selector=selector)
+    assert len(nodes) == 2
+
+    await kube.delete(API_VERSION, KIND, None, "doomed")
+    await eventually(lambda: gone(kube, "batch/v1", "Job", NS, "doomed-r1"), "Job doomed-r1 stopped")
+    replay.kill()  # what the kubelet does to a deleted Job's pod (worst case: no chance to clean up)
+    await replay.wait()
+
+    async def all_gone() -> bool:
+        leftovers = [
+            *await replayed_pods(),
+            *await kube.list_objects("v1", "Node", label_selector=selector),
+            *await kube.list_objects("v1", "Namespace", label_selector=selector),
+            *await kube.list_objects("rbac.authorization.k8s.io/v1", "ClusterRole", label_selector=selector),
+        ]
+        return not leftovers
+
+    await eventually(all_gone, "every replayed object removed", 90)
+    await eventually(lambda: gone(kube, API_VERSION, KIND, None, "doomed"), "Simulation doomed gone")
+    await eventually(lambda: gone(kube, "v1", "ConfigMap", NS, "doomed-node-pools"), "node pools gone")
+
+
+async def test_a_bad_source_or_a_failing_replay_fails_the_simulation_with_the_reason(
+    env: Env, shared_traces: Path
+) -> None:
+    kube, kubectl = env.kube, env.kubectl
+    env.start_controller("ctrl-bad")
+    segments = {"segments": {"claimName": "no-such-claim", "from": "-30m", "to": "now"}}
+    await kube.create(simulation("no-volume", Path("/unused"), source=segments))
+    failed = await eventually(lambda: phase_of(kube, "no-volume", "Failed"), "no-volume Failed")
+    assert "PersistentVolumeClaim 'no-such-claim' does not exist" in failed["status"]["message"]
+    assert await job_for(kube, "no-volume-r1") is None
+
+    missing = env.tmp / "missing.sktrace"
+    await kube.create(simulation("no-trace", missing))
+    code, _log_tail = await finish_repetition(kube, kubectl, "no-trace-r1", env.kubeconfig, env.tmp / "pod")
+    assert code != 0
+    failed = await eventually(lambda: phase_of(kube, "no-trace", "Failed"), "no-trace Failed", 90)
+    message = failed["status"]["message"]
+    assert "repetition 1" in message
+    assert "kubetape: error:" in message
+    assert str(missing) in message
+    for name in ("no-volume", "no-trace"):
+        await delete_simulation(kube, name)
+
+
+async def test_a_restarted_controller_continues_and_a_second_instance_waits(
+    env: Env, shared_traces: Path
+) -> None:
+    kube, kubectl = env.kube, env.kubectl
+    first = env.start_controller("ctrl-first")
+    await kube.create(simulation("survivor", shared_traces / "bare-pods.sktrace", repetitions=2))
+    await eventually(lambda: job_for(kube, "survivor-r1"), "Job survivor-r1")
+    second = env.start_controller("ctrl-second")
+    await eventually(lambda: _metric(second, "kubetape_controller_leader"), "the second instance serving")
+    assert await _metric(second, "kubetape_controller_leader") == "0"  # it waits: the Lease is taken
+    lease = await kube.get("coordination.k8s.io/v1", "Lease", NS, "kubetape-simulation")
+    assert lease is not None
+    assert lease["spec"]["holderIdentity"] == "ctrl-first"
+
+    first.kill()  # mid-run, no goodbye: the Lease expires after its 4 s
+    await finish_repetition(kube, kubectl, "survivor-r1", env.kubeconfig, env.tmp / "pod-1")
+    await eventually(
+        lambda: job_for(kube, "survivor-r2"), "Job survivor-r2 created by the second instance", 60
+    )
+    lease = await kube.get("coordination.k8s.io/v1", "Lease", NS, "kubetape-simulation")
+    assert lease is not None
+    assert lease["spec"]["holderIdentity"] == "ctrl-second"
+    assert lease["spec"]["leaseTransitions"] >= 1
+    await finish_repetition(kube, kubectl, "survivor-r2", env.kubeconfig, env.tmp / "pod-2")
+    done = await eventually(lambda: phase_of(kube, "survivor", "Succeeded"), "survivor Succeeded", 90)
+    assert [r["index"] for r in done["status"]["repetitions"]] == [1, 2]
+    jobs = await kube.list_objects(
+        "batch/v1", "Job", namespace=NS, label_selector="kubetape.dev/simulation=survivor"
+    )
+    assert sorted(j["metadata"]["name"] for j in jobs) == ["survivor-r1", "survivor-r2"]  # nothing ran twice
+    await delete_simulation(kube, "survivor")
+
+
+def _skeleton() -> dict[str, Any]:
+    import yaml
+
+    loaded: dict[str, Any] = yaml.safe_load(SKELETON.read_text())
+    return loaded
+
+
+async def _metric(controller: ControllerProcess, name: str) -> str | None:
+    import aiohttp
+
+    try:
+        port = controller.health_port()
+    except AssertionError:
+        return None
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/metrics") as response,
+    ):
+        text = await response.text()
+    for line in text.splitlines():
+        if line.startswith((name + " ", name + "{")):
+            return line.rsplit(" ", 1)[1].removesuffix(".0")
+    return None
+
+
+async def test_the_sim_commands_create_pause_resume_list_and_delete(env: Env, shared_traces: Path) -> None:
+    kube = env.kube
+    env.start_controller("ctrl-cli")
+
+    def sim(*args: str) -> str:
+        result = subprocess.run(
+            [str(KUBETAPE), "sim", *args, "--kubeconfig", str(env.kubeconfig)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    trace = shared_traces / "bare-pods.sktrace"
+    sim("run", "by-cli", "--trace", str(trace), "--speed", "10", "--repetitions", "2", "--paused")
+    paused = await eventually(lambda: phase_of(kube, "by-cli", "Paused"), "by-cli Paused")
+    assert "paused before repetition 1 of 2" in paused["status"]["message"]
+    assert await job_for(kube, "by-cli-r1") is None
+    assert re.search(r"^by-cli\s+Paused\s+0/2\s+10\s", sim("list"), re.MULTILINE)
+
+    sim("resume", "by-cli")
+    await eventually(lambda: phase_of(kube, "by-cli", "Running"), "by-cli Running")
+    await eventually(lambda: job_for(kube, "by-cli-r1"), "Job by-cli-r1")
+    sim("pause", "by-cli")  # the running repetition goes on; no further one starts
+    paused = await eventually(lambda: phase_of(kube, "by-cli", "Paused"), "by-cli Paused while running")
+    assert "repetition 1 of 2 finishes" in paused["status"]["message"]
+
+    listed = json.loads(sim("list", "--json"))
+    assert [s["metadata"]["name"] for s in listed] == ["by-cli"]
+    assert "deleted and cleaned up" in sim("delete", "by-cli", "--wait")
+    assert await kube.get(API_VERSION, KIND, None, "by-cli") is None
+    await eventually(lambda: gone(kube, "batch/v1", "Job", NS, "by-cli-r1"), "Job by-cli-r1 gone")

@@ -1,0 +1,196 @@
+"""k8s/: every kustomize overlay renders and passes a server-side dry-run on the real ``sim`` apiserver
+(the Simulation CRD applied for real first, so Simulations validate against its schema), and the
+manifests keep the promises the README makes: read-only recording, no Secrets, probes, requests."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipeline.stack.stack import StackInfo
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+K8S = REPO_ROOT / "k8s"
+OVERLAYS = ("prod", "sim")
+WORKLOAD_KINDS = ("Deployment", "StatefulSet")
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def kubectl(stack_info: StackInfo, sim_kubeconfig: Path) -> Kubectl:
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(stack_info.bin_dir / "kubectl"), "--kubeconfig", str(sim_kubeconfig), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def rendered(kubectl: Kubectl) -> dict[str, str]:
+    """Each overlay as kustomize renders it (kubectl's built-in kustomize, from the stack's binaries)."""
+    out = {}
+    for overlay in OVERLAYS:
+        result = kubectl("kustomize", str(K8S / overlay))
+        assert result.returncode == 0, f"k8s/{overlay} does not render: {result.stderr}"
+        out[overlay] = result.stdout
+    return out
+
+
+@pytest.fixture(scope="module")
+def target_cluster(kubectl: Kubectl) -> None:
+    """The CRD for real (custom resources validate against it) and the namespace (namespaced objects
+    in a namespace that does not exist yet fail a dry-run)."""
+    applied = kubectl("apply", "-f", str(K8S / "sim" / "simulation-crd.yaml"))
+    assert applied.returncode == 0, applied.stderr
+    established = kubectl(
+        "wait", "--for=condition=Established", "crd/simulations.kubetape.dev", "--timeout=30s"
+    )
+    assert established.returncode == 0, established.stderr
+    with contextlib.suppress(AssertionError):
+        kubectl("create", "namespace", "kubetape")
+
+
+def objects(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def dry_run(kubectl: Kubectl, manifest: str) -> list[str]:
+    result = kubectl("apply", "--dry-run=server", "-f", "-", stdin=manifest)
+    assert result.returncode == 0, f"server-side dry-run refused:\n{result.stderr}"
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert all(line.endswith("(server dry run)") for line in lines), result.stdout
+    return lines
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_overlay_passes_a_server_side_dry_run(
+    overlay: str, rendered: dict[str, str], kubectl: Kubectl, target_cluster: None
+) -> None:
+    lines = dry_run(kubectl, rendered[overlay])
+    assert len(lines) == len(objects(rendered[overlay]))  # every object was checked, none skipped
+
+
+def test_the_example_simulation_and_the_standalone_watcher_rbac_pass_a_dry_run(
+    kubectl: Kubectl, target_cluster: None
+) -> None:
+    for path in (K8S / "sim" / "examples" / "simulation.yaml", K8S / "prod" / "rbac.yaml"):
+        dry_run(kubectl, path.read_text())
+
+
+def test_the_apiserver_refuses_a_simulation_with_two_sources(kubectl: Kubectl, target_cluster: None) -> None:
+    bad = {
+        "apiVersion": "kubetape.dev/v1",
+        "kind": "Simulation",
+        "metadata": {"name": "two-sources"},
+        "spec": {
+            "source": {
+                "traceURL": "https://x/t.sktrace",
+                "topic": {"bootstrap": "k:9092", "from": "-1h", "to": "now"},
+            }
+        },
+    }
+    result = kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(bad))
+    assert result.returncode != 0
+    assert "spec.source needs exactly one of segments, topic or traceURL" in result.stderr
+
+
+def test_the_recording_side_is_read_only_and_never_reads_secrets(rendered: dict[str, str]) -> None:
+    rules = [
+        rule
+        for obj in objects(rendered["prod"])
+        if obj["kind"] in ("ClusterRole", "Role")
+        for rule in obj.get("rules", [])
+    ]
+    assert rules
+    for rule in rules:
+        assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+        assert "secrets" not in rule["resources"], rule
+        assert "*" not in rule["resources"], rule
+        assert "*" not in rule["apiGroups"], rule
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_services_run_non_root_with_requests_probes_and_the_built_image(
+    overlay: str, rendered: dict[str, str]
+) -> None:
+    workloads = [o for o in objects(rendered[overlay]) if o["kind"] in WORKLOAD_KINDS]
+    assert workloads
+    for workload in workloads:
+        pod = workload["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        for container in pod["containers"]:
+            where = f"{overlay}: {workload['metadata']['name']}/{container['name']}"
+            assert container["image"] == "kubetape:dev", where
+            assert {"cpu", "memory"} <= set(container["resources"]["requests"]), where
+            assert container["livenessProbe"]["httpGet"]["path"] == "/healthz", where
+            assert container["readinessProbe"]["httpGet"]["path"] == "/readyz", where
+            args = container["args"]
+            assert args[args.index("--http-host") + 1] == "$(POD_IP)", f"{where}: binds the pod IP only"
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False, where
+
+
+def test_the_kafka_connection_comes_from_a_secret(rendered: dict[str, str]) -> None:
+    docs = objects(rendered["prod"])
+    secrets = {o["metadata"]["name"] for o in docs if o["kind"] == "Secret"}
+    for workload in (o for o in docs if o["kind"] in WORKLOAD_KINDS):
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        refs = {ref["secretRef"]["name"] for ref in container.get("envFrom", [])}
+        assert refs, workload["metadata"]["name"]
+        assert refs <= secrets, workload["metadata"]["name"]
+        assert "--bootstrap" not in container["args"]
+
+
+def test_the_controller_may_do_what_it_does_and_no_more(
+    rendered: dict[str, str], kubectl: Kubectl, target_cluster: None
+) -> None:
+    rbac = [
+        o
+        for o in objects(rendered["sim"])
+        if o["kind"] in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+    ]
+    applied = kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(rbac))
+    assert applied.returncode == 0, applied.stderr
+    controller = "system:serviceaccount:kubetape:kubetape-controller"
+    allowed = [
+        ("watch", "simulations.kubetape.dev", None),
+        ("patch", "simulations.kubetape.dev/status", None),
+        ("create", "jobs.batch", "kubetape"),
+        ("delete", "jobs.batch", "kubetape"),
+        ("list", "pods", "kubetape"),
+        ("create", "configmaps", "kubetape"),
+        ("get", "persistentvolumeclaims", "kubetape"),
+        ("get", "serviceaccounts", "kubetape"),
+        ("update", "leases.coordination.k8s.io", "kubetape"),
+        ("create", "events", "default"),
+        ("delete", "clusterroles.rbac.authorization.k8s.io", None),
+    ]
+    refused = [
+        ("get", "secrets", "kubetape"),
+        ("delete", "pods", "kubetape"),
+        ("create", "clusterroles.rbac.authorization.k8s.io", None),
+    ]
+    for verb, resource, namespace in [*allowed, *refused]:
+        scope = ["-n", namespace] if namespace else []
+        answer = kubectl("auth", "can-i", verb, resource, "--as", controller, *scope).stdout.strip()
+        expected = "yes" if (verb, resource, namespace) in allowed else "no"
+        assert answer == expected, f"{controller} {verb} {resource} in {namespace}: {answer}"
+
+
+def test_the_replayer_jobs_run_the_controllers_own_image(rendered: dict[str, str]) -> None:
+    (deployment,) = [o for o in objects(rendered["sim"]) if o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["KUBETAPE_IMAGE"] == container["image"]  # kustomize `images:` changes both at once

@@ -1,0 +1,505 @@
+"""The Simulation controller's reconcile passes against an in-memory apiserver (a fake below).
+
+What a user relies on: a Simulation becomes one replayer Job per repetition, one at a time; the status
+says what happened and why; a bad spec or source fails with the reason; a restarted controller neither
+duplicates nor loses work; deleting a Simulation removes its Jobs and every replayed object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from pipeline.controller.controller import Controller
+from pipeline.controller.lease import LeaseKeeper
+from pipeline.controller.objects import FINALIZER, REPLAY_LABEL
+from pipeline.controller.reconciler import Reconciler
+from pipeline.controller.settings import ControllerSettings
+from pipeline.controller.spec import API_VERSION, KIND
+from pipeline.io.kube_apply import ObjectRejectedError
+from pipeline.io.metrics import Metrics
+
+# ---- an in-memory apiserver: objects by (apiVersion, kind, ns, name), resourceVersions with conflicts,
+# label selectors (k=v, k in (a,b)), merge patches, Events -----------------------------------------
+Key = tuple[str, str, str | None, str]
+_IN = re.compile(r"^\s*([^\s]+)\s+in\s+\(([^)]*)\)\s*$")
+
+
+def _matches(labels: dict[str, str], selector: str) -> bool:
+    # terms are comma-separated, but an "in (a,b)" set has commas of its own
+    for term in re.findall(r"[^,(]+(?:\([^)]*\))?", selector):
+        found = _IN.match(term)
+        if found:
+            key, values = found.groups()
+            if labels.get(key) not in {v.strip() for v in values.split(",")}:
+                return False
+            continue
+        key, _, value = term.strip().partition("=")
+        if labels.get(key) != value:
+            return False
+    return True
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+    return target
+
+
+class FakeCluster:
+    """Implements pipeline.controller.ports.ControllerCluster in memory."""
+
+    def __init__(self) -> None:
+        self.objects: dict[Key, dict[str, Any]] = {}
+        self.events: list[tuple[str, str, str, str]] = []
+        self.writes = 0
+        self._versions = itertools.count(1)
+
+    @staticmethod
+    def key(obj: dict[str, Any]) -> Key:
+        meta = obj["metadata"]
+        return (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+
+    def _stamp(self, obj: dict[str, Any]) -> dict[str, Any]:
+        obj["metadata"]["resourceVersion"] = str(next(self._versions))
+        self.writes += 1
+        return copy.deepcopy(obj)
+
+    def add(self, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("generation", 1)
+        meta.setdefault("creationTimestamp", f"2026-01-01T00:00:{len(self.objects):02d}Z")
+        self.objects[self.key(obj)] = obj
+        return self._stamp(obj)
+
+    def find(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self.objects.get((api_version, kind, namespace, name))
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for (_, k, _, _), o in self.objects.items() if k == kind]
+
+    # ---- the port --------------------------------------------------------------------------------
+    async def list_objects(
+        self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        return [
+            copy.deepcopy(o)
+            for (v, k, ns, _), o in self.objects.items()
+            if v == api_version
+            and k == kind
+            and (namespace is None or ns == namespace)
+            and _matches(o["metadata"].get("labels") or {}, label_selector)
+        ]
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        found = self.find(api_version, kind, namespace, name)
+        return copy.deepcopy(found) if found else None
+
+    async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if self.key(obj) in self.objects:
+            raise ObjectRejectedError("exists", status=409, reason="AlreadyExists")
+        return self.add(obj)
+
+    async def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        live = self.objects.get(self.key(obj))
+        if live is None:
+            raise ObjectRejectedError("gone", status=404)
+        if obj["metadata"].get("resourceVersion") != live["metadata"]["resourceVersion"]:
+            raise ObjectRejectedError("conflict", status=409, reason="Conflict")
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["uid"] = live["metadata"]["uid"]
+        self.objects[self.key(obj)] = obj
+        return self._stamp(obj)
+
+    async def merge_patch(
+        self, api_version: str, kind: str, namespace: str | None, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        live = self.find(api_version, kind, namespace, name)
+        if live is None:
+            raise ObjectRejectedError("gone", status=404)
+        version = (patch.get("metadata") or {}).get("resourceVersion")
+        if version is not None and version != live["metadata"]["resourceVersion"]:
+            raise ObjectRejectedError("conflict", status=409, reason="Conflict")
+        _merge(live, patch)
+        if live["metadata"].get("deletionTimestamp") and not live["metadata"].get("finalizers"):
+            del self.objects[(api_version, kind, namespace, name)]
+        return self._stamp(live)
+
+    async def patch_status(
+        self, api_version: str, kind: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        return await self.merge_patch(api_version, kind, None, name, {"status": status})
+
+    async def delete(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: str = "Background",
+    ) -> bool:
+        del propagation
+        live = self.find(api_version, kind, namespace, name)
+        if live is None:
+            return False
+        if live["metadata"].get("finalizers"):
+            live["metadata"]["deletionTimestamp"] = "2026-01-01T01:00:00Z"
+            self._stamp(live)
+        else:
+            del self.objects[(api_version, kind, namespace, name)]
+            self.writes += 1
+        return True
+
+    async def record_event(
+        self, involved: dict[str, Any], event_type: str, reason: str, message: str
+    ) -> None:
+        self.events.append((involved["metadata"]["name"], event_type, reason, message))
+
+    async def watch_changes(
+        self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str = ""
+    ) -> AsyncIterator[str]:
+        del api_version, kind, namespace, label_selector
+        yield "RELIST"
+
+
+# ---- the tests -----------------------------------------------------------------------------------
+NS = "kubetape"
+SETTINGS = ControllerSettings(identity="ctrl-a", namespace=NS, image="kubetape:test")
+REPORT = {"events": {"applied": 7, "failed": 1}, "lateness_ms": {"p99": 4.5}, "wall_seconds": 3.2}
+
+
+def simulation(name: str, **spec: Any) -> dict[str, Any]:
+    body = {"source": {"traceURL": "https://traces.example/bare-pods.sktrace"}, "speed": 10, **spec}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": body}
+
+
+def sim_of(cluster: FakeCluster, name: str) -> dict[str, Any]:
+    found = cluster.find(API_VERSION, KIND, None, name)
+    assert found is not None
+    return found
+
+
+def job_of(cluster: FakeCluster, name: str) -> dict[str, Any] | None:
+    return cluster.find("batch/v1", "Job", NS, name)
+
+
+def finish(cluster: FakeCluster, job_name: str, *, ok: bool, message: str) -> None:
+    """Play the Job controller and the kubelet: a finished pod with a termination message, a Job condition."""
+    job = job_of(cluster, job_name)
+    assert job is not None
+    labels = {**job["spec"]["template"]["metadata"]["labels"], "job-name": job_name}
+    terminated = {"exitCode": 0 if ok else 1, "message": message}
+    cluster.add(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{job_name}-abcde", "namespace": NS, "labels": labels},
+            "status": {"containerStatuses": [{"name": "replay", "state": {"terminated": terminated}}]},
+        }
+    )
+    condition = {
+        "type": "Complete" if ok else "Failed",
+        "status": "True",
+        "lastTransitionTime": "2026-01-01T00:05:00Z",
+    }
+    job["status"] = {"startTime": "2026-01-01T00:01:00Z", "conditions": [condition]}
+    if ok:
+        job["status"]["completionTime"] = "2026-01-01T00:05:00Z"
+
+
+@pytest.fixture
+def cluster() -> FakeCluster:
+    fake = FakeCluster()
+    account = {"name": "kubetape-replayer", "namespace": NS}
+    fake.add({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account})
+    return fake
+
+
+async def test_without_the_replayers_service_account_it_waits_and_says_so(cluster: FakeCluster) -> None:
+    await cluster.delete("v1", "ServiceAccount", NS, "kubetape-replayer")
+    cluster.add(simulation("demo"))
+    await Reconciler(cluster, SETTINGS).reconcile_all()
+    status = sim_of(cluster, "demo")["status"]
+    assert status["phase"] == "Pending"
+    assert "ServiceAccount kubetape/kubetape-replayer" in status["message"]
+    assert not cluster.of_kind("Job")
+
+
+async def test_a_simulation_becomes_a_replayer_job_and_runs(cluster: FakeCluster) -> None:
+    cluster.add(simulation("demo", repetitions=2, namespacePrefix="sim", duration="2m"))
+    active = await Reconciler(cluster, SETTINGS).reconcile_all()
+
+    assert active == "demo"
+    sim = sim_of(cluster, "demo")
+    assert FINALIZER in sim["metadata"]["finalizers"]
+    assert sim["status"]["phase"] == "Running"
+    assert sim["status"]["startTime"]
+    job = job_of(cluster, "demo-r1")
+    assert job is not None
+    assert job["metadata"]["ownerReferences"][0]["uid"] == sim["metadata"]["uid"]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "kubetape:test"
+    assert container["args"] == [
+        "replay", "--name", "demo-r1", "--speed", "10",
+        "--trace", "https://traces.example/bare-pods.sktrace",
+        "--duration", "120", "--namespace-prefix", "sim",
+        "--report-json", "/dev/termination-log",
+    ]  # fmt: skip
+    assert "--kubeconfig" not in container["args"]  # in a cluster the Job uses its service account
+    assert job["spec"]["backoffLimit"] == 0
+    assert job_of(cluster, "demo-r2") is None  # repetitions run one after the other
+    assert [e[2] for e in cluster.events] == ["JobCreated", "Running"]
+
+
+async def test_repetitions_run_in_turn_and_the_status_keeps_each_result(cluster: FakeCluster) -> None:
+    cluster.add(simulation("demo", repetitions=2))
+    reconciler = Reconciler(cluster, SETTINGS)
+    await reconciler.reconcile_all()
+    finish(cluster, "demo-r1", ok=True, message=json.dumps(REPORT))
+    await reconciler.reconcile_all()
+    assert job_of(cluster, "demo-r2") is not None
+    assert sim_of(cluster, "demo")["status"]["completedRepetitions"] == 1
+
+    finish(cluster, "demo-r2", ok=True, message=json.dumps(REPORT)[:50])  # cut off at the 4 KiB limit
+    active = await reconciler.reconcile_all()
+
+    status = sim_of(cluster, "demo")["status"]
+    assert active is None
+    assert status["phase"] == "Succeeded"
+    assert status["completionTime"]
+    assert status["completedRepetitions"] == 2
+    first, second = status["repetitions"]
+    assert first | {"job": "demo-r1"} == first
+    assert (first["applied"], first["failed"], first["latenessP99Ms"], first["wallSeconds"]) == (
+        7,
+        1,
+        4.5,
+        3.2,
+    )
+    assert second["phase"] == "Succeeded"
+    assert second["applied"] == 7  # read from the part the kubelet kept
+    assert "latenessP99Ms" not in second
+    assert "report cut at 4 KiB" in second["message"]
+    assert ("demo", "Normal", "Succeeded") in [e[:3] for e in cluster.events]
+
+
+async def test_a_failed_replay_fails_the_simulation_with_the_replayers_error(cluster: FakeCluster) -> None:
+    cluster.add(simulation("demo", repetitions=3))
+    reconciler = Reconciler(cluster, SETTINGS)
+    await reconciler.reconcile_all()
+    tail = "[replay] starting\nkubetape: error: cannot read trace https://traces.example/x: HTTP 404\n"
+    finish(cluster, "demo-r1", ok=False, message=tail)
+    await reconciler.reconcile_all()
+
+    status = sim_of(cluster, "demo")["status"]
+    assert status["phase"] == "Failed"
+    assert "repetition 1" in status["message"]
+    assert "kubetape: error: cannot read trace https://traces.example/x: HTTP 404" in status["message"]
+    assert job_of(cluster, "demo-r2") is None
+    assert ("demo", "Warning", "Failed") in [e[:3] for e in cluster.events]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ({"segments": {"claimName": "segs", "from": "yesterday", "to": "now"}}, "spec.source.segments.from"),
+        ({"topic": {"bootstrap": "no port", "from": "-1h", "to": "now"}}, "spec.source.topic.bootstrap"),
+        ({"traceURL": "ftp://x/y"}, "spec.source.traceURL"),
+        ({}, "exactly one of segments, topic or traceURL"),
+    ],
+)
+async def test_a_spec_that_cannot_run_fails_naming_the_field(
+    cluster: FakeCluster, source: dict[str, Any], expected: str
+) -> None:
+    cluster.add(simulation("bad", source=source))
+    await Reconciler(cluster, SETTINGS).reconcile_all()
+    status = sim_of(cluster, "bad")["status"]
+    assert status["phase"] == "Failed"
+    assert expected in status["message"]
+    assert not cluster.of_kind("Job")
+
+
+async def test_a_missing_segment_volume_fails_before_any_job(cluster: FakeCluster) -> None:
+    cluster.add(simulation("segs", source={"segments": {"claimName": "nope", "from": "-30m", "to": "now"}}))
+    await Reconciler(cluster, SETTINGS).reconcile_all()
+    status = sim_of(cluster, "segs")["status"]
+    assert status["phase"] == "Failed"
+    assert "PersistentVolumeClaim 'nope' does not exist in namespace 'kubetape'" in status["message"]
+    assert not cluster.of_kind("Job")
+
+
+async def test_a_segment_source_mounts_its_claim_and_passes_the_range(cluster: FakeCluster) -> None:
+    cluster.add(
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "segs", "namespace": NS}}
+    )
+    source = {"segments": {"claimName": "segs", "path": "prod", "from": "-30m", "to": "2026-01-01T00:00:00Z"}}
+    skeleton = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": {"type": "kwok"}}}
+    cluster.add(simulation("segs", source=source, nodePools=[{"skeleton": skeleton, "count": 4}]))
+    await Reconciler(cluster, SETTINGS).reconcile_all()
+
+    job = job_of(cluster, "segs-r1")
+    assert job is not None
+    pod = job["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--segments") + 1] == "/var/lib/kubetape/segments/prod"
+    assert args[args.index("--from") + 1 : args.index("--from") + 4] == [
+        "-30m",
+        "--to",
+        "2026-01-01T00:00:00Z",
+    ]
+    assert args[args.index("--nodes") + 1] == "/etc/kubetape/node-pools/pool-0.yaml:4"
+    assert {"name": "segments", "persistentVolumeClaim": {"claimName": "segs", "readOnly": True}} in pod[
+        "volumes"
+    ]
+    pools = cluster.find("v1", "ConfigMap", NS, "segs-node-pools")
+    assert pools is not None
+    assert "kind: Node" in pools["data"]["pool-0.yaml"]
+
+
+async def test_one_simulation_at_a_time_oldest_first(cluster: FakeCluster) -> None:
+    cluster.add(simulation("first"))
+    cluster.add(simulation("second"))
+    reconciler = Reconciler(cluster, SETTINGS)
+    await reconciler.reconcile_all()
+    assert sim_of(cluster, "second")["status"]["phase"] == "Pending"
+    assert "waiting for Simulation first" in sim_of(cluster, "second")["status"]["message"]
+    assert job_of(cluster, "second-r1") is None
+
+    finish(cluster, "first-r1", ok=True, message=json.dumps(REPORT))
+    await reconciler.reconcile_all()
+    assert sim_of(cluster, "first")["status"]["phase"] == "Succeeded"
+    assert sim_of(cluster, "second")["status"]["phase"] == "Running"
+    assert job_of(cluster, "second-r1") is not None
+
+
+async def test_pause_holds_the_next_repetition_and_resume_starts_it(cluster: FakeCluster) -> None:
+    cluster.add(simulation("demo", paused=True))
+    reconciler = Reconciler(cluster, SETTINGS)
+    await reconciler.reconcile_all()
+    assert sim_of(cluster, "demo")["status"]["phase"] == "Paused"
+    assert not cluster.of_kind("Job")
+
+    sim_of(cluster, "demo")["spec"]["paused"] = False
+    await reconciler.reconcile_all()
+    assert sim_of(cluster, "demo")["status"]["phase"] == "Running"
+    assert job_of(cluster, "demo-r1") is not None
+
+
+async def test_a_restarted_controller_continues_without_duplicating_work(cluster: FakeCluster) -> None:
+    cluster.add(simulation("demo", repetitions=2))
+    await Reconciler(cluster, SETTINGS).reconcile_all()
+    events_before = list(cluster.events)
+
+    fresh = Reconciler(cluster, SETTINGS)  # a new process: nothing but the cluster's state
+    writes = cluster.writes
+    await fresh.reconcile_all()
+    assert cluster.writes == writes, "a pass over an unchanged cluster must write nothing"
+    assert cluster.events == events_before
+
+    # the status write was lost after the Job was created: the next pass adopts the Job
+    sim_of(cluster, "demo").pop("status")
+    await fresh.reconcile_all()
+    assert len(cluster.of_kind("Job")) == 1
+    assert sim_of(cluster, "demo")["status"]["phase"] == "Running"
+    finish(cluster, "demo-r1", ok=True, message=json.dumps(REPORT))
+    await fresh.reconcile_all()
+    assert job_of(cluster, "demo-r2") is not None
+
+
+async def test_deleting_a_simulation_removes_its_jobs_and_replayed_objects(cluster: FakeCluster) -> None:
+    cluster.add(simulation("demo", repetitions=2))
+    reconciler = Reconciler(cluster, SETTINGS)
+    await reconciler.reconcile_all()
+    # the replayer of repetition 1 created its root (it owns the replayed objects); another replay's stays
+    for replay in ("demo-r1", "other"):
+        cluster.add(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": f"kubetape-{replay}", "labels": {REPLAY_LABEL: replay}},
+            }
+        )
+    await cluster.delete(API_VERSION, KIND, None, "demo")
+    await reconciler.reconcile_all()
+    assert job_of(cluster, "demo-r1") is None
+    assert cluster.find("rbac.authorization.k8s.io/v1", "ClusterRole", None, "kubetape-demo-r1") is None
+    assert cluster.find("rbac.authorization.k8s.io/v1", "ClusterRole", None, "kubetape-other") is not None
+    await reconciler.reconcile_all()  # roots gone: the finalizer is released and the Simulation goes
+    assert cluster.find(API_VERSION, KIND, None, "demo") is None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_the_lease_admits_one_controller_until_its_holder_goes_silent(cluster: FakeCluster) -> None:
+    clock = Clock()
+    first = LeaseKeeper(cluster, SETTINGS, clock)
+    second = LeaseKeeper(cluster, ControllerSettings(identity="ctrl-b", namespace=NS), clock)
+    assert await first.try_hold("demo")
+    assert not await second.try_hold()
+    assert second.holder == "ctrl-a"
+    clock.now += timedelta(seconds=10)
+    assert await first.try_hold("demo")  # renewed
+    clock.now += timedelta(seconds=10)
+    assert not await second.try_hold()  # 10 s after the renewal: still valid (15 s lease)
+
+    restarted = LeaseKeeper(cluster, SETTINGS, clock)  # same identity: takes it back at once
+    assert await restarted.try_hold("demo")
+
+    clock.now += timedelta(seconds=16)  # silent longer than the lease duration
+    assert await second.try_hold()
+    lease = cluster.find("coordination.k8s.io/v1", "Lease", NS, "kubetape-simulation")
+    assert lease is not None
+    assert lease["spec"]["holderIdentity"] == "ctrl-b"
+    assert lease["spec"]["leaseTransitions"] == 1
+    assert not await first.try_hold()
+
+    await second.release()
+    assert await first.try_hold()  # released: no need to wait for the expiry
+
+
+async def test_the_controller_loop_reconciles_until_stopped_then_gives_the_lease_up(
+    cluster: FakeCluster,
+) -> None:
+    cluster.add(simulation("demo"))
+    settings = ControllerSettings(identity="ctrl-a", namespace=NS, renew_interval_s=0.05)
+    metrics = Metrics()
+    controller = Controller(cluster, settings, metrics)
+    stop = asyncio.Event()
+    run = asyncio.create_task(controller.run(stop))
+    for _ in range(200):
+        if job_of(cluster, "demo-r1") is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert controller.ready
+    assert "kubetape_controller_leader 1" in metrics.render()
+    stop.set()
+    await asyncio.wait_for(run, 5)
+    lease = cluster.find("coordination.k8s.io/v1", "Lease", NS, "kubetape-simulation")
+    assert lease is not None
+    assert lease["spec"]["holderIdentity"] == ""  # released: a successor need not wait for the expiry
+    assert lease["metadata"]["annotations"]["kubetape.dev/active-simulation"] == "demo"
