@@ -113,6 +113,8 @@ class ReplaySettings:
     """Retries of a write the apiserver answered with 429/5xx or did not answer."""
     node_skeleton: Mapping[str, Any] | None = None
     node_count: int = 0
+    more_node_pools: tuple[tuple[Mapping[str, Any], int], ...] = ()
+    """Further (skeleton, count) pools of virtual nodes beside ``node_skeleton`` × ``node_count``."""
     keep: bool = False
     """Leave the simulated objects in the cluster (no cleanup)."""
     sample_interval_s: float = 1.0
@@ -127,6 +129,11 @@ class ReplaySettings:
 
     def resolved_name(self) -> str:
         return self.replay_name or f"replay-{uuid.uuid4().hex[:8]}"
+
+    def node_pools(self) -> list[tuple[Mapping[str, Any], int]]:
+        """Every (skeleton, count) pool of virtual nodes to create, the first one first."""
+        first = [(self.node_skeleton, self.node_count)] if self.node_skeleton is not None else []
+        return [(s, n) for s, n in [*first, *self.more_node_pools] if n > 0]
 
 
 def _is_ready(node: Mapping[str, Any]) -> bool:
@@ -301,11 +308,20 @@ class Replayer:
         return RootRef(ROOT_API_VERSION, ROOT_KIND, name, live["metadata"]["uid"])
 
     async def _create_virtual_nodes(self) -> None:
-        skeleton, count = self.settings.node_skeleton, self.settings.node_count
-        if skeleton is None or count <= 0:
+        pools = self.settings.node_pools()
+        if not pools:
             return
         assert self._root is not None
-        nodes = virtual_nodes(skeleton, count, self._rewrite, self._root)
+        nodes: list[dict[str, Any]] = []
+        for index, (skeleton, count) in enumerate(pools):
+            pool = skeleton
+            if index:  # node names come from the skeleton's name: keep pools apart
+                name = (skeleton.get("metadata") or {}).get("name") or "node"
+                pool = {
+                    **skeleton,
+                    "metadata": {**(skeleton.get("metadata") or {}), "name": f"{name}-{index}"},
+                }
+            nodes += virtual_nodes(pool, count, self._rewrite, self._root)
         await asyncio.gather(*(self._apply_with_retries(node) for node in nodes))
         # start the trace clock only once KWOK marked the nodes Ready, or the first pods would wait
         # for them and start late

@@ -63,6 +63,8 @@ class ReplayReport:
 
         owners = self.owner_fidelity()
 
+        # summary figures first, the long lists last: a reader that keeps only the first few KiB (a
+        # Job pod's termination message is cut at 4 KiB) still gets every figure
         return {
             "replay_name": self.replay_name,
             "source": self.source,
@@ -78,13 +80,23 @@ class ReplayReport:
                 "not_started": self.not_started,
                 "gaps_in_trace": self.gaps,
             },
-            "failures": [{"key": f.key, "ts_ms": f.ts_ms, "reason": f.reason} for f in self.failures],
-            "cluster_scoped_objects": self.cluster_scoped,
             "lateness_ms": {
                 "p50": pct(0.5),
                 "p99": pct(0.99),
                 "max": pct(1.0),
                 "count": len(self.lateness_ms),
+            },
+            "wall_seconds": round(self.wall_seconds, 3),
+            "setup_seconds": round(self.setup_seconds, 3),
+            "trace_span_ms": self.trace_span_ms,
+            "stopped_early": self.stopped_early,
+            "cleanup": self.cleanup,
+            "failures": [{"key": f.key, "ts_ms": f.ts_ms, "reason": f.reason} for f in self.failures],
+            "cluster_scoped_objects": self.cluster_scoped,
+            "owner_fidelity": {
+                "resolution_ms": self.fidelity_resolution_ms,
+                "max_error": max((o.max_error for o in owners), default=0),
+                "owners": [o.to_json() for o in owners],
             },
             "timeline": {
                 "replay": [
@@ -101,16 +113,6 @@ class ReplayReport:
                     for s in self.owner_samples
                 ],
             },
-            "owner_fidelity": {
-                "resolution_ms": self.fidelity_resolution_ms,
-                "max_error": max((o.max_error for o in owners), default=0),
-                "owners": [o.to_json() for o in owners],
-            },
-            "wall_seconds": round(self.wall_seconds, 3),
-            "setup_seconds": round(self.setup_seconds, 3),
-            "trace_span_ms": self.trace_span_ms,
-            "stopped_early": self.stopped_early,
-            "cleanup": self.cleanup,
         }
 
     def summary(self) -> str:

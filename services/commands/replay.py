@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
@@ -60,7 +61,7 @@ def register(subparsers: Any) -> None:
         "--kubeconfig",
         type=Path,
         default=None,
-        help="kubeconfig of the simulated cluster (default: in-cluster service account)",
+        help="kubeconfig of the simulated cluster (default: $KUBECONFIG, else in-cluster)",
     )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument("--speed", type=float, default=1.0, help="trace seconds per wall second (default 1)")
@@ -73,9 +74,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--nodes",
-        default=None,
+        action="append",
+        default=[],
         metavar="SKELETON.yaml:N",
-        help="create N virtual KWOK nodes from a Node YAML skeleton before replaying (owned by the replay)",
+        help="create N virtual KWOK nodes from a Node YAML skeleton before replaying (owned by the "
+        "replay); repeat for several node pools",
     )
     parser.add_argument(
         "--namespace-prefix",
@@ -128,7 +131,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--sample-interval must be positive, got {args.sample_interval}")
     if args.follow and args.speed != 1.0:
         raise ConfigError("--follow shadows the live topic at speed 1; drop --speed")
-    skeleton, count = parse_nodes(args.nodes) if args.nodes else (None, 0)
+    pools = [parse_nodes(text) for text in args.nodes]
+    skeleton, count = pools[0] if pools else (None, 0)
     settings = ReplaySettings(
         speed=args.speed,
         replay_name=args.name,
@@ -138,6 +142,7 @@ def _run(args: argparse.Namespace) -> int:
         qps=args.qps,
         node_skeleton=skeleton,
         node_count=count,
+        more_node_pools=tuple(pools[1:]),
         keep=args.keep,
         sample_interval_s=args.sample_interval,
     )
@@ -247,7 +252,10 @@ async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
                 file=sys.stderr,
             )
 
-    async with kube_api(args.kubeconfig, args.context) as api:
+    kubeconfig = args.kubeconfig
+    if kubeconfig is None and os.environ.get("KUBECONFIG"):
+        kubeconfig = Path(os.environ["KUBECONFIG"])
+    async with kube_api(kubeconfig, args.context) as api:
         replayer = Replayer(KubeApplier(api), plan, settings, source=_source_name(args), on_progress=progress)
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()

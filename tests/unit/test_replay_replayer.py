@@ -189,9 +189,12 @@ async def test_virtual_nodes_are_created_and_owned_by_the_root() -> None:
     cluster = MemoryCluster()
     skeleton = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "sk"}, "status": {}}
     plan = plan_replay(trace([applied(0, pod("p"))]), speed=1)
-    report = await Replayer(cluster, plan, fast(keep=True, node_skeleton=skeleton, node_count=2)).run()
+    big = {**skeleton, "metadata": {"name": "big"}}
+    pools = ((skeleton, 1), (big, 1))  # a second pool of the same skeleton must not collide
+    settings = fast(keep=True, node_skeleton=skeleton, node_count=2, more_node_pools=pools)
+    report = await Replayer(cluster, plan, settings).run()
     nodes = sorted(name for kind, _, name in cluster.objects if kind == "Node")
-    assert nodes == ["t1-sk-0", "t1-sk-1"]
+    assert nodes == ["t1-big-2-0", "t1-sk-0", "t1-sk-1", "t1-sk-1-0"]
     assert report.wall_seconds < 5, "Ready nodes must not be waited for"
 
 
