@@ -20,5 +20,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
+# The analytics tests render the HTML report in headless Chromium; install it where apt can.
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && command -v apt-get >/dev/null; then
+  echo "[bootstrap] installing chromium (headless, for the HTML report test)" >&2
+  SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo "sudo")
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null \
+    || echo "[bootstrap] could not install chromium; the report rendering test will fail under CI=true" >&2
+fi
 echo "[bootstrap] checking the local stack's build cache (the first build takes ~12 minutes)" >&2
 .venv/bin/kubetape stack build >/dev/null

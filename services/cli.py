@@ -26,6 +26,10 @@ COMMAND_MODULES = (
     "services.commands.export",
     "services.commands.validate",
     "services.commands.transform",
+    "services.commands.sim",  # `kubetape sim …` and `kubetape controller`
+    "services.commands.analytics",
+    "services.commands.compare",
+    "services.commands.sweep",
 )
 
 

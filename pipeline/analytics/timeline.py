@@ -1,0 +1,536 @@
+"""Folding events into a per-second cluster timeline: pods by phase per owner, nodes, requested resources.
+
+The same fold serves a recording (``kubetape.events`` or a trace file) and a replay (snapshots of the
+simulated cluster's pods and nodes turned into events), so the two timelines are comparable row by row.
+
+What each event contributes:
+
+* ``APPLIED`` Pod: the pod exists, in ``status.phase`` (``Pending`` when the object has no status, as a
+  just-created pod), on ``spec.nodeName``, requesting the sum of its containers' requests. Its owner is
+  found by following ``controller`` owner references through the objects seen so far (pod → ReplicaSet
+  → Deployment); a pod without a controller is its own owner, as in SimKube.
+* ``POD_LIFECYCLE``: the pod runs from ``pod_start_ms`` and has succeeded at ``pod_end_ms``; its owner is
+  the event's ``owner_key``. Transitions may lie in the future of the event (a trace carries a finished
+  lifecycle at the pod's start), so they are queued by time and applied when the fold gets there.
+* ``APPLIED`` Node / ``DELETED`` Node: the node exists / is gone.
+* any other ``APPLIED`` object: remembered for owner chains and pod templates (a pod known only from its
+  lifecycle requests what its owner's template requests).
+* ``DELETED`` Pod, or a Pod with ``metadata.deletionTimestamp`` (terminating): the pod is gone.
+
+Rows are emitted once a second is complete: every transition before its end has been applied. The
+fold is pure and deterministic; the ``timeline`` consumer writes its rows to Parquet.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.model.errors import FormatError
+from pipeline.model.events import Event, EventType
+from pipeline.model.keys import ObjectKey, object_key, parse_object_key
+
+log = logging.getLogger("kubetape.analytics")
+
+CLUSTER_OWNER = "*"
+"""The ``owner`` of a row that sums every owner (the whole cluster)."""
+
+PHASES = ("Pending", "Running", "Succeeded", "Failed")
+ACTIVE_PHASES = ("Pending", "Running")
+_NODE_ADDED, _NODE_GONE = "node+", "node-"  # transition "phases" of nodes
+STATE_VERSION = 1
+"""Version of :meth:`TimelineFolder.to_state`'s document."""
+"""Phases in which a pod holds its requested resources (the scheduler's view)."""
+
+
+# ---- quantities -----------------------------------------------------------------------------------
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+_SUFFIX = {
+    "": 1.0,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
+    "Ei": 2.0**60,
+}
+
+
+def parse_quantity(value: object) -> float | None:
+    """A Kubernetes quantity (``"250m"``, ``"1.5"``, ``"128Mi"``, ``2``) as a number; None if malformed."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    match = _QUANTITY.match(value.strip())
+    if match is None or match.group(2) not in _SUFFIX:
+        return None
+    try:
+        return float(match.group(1)) * _SUFFIX[match.group(2)]
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Requests:
+    """What a pod asks of the scheduler: CPU in millicores, memory in bytes."""
+
+    cpu_m: float = 0.0
+    memory_bytes: float = 0.0
+
+
+def pod_spec_requests(spec: Mapping[str, Any] | None) -> Requests:
+    """The sum of the main containers' requests (limits stand in for missing requests, as the API does)."""
+    cpu = memory = 0.0
+    containers = (spec or {}).get("containers")
+    for container in containers if isinstance(containers, list) else []:
+        resources = container.get("resources") if isinstance(container, Mapping) else None
+        if not isinstance(resources, Mapping):
+            continue
+        requests = resources.get("requests") or resources.get("limits") or {}
+        if isinstance(requests, Mapping):
+            cpu += (parse_quantity(requests.get("cpu")) or 0.0) * 1000
+            memory += parse_quantity(requests.get("memory")) or 0.0
+    return Requests(cpu, memory)
+
+
+_TEMPLATE_PATHS: tuple[tuple[str, ...], ...] = (
+    ("spec", "template", "spec"),  # Deployment, ReplicaSet, StatefulSet, DaemonSet, Job
+    ("spec", "jobTemplate", "spec", "template", "spec"),  # CronJob
+)
+
+
+def template_requests(obj: Mapping[str, Any]) -> Requests | None:
+    """What each pod of a workload object requests, from its pod template; None if it has none."""
+    for path in _TEMPLATE_PATHS:
+        node: Any = obj
+        for part in path:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, Mapping):
+            return pod_spec_requests(node)
+    return None
+
+
+def _requests_json(requests: Requests | None) -> list[float] | None:
+    return None if requests is None else [requests.cpu_m, requests.memory_bytes]
+
+
+def _requests_from(value: Any) -> Requests | None:
+    return None if value is None else Requests(float(value[0]), float(value[1]))
+
+
+# ---- rows -----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TimelineRow:
+    """The state at the end of one second, for one owner (or :data:`CLUSTER_OWNER` for the sum)."""
+
+    second: int
+    """Seconds since the timeline's origin (for a replay: trace seconds since the trace start)."""
+    owner: str
+    pending: int
+    running: int
+    succeeded: int
+    failed: int
+    cpu_requested_m: float
+    memory_requested_bytes: float
+    nodes: int
+    """Nodes in the cluster (the same on every row of a second)."""
+    nodes_used: int
+    """Nodes with at least one running pod of this owner (cluster row: of any owner)."""
+
+
+TIMELINE_COLUMNS = tuple(TimelineRow.__slots__)
+
+
+@dataclass(slots=True)
+class _Pod:
+    owner: str
+    phase: str = "Pending"
+    node: str | None = None
+    requests: Requests = field(default_factory=Requests)
+    from_lifecycle: bool = False
+
+
+@dataclass(slots=True)
+class _Totals:
+    """Running sums of one owner's pods, kept up to date as pods change (a snapshot per second must
+    not scan every pod ever seen)."""
+
+    phases: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
+    cpu_m: float = 0.0
+    memory_bytes: float = 0.0
+    running_per_node: dict[str, int] = field(default_factory=dict)
+
+    def add(self, pod: _Pod, sign: int) -> None:
+        self.phases[pod.phase] += sign
+        if pod.phase in ACTIVE_PHASES:
+            self.cpu_m += sign * pod.requests.cpu_m
+            self.memory_bytes += sign * pod.requests.memory_bytes
+        if pod.phase == "Running" and pod.node:
+            left = self.running_per_node.get(pod.node, 0) + sign
+            if left:
+                self.running_per_node[pod.node] = left
+            else:
+                self.running_per_node.pop(pod.node, None)
+
+
+@dataclass(order=True, frozen=True, slots=True)
+class _Transition:
+    """One change at ``at_ms``: a pod's new phase ("" = gone) or a node's arrival/departure."""
+
+    at_ms: int
+    seq: int
+    key: str = field(compare=False)
+    phase: str = field(compare=False)
+    owner: str = field(compare=False)
+    node: str | None = field(compare=False, default=None)
+    requests: Requests | None = field(compare=False, default=None)
+    from_lifecycle: bool = field(compare=False, default=False)
+
+
+@dataclass(frozen=True, slots=True)
+class PodTimes:
+    """When one pod was first seen pending and first seen running (ms since the origin)."""
+
+    pod: str
+    owner: str
+    created_s: float | None
+    running_s: float | None
+
+    @property
+    def scheduling_delay_s(self) -> float | None:
+        if self.created_s is None or self.running_s is None:
+            return None
+        return max(self.running_s - self.created_s, 0.0)
+
+
+class TimelineFolder:
+    """Feed events in (roughly) time order with :meth:`add`; :meth:`advance`/:meth:`finish` emit rows.
+
+    ``origin_ms`` is second 0 (default: the earliest time seen before the first rows are emitted,
+    floored to a second; events of several partitions arrive in no particular time order).
+    """
+
+    def __init__(self, origin_ms: int | None = None) -> None:
+        self.origin_ms = origin_ms
+        self._pods: dict[str, _Pod] = {}
+        self._totals: dict[str, _Totals] = {}
+        self._nodes: set[str] = set()
+        self._parents: dict[str, str] = {}
+        self._templates: dict[str, Requests] = {}
+        self._queue: list[_Transition] = []
+        self._seq = 0
+        self._next_second = 0
+        self._watermark_ms: int | None = None
+        self._created: dict[str, tuple[str, int]] = {}
+        self._running: dict[str, int] = {}
+        self.skipped = 0
+        """Events left out because their object had an unexpected shape."""
+
+    # ---- input ------------------------------------------------------------------------------------
+    def add(self, event: Event) -> None:
+        """Fold one event; an object of unexpected shape is counted in :attr:`skipped` and left out."""
+        try:
+            self._add(event)
+        except (AttributeError, TypeError, ValueError, FormatError) as exc:
+            self.skipped += 1
+            log.warning(
+                "timeline skipped an event of unexpected shape",
+                extra={"ctx": {"key": event.key, "error": f"{type(exc).__name__}: {exc}"}},
+            )
+
+    def _add(self, event: Event) -> None:
+        self._watermark_ms = max(self._watermark_ms or event.ts_ms, event.ts_ms)
+        key = parse_object_key(event.key)
+        if event.type is EventType.POD_LIFECYCLE:
+            self._lifecycle(event)
+        elif event.type is EventType.APPLIED and event.obj is not None:
+            if key.kind == "Node" and key.group == "":
+                self._queue_node(event.ts_ms, event.key, present=True)
+            elif key.kind == "Pod" and key.group == "":
+                self._remember(event.key, event.obj)
+                self._pod_applied(event.ts_ms, event.key, event.obj)
+            else:
+                self._remember(event.key, event.obj)
+        elif event.type is EventType.DELETED:
+            if key.kind == "Node" and key.group == "":
+                self._queue_node(event.ts_ms, event.key, present=False)
+            elif key.kind == "Pod" and key.group == "":
+                self._push(event.ts_ms, event.key, "", "")
+
+    def add_all(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self.add(event)
+
+    def _remember(self, key: ObjectKey, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or []:
+            if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") and ref.get("name"):
+                parsed = parse_object_key(key)
+                self._parents[key] = object_key(
+                    str(ref.get("apiVersion") or "v1"), str(ref["kind"]), parsed.namespace, str(ref["name"])
+                )
+        requests = template_requests(obj)
+        if requests is not None:
+            self._templates[key] = requests
+
+    def owner_of(self, key: str) -> str:
+        """The top of ``key``'s controller chain among the objects seen (``key`` itself without one)."""
+        seen = {key}
+        while key in self._parents and self._parents[key] not in seen:
+            key = self._parents[key]
+            seen.add(key)
+        return key
+
+    def _pod_applied(self, ts_ms: int, key: ObjectKey, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata")
+        if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
+            # terminating: on its way out, no longer serving (kubectl shows "Terminating", the
+            # replayer's sampler skips it too), so it leaves the counts now, not when it is gone
+            self._push(ts_ms, key, "", "")
+            return
+        status = obj.get("status") or {}
+        phase = status.get("phase") if isinstance(status, Mapping) else None
+        if phase not in PHASES:
+            phase = "Pending"
+        raw_spec = obj.get("spec")
+        spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
+        self._push(
+            ts_ms,
+            key,
+            str(phase),
+            self.owner_of(key),
+            node=spec.get("nodeName"),
+            requests=pod_spec_requests(spec),
+        )
+
+    def _lifecycle(self, event: Event) -> None:
+        assert event.owner_key is not None
+        assert event.pod_start_ms is not None
+        owner = self.owner_of(event.owner_key)
+        self._push(event.pod_start_ms, event.key, "Running", owner, lifecycle=True)
+        if event.pod_end_ms is not None:
+            self._push(event.pod_end_ms, event.key, "Succeeded", owner, lifecycle=True)
+
+    def _queue_node(self, ts_ms: int, key: ObjectKey, *, present: bool) -> None:
+        self._push(ts_ms, key, _NODE_ADDED if present else _NODE_GONE, "")
+
+    def _push(
+        self,
+        at_ms: int,
+        key: str,
+        phase: str,
+        owner: str,
+        *,
+        node: object = None,
+        requests: Requests | None = None,
+        lifecycle: bool = False,
+    ) -> None:
+        self._seq += 1  # ties keep arrival order
+        node_name = node if isinstance(node, str) else None
+        heapq.heappush(
+            self._queue, _Transition(at_ms, self._seq, key, phase, owner, node_name, requests, lifecycle)
+        )
+
+    def _apply(self, t: _Transition) -> None:
+        if t.phase in {_NODE_ADDED, _NODE_GONE}:
+            name = parse_object_key(t.key).name
+            if t.phase == _NODE_ADDED:
+                self._nodes.add(name)
+            else:
+                self._nodes.discard(name)
+            return
+        if not t.phase:
+            gone = self._pods.pop(t.key, None)
+            if gone is not None:
+                self._count(gone, -1)
+            return
+        pod = self._pods.get(t.key)
+        if pod is None:
+            pod = self._pods[t.key] = _Pod(t.owner)
+            self._created.setdefault(t.key, (t.owner, t.at_ms))
+        else:
+            self._count(pod, -1)
+        if t.from_lifecycle:
+            pod.from_lifecycle = True
+            if pod.requests == Requests():
+                pod.requests = self._templates.get(t.owner, Requests())
+        elif t.requests is not None:
+            pod.requests = t.requests
+        pod.owner = t.owner or pod.owner
+        # a recorded pod object keeps the status of its creation (the watcher publishes spec changes):
+        # its "Pending" says nothing against the pod's lifecycle, which knows when it ran
+        if t.from_lifecycle or not (pod.from_lifecycle and t.phase == "Pending"):
+            pod.phase = t.phase
+        pod.node = t.node or pod.node
+        self._count(pod, +1)
+        if t.phase == "Running":
+            self._running.setdefault(t.key, t.at_ms)
+
+    def _count(self, pod: _Pod, sign: int) -> None:
+        for owner in (pod.owner, CLUSTER_OWNER):
+            totals = self._totals.get(owner)
+            if totals is None:
+                totals = self._totals[owner] = _Totals()
+            totals.add(pod, sign)
+            if sign < 0 and owner != CLUSTER_OWNER and not any(totals.phases.values()):
+                del self._totals[owner]  # an owner without pods has no rows; keep the scan short
+
+    @property
+    def watermark_ms(self) -> int | None:
+        """The newest event time seen."""
+        return self._watermark_ms
+
+    # ---- output -----------------------------------------------------------------------------------
+    def advance(self, until_ms: int | None = None) -> list[TimelineRow]:
+        """Rows of every complete second before ``until_ms`` (default: the latest event time seen)."""
+        until = self._watermark_ms if until_ms is None else until_ms
+        if until is None:
+            return []
+        if self.origin_ms is None:
+            earliest = min([self._watermark_ms or until, *(t.at_ms for t in self._queue)])
+            self.origin_ms = earliest - earliest % 1000
+        rows: list[TimelineRow] = []
+        while self.origin_ms + (self._next_second + 1) * 1000 <= until:
+            end_ms = self.origin_ms + (self._next_second + 1) * 1000
+            while self._queue and self._queue[0].at_ms < end_ms:
+                self._apply(heapq.heappop(self._queue))
+            rows.extend(self._snapshot(self._next_second))
+            self._next_second += 1
+        return rows
+
+    def finish(self, end_ms: int | None = None) -> list[TimelineRow]:
+        """Rows up to ``end_ms`` (default: one second after the last queued transition or event)."""
+        last = max([t.at_ms for t in self._queue] + [self._watermark_ms or 0])
+        return self.advance(end_ms if end_ms is not None else last + 1000)
+
+    def pod_times(self) -> list[PodTimes]:
+        """Per pod: when it was first seen and first seen running (seconds since the origin)."""
+        origin = self.origin_ms or 0
+        out = []
+        for pod, (owner, created_ms) in sorted(self._created.items()):
+            running_ms = self._running.get(pod)
+            out.append(
+                PodTimes(
+                    pod,
+                    owner,
+                    (created_ms - origin) / 1000,
+                    None if running_ms is None else (running_ms - origin) / 1000,
+                )
+            )
+        return out
+
+    def to_state(self) -> dict[str, Any]:
+        """Everything needed to continue the fold later, as JSON-able data (see :meth:`from_state`)."""
+        return {
+            "version": STATE_VERSION,
+            "origin_ms": self.origin_ms,
+            "next_second": self._next_second,
+            "watermark_ms": self._watermark_ms,
+            "seq": self._seq,
+            "pods": {
+                k: [p.owner, p.phase, p.node, p.requests.cpu_m, p.requests.memory_bytes, p.from_lifecycle]
+                for k, p in self._pods.items()
+            },
+            "nodes": sorted(self._nodes),
+            "parents": self._parents,
+            "templates": {k: [r.cpu_m, r.memory_bytes] for k, r in self._templates.items()},
+            "queue": [
+                [
+                    t.at_ms,
+                    t.seq,
+                    t.key,
+                    t.phase,
+                    t.owner,
+                    t.node,
+                    _requests_json(t.requests),
+                    t.from_lifecycle,
+                ]
+                for t in self._queue
+            ],
+            "created": {k: [owner, at] for k, (owner, at) in self._created.items()},
+            "running": self._running,
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], where: str = "timeline state") -> TimelineFolder:
+        """The folder :meth:`to_state` described; FormatError naming ``where`` if it does not fit."""
+        if state.get("version") != STATE_VERSION:
+            raise FormatError(
+                f"{where}: timeline state version {state.get('version')!r} is not {STATE_VERSION}; "
+                f"delete it to start the timeline afresh"
+            )
+        try:
+            folder = cls(state["origin_ms"])
+            folder._next_second = int(state["next_second"])
+            folder._watermark_ms = state["watermark_ms"]
+            folder._seq = int(state["seq"])
+            folder._pods = {
+                k: _Pod(owner, phase, node, Requests(cpu, mem), lifecycle)
+                for k, (owner, phase, node, cpu, mem, lifecycle) in state["pods"].items()
+            }
+            folder._nodes = set(state["nodes"])
+            folder._parents = dict(state["parents"])
+            folder._templates = {k: Requests(cpu, mem) for k, (cpu, mem) in state["templates"].items()}
+            folder._queue = [
+                _Transition(at, seq, key, phase, owner, node, _requests_from(req), lifecycle)
+                for at, seq, key, phase, owner, node, req, lifecycle in state["queue"]
+            ]
+            heapq.heapify(folder._queue)
+            for pod in folder._pods.values():
+                folder._count(pod, +1)
+            folder._created = {k: (owner, at) for k, (owner, at) in state["created"].items()}
+            folder._running = {k: int(v) for k, v in state["running"].items()}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(f"{where}: malformed timeline state ({type(exc).__name__}: {exc})") from None
+        return folder
+
+    def _snapshot(self, second: int) -> list[TimelineRow]:
+        self._totals.setdefault(CLUSTER_OWNER, _Totals())
+        nodes = len(self._nodes)
+        return [
+            TimelineRow(
+                second=second,
+                owner=owner,
+                pending=totals.phases["Pending"],
+                running=totals.phases["Running"],
+                succeeded=totals.phases["Succeeded"],
+                failed=totals.phases["Failed"],
+                cpu_requested_m=round(totals.cpu_m, 3),
+                memory_requested_bytes=round(totals.memory_bytes),
+                nodes=nodes,
+                nodes_used=len(totals.running_per_node),
+            )
+            for owner, totals in sorted(self._totals.items())
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    rows: list[TimelineRow]
+    pods: list[PodTimes]
+    origin_ms: int
+
+
+def fold_events(events: Iterable[Event], origin_ms: int | None = None, end_ms: int | None = None) -> Folded:
+    """Every row of ``events`` (a whole trace) and the pods' times, in one call."""
+    folder = TimelineFolder(origin_ms)
+    ordered = sorted(events, key=lambda e: e.ts_ms)
+    rows: list[TimelineRow] = []
+    for event in ordered:
+        folder.add(event)
+    rows.extend(folder.finish(end_ms))
+    return Folded(rows, folder.pod_times(), folder.origin_ms or 0)

@@ -1,0 +1,51 @@
+"""Timeline rows and pod times ↔ Parquet files (``timeline.parquet``, ``pods.parquet``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pipeline.analytics.timeline import TIMELINE_COLUMNS, PodTimes, TimelineRow
+from pipeline.io.parquet import read_columns, write_columns
+
+TIMELINE_FORMAT, TIMELINE_VERSION = "kubetape.timeline", 1
+PODS_FORMAT, PODS_VERSION = "kubetape.pod-times", 1
+
+_TIMELINE_TYPES = {
+    "second": "int64",
+    "owner": "string",
+    "pending": "int64",
+    "running": "int64",
+    "succeeded": "int64",
+    "failed": "int64",
+    "cpu_requested_m": "float64",
+    "memory_requested_bytes": "float64",
+    "nodes": "int64",
+    "nodes_used": "int64",
+}
+assert tuple(_TIMELINE_TYPES) == TIMELINE_COLUMNS
+_POD_TYPES = {"pod": "string", "owner": "string", "created_s": "float64", "running_s": "float64"}
+
+
+def write_timeline(path: Path, rows: Sequence[TimelineRow]) -> None:
+    columns = {name: [getattr(row, name) for row in rows] for name in TIMELINE_COLUMNS}
+    write_columns(path, columns, _TIMELINE_TYPES, format_name=TIMELINE_FORMAT, version=TIMELINE_VERSION)
+
+
+def read_timeline(path: Path) -> list[TimelineRow]:
+    columns = read_columns(path, format_name=TIMELINE_FORMAT, version=TIMELINE_VERSION)
+    count = len(columns["second"])
+    return [TimelineRow(**{name: columns[name][i] for name in TIMELINE_COLUMNS}) for i in range(count)]
+
+
+def write_pod_times(path: Path, pods: Sequence[PodTimes]) -> None:
+    columns = {name: [getattr(pod, name) for pod in pods] for name in _POD_TYPES}
+    write_columns(path, columns, _POD_TYPES, format_name=PODS_FORMAT, version=PODS_VERSION)
+
+
+def read_pod_times(path: Path) -> list[PodTimes]:
+    columns = read_columns(path, format_name=PODS_FORMAT, version=PODS_VERSION)
+    return [
+        PodTimes(columns["pod"][i], columns["owner"][i], columns["created_s"][i], columns["running_s"][i])
+        for i in range(len(columns["pod"]))
+    ]

@@ -1,0 +1,180 @@
+"""The Kafka side of an analytics consumer: its own consumer group on ``kubetape.events``.
+
+Every partition of the topic is assigned to the one instance (``assign``, no group membership), and
+offsets are committed under the group ``kubetape-analytics-<name>``: each analytics consumer keeps its
+own position and never touches another group's, the sink's included. Run one instance per name.
+
+Start per partition: the first message at or after ``start_ms`` when given (a topic range), otherwise
+the group's committed offset, otherwise the oldest retained message. End: with ``end_ms``, the first
+message at or after it, fixed when the source starts (``finished()`` then turns true); without, the
+source follows the topic until stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaConnectionError, KafkaError
+
+from pipeline.io.kafka import KafkaSettings, admin_client
+from pipeline.model.errors import ConfigError, TransientError
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedMessage:
+    """One consumed message: where it is and its bytes."""
+
+    partition: int
+    offset: int
+    value: bytes | None
+
+
+class KafkaAnalyticsSource:
+    """``async with KafkaAnalyticsSource(settings, topic, group_id) as source:``; see the module doc."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        topic: str,
+        group_id: str,
+        *,
+        start_ms: int | None = None,
+        end_ms: int | None = None,
+    ) -> None:
+        self.settings = settings
+        self.topic = topic
+        self.group_id = group_id
+        self.start_ms = start_ms
+        self.end_ms = end_ms
+        self._consumer: AIOKafkaConsumer | None = None
+        self._partitions: list[TopicPartition] = []
+        self._ends: dict[TopicPartition, int] = {}
+        self._positions: dict[TopicPartition, int] = {}
+
+    @property
+    def description(self) -> str:
+        return f"kafka:{self.topic}"
+
+    async def _partition_ids(self) -> list[int]:
+        # the admin client, because a consumer's topics() does not fill the metadata that
+        # partitions_for_topic() reads (that stays empty for topics it has not subscribed to)
+        try:
+            async with admin_client(self.settings) as admin:
+                described = await admin.describe_topics([self.topic])
+        except KafkaError as exc:
+            raise TransientError(
+                f"cannot reach Kafka at {self.settings.bootstrap} ({exc}); check --bootstrap and the broker"
+            ) from None
+        partitions = [p["partition"] for d in described if d.get("error_code") == 0 for p in d["partitions"]]
+        if not partitions:
+            raise ConfigError(
+                f"topic {self.topic!r} does not exist on {self.settings.bootstrap}; has the watcher run?"
+            )
+        return sorted(partitions)
+
+    async def start(self) -> None:
+        partition_ids = await self._partition_ids()
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap,
+            client_id=f"{self.settings.client_id}-{self.group_id}",
+            group_id=self.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+        )
+        try:
+            await consumer.start()
+        except KafkaConnectionError as exc:
+            await consumer.stop()
+            raise TransientError(
+                f"cannot reach Kafka at {self.settings.bootstrap} ({exc}); check --bootstrap and the broker"
+            ) from None
+        self._consumer = consumer
+        self._partitions = [TopicPartition(self.topic, p) for p in partition_ids]
+        consumer.assign(self._partitions)
+        starts = await self._offsets_at(self.start_ms) if self.start_ms is not None else {}
+        for tp in self._partitions:
+            if tp in starts:
+                consumer.seek(tp, starts[tp])
+            else:
+                committed = await consumer.committed(tp)
+                if committed is not None:
+                    consumer.seek(tp, committed)
+                else:
+                    await consumer.seek_to_beginning(tp)
+            self._positions[tp] = await consumer.position(tp)
+        if self.end_ms is not None:
+            self._ends = await self._offsets_at(self.end_ms)
+            for tp, end in self._ends.items():
+                if self._positions[tp] >= end:
+                    consumer.pause(tp)
+
+    async def _offsets_at(self, at_ms: int) -> dict[TopicPartition, int]:
+        consumer = self.consumer
+        ends = await consumer.end_offsets(self._partitions)
+        found = await consumer.offsets_for_times({tp: max(at_ms, 0) for tp in self._partitions})
+        return {tp: (hit.offset if hit is not None else ends[tp]) for tp, hit in found.items()}
+
+    async def stop(self) -> None:
+        """Close the client (committed offsets stay with the group); safe to call twice."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await consumer.stop()
+
+    async def __aenter__(self) -> KafkaAnalyticsSource:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @property
+    def consumer(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError("KafkaAnalyticsSource is not started")
+        return self._consumer
+
+    async def fetch(self, timeout_ms: int, max_records: int) -> list[FetchedMessage]:
+        try:
+            batches = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        except KafkaError as exc:
+            raise TransientError(f"fetching from {self.topic} failed ({exc}); retry later") from exc
+        out: list[FetchedMessage] = []
+        for tp, records in sorted(batches.items(), key=lambda item: item[0].partition):
+            end = self._ends.get(tp)
+            for record in records:
+                if end is not None and record.offset >= end:
+                    break
+                out.append(FetchedMessage(tp.partition, record.offset, record.value))
+                self._positions[tp] = record.offset + 1
+            if end is not None and self._positions[tp] >= end:
+                self.consumer.pause(tp)
+        return out
+
+    def lag(self) -> int | None:
+        total = 0
+        for tp in self._partitions:
+            highwater = self.consumer.highwater(tp)
+            if highwater is None:
+                return None
+            total += max(highwater - self._positions.get(tp, 0), 0)
+        return total
+
+    def finished(self) -> bool:
+        if self.end_ms is None:
+            return False
+        return all(self._positions.get(tp, 0) >= end for tp, end in self._ends.items())
+
+    async def commit(self, next_offsets: Mapping[int, int]) -> None:
+        try:
+            await self.consumer.commit({TopicPartition(self.topic, p): o for p, o in next_offsets.items()})
+        except KafkaError as exc:
+            raise TransientError(
+                f"committing {self.group_id}'s offsets failed ({exc}); the events since the last commit "
+                f"will be delivered again"
+            ) from exc

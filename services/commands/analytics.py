@@ -1,0 +1,166 @@
+"""``kubetape analytics``: run an analytics consumer over Kafka or a trace file.
+
+``kubetape analytics run NAME --bootstrap B [--from T] [--to T]`` joins the consumer group
+``kubetape-analytics-NAME`` on ``kubetape.events`` (live, or the range [--from, --to)) and commits after
+each checkpoint of the consumer; ``kubetape analytics run NAME --trace FILE`` runs it offline.
+Built-in consumers:
+
+* ``timeline`` — per-second cluster state → ``OUT/timeline.parquet`` and ``OUT/pods.parquet``
+  (query with DuckDB: ``SELECT second, running FROM 'OUT/timeline.parquet' WHERE owner = '*'``);
+* ``metrics`` — Prometheus series on ``http://127.0.0.1:PORT/metrics``, readable only with
+  ``Authorization: Bearer $KUBETAPE_TOKEN`` (they name namespaces and kinds).
+
+SIGTERM/Ctrl-C stop intake; the last checkpoint and commit still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipeline.analytics.consumer import AnalyticsConsumer, group_id_for
+from pipeline.model.errors import ConfigError
+
+BUILTIN_CONSUMERS = ("timeline", "metrics")
+DEFAULT_TOPIC = "kubetape.events"
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "analytics",
+        help="run analytics consumers (timeline → Parquet, Prometheus metrics) over Kafka or a trace",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="analytics_command", required=True, metavar="ACTION")
+    run = sub.add_parser("run", help="run one consumer", description=__doc__)
+    # as `kubetape export`: let "--from -30m" through (argparse otherwise takes "-30m" for an option)
+    run._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[smhd]?$")
+    run.add_argument("name", choices=BUILTIN_CONSUMERS, help="the consumer to run")
+    source = run.add_mutually_exclusive_group()
+    source.add_argument("--trace", type=Path, default=None, help="run offline over this trace file")
+    source.add_argument(
+        "--bootstrap",
+        default=None,
+        help="Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP)",
+    )
+    run.add_argument("--topic", default=DEFAULT_TOPIC, help=f"topic to consume (default {DEFAULT_TOPIC})")
+    run.add_argument("--from", dest="start", default=None, help="range start: -30m, now, ms or ISO-8601")
+    run.add_argument("--to", dest="end", default=None, help="range end (exclusive); stop there")
+    run.add_argument(
+        "--out", type=Path, default=Path("analytics-out"), help="output directory (default ./analytics-out)"
+    )
+    run.add_argument("--http-port", type=int, default=9464, help="metrics port on 127.0.0.1 (9464; 0: free)")
+    run.add_argument(
+        "--token-env",
+        default="KUBETAPE_TOKEN",
+        help="environment variable holding the bearer token /metrics requires (default KUBETAPE_TOKEN)",
+    )
+    run.set_defaults(func=_run)
+    listing = sub.add_parser("list", help="the built-in consumers and their consumer groups")
+    listing.set_defaults(func=_list)
+
+
+def _list(args: argparse.Namespace) -> int:
+    del args
+    for name in BUILTIN_CONSUMERS:
+        print(f"{name}\tgroup {group_id_for(name)}")
+    return 0
+
+
+def build_consumer(name: str, out_dir: Path, *, offline: bool) -> AnalyticsConsumer:
+    if name == "timeline":
+        from pipeline.analytics.builtin_timeline import TimelineConsumer
+
+        return TimelineConsumer(out_dir, final=offline)
+    from pipeline.analytics.builtin_metrics import MetricsConsumer
+
+    return MetricsConsumer()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pipeline.analytics.runner import run_offline
+    from pipeline.analytics.tracefile import read_trace, trace_events
+
+    if args.trace is not None:
+        if args.start or args.end:
+            raise ConfigError("--from/--to select a Kafka range; a trace file is read whole")
+        consumer = build_consumer(args.name, args.out, offline=True)
+        stats = run_offline(consumer, trace_events(read_trace(args.trace)), str(args.trace))
+        print(json.dumps({"consumer": args.name, "events": stats.events, "out": str(args.out)}))
+        if args.name == "metrics":
+            from pipeline.analytics.builtin_metrics import MetricsConsumer
+
+            assert isinstance(consumer, MetricsConsumer)
+            print(consumer.metrics.render(), end="")
+        return 0
+    bootstrap = args.bootstrap or os.environ.get("KUBETAPE_BOOTSTRAP")
+    if not bootstrap:
+        raise ConfigError(
+            'no Kafka bootstrap: pass --bootstrap, --trace FILE, or `eval "$(kubetape stack env)"`'
+        )
+    from services.logs import configure_logging
+
+    configure_logging(json_lines=True, level=logging.INFO)
+    asyncio.run(_run_kafka(args, bootstrap))
+    return 0
+
+
+async def _run_kafka(args: argparse.Namespace, bootstrap: str) -> None:
+    from aiohttp import web
+
+    from pipeline.analytics.builtin_metrics import MetricsConsumer
+    from pipeline.analytics.runner import ConsumerRunner
+    from pipeline.io.analytics_source import KafkaAnalyticsSource
+    from pipeline.io.http import HttpSettings, add_data_route, bound_port, start_http
+    from pipeline.io.kafka import KafkaSettings
+    from pipeline.sink.export import parse_time
+
+    start_ms = parse_time(args.start, what="--from") if args.start else None
+    end_ms = parse_time(args.end, what="--to") if args.end else None
+    consumer = build_consumer(args.name, args.out, offline=False)
+    http_runner: web.AppRunner | None = None
+    if isinstance(consumer, MetricsConsumer):
+        token = os.environ.get(args.token_env)
+        if not token:
+            raise ConfigError(
+                f"the metrics consumer serves cluster data and needs a bearer token: set ${args.token_env}"
+            )
+        app = web.Application()
+        metrics = consumer.metrics
+
+        async def serve_metrics(request: web.Request) -> web.Response:
+            del request
+            return web.Response(text=metrics.render(), content_type="text/plain", charset="utf-8")
+
+        add_data_route(app, "GET", "/metrics", serve_metrics, token)
+        http_runner = await start_http(app, HttpSettings(port=args.http_port, token=token))
+        print(
+            f"metrics on http://127.0.0.1:{bound_port(http_runner)}/metrics (bearer token)", file=sys.stderr
+        )
+    settings = KafkaSettings(bootstrap=bootstrap, client_id="kubetape-analytics")
+    try:
+        async with KafkaAnalyticsSource(
+            settings, args.topic, group_id_for(consumer.name), start_ms=start_ms, end_ms=end_ms
+        ) as source:
+            runner = ConsumerRunner(consumer, source)
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, runner.stop)
+            stats = await runner.run()
+            print(
+                json.dumps(
+                    {"consumer": consumer.name, "events": stats.events, "undecodable": stats.undecodable}
+                )
+            )
+    finally:
+        if http_runner is not None:
+            await http_runner.cleanup()

@@ -1,0 +1,340 @@
+"""``kubetape sweep``: replay one trace under a grid of parameters, N repetitions each, into run
+directories, and report the cost-vs-reliability Pareto frontier (JSON, text, and an HTML report).
+
+Each replay becomes a run directory (:mod:`pipeline.analytics.runs`). The simulated cluster is observed
+by listing the replay's pods, nodes and pod controllers (label ``kubetape.dev/replay=<run>``) every trace
+second while the replayer runs; the listings are folded by the same timeline code that folds the
+recording (:mod:`pipeline.analytics.snapshots`). Polling was chosen over running ``kubetape watch``
+on the simulated cluster: it needs no Kafka round trip per run and sees pod phases (Pending, Running)
+that the watcher publishes only as lifecycles. Replays run one after another: virtual nodes of
+concurrent replays would share their pods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.analytics.runs import NodePool, Run, RunInfo
+from pipeline.model.errors import ConfigError
+
+log = logging.getLogger("kubetape.sweep")
+
+COST_METRIC = "node_hours"
+DEFAULT_RELIABILITY = "pending_pod_seconds"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOption:
+    """``--nodes SKELETON.yaml:N`` of a sweep: a node pool, or none (``none``)."""
+
+    skeleton_path: Path | None
+    skeleton: Mapping[str, Any] | None
+    count: int
+
+    @property
+    def pool(self) -> NodePool | None:
+        if self.skeleton is None or self.skeleton_path is None:
+            return None
+        return node_pool(self.skeleton_path.stem, self.skeleton, self.count)
+
+
+def node_pool(name: str, skeleton: Mapping[str, Any], count: int) -> NodePool:
+    """A run's description of ``count`` nodes made from ``skeleton`` (its allocatable CPU and memory)."""
+    from pipeline.analytics.timeline import parse_quantity
+
+    capacity = (skeleton.get("status") or {}).get("allocatable") or {}
+    return NodePool(
+        name,
+        count,
+        (parse_quantity(capacity.get("cpu")) or 0.0) * 1000,
+        parse_quantity(capacity.get("memory")) or 0.0,
+    )
+
+
+# ---- one replay → one run -------------------------------------------------------------------------
+async def replay_to_run(
+    kubeconfig: Path,
+    trace_path: Path,
+    settings: Any,
+    run_dir: Path,
+    *,
+    pool: NodePool | None = None,
+    repetition: int = 0,
+    labels: Mapping[str, str] | None = None,
+    context: str | None = None,
+) -> Run:
+    """Replay ``trace_path`` with ``settings`` (a ``ReplaySettings``) while observing the simulated
+    cluster; write and return the run directory. ``pool`` defaults to the settings' node skeleton,
+    named by its ``metadata.name``."""
+    from pipeline.analytics.runs import write_run
+    from pipeline.analytics.snapshots import SnapshotEvents, strip_prefix
+    from pipeline.analytics.timeline import TimelineFolder, TimelineRow, fold_events
+    from pipeline.analytics.tracefile import trace_events
+    from pipeline.io.kube import kube_api
+    from pipeline.io.kube_apply import KubeApiError, KubeApplier
+    from pipeline.model.events import Event
+    from pipeline.replay.replayer import Replayer, load_trace, plan_replay
+    from pipeline.replay.rewrite import REPLAY_LABEL
+
+    if pool is None and settings.node_skeleton is not None and settings.node_count > 0:
+        skeleton_name = str((settings.node_skeleton.get("metadata") or {}).get("name") or "node")
+        pool = node_pool(skeleton_name, settings.node_skeleton, settings.node_count)
+    trace = load_trace(trace_path)
+    plan = plan_replay(trace, settings.speed)
+    span_ms = settings.duration_ms if settings.duration_ms is not None else plan.end_ms - plan.start_ms
+    end_ms = plan.start_ms + span_ms
+    recorded = fold_events(trace_events(trace), origin_ms=plan.start_ms, end_ms=end_ms)
+    folder = TimelineFolder(origin_ms=plan.start_ms)
+    snapshots = SnapshotEvents(strip_prefix(settings.namespace_prefix))
+    rows: list[TimelineRow] = []
+    async with kube_api(kubeconfig, context) as api:
+        cluster = KubeApplier(api)
+        replayer = Replayer(cluster, plan, settings, source=str(trace_path))
+        selector = f"{REPLAY_LABEL}={replayer.name}"
+        # Pods are listed first and controllers after, so every listed pod's ReplicaSet/Job (created
+        # before the pod) is in the later listing; their events are folded first, so the pod's owner
+        # chain is known when the pod is folded.
+        listing_order = (("v1", "Pod"), ("v1", "Node"), ("apps/v1", "ReplicaSet"), ("batch/v1", "Job"))
+
+        async def observe() -> None:
+            started = replayer.trace_started_at
+            if started is None:
+                return  # still setting up: trace time has not begun
+            at_ms = plan.start_ms + round((time.monotonic() - started) * settings.speed * 1000)
+            if at_ms > end_ms:
+                return  # the replay is past the trace (cleaning up): not part of the run
+            listings: dict[str, list[Event]] = {}
+            for api_version, kind in listing_order:
+                try:
+                    listed = await cluster.list_objects(api_version, kind, label_selector=selector)
+                except KubeApiError as exc:
+                    log.warning("cannot list %s of %s: %s", kind, replayer.name, exc)
+                    continue
+                listings[kind] = snapshots.observe(at_ms, api_version, kind, listed)
+            for kind in ("ReplicaSet", "Job", "Node", "Pod"):
+                folder.add_all(listings.get(kind, []))
+            rows.extend(folder.advance(at_ms))
+
+        interval_s = max(1.0 / settings.speed, 0.05)  # one observation per trace second at most
+        task = asyncio.create_task(replayer.run(), name=f"replay {replayer.name}")
+        while not task.done():
+            await observe()
+            await asyncio.wait({task}, timeout=interval_s)
+        report = task.result()
+    rows.extend(folder.finish(end_ms))
+    info = RunInfo(
+        name=run_dir.name,
+        trace=str(trace_path),
+        speed=settings.speed,
+        node_pools=(pool,) if pool is not None else (),
+        repetition=repetition,
+        labels=dict(labels or {}),
+    )
+    write_run(
+        run_dir,
+        info,
+        timeline=rows,
+        pods=folder.pod_times(),
+        recorded=recorded.rows,
+        recorded_pods=recorded.pods,
+        report=report.to_json(),
+    )
+    from pipeline.analytics.runs import read_run
+
+    return read_run(run_dir)
+
+
+# ---- the sweep ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    runs: list[Run]
+    points: dict[str, tuple[float, float]]
+    """Per configuration: (mean cost, mean reliability metric)."""
+    frontier: list[str]
+    reliability_metric: str
+    document: dict[str, Any]
+
+
+def summarize_sweep(runs: Sequence[Run], reliability: str = DEFAULT_RELIABILITY) -> SweepResult:
+    """Configurations' means and intervals, and the Pareto frontier of (cost, ``reliability``)."""
+    from pipeline.analytics.compare import METRICS, compare_runs
+    from pipeline.analytics.pareto import pareto_frontier
+
+    if reliability not in METRICS:
+        raise ConfigError(
+            f"--reliability {reliability!r} is not a run metric; choose one of {', '.join(METRICS)}"
+        )
+    comparison = compare_runs(runs)
+    points = {
+        c.config: (c.metrics[COST_METRIC].estimate, c.metrics[reliability].estimate)
+        for c in comparison.configs
+    }
+    frontier = pareto_frontier(points)
+    document = {
+        "version": 1,
+        "cost_metric": COST_METRIC,
+        "reliability_metric": reliability,
+        "points": {k: {"cost": x, "reliability": y} for k, (x, y) in points.items()},
+        "frontier": frontier,
+        "comparison": comparison.to_json(),
+    }
+    return SweepResult(list(runs), points, frontier, reliability, document)
+
+
+async def run_sweep(
+    kubeconfig: Path,
+    trace_path: Path,
+    out_dir: Path,
+    *,
+    speeds: Sequence[float],
+    nodes: Sequence[NodeOption],
+    repetitions: int,
+    reliability: str = DEFAULT_RELIABILITY,
+    context: str | None = None,
+    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    sample_interval_s: float = 1.0,
+) -> SweepResult:
+    """Every (speed × node option) configuration ``repetitions`` times, one replay after another."""
+    from pipeline.replay.replayer import ReplaySettings
+
+    runs: list[Run] = []
+    grid = list(itertools.product(speeds, nodes))
+    for index, (speed, option) in enumerate(grid):
+        for repetition in range(repetitions):
+            name = f"sweep-c{index:02d}-r{repetition}"
+            settings = ReplaySettings(
+                speed=speed,
+                replay_name=name,
+                namespace_prefix=name,
+                node_skeleton=option.skeleton,
+                node_count=option.count if option.skeleton is not None else 0,
+                sample_interval_s=sample_interval_s,
+            )
+            pool = option.pool
+            described = f"{pool.skeleton}:{pool.count}" if pool else "none"
+            say(f"[sweep] {name}: speed {speed:g}, nodes {described}")
+            run = await replay_to_run(
+                kubeconfig,
+                trace_path,
+                settings,
+                out_dir / name,
+                pool=pool,
+                repetition=repetition,
+                context=context,
+            )
+            runs.append(run)
+    return summarize_sweep(runs, reliability)
+
+
+def parse_node_option(text: str) -> NodeOption:
+    if text == "none":
+        return NodeOption(None, None, 0)
+    from services.commands.replay import parse_nodes
+
+    skeleton, count = parse_nodes(text)
+    return NodeOption(Path(text.rpartition(":")[0]), skeleton, count)
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "sweep",
+        help="replay a trace under a grid of parameters and report the cost/reliability Pareto frontier",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--trace", type=Path, required=True, help="trace to replay")
+    parser.add_argument("--kubeconfig", type=Path, required=True, help="kubeconfig of the simulated cluster")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="directory for the run directories and reports"
+    )
+    parser.add_argument(
+        "--speed",
+        type=float,
+        action="append",
+        default=None,
+        help="a speed of the grid (repeatable; default 10)",
+    )
+    parser.add_argument(
+        "--nodes",
+        action="append",
+        required=True,
+        metavar="SKELETON.yaml:N",
+        help="a node pool of the grid (repeatable), or 'none' for no virtual nodes",
+    )
+    parser.add_argument("--repetitions", type=int, default=3, help="replays per configuration (default 3)")
+    parser.add_argument(
+        "--reliability",
+        default=DEFAULT_RELIABILITY,
+        help=f"the run metric traded against node-hours (default {DEFAULT_RELIABILITY})",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of text")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pipeline.analytics.compare import METRICS
+    from pipeline.analytics.report_html import render_report
+
+    speeds = args.speed or [10.0]
+    if any(s <= 0 for s in speeds) or args.repetitions < 1:
+        raise ConfigError("--speed must be positive and --repetitions at least 1")
+    if args.reliability not in METRICS:  # checked before any replay runs, not after all of them
+        raise ConfigError(
+            f"--reliability {args.reliability!r} is not a run metric; choose one of {', '.join(METRICS)}"
+        )
+    options = [parse_node_option(text) for text in args.nodes]
+    result = asyncio.run(
+        run_sweep(
+            args.kubeconfig,
+            args.trace,
+            args.out,
+            speeds=speeds,
+            nodes=options,
+            repetitions=args.repetitions,
+            reliability=args.reliability,
+            context=args.context,
+        )
+    )
+    write_sweep_outputs(result, args.out, render_report)
+    if args.json:
+        print(json.dumps(result.document, indent=2))
+    else:
+        print(render_sweep_text(result))
+        print(f"report: {args.out / 'report.html'}")
+    return 0
+
+
+def write_sweep_outputs(result: SweepResult, out_dir: Path, render: Callable[..., str]) -> None:
+    from pipeline.analytics.compare import compare_runs
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "sweep.json").write_text(json.dumps(result.document, indent=2) + "\n")
+    html = render(
+        f"kubetape sweep of {result.runs[0].info.trace}" if result.runs else "kubetape sweep",
+        result.runs,
+        compare_runs(result.runs),
+        pareto=result.points,
+        frontier=result.frontier,
+        pareto_axes=(COST_METRIC, result.reliability_metric),
+    )
+    (out_dir / "report.html").write_text(html)
+
+
+def render_sweep_text(result: SweepResult) -> str:
+    lines = [f"cost ({COST_METRIC}) vs reliability ({result.reliability_metric}), means over repetitions:"]
+    for config, (cost, reliability) in result.points.items():
+        mark = "  *" if config in result.frontier else "   "
+        lines.append(f"{mark} {config}: {cost:.4g} node-hours, {reliability:.4g} {result.reliability_metric}")
+    lines.append("(* = on the Pareto frontier: no other configuration is cheaper and at least as reliable)")
+    return "\n".join(lines)
