@@ -139,10 +139,11 @@ def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[
         directory = SEGMENTS_MOUNT if source.claim_name else ""
         if source.path:
             directory = f"{directory}/{source.path.lstrip('/')}" if directory else source.path
-        args += ["--segments", directory, "--from", source.time_from, "--to", source.time_to]
+        # `--from=VALUE`: a relative time such as -30m would otherwise read as an option
+        args += ["--segments", directory, f"--from={source.time_from}", f"--to={source.time_to}"]
     elif isinstance(source, TopicSource):
         args += ["--topic", source.topic, "--bootstrap", source.bootstrap]
-        args += ["--from", source.time_from, "--to", source.time_to]
+        args += [f"--from={source.time_from}", f"--to={source.time_to}"]
     if spec.duration_s is not None:
         args += ["--duration", f"{spec.duration_s:g}"]
     if spec.namespace_prefix is not None:

@@ -166,10 +166,6 @@ def _parse_source(source: Any) -> TraceSourceSpec:
 def _parse_node_pools(pools: Any) -> tuple[NodePool, ...]:
     if not isinstance(pools, list):
         raise SimulationSpecError("spec.nodePools: must be a list of {skeleton, count}")
-    if len(pools) > 1:
-        raise SimulationSpecError(
-            "spec.nodePools: only one pool is supported for now (kubetape replay takes one --nodes)"
-        )
     parsed = []
     for i, pool in enumerate(pools):
         where = f"spec.nodePools[{i}]"

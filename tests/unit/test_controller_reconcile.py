@@ -353,7 +353,8 @@ async def test_a_segment_source_mounts_its_claim_and_passes_the_range(cluster: F
     )
     source = {"segments": {"claimName": "segs", "path": "prod", "from": "-30m", "to": "2026-01-01T00:00:00Z"}}
     skeleton = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": {"type": "kwok"}}}
-    cluster.add(simulation("segs", source=source, nodePools=[{"skeleton": skeleton, "count": 4}]))
+    pools = [{"skeleton": skeleton, "count": 4}, {"skeleton": skeleton, "count": 2}]
+    cluster.add(simulation("segs", source=source, nodePools=pools))
     await Reconciler(cluster, SETTINGS).reconcile_all()
 
     job = job_of(cluster, "segs-r1")
@@ -361,18 +362,24 @@ async def test_a_segment_source_mounts_its_claim_and_passes_the_range(cluster: F
     pod = job["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
     assert args[args.index("--segments") + 1] == "/var/lib/kubetape/segments/prod"
-    assert args[args.index("--from") + 1 : args.index("--from") + 4] == [
-        "-30m",
-        "--to",
-        "2026-01-01T00:00:00Z",
+    assert "--from=-30m" in args
+    assert "--to=2026-01-01T00:00:00Z" in args
+    # the replayer's own parser reads these arguments as meant (a relative time is not an option)
+    from services.cli import build_parser
+
+    parsed = build_parser().parse_args(args)  # args start with the subcommand
+    assert (parsed.start, parsed.end) == ("-30m", "2026-01-01T00:00:00Z")
+    assert parsed.nodes == [
+        "/etc/kubetape/node-pools/pool-0.yaml:4",
+        "/etc/kubetape/node-pools/pool-1.yaml:2",
     ]
-    assert args[args.index("--nodes") + 1] == "/etc/kubetape/node-pools/pool-0.yaml:4"
     assert {"name": "segments", "persistentVolumeClaim": {"claimName": "segs", "readOnly": True}} in pod[
         "volumes"
     ]
-    pools = cluster.find("v1", "ConfigMap", NS, "segs-node-pools")
-    assert pools is not None
-    assert "kind: Node" in pools["data"]["pool-0.yaml"]
+    pool_files = cluster.find("v1", "ConfigMap", NS, "segs-node-pools")
+    assert pool_files is not None
+    assert "kind: Node" in pool_files["data"]["pool-0.yaml"]
+    assert "kind: Node" in pool_files["data"]["pool-1.yaml"]
 
 
 async def test_one_simulation_at_a_time_oldest_first(cluster: FakeCluster) -> None:
