@@ -4,12 +4,17 @@ One topic (6 partitions) is filled with N synthetic events spread over one hour 
 the same run and on the same data:
 
 * ``raw_consumer``: a plain aiokafka consumer group drains the topic (``getmany``, no decoding);
+* ``probe_only_consumer`` / ``decode_only_consumer``: the same, plus only the sink's per-message check
+  (:class:`~pipeline.model.events.WireProbe`) or a full :func:`~pipeline.model.events.decode_event`:
+  the ceiling of any sink that validates each message in Python, measured beside the raw rate;
 * ``sink``: the in-process sink (decode, dedupe, compact, zstd, atomic fsynced writes, commits) drains
   it into a local segment store until every offset is inside a durable segment;
 * ``export``: the one-hour window exported from that store (kubetape and SimKube v2).
 
 Rates count from the first message received to the last (group joins are excluded from both).
 Targets (issue 5): sink >= 70 % of the raw consumer, >= 20k events/s; export of 100k events < 2 s.
+CPU figures (process CPU per event; export: its thread's CPU) are printed beside the wall-clock ones,
+with the load average: on a shared machine, wall-clock times stretch with the load, CPU much less.
 
 Usage::
 
@@ -28,7 +33,7 @@ import platform
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +43,7 @@ from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_pro
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.io.sink_consumer import KafkaSinkSource
-from pipeline.model.events import encode_event
+from pipeline.model.events import WireProbe, decode_event, encode_event
 from pipeline.sink import synthetic
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings
@@ -75,22 +80,37 @@ async def fill_topic(bootstrap: str, topic: str, n: int, start_ms: int) -> dict[
     return {tp.partition: int(o) for tp, o in ends.items()}
 
 
-async def bench_raw(bootstrap: str, topic: str, total: int) -> dict[str, Any]:
+async def bench_raw(
+    bootstrap: str, topic: str, total: int, check: Callable[[bytes], object] | None = None
+) -> dict[str, Any]:
+    """Drain the topic with a plain consumer group; ``check`` is applied to every message value."""
     consumer = new_consumer(KafkaSettings(bootstrap), topic, group_id=f"bench-raw-{uuid.uuid4().hex[:6]}")
     await consumer.start()
     seen, first = 0, None
+    cpu = time.process_time()
     try:
         while seen < total:
             batches = await consumer.getmany(timeout_ms=500, max_records=10_000)
             got = sum(len(ms) for ms in batches.values())
             if got and first is None:
                 first = time.perf_counter()
+                cpu = time.process_time()
+            if check is not None:
+                for records in batches.values():
+                    for r in records:
+                        check(r.value)
             seen += got
         await consumer.commit()
         elapsed = time.perf_counter() - (first or time.perf_counter())
+        cpu = time.process_time() - cpu
     finally:
         await consumer.stop()
-    return {"events": seen, "seconds": round(elapsed, 3), "events_per_s": round(seen / elapsed)}
+    return {
+        "events": seen,
+        "seconds": round(elapsed, 3),
+        "events_per_s": round(seen / elapsed),
+        "cpu_us_per_event": round(cpu / seen * 1e6, 2),
+    }
 
 
 async def bench_sink(bootstrap: str, topic: str, ends: dict[int, int], store_dir: Path) -> dict[str, Any]:
@@ -102,20 +122,24 @@ async def bench_sink(bootstrap: str, topic: str, ends: dict[int, int], store_dir
     source.on_revoked = sink.on_revoked
     phases = _time_phases(source, sink)
     first = None
+    cpu = time.process_time()
     async with source:
         while len(sink.compactors) < PARTITIONS or any(
             sink.compactors[p].consumed_offset < end for p, end in ends.items()
         ):
             if await sink.run_round() and first is None:
                 first = time.perf_counter()
+                cpu = time.process_time()
         await sink.flush_all()  # the open segments too: every event durable, every offset committed
         elapsed = time.perf_counter() - (first or time.perf_counter())
+        cpu = time.process_time() - cpu  # all threads: zstd and fsync calls of the writers included
     stored = metrics.value("sink_events_stored_total")
     seg_bytes = metrics.value("sink_segment_bytes_total")
     return {
         "events_stored": int(stored),
         "seconds": round(elapsed, 3),
         "events_per_s": round(stored / elapsed),
+        "cpu_us_per_event": round(cpu / stored * 1e6, 2),
         "segments": int(metrics.value("sink_segments_written_total")),
         "bytes_per_event": round(seg_bytes / stored, 1),
         "phase_seconds": {k: round(v, 3) for k, v in phases.items()},
@@ -146,10 +170,11 @@ def bench_export(store_dir: Path, start_ms: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fmt in ExportFormat:
         catalog = SegmentCatalog(LocalSegmentStore(store_dir))
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.thread_time()
         result = export_window(catalog, ExportRequest(start_ms, start_ms + 3_600_000, fmt))
         out[fmt.value] = {
             "seconds": round(time.perf_counter() - began, 3),
+            "cpu_seconds": round(time.thread_time() - cpu, 3),
             "events": result.events,
             "bytes": len(result.data),
         }
@@ -179,7 +204,11 @@ async def _main(bootstrap: str, n: int) -> dict[str, Any]:
     now = int(time.time() * 1000) - 3_600_000
     start_ms = now - now % 60_000
     ends = await fill_topic(bootstrap, topic, n, start_ms)
-    raw = await bench_raw(bootstrap, topic, sum(ends.values()))
+    total = sum(ends.values())
+    raw = await bench_raw(bootstrap, topic, total)
+    probe = WireProbe()
+    probe_only = await bench_raw(bootstrap, topic, total, probe.head)
+    decode_only = await bench_raw(bootstrap, topic, total, decode_event)
     with tempfile.TemporaryDirectory(prefix="kubetape-bench-segments-") as tmp:
         sink = await bench_sink(bootstrap, topic, ends, Path(tmp))
         export = await asyncio.to_thread(bench_export, Path(tmp), start_ms)
@@ -192,9 +221,15 @@ async def _main(bootstrap: str, n: int) -> dict[str, Any]:
         },
         "events": n,
         "partitions": PARTITIONS,
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "raw_consumer": raw,
+        "probe_only_consumer": probe_only,
+        "decode_only_consumer": decode_only,
         "sink": sink,
         "sink_vs_raw": round(sink["events_per_s"] / raw["events_per_s"], 3),
+        "probe_only_vs_raw": round(probe_only["events_per_s"] / raw["events_per_s"], 3),
+        "decode_only_vs_raw": round(decode_only["events_per_s"] / raw["events_per_s"], 3),
+        "sink_cpu_vs_raw_cpu": round(sink["cpu_us_per_event"] / raw["cpu_us_per_event"], 2),
         "export_one_hour": export,
     }
 

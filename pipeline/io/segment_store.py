@@ -15,6 +15,7 @@ import contextlib
 import os
 import re
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NewType, Protocol
@@ -79,6 +80,11 @@ class LocalSegmentStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        # Group commit of directory fsyncs (see _sync_directory): renames done, renames known durable.
+        self._renames = 0
+        self._durable_renames = 0
+        self._rename_lock = threading.Lock()
+        self._dir_sync_lock = threading.Lock()
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -95,17 +101,33 @@ class LocalSegmentStore:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp_path, final)
+            with self._rename_lock:
+                os.replace(tmp_path, final)
+                self._renames += 1
+                mine = self._renames
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_path)
             raise
-        # The rename is durable only once the directory entry itself is on disk.
-        dir_fd = os.open(self.root, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        self._sync_directory(mine)
+
+    def _sync_directory(self, rename: int) -> None:
+        """Make the ``rename``-th rename durable: the entry is on disk only once the directory is.
+
+        Puts run in several threads; one directory fsync covers every rename done before it started, so
+        a put whose rename an fsync already covered returns at once (a group commit: with 4 writers this
+        halves the fsyncs per segment, which bound the sink on small segments)."""
+        with self._dir_sync_lock:
+            if self._durable_renames >= rename:
+                return
+            with self._rename_lock:
+                covered = self._renames
+            dir_fd = os.open(self.root, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+            self._durable_renames = covered
 
     def get(self, name: SegmentName) -> bytes:
         try:

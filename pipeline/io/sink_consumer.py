@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from types import TracebackType
+from typing import NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
@@ -29,9 +29,9 @@ DEFAULT_SINK_GROUP = "kubetape-sink"
 PartitionsCallback = Callable[[list[int]], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
-class SourceMessage:
-    """One consumed message, reduced to what the sink needs."""
+class SourceMessage(NamedTuple):
+    """One consumed message, reduced to what the sink needs (a named tuple: one is built per message,
+    at a third of a frozen dataclass's cost)."""
 
     partition: int
     offset: int
@@ -130,11 +130,11 @@ class KafkaSinkSource:
 
     async def getmany(self, timeout_ms: int, max_records: int) -> list[SourceMessage]:
         batches = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
-        return [
-            SourceMessage(tp.partition, r.offset, r.key, r.value, r.timestamp)
-            for tp, records in batches.items()
-            for r in records
-        ]
+        out: list[SourceMessage] = []
+        for tp, records in batches.items():
+            partition = tp.partition
+            out += [SourceMessage(partition, r.offset, r.key, r.value, r.timestamp) for r in records]
+        return out
 
     async def commit(self, offsets: Mapping[int, int]) -> bool:
         """Commit; False (logged) when the broker refused or did not answer in ``commit_timeout_s``.

@@ -13,16 +13,28 @@ in), so every rule is unit-testable:
   of wall-clock time: an idle topic still makes its data durable and its offsets committed.
 * Every ``keyframe_every``-th segment of a partition (and the first one) carries a keyframe: the state
   before its first event, so export and replay can start there without reading older segments.
+
+Events arrive as :class:`~pipeline.model.events.EventHead` values (checked, body not decoded) and leave
+as their wire bytes in a :class:`~pipeline.formats.segment.WireSegment`: no object body is decoded or
+re-encoded on the way from Kafka to disk.
 """
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pipeline.formats.segment import Keyframe, PartitionRange, Segment, build_segment
+from pipeline.formats.segment import (
+    ZSTD_LEVEL,
+    PartitionRange,
+    Segment,
+    WireSegment,
+    build_wire_segment,
+    decode_segment,
+    encode_wire_segment,
+)
 from pipeline.io.segment_store import SegmentName, segment_name
-from pipeline.model.events import Event
+from pipeline.model.events import Event, EventHead
 from pipeline.sink.state import ObjectState
 
 DEFAULT_TOPIC = "kubetape.events"
@@ -51,15 +63,24 @@ class ClosedSegment:
 
     name: SegmentName
     partition: int
-    segment: Segment
+    wire: WireSegment
 
     @property
     def first_offset(self) -> int:
-        return self.segment.header.partitions[0].first_offset
+        return self.wire.header.partitions[0].first_offset
 
     @property
     def next_offset(self) -> int:
-        return self.segment.header.partitions[0].last_offset + 1
+        return self.wire.header.partitions[0].last_offset + 1
+
+    def encode(self, level: int = ZSTD_LEVEL) -> bytes:
+        """The file bytes (CPU-bound: zstd; run it in a thread from async code)."""
+        return encode_wire_segment(self.wire, level)
+
+    @property
+    def segment(self) -> Segment:
+        """The segment decoded (for tools and tests; the sink itself never decodes what it writes)."""
+        return decode_segment(self.encode(), self.name)
 
 
 @dataclass(slots=True)
@@ -69,9 +90,9 @@ class _OpenSegment:
     window_start: int
     window_end: int
     min_ts: int
-    keyframe: Keyframe | None
+    keyframe: tuple[int, list[EventHead], list[EventHead]] | None
     last_add: float
-    events: list[Event] = field(default_factory=list)
+    events: list[EventHead] = field(default_factory=list)
 
 
 class PartitionCompactor:
@@ -111,32 +132,41 @@ class PartitionCompactor:
     def has_open_segment(self) -> bool:
         return self._open is not None
 
-    def add(self, offset: int, event: Event | None, now: float) -> list[ClosedSegment]:
+    def add(self, offset: int, event: EventHead | Event | None, now: float) -> list[ClosedSegment]:
         """Take the message at ``offset`` (``event`` None: undecodable, already dead-lettered).
 
         Returns the segments this closes (at most one)."""
-        if offset < self.next_offset or (self._open is not None and offset <= self._open.last_offset):
-            self.redelivered += 1
-            return []
-        if event is None or self.state.is_duplicate(event):
-            if event is not None:
-                self.duplicates += 1
-            self._cover(offset)
-            return []
+        if isinstance(event, Event):  # tools and tests hand in decoded events
+            event = EventHead.of(event)
+        return self.add_many([(offset, event)], now)
+
+    def add_many(self, messages: Iterable[tuple[int, EventHead | None]], now: float) -> list[ClosedSegment]:
+        """:meth:`add` for a run of messages in offset order (the sink's path: one call per partition
+        and batch, with the per-message work kept in one loop). Returns the segments this closes."""
         closed: list[ClosedSegment] = []
+        is_duplicate, apply = self.state.is_duplicate, self.state.apply
+        max_events = self.settings.max_events
         current = self._open
-        if current is not None and (
-            event.ts_ms >= current.window_end or len(current.events) >= self.settings.max_events
-        ):
-            closed.append(self._close())
-            current = None
-        if current is None:
-            current = self._start(offset, event.ts_ms, now)
-        self.state.apply(event)
-        current.events.append(event)
-        current.last_offset = offset
-        current.min_ts = min(current.min_ts, event.ts_ms)
-        current.last_add = now
+        for offset, event in messages:
+            if offset < self.next_offset or (current is not None and offset <= current.last_offset):
+                self.redelivered += 1
+                continue
+            if event is None or is_duplicate(event):
+                if event is not None:
+                    self.duplicates += 1
+                self._cover(offset)
+                continue
+            ts_ms = event.ts_ms
+            if current is not None and (ts_ms >= current.window_end or len(current.events) >= max_events):
+                closed.append(self._close())
+                current = None
+            if current is None:
+                current = self._start(offset, ts_ms, now)  # its keyframe: the state before this event
+            apply(event)
+            current.events.append(event)
+            current.last_offset = offset
+            current.min_ts = min(current.min_ts, ts_ms)
+            current.last_add = now
         return closed
 
     def close_if_idle(self, now: float) -> ClosedSegment | None:
@@ -160,7 +190,7 @@ class PartitionCompactor:
         window_start = ts_ms - ts_ms % window
         keyframe = None
         if self._since_keyframe is None or self._since_keyframe + 1 >= self.settings.keyframe_every:
-            keyframe = self.state.keyframe(window_start)
+            keyframe = (window_start, *self.state.keyframe_heads())
         self._open = _OpenSegment(
             first_offset=offset,
             last_offset=offset,
@@ -179,11 +209,12 @@ class PartitionCompactor:
         start = min(current.window_start, current.min_ts)
         keyframe = current.keyframe
         if keyframe is not None:
-            keyframe = dataclasses.replace(keyframe, at_ms=min(keyframe.at_ms, start))
+            at_ms, objects, lifecycles = keyframe
+            keyframe = (min(at_ms, start), objects, lifecycles)
             self._since_keyframe = 0
         else:
             self._since_keyframe = (self._since_keyframe or 0) + 1
-        segment = build_segment(
+        wire = build_wire_segment(
             current.events,
             start_ms=start,
             end_ms=current.window_end,
@@ -193,4 +224,4 @@ class PartitionCompactor:
             keyframe=keyframe,
         )
         self.next_offset = current.last_offset + 1
-        return ClosedSegment(segment_name(self.partition, current.first_offset), self.partition, segment)
+        return ClosedSegment(segment_name(self.partition, current.first_offset), self.partition, wire)

@@ -9,15 +9,17 @@ kubetape trace (a ``TRACE`` segment) or a SimKube v2 ``.sktrace``.
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import gc
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.formats.assemble import assemble_window, trace_to_simkube
-from pipeline.formats.segment import Keyframe, encode_segment
+from pipeline.formats.segment import EventWires, Keyframe, encode_segment
 from pipeline.formats.simkube import write_simkube_trace
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
@@ -92,12 +94,35 @@ def export_window(
         raise ConfigError(
             f"export range is empty: from {request.start_ms} ms is not before to {request.end_ms} ms"
         )
-    window = rebuild_window(catalog, request.start_ms, request.end_ms, warn)
+    with _cyclic_gc_paused():
+        return _export(catalog, request, warn)
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """An export builds a few hundred thousand containers that all stay alive until the file is
+    written; the cyclic collector would rescan them over and over (measured: 80 % of the decoding time
+    of 100k events, 2.7 s vs 0.5 s). Nothing an export builds is cyclic garbage, so it is paused."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _export(
+    catalog: SegmentCatalog, request: ExportRequest, warn: Callable[[str], None] | None
+) -> ExportResult:
+    wires = EventWires()
+    window = rebuild_window(catalog, request.start_ms, request.end_ms, warn, wires=wires)
     filters = request.filters
+    state = window.state.keyframe(request.start_ms)
     keyframe = Keyframe(
         request.start_ms,
-        {k: e for k, e in sorted(window.state.objects.items()) if not filters.excludes(e)},
-        {k: e for k, e in sorted(window.state.lifecycles.items()) if not filters.excludes(e)},
+        {k: e for k, e in state.objects.items() if not filters.excludes(e)},
+        {k: e for k, e in state.lifecycles.items() if not filters.excludes(e)},
     )
     events = [e for e in window.events if not filters.excludes(e)]
     config = request.config or TracerConfig.default()
@@ -112,7 +137,7 @@ def export_window(
     if request.format is ExportFormat.SIMKUBE:
         data = write_simkube_trace(trace_to_simkube(trace, config))
     else:
-        data = encode_segment(trace, EXPORT_ZSTD_LEVEL)
+        data = encode_segment(trace, EXPORT_ZSTD_LEVEL, wires=wires)
     return ExportResult(data, len(trace.events), tuple(window.skipped))
 
 

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pipeline.formats.segment import Segment, decode_segment
+from pipeline.formats.segment import EventWires, Segment, decode_segment
 from pipeline.io.segment_store import SegmentStore
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
@@ -23,9 +23,14 @@ log = logging.getLogger("kubetape.sink")
 WarnFn = Callable[[str], None]
 
 
-def load_segment(store: SegmentStore, entry: CatalogEntry) -> Segment:
-    """Decode one segment (raises FormatError naming the file)."""
-    return decode_segment(store.get(entry.name), store.describe(entry.name))
+def load_segment(
+    store: SegmentStore, entry: CatalogEntry, *, with_keyframe: bool = True, wires: EventWires | None = None
+) -> Segment:
+    """Decode one segment (raises FormatError naming the file); see :func:`decode_segment` for
+    ``with_keyframe`` and ``wires``."""
+    return decode_segment(
+        store.get(entry.name), store.describe(entry.name), with_keyframe=with_keyframe, wires=wires
+    )
 
 
 def restore_partition(
@@ -68,11 +73,19 @@ class Window:
     skipped: list[str] = field(default_factory=list)
 
 
-def rebuild_window(catalog: SegmentCatalog, start_ms: int, end_ms: int, warn: WarnFn | None = None) -> Window:
+def rebuild_window(
+    catalog: SegmentCatalog,
+    start_ms: int,
+    end_ms: int,
+    warn: WarnFn | None = None,
+    *,
+    wires: EventWires | None = None,
+) -> Window:
     """Rebuild ``[start_ms, end_ms)`` across every partition of the store.
 
     Corrupt segments are reported through ``warn`` (and listed in ``Window.skipped``) and skipped; the
-    rest of the window is still rebuilt."""
+    rest of the window is still rebuilt. ``wires`` collects the stored bytes of the events read, so
+    that writing them again (export) needs no re-encoding."""
     catalog.refresh()
     window = Window(start_ms, end_ms)
     for name, reason in sorted(catalog.corrupt.items()):
@@ -82,19 +95,34 @@ def rebuild_window(catalog: SegmentCatalog, start_ms: int, end_ms: int, warn: Wa
         seen = ObjectState()  # everything folded so far: decides duplicates
         at_start = ObjectState()  # only events before start_ms: the state the window starts from
         seq = 0
+        next_offset = None  # the offset after the last segment folded
         for index, entry in enumerate(catalog.plan(partition, start_ms, end_ms)):
+            # plan() starts at the latest keyframe at or before start_ms; when retention removed older
+            # history, the first remaining keyframe is the best known state. Later keyframes are not
+            # needed (the fold already holds that state) and are most of a segment's decoding cost.
+            kf_at = entry.header.keyframe_at_ms
+            use_keyframe = kf_at is not None and (index == 0 or kf_at <= start_ms)
             try:
-                segment = load_segment(catalog.store, entry)
+                segment = load_segment(catalog.store, entry, with_keyframe=use_keyframe, wires=wires)
             except FormatError as exc:
                 _skip(window, warn, f"segment {entry.name} is corrupt and was skipped: {exc}")
+                next_offset = -1  # a hole: what follows is checked event by event again
                 continue
-            # plan() starts at the latest keyframe at or before start_ms; when retention removed older
-            # history, the first remaining keyframe is the best known state.
-            if segment.keyframe is not None and (index == 0 or segment.keyframe.at_ms <= start_ms):
+            if segment.keyframe is not None:
                 seen = ObjectState.from_keyframe(segment.keyframe)
                 at_start = ObjectState.from_keyframe(segment.keyframe)
+            # A segment that continues the previous one offset for offset was deduplicated by the sink
+            # against this very state (the same fold): its events are taken as they are, which halves
+            # the cost of a rebuild. Overlaps (two sinks raced through a rebalance) and holes are
+            # checked event by event.
+            trusted = segment.keyframe is not None or next_offset in (None, entry.first_offset)
+            next_offset = entry.last_offset + 1
             for e in segment.events:
-                if e.ts_ms >= end_ms or not seen.offer(e):
+                if e.ts_ms >= end_ms:
+                    continue
+                if trusted:
+                    seen.apply(e)
+                elif not seen.offer(e):
                     continue
                 if e.ts_ms < start_ms:
                     at_start.apply(e)

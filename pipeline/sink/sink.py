@@ -4,13 +4,17 @@ Written against two seams, :class:`EventSource` (the Kafka consumer group, see
 :mod:`pipeline.io.sink_consumer`) and :class:`~pipeline.io.segment_store.SegmentStore`, so the loop runs
 in unit tests against in-memory fakes. The order inside one round is what makes the effect exactly-once:
 
-1. ``getmany`` a batch; decode each message (undecodable ones go to the dead-letter topic first);
+1. ``getmany`` a batch; check each message (undecodable ones go to the dead-letter topic first);
 2. feed the per-partition compactors; close segments on window end, size, or idleness;
 3. write every closed segment (temp, fsync, rename) and only then commit, per partition, the first
    offset not yet inside a durable segment.
 
 A crash anywhere re-reads from the last commit; offsets already inside a durable segment are skipped
 (the compactor is restored from the store on assignment), the rest is rebuilt identically.
+
+Throughput: messages are checked by :class:`~pipeline.model.events.WireProbe` (every field but the
+object body becomes Python values; the body is only walked) and their bytes go into the segment as they
+are. A full decode per message cost 3-4x more and was most of the sink's time (``bench/bench_sink.py``).
 """
 
 from __future__ import annotations
@@ -18,16 +22,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pipeline.formats.segment import encode_segment
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import SegmentStore
 from pipeline.io.sink_consumer import SourceMessage
 from pipeline.model.errors import FormatError, TransientError
-from pipeline.model.events import Event, decode_event
+from pipeline.model.events import EventHead, WireProbe
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import ClosedSegment, CompactionSettings, PartitionCompactor
 from pipeline.sink.history import restore_partition
@@ -60,13 +63,17 @@ class EventSource(Protocol):
 class SinkSettings:
     """``compaction``: segment rules; ``batch_max_records`` / ``poll_timeout_ms``: ``getmany`` limits;
     ``zstd_level``: segment compression (3 is several times faster than the codec default and close
-    in size on this data); ``write_concurrency``: segments encoded and fsynced at once (4)."""
+    in size on this data); ``write_concurrency``: segments encoded and fsynced at once (4);
+    ``max_pending_writes``: closed segments waiting to become durable before consuming pauses (64).
+    Durable writes are bound by fsync latency (2-3 ms each here), not CPU, so consuming goes on while
+    they complete; the bound keeps memory in check when the disk is slower than the topic."""
 
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
     batch_max_records: int = 10_000
     poll_timeout_ms: int = 500
     zstd_level: int = 3
     write_concurrency: int = 4
+    max_pending_writes: int = 64
 
 
 def declare_metrics(metrics: Metrics) -> None:
@@ -105,6 +112,7 @@ class Sink:
         self._lock = asyncio.Lock()  # rounds and rebalance callbacks must not interleave
         self._in_flight: list[tuple[asyncio.Task[None], ClosedSegment]] = []
         self._write_slots = asyncio.Semaphore(settings.write_concurrency)
+        self._probe = WireProbe()
 
     # ---- rebalance -------------------------------------------------------------------------------
     async def on_assigned(self, partitions: Iterable[int]) -> None:
@@ -163,12 +171,11 @@ class Sink:
             closed: list[ClosedSegment] = []
             now = self.clock()
             duplicates_before = self._duplicates()
-            for message in messages:
-                compactor = self.compactors.get(message.partition)
+            for partition, run in _runs_by_partition(messages):
+                compactor = self.compactors.get(partition)
                 if compactor is None:  # revoked between fetch and processing: the new owner reads it
                     continue
-                event = await self._decode(message)
-                closed.extend(compactor.add(message.offset, event, now))
+                closed.extend(compactor.add_many(await self._heads(run), now))
             for compactor in self.compactors.values():
                 idle = compactor.close_if_idle(now)
                 if idle is not None:
@@ -199,12 +206,27 @@ class Sink:
     def _duplicates(self) -> int:
         return sum(c.duplicates for c in self.compactors.values())
 
-    async def _decode(self, message: SourceMessage) -> Event | None:
+    async def _heads(self, run: list[SourceMessage]) -> list[tuple[int, EventHead | None]]:
+        """Each message's offset and checked head (None once it is in the dead-letter topic)."""
+        head_of = self._probe.head
+        out: list[tuple[int, EventHead | None]] = []
+        for message in run:
+            try:
+                # a None value fails as undecodable; _dead_letter then says it had no value
+                out.append((message.offset, head_of(message.value)))  # type: ignore[arg-type]
+            except FormatError:
+                await self._dead_letter(message)
+                out.append((message.offset, None))
+        return out
+
+    async def _dead_letter(self, message: SourceMessage) -> None:
+        """Send a message the probe refused to the dead-letter topic, with the error naming where it was."""
         where = f"topic {self.settings.compaction.topic} p{message.partition} @{message.offset}"
         try:
             if message.value is None:
                 raise FormatError(f"{where}: message has no value")
-            return decode_event(message.value, where)
+            self._probe.head(message.value, where)  # raises again, now naming the message
+            raise AssertionError("the probe accepted a message it refused")  # pragma: no cover
         except FormatError as exc:
             await self.source.dead_letter(message, str(exc))
             self.metrics.inc("sink_deadletter_total")
@@ -212,7 +234,7 @@ class Sink:
                 "undecodable message sent to the dead-letter topic",
                 extra={"ctx": {"partition": message.partition, "offset": message.offset, "error": str(exc)}},
             )
-            return None
+            return
 
     def _start_writes(self, closed: list[ClosedSegment]) -> None:
         """Start writing ``closed`` in the background; the next batch is decoded meanwhile. Offsets are
@@ -224,7 +246,7 @@ class Sink:
 
     async def _reap(self, *, wait_all: bool = False) -> None:
         """Collect finished writes (raising the first failure); wait while too many are in flight."""
-        limit = 0 if wait_all else 2 * self.settings.write_concurrency
+        limit = 0 if wait_all else self.settings.max_pending_writes
         while len(self._in_flight) > limit:
             await asyncio.wait([self._in_flight[0][0]])
             self._collect_done()
@@ -250,7 +272,7 @@ class Sink:
         # order: after a crash the store then never holds a later segment without the earlier ones
         # (restore continues after the last stored offset, so such a hole would be skipped for good).
         async with self._write_slots:
-            data = await asyncio.to_thread(encode_segment, c.segment, self.settings.zstd_level)
+            data = await asyncio.to_thread(c.encode, self.settings.zstd_level)
         if previous is not None:
             await asyncio.wait([previous])  # its failure is raised by _reap, not here
             if previous.cancelled() or previous.exception() is not None:
@@ -259,16 +281,16 @@ class Sink:
             await asyncio.to_thread(self.store.put, c.name, data)
         self.metrics.inc("sink_segments_written_total")
         self.metrics.inc("sink_segment_bytes_total", float(len(data)))
-        self.metrics.inc("sink_events_stored_total", float(c.segment.header.counts.total))
+        self.metrics.inc("sink_events_stored_total", float(c.wire.header.counts.total))
         log.info(
             "segment written",
             extra={
                 "ctx": {
                     "segment": c.name,
                     "partition": c.partition,
-                    "events": c.segment.header.counts.total,
+                    "events": c.wire.header.counts.total,
                     "bytes": len(data),
-                    "keyframe": c.segment.keyframe is not None,
+                    "keyframe": c.wire.header.keyframe_at_ms is not None,
                 }
             },
         )
@@ -287,3 +309,12 @@ class Sink:
         if await self.source.commit(offsets):
             self._committed.update(offsets)
             self.metrics.inc("sink_commits_total")
+
+
+def _runs_by_partition(messages: list[SourceMessage]) -> Iterator[tuple[int, list[SourceMessage]]]:
+    """Consecutive messages of one partition, in order (a batch holds one run per partition)."""
+    start = 0
+    for i in range(1, len(messages) + 1):
+        if i == len(messages) or messages[i].partition != messages[start].partition:
+            yield messages[start].partition, messages[start:i]
+            start = i

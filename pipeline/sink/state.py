@@ -5,6 +5,10 @@ arrive twice. A change is a duplicate when it would not change the state: the sa
 resourceVersion, the same delete of an object already gone, the same pod lifecycle, the same gap. The
 sink and export fold events through the same :class:`ObjectState`, so what the sink keeps and what an
 export reconstructs from a keyframe plus later events are the same by construction.
+
+The sink folds :class:`~pipeline.model.events.EventHead` values (events whose object body is still
+wire bytes), export and restore fold decoded :class:`Event` values: the rules read only the fields both
+have (the body only when an object has no resourceVersion to compare).
 """
 
 from __future__ import annotations
@@ -12,18 +16,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.formats.segment import Keyframe
-from pipeline.model.events import Event, EventType
+from pipeline.model.events import Event, EventHead, EventType
 from pipeline.model.keys import ObjectKey
+
+AnyEvent = Event | EventHead
+"""An event decoded or not: the state treats both alike."""
 
 
 @dataclass(slots=True)
 class ObjectState:
     """Live objects, latest pod lifecycles, and the last delete and gap of each key (for dedupe)."""
 
-    objects: dict[ObjectKey, Event] = field(default_factory=dict)
-    lifecycles: dict[ObjectKey, Event] = field(default_factory=dict)
-    tombstones: dict[ObjectKey, Event] = field(default_factory=dict)
-    gaps: dict[ObjectKey, Event] = field(default_factory=dict)
+    objects: dict[ObjectKey, AnyEvent] = field(default_factory=dict)
+    lifecycles: dict[ObjectKey, AnyEvent] = field(default_factory=dict)
+    tombstones: dict[ObjectKey, AnyEvent] = field(default_factory=dict)
+    gaps: dict[ObjectKey, AnyEvent] = field(default_factory=dict)
 
     @classmethod
     def from_keyframe(cls, keyframe: Keyframe) -> ObjectState:
@@ -33,11 +40,19 @@ class ObjectState:
         """A keyframe of the current state, keys sorted so equal states give equal bytes."""
         return Keyframe(
             at_ms,
-            {k: self.objects[k] for k in sorted(self.objects)},
-            {k: self.lifecycles[k] for k in sorted(self.lifecycles)},
+            {k: _decoded(self.objects[k]) for k in sorted(self.objects)},
+            {k: _decoded(self.lifecycles[k]) for k in sorted(self.lifecycles)},
         )
 
-    def is_duplicate(self, e: Event) -> bool:
+    def keyframe_heads(self) -> tuple[list[EventHead], list[EventHead]]:
+        """The keyframe's objects and lifecycles as heads (wire bytes), sorted by key like
+        :meth:`keyframe`: what the sink writes without decoding anything."""
+        return (
+            [_head(self.objects[k]) for k in sorted(self.objects)],
+            [_head(self.lifecycles[k]) for k in sorted(self.lifecycles)],
+        )
+
+    def is_duplicate(self, e: AnyEvent) -> bool:
         """Whether ``e`` would leave the state unchanged (a redelivery or a re-list of a known version)."""
         if e.type in (EventType.APPLIED, EventType.DELETED):
             live = self.objects.get(e.key)
@@ -68,7 +83,7 @@ class ObjectState:
             e.gap_reason,
         )
 
-    def apply(self, e: Event) -> None:
+    def apply(self, e: AnyEvent) -> None:
         """Fold ``e`` into the state."""
         if e.type is EventType.APPLIED:
             self.objects[e.key] = e
@@ -81,7 +96,7 @@ class ObjectState:
         else:
             self.gaps[e.key] = e
 
-    def offer(self, e: Event) -> bool:
+    def offer(self, e: AnyEvent) -> bool:
         """Apply ``e`` unless it is a duplicate; returns whether it was new."""
         if self.is_duplicate(e):
             return False
@@ -89,11 +104,11 @@ class ObjectState:
         return True
 
 
-def _rv(e: Event) -> int | None:
+def _rv(e: AnyEvent) -> int | None:
     return int(e.resource_version) if e.resource_version.isdigit() else None
 
 
-def _older(e: Event, than: Event) -> bool:
+def _older(e: AnyEvent, than: AnyEvent) -> bool:
     """``e`` is an older version of the same object than ``than`` (a late re-delivery).
 
     resourceVersions are opaque to clients, but every apiserver backed by etcd issues increasing
@@ -104,7 +119,7 @@ def _older(e: Event, than: Event) -> bool:
     return new is not None and known is not None and new < known
 
 
-def _same_version(prev: Event, e: Event) -> bool:
+def _same_version(prev: AnyEvent, e: AnyEvent) -> bool:
     # The resourceVersion identifies a version of an object; without one (synthetic or stub objects),
     # fall back to comparing the content.
     if prev.uid != e.uid:
@@ -112,3 +127,11 @@ def _same_version(prev: Event, e: Event) -> bool:
     if e.resource_version:
         return prev.resource_version == e.resource_version
     return prev.spec_hash == e.spec_hash and prev.obj == e.obj
+
+
+def _decoded(e: AnyEvent) -> Event:
+    return e.to_event() if isinstance(e, EventHead) else e
+
+
+def _head(e: AnyEvent) -> EventHead:
+    return e if isinstance(e, EventHead) else EventHead.of(e)

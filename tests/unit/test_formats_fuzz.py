@@ -18,7 +18,12 @@ from hypothesis import strategies as st
 
 from pipeline.formats.assemble import assemble_window, simkube_to_trace
 from pipeline.formats.inspect import inspect_file
-from pipeline.formats.segment import decode_segment, decode_segment_header, encode_segment
+from pipeline.formats.segment import (
+    SEGMENT_FORMAT_VERSION,
+    decode_segment,
+    decode_segment_header,
+    encode_segment,
+)
 from pipeline.formats.simkube import read_simkube_trace
 from pipeline.model.errors import FormatError, KubetapeError
 from pipeline.model.events import Event, decode_event, encode_event
@@ -140,8 +145,8 @@ def _with_header(data: bytes, header: Any) -> bytes:
 
 
 @functools.cache
-def _segment_of(path: Path) -> bytes:
-    return encode_segment(simkube_to_trace(read_simkube_trace(path)))
+def _segment_of(path: Path, format_version: int = SEGMENT_FORMAT_VERSION) -> bytes:
+    return encode_segment(simkube_to_trace(read_simkube_trace(path)), format_version=format_version)
 
 
 def _body_of(data: bytes) -> Any:
@@ -154,19 +159,34 @@ COLUMNS = ["n", "type", "ts", "key", "uid", "rv", "hash", "obj", "owner", "pod_h
 WEIRD = JSON | st.binary(max_size=8) | st.lists(JSON, max_size=3)
 
 
+def _damaged_wires(blob: bytes, data: st.DataObject) -> Any:
+    """A version-2 event list cut, extended, or replaced by any value."""
+    how = data.draw(st.sampled_from(["cut", "extend", "replace", "event"]))
+    if how == "cut":
+        return blob[: data.draw(st.integers(0, max(len(blob) - 1, 0)))]
+    if how == "extend":
+        return blob + data.draw(st.binary(min_size=1, max_size=16))
+    if how == "event":  # one more well-formed msgpack value that is no event
+        return blob[: len(blob) // 2] + msgpack.packb(data.draw(WEIRD), use_bin_type=True)
+    return data.draw(WEIRD)
+
+
 @settings(max_examples=300)
 @given(st.data())
+@pytest.mark.parametrize("format_version", [1, 2])
 def test_well_checksummed_but_malformed_bodies_raise_format_errors(
-    shared_traces: Path, data: st.DataObject
+    shared_traces: Path, format_version: int, data: st.DataObject
 ) -> None:
-    original = _segment_of(shared_traces / "bare-pods.sktrace")
+    original = _segment_of(shared_traces / "bare-pods.sktrace", format_version)
     body = _body_of(original)
     target = data.draw(st.sampled_from(["events", "keyframe", "config", "body"]))
     if target == "body":
         body = data.draw(WEIRD)
-    elif target == "events":
+    elif target == "events" and format_version == 1:
         column = data.draw(st.sampled_from(COLUMNS))
         body["events"][column] = data.draw(WEIRD)
+    elif target == "events":
+        body["events"] = _damaged_wires(body["events"], data)
     else:
         body[target] = data.draw(
             WEIRD
@@ -189,7 +209,7 @@ def test_well_checksummed_but_malformed_headers_raise_format_errors(
 ) -> None:
     original = _segment_of(shared_traces / "cronjob.sktrace")
     header = {
-        "v": 1,
+        "v": SEGMENT_FORMAT_VERSION,
         "kind": "trace",
         "start_ms": 0,
         "end_ms": 1,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import json
 import struct
 import zlib
 from pathlib import Path
 
+import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,14 +23,16 @@ from pipeline.formats.segment import (
     SegmentHeader,
     SegmentKind,
     build_segment,
+    build_wire_segment,
     decode_segment,
     decode_segment_header,
     encode_segment,
+    encode_wire_segment,
     read_segment,
     read_segment_header,
 )
 from pipeline.model.errors import FormatError, UnknownVersionError
-from pipeline.model.events import Event, EventType
+from pipeline.model.events import Event, EventHead, EventType, WireProbe, event_to_wire
 from pipeline.model.keys import key_of, object_key
 from pipeline.model.tracer_config import TracerConfig
 from tests.unit.test_model_events import events
@@ -215,3 +220,91 @@ def test_decoding_leaves_the_garbage_collector_as_it_found_it() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+# ---- format versions ---------------------------------------------------------------------------------
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_version_1_segment_written_by_the_previous_release_still_reads() -> None:
+    """segment-v1.kseg was written by the column codec before version 2; its expected content beside it."""
+    expected = json.loads((DATA / "segment-v1.expected.json").read_text())
+    seg = read_segment(DATA / "segment-v1.kseg")
+    assert seg.header.format_version == 1
+    assert seg.header.to_json() == expected["header"]
+    assert [event_to_wire(e) for e in seg.events] == expected["events"]
+    assert seg.keyframe is not None
+    assert seg.keyframe.at_ms == expected["keyframe"]["at_ms"]
+    assert [event_to_wire(e) for e in seg.keyframe.objects.values()] == expected["keyframe"]["objects"]
+    assert [event_to_wire(e) for e in seg.keyframe.lifecycles.values()] == expected["keyframe"]["lifecycles"]
+    assert seg.config == TracerConfig.default()
+
+
+def test_a_version_1_segment_rewritten_as_version_2_holds_the_same_content() -> None:
+    old = read_segment(DATA / "segment-v1.kseg")
+    new = decode_segment(encode_segment(old))
+    assert new.header.format_version == SEGMENT_FORMAT_VERSION == 2
+    assert (new.events, new.keyframe, new.config) == (old.events, old.keyframe, old.config)
+    assert dataclasses.replace(new.header, format_version=1) == old.header
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_both_versions_round_trip_and_the_keyframe_can_be_left_out(version: int) -> None:
+    seg = _segment()
+    data = encode_segment(seg, format_version=version)
+    assert decode_segment_header(data).format_version == version
+    back = decode_segment(data)
+    assert (back.events, back.keyframe, back.config) == (seg.events, seg.keyframe, seg.config)
+    without = decode_segment(data, with_keyframe=False)
+    assert without.keyframe is None
+    assert without.header.keyframe_at_ms is None
+    assert without.events == seg.events
+
+
+def test_wire_segments_encode_to_the_same_bytes_as_decoded_events() -> None:
+    """The sink writes consumed bytes as they are; the file equals the one encode_segment writes."""
+    seg = _segment()
+    assert seg.keyframe is not None
+    heads = [EventHead.of(e) for e in reversed(seg.events)]  # any order: sorted by time when built
+    wire = build_wire_segment(
+        heads,
+        start_ms=seg.header.start_ms,
+        end_ms=seg.header.end_ms,
+        partitions=seg.header.partitions,
+        keyframe=(
+            seg.keyframe.at_ms,
+            [EventHead.of(e) for e in seg.keyframe.objects.values()],
+            [EventHead.of(e) for e in seg.keyframe.lifecycles.values()],
+        ),
+        config=seg.config,
+    )
+    assert wire.header == seg.header
+    assert encode_wire_segment(wire) == encode_segment(seg)
+
+
+def test_wire_segments_refuse_events_outside_the_range() -> None:
+    seg = _segment()
+    with pytest.raises(FormatError, match="not inside"):
+        build_wire_segment(
+            [EventHead.of(e) for e in seg.events], start_ms=seg.events[-1].ts_ms, end_ms=seg.header.end_ms
+        )
+
+
+def test_a_body_python_cannot_decode_as_is_does_not_cost_its_segment() -> None:
+    """The sink stores message bytes after a structural check only, so a body may hold text that is
+    not UTF-8 or a list used as a map key; the segment stays readable and the rest intact."""
+    seg = _segment()
+    heads = [EventHead.of(e) for e in seg.events]
+    odd = msgpack.packb(event_to_wire(seg.events[1]))
+    odd = odd.replace(b"\xa1b", b"\xa1\xff", 1)  # the name "b" becomes an invalid UTF-8 byte
+    weird_key = event_to_wire(seg.events[2])
+    weird_key[6] = {**weird_key[6], "spec": {(1, 2): "tuple key"}}
+    heads[1] = WireProbe().head(odd)
+    heads[2] = WireProbe().head(msgpack.packb(weird_key))
+    wire = build_wire_segment(heads, start_ms=seg.header.start_ms, end_ms=seg.header.end_ms)
+    back = decode_segment(encode_wire_segment(wire), "odd.kseg")
+    assert back.events[0] == seg.events[0]
+    assert back.events[1].obj is not None
+    assert back.events[1].obj["metadata"]["name"] == "\ufffd"
+    assert back.events[2].obj is not None
+    assert back.events[2].obj["spec"] == {"[1, 2]": "tuple key"}

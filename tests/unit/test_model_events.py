@@ -15,7 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.model.errors import FormatError, KubetapeError, UnknownVersionError
-from pipeline.model.events import WIRE_VERSION, Event, EventType, decode_event, encode_event, event_to_wire
+from pipeline.model.events import (
+    WIRE_VERSION,
+    Event,
+    EventHead,
+    EventType,
+    WireProbe,
+    decode_event,
+    encode_event,
+    event_to_wire,
+)
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import ObjectKey, key_of, kind_key, object_key
 
@@ -145,6 +154,9 @@ def test_malformed_wire_values_name_the_problem(wire: Any, message: str) -> None
     with pytest.raises(FormatError, match=message) as info:
         decode_event(msgpack.packb(wire), where="msg@3")
     assert str(info.value).startswith("msg@3: ")
+    with pytest.raises(FormatError, match=message) as info:  # the sink's cheaper check says the same
+        WireProbe().head(msgpack.packb(wire), where="msg@3")
+    assert str(info.value).startswith("msg@3: ")
 
 
 def test_undecodable_bytes_raise_format_error() -> None:
@@ -181,3 +193,57 @@ def test_events_are_hashable_values() -> None:
     obj = _deployment()
     first = Event.applied(1, key_of(obj), obj, 5)
     assert len({first, Event.applied(1, key_of(obj), _deployment(), 5)}) == 1
+
+
+# ---- the sink's structural check -------------------------------------------------------------------
+def _head_fields(head: EventHead) -> tuple[Any, ...]:
+    return tuple(head)[:-1]  # all but the wire bytes
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(events())
+def test_the_probe_reads_every_field_but_the_body_and_keeps_the_bytes(event: Event) -> None:
+    data = encode_event(event)
+    head = WireProbe().head(data)
+    assert _head_fields(head) == _head_fields(EventHead.of(event))
+    assert head.wire is data
+    assert head.to_event() == event
+
+
+@settings(max_examples=300)
+@given(events(), st.data())
+def test_the_probe_refuses_what_decoding_refuses_and_recovers_after_each_error(
+    event: Event, data: st.DataObject
+) -> None:
+    """One probe serves a whole consumer: a refused message must not disturb the next one."""
+    probe = WireProbe()
+    encoded = bytearray(encode_event(event))
+    cut = data.draw(st.integers(min_value=0, max_value=len(encoded) - 1))
+    with pytest.raises(KubetapeError):
+        probe.head(bytes(encoded[:cut]))
+    with pytest.raises(FormatError, match="bytes after the event"):
+        probe.head(bytes(encoded) + b"\x00")
+    position = data.draw(st.integers(min_value=0, max_value=len(encoded) - 1))
+    encoded[position] ^= data.draw(st.integers(min_value=1, max_value=255))
+    try:
+        decode_event(bytes(encoded))
+        decodes = True
+    except UnicodeDecodeError:  # pragma: no cover - decode_event turns it into FormatError
+        raise
+    except KubetapeError:
+        decodes = False
+    try:
+        probe.head(bytes(encoded))
+        probed = True
+    except KubetapeError:
+        probed = False
+    # The probe does not decode the body's text: a flipped byte inside it may only break its UTF-8.
+    assert probed or not decodes
+    assert _head_fields(probe.head(encode_event(event))) == _head_fields(EventHead.of(event))
+
+
+def test_a_body_that_is_not_a_map_is_refused_without_decoding_it() -> None:
+    wire = event_to_wire(Event.deleted(1, key_of(_deployment()), _deployment()))
+    wire[6] = [1, 2, 3]
+    with pytest.raises(FormatError, match="obj must be the"):
+        WireProbe().head(msgpack.packb(wire), "p0@1")

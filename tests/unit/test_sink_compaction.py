@@ -354,3 +354,26 @@ async def test_segments_of_one_partition_become_durable_in_offset_order() -> Non
         names = [n for n in store.order if n.startswith(p)]
         assert len(names) > 3
         assert names == sorted(names)  # a crash can never leave a later segment without an earlier one
+
+
+def test_overlapping_segments_of_two_members_export_each_event_once() -> None:
+    """A member evicted from the group may still write a segment over offsets another member wrote
+    with other boundaries; export takes each event once (and skips the per-event check only where a
+    segment continues the previous one offset for offset)."""
+    events = [applied(T0 + i * 1_000, deployment("ns", f"d{i}", 1), 100 + i) for i in range(20)]
+    store = MemorySegmentStore()
+    settings = CompactionSettings(window_ms=60_000, keyframe_every=1_000)
+    first = PartitionCompactor(0, settings)
+    for offset in range(12):
+        first.add(offset, events[offset], 0.0)
+    evicted = PartitionCompactor(0, settings, next_offset=6, segments_since_keyframe=0)  # restored earlier
+    for offset in range(6, 20):
+        evicted.add(offset, events[offset], 0.0)
+    for compactor in (first, evicted):
+        closed = compactor.flush()
+        assert closed is not None
+        store.put(closed.name, closed.encode())
+    assert len(store.files) == 2
+    exported = export_window(SegmentCatalog(store), ExportRequest(T0, T0 + 60_000))
+    assert exported.events == 20
+    assert exported.data == direct_trace_bytes(events, T0, T0 + 60_000)
