@@ -5,13 +5,19 @@
 ``max_pending_units`` units are queued, which is how an unreachable broker stops the watch loops from
 reading further (backpressure) instead of growing memory without limit.
 
-A background task sends batches of units (up to ``max_batch_records`` records, as many as are
-queued: bigger batches under a burst, single units when idle, so no linger delay is ever added).
-Each batch is sent in two phases: first every ``kubetape.events`` record, and only once those are
-acknowledged (acks=all) the state and resume records. So the state and resume topics never claim more
-than the events topic holds: a crash can at worst republish a change (which the watcher's
-de-duplication against the state then mostly absorbs), never lose one. A failed phase is retried, with
-backoff, until it succeeds or the publisher is stopped.
+Batches of units (up to ``max_batch_records`` records, as many as are queued: bigger batches under a
+burst, single units when idle) are sent in two phases: first every ``kubetape.events`` record, and only
+once those are acknowledged (acks=all) the state and resume records. So the state and resume topics
+never claim more than the events topic holds: a crash can at worst republish a change (which the
+watcher's de-duplication against the state then mostly absorbs), never lose one. Two tasks form a
+pipeline: while one batch's second phase is in flight, the next batch's events already go out, so an
+event waits for at most one round trip before its own. Batches are closed before they are handed to
+aiokafka, which sends them at once (an open batch would wait ``linger_ms`` first). A failed phase is
+retried, with backoff, until it succeeds or the publisher is stopped.
+
+:meth:`KafkaPublisher.seconds_without_ack` tells how long changes have been waiting with no
+acknowledgement from the broker: aiokafka's idempotent producer retries through a broker outage
+silently, so this is how the service's readiness learns that nothing gets published.
 """
 
 from __future__ import annotations
@@ -20,10 +26,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
+from aiokafka.producer.message_accumulator import BatchBuilder
 
 from pipeline.io.kafka import KafkaSettings, new_producer
 from pipeline.io.metrics import Metrics
@@ -47,15 +55,25 @@ class KafkaPublisher:
         *,
         max_pending_units: int = 10_000,
         max_batch_records: int = 20_000,
+        clock: Callable[[], float] = time.monotonic,
+        events_topic: str = EVENTS_TOPIC,
     ) -> None:
+        """``events_topic``: the topic whose records are acknowledged before any other is sent."""
         self._settings = settings
+        self._events_topic = events_topic
         self._metrics = metrics
         self._queue: asyncio.Queue[Sequence[Record]] = asyncio.Queue(max_pending_units)
+        # batches whose events are acknowledged, waiting for their second phase; one slot, so the
+        # events topic runs at most two batches ahead of the state and resume topics (bounded memory)
+        self._second_phase: asyncio.Queue[tuple[list[Record], int]] = asyncio.Queue(1)
         self._max_batch = max_batch_records
         self._producer = new_producer(settings)
-        self._sender: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._partitions: dict[str, list[int]] = {}
         self._partition_cache: dict[bytes, int] = {}  # key → murmur2 hash (pure Python, ~6 µs a key)
+        self._clock = clock
+        self._unfinished_units = 0  # submitted, not yet acknowledged in both phases
+        self._last_progress = clock()  # last acknowledgement, or when units became pending
         self._started = False
         self._closed = False
         self.connected = False
@@ -89,15 +107,22 @@ class KafkaPublisher:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _RETRY_MAX_S)
         self._started = self.connected = True
-        self._sender = asyncio.create_task(self._send_loop(), name="kubetape-publisher")
+        self._tasks = [
+            asyncio.create_task(self._send_events_loop(), name="kubetape-publisher-events"),
+            asyncio.create_task(self._send_second_phase_loop(), name="kubetape-publisher-state"),
+        ]
 
     async def submit(self, unit: Sequence[Record]) -> None:
         """Queue one unit of records; waits (backpressure) while the queue is full."""
         if self._closed:
             raise TransientError("the publisher is stopped; no more records are accepted")
-        if self._sender is not None and self._sender.done():
-            self._sender.result()  # surface a crashed sender instead of blocking forever
+        for task in self._tasks:
+            if task.done():
+                task.result()  # surface a crashed sender instead of blocking forever
         await self._queue.put(unit)
+        if self._unfinished_units == 0:
+            self._last_progress = self._clock()  # the wait for an acknowledgement starts now
+        self._unfinished_units += 1
         self._gauge_pending()
 
     async def flush(self) -> None:
@@ -108,24 +133,32 @@ class KafkaPublisher:
     def pending_units(self) -> int:
         return self._queue.qsize()
 
+    def seconds_without_ack(self) -> float:
+        """How long changes have waited with no acknowledgement from Kafka (0 when none is waiting)."""
+        if self._unfinished_units == 0:
+            return 0.0
+        return max(0.0, self._clock() - self._last_progress)
+
     async def stop(self, deadline_s: float = 30.0) -> None:
         """Flush for up to ``deadline_s``, then stop. Safe to call twice."""
         if self._closed:
             return
         self._closed = True
-        if self._sender is not None:
+        if self._tasks:
             try:
                 await asyncio.wait_for(self.flush(), deadline_s)
             except TimeoutError:
                 log.error("stopping with %d unpublished changes (flush deadline passed)", self.pending_units)
-            self._sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sender
+            for task in self._tasks:
+                task.cancel()
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._started:
             await self._producer.stop()
 
     # ---- sending ---------------------------------------------------------------------------------
-    async def _send_loop(self) -> None:
+    async def _send_events_loop(self) -> None:
         while True:
             units = [await self._queue.get()]
             size = len(units[0])
@@ -133,14 +166,19 @@ class KafkaPublisher:
                 units.append(self._queue.get_nowait())
                 size += len(units[-1])
             records = [r for unit in units for r in unit]
-            first = [r for r in records if r.topic == EVENTS_TOPIC]
-            second = [r for r in records if r.topic != EVENTS_TOPIC]
-            await self._send_until_acked(first)
-            await self._send_until_acked(second)
+            await self._send_until_acked([r for r in records if r.topic == self._events_topic])
             if records and self._metrics is not None:
                 oldest = min(r.ts_ms for r in records)
                 self._metrics.set("publish_lag_seconds", max(0.0, time.time() - oldest / 1000))
-            for _ in units:
+            later = [r for r in records if r.topic != self._events_topic]
+            await self._second_phase.put((later, len(units)))
+
+    async def _send_second_phase_loop(self) -> None:
+        while True:
+            records, units = await self._second_phase.get()
+            await self._send_until_acked(records)
+            self._unfinished_units -= units
+            for _ in range(units):
                 self._queue.task_done()
             self._gauge_pending()
 
@@ -161,6 +199,7 @@ class KafkaPublisher:
                 delay = min(delay * 2, _RETRY_MAX_S)
                 continue
             self.connected = True
+            self._last_progress = self._clock()
             if self._metrics is not None:
                 by_topic: dict[str, int] = {}
                 for r in records:
@@ -187,15 +226,22 @@ class KafkaPublisher:
             batch = self._producer.create_batch()
             for key, r in items:
                 if batch.append(key=key, value=r.value, timestamp=r.ts_ms) is None:  # batch full
-                    futures.append(await self._producer.send_batch(batch, topic, partition=partition))
+                    futures.append(await self._send_now(batch, topic, partition))
                     batch = self._producer.create_batch()
                     if batch.append(key=key, value=r.value, timestamp=r.ts_ms) is None:
                         raise FormatError(
                             f"a {len(r.value or b'')}-byte record for {r.key} does not fit in a Kafka batch "
                             f"of {self._settings.max_batch_bytes} bytes; raise max_batch_bytes"
                         )
-            futures.append(await self._producer.send_batch(batch, topic, partition=partition))
+            futures.append(await self._send_now(batch, topic, partition))
         await asyncio.gather(*futures)
+
+    async def _send_now(self, batch: BatchBuilder, topic: str, partition: int) -> asyncio.Future[Any]:
+        # A closed batch is sent at once: aiokafka otherwise holds an open one for linger_ms, which only
+        # adds latency here, since the batch already holds everything that was queued.
+        batch.close()
+        future: asyncio.Future[Any] = await self._producer.send_batch(batch, topic, partition=partition)
+        return future
 
     def _partition_of(self, topic: str, key: bytes) -> int:
         partitions = self._partitions[topic]

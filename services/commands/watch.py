@@ -2,9 +2,9 @@
 
 Settings come from flags, then environment variables, then documented defaults, and are built once into
 a frozen :class:`WatchServiceSettings`. The service serves ``/healthz``, ``/readyz`` (every stream synced
-and Kafka reachable) and ``/metrics`` on 127.0.0.1 by default, logs one JSON object per line, and on
-SIGTERM/SIGINT stops reading the watches, flushes what it already read to Kafka (with a deadline), and
-exits 0.
+and Kafka acknowledging what is published) and ``/metrics`` on 127.0.0.1 by default, logs one JSON
+object per line, and on SIGTERM/SIGINT stops reading the watches, flushes what it already read to Kafka
+(with a deadline), and exits 0.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -20,10 +21,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka import KafkaSettings
+
+if TYPE_CHECKING:  # imported lazily at run time: the CLI starts faster without them
+    from pipeline.io.publisher import KafkaPublisher
+    from pipeline.watch.watcher import Watcher
 
 log = logging.getLogger("kubetape.watch")
 
@@ -42,6 +47,8 @@ class WatchServiceSettings:
     partitions: int = 3
     flush_deadline_s: float = 30.0
     max_pending_units: int = 10_000
+    ready_ack_timeout_s: float = 5.0
+    """/readyz fails when changes have waited this long with no acknowledgement from Kafka."""
 
 
 def register(subparsers: Any) -> None:
@@ -90,6 +97,13 @@ def register(subparsers: Any) -> None:
         default=10_000,
         help="changes buffered while Kafka is slow or down before the watches pause (default: 10000)",
     )
+    parser.add_argument(
+        "--ready-ack-timeout",
+        type=float,
+        default=5.0,
+        help="/readyz answers 503 once changes have waited this many seconds with no acknowledgement "
+        "from Kafka (the broker is down or unreachable; default: 5)",
+    )
     parser.add_argument("--log-format", choices=["json", "text"], default="json", help="(default: json)")
     parser.add_argument(
         "--log-level",
@@ -113,6 +127,7 @@ def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
         partitions=args.partitions,
         flush_deadline_s=args.flush_deadline,
         max_pending_units=args.max_pending,
+        ready_ack_timeout_s=args.ready_ack_timeout,
     )
 
 
@@ -129,6 +144,59 @@ class JsonLogFormatter(logging.Formatter):
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
         return json.dumps(doc, ensure_ascii=False)
+
+
+def freeze_long_lived_objects(*, collect: bool = True) -> None:
+    """Move every object alive now out of the garbage collector's reach.
+
+    The watcher's memory of what it published (one sanitized object per key) is large and lives as long
+    as the process; each full collection walks all of it (0.7–1.8 s for 100k Deployments on the
+    benchmark machine: ``gc_pause`` in bench/bench_watcher.py), stalling every watch and the publisher
+    at once. Frozen objects are never walked again, so collections only see what arrived later.
+    """
+    if collect:
+        gc.collect()  # garbage frozen now would never be freed
+    gc.freeze()
+
+
+async def _freeze_when_synced(watcher: Watcher) -> None:
+    """Freeze once more after the initial lists, which fill the watcher's memory on a first start.
+    No collection first: it would stall the streams already watching, for little garbage."""
+    while not watcher.ready:  # noqa: ASYNC110 - readiness is a polled property, not an event
+        await asyncio.sleep(0.5)
+    freeze_long_lived_objects(collect=False)
+    log.info("initial lists done; %d objects frozen out of garbage collection", gc.get_freeze_count())
+
+
+class Readiness:
+    """Ready when every watch stream has synced and Kafka takes what the watcher publishes.
+
+    aiokafka retries through a broker outage without raising, so "connected" alone stays true while
+    nothing is published; changes waiting ``ack_timeout_s`` with no acknowledgement mean not ready. An
+    outage while nothing changes shows at the next record (each stream's bookmark brings a resume
+    record about once a minute).
+    """
+
+    def __init__(self, watcher: Watcher, publisher: KafkaPublisher, ack_timeout_s: float) -> None:
+        self._watcher = watcher
+        self._publisher = publisher
+        self._ack_timeout_s = ack_timeout_s
+        self._publishing = True
+
+    def check(self) -> bool:
+        waited = self._publisher.seconds_without_ack()
+        publishing = self._publisher.connected and waited < self._ack_timeout_s
+        if publishing != self._publishing:  # log the transitions, not every probe
+            self._publishing = publishing
+            if publishing:
+                log.info("Kafka acknowledges again; ready")
+            else:
+                log.warning(
+                    "not ready: no acknowledgement from Kafka for %.1fs (%d more changes queued)",
+                    waited,
+                    self._publisher.pending_units,
+                )
+        return self._watcher.ready and publishing
 
 
 def _setup_logging(fmt: str, level: str) -> None:
@@ -184,9 +252,9 @@ async def serve(settings: WatchServiceSettings) -> int:
         watcher = Watcher(config, KubeCluster(api, on_malformed=malformed), publisher, metrics)
         watcher.restore(state, resume)
         del state, resume
-        runner = await start_http(
-            create_app(metrics, lambda: watcher.ready and publisher.connected), settings.http
-        )
+        freeze_long_lived_objects()
+        readiness = Readiness(watcher, publisher, settings.ready_ack_timeout_s)
+        runner = await start_http(create_app(metrics, readiness.check), settings.http)
         log.info(
             "watching (tracer config %s); health and metrics on http://%s:%d",
             config.source,
@@ -194,6 +262,7 @@ async def serve(settings: WatchServiceSettings) -> int:
             bound_port(runner),
         )
         run = asyncio.create_task(watcher.run(), name="kubetape-watcher")
+        freezer = asyncio.create_task(_freeze_when_synced(watcher), name="kubetape-gc-freeze")
         stopper = asyncio.create_task(stop.wait(), name="kubetape-stop-signal")
         try:
             await asyncio.wait({run, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -202,6 +271,7 @@ async def serve(settings: WatchServiceSettings) -> int:
             await publisher.stop(settings.flush_deadline_s)
         finally:
             stopper.cancel()
+            freezer.cancel()
             await runner.cleanup()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)

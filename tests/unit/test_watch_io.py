@@ -50,9 +50,15 @@ class FakeBatch:
     def __init__(self) -> None:
         self.keys: list[str] = []
 
+        self.closed = False
+
     def append(self, *, key: bytes, value: bytes | None, timestamp: int) -> object:
+        assert not self.closed, "a batch handed to the producer is never appended to"
         self.keys.append(key.decode())
         return object()
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class StuckProducer:
@@ -75,6 +81,8 @@ class StuckProducer:
         return FakeBatch()
 
     async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int) -> Any:
+        # an open batch would wait linger_ms inside aiokafka before going out
+        assert batch.closed, "batches are closed before they are sent, so they go out at once"
         self.sent += [(topic, key) for key in batch.keys]
         return self.never
 
@@ -98,4 +106,67 @@ async def test_unreachable_broker_blocks_submit_instead_of_growing_memory() -> N
     await asyncio.wait_for(publisher.flush(), 1)
     assert publisher.pending_units == 0
     assert producer.sent.count((STATE_TOPIC, "k")) == 5
+    await publisher.stop()
+
+
+async def test_waiting_changes_without_acknowledgement_are_reported_for_readiness() -> None:
+    now = [100.0]
+    publisher = KafkaPublisher(KafkaSettings("127.0.0.1:1"), Metrics(), clock=lambda: now[0])
+    producer = StuckProducer()
+    publisher._producer = producer  # the seam under test is the acknowledgement clock, not aiokafka
+    await publisher.start()
+    now[0] = 160.0  # a long idle time is no outage: nothing waits for Kafka
+    assert publisher.seconds_without_ack() == 0.0
+    await publisher.submit([Record(EVENTS_TOPIC, "k", b"v", 1), Record(STATE_TOPIC, "k", b"v", 1)])
+    assert publisher.seconds_without_ack() == 0.0
+    now[0] = 167.5  # the broker has not answered since the change was handed over
+    assert publisher.seconds_without_ack() == 7.5
+    producer.never.set_result(None)  # the broker answers again
+    await asyncio.wait_for(publisher.flush(), 1)
+    assert publisher.seconds_without_ack() == 0.0
+    await publisher.stop()
+
+
+class ManualProducer(StuckProducer):
+    """A producer whose every batch is acknowledged only when the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acks: dict[tuple[str, str], asyncio.Future[None]] = {}
+
+    async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int) -> Any:
+        await super().send_batch(batch, topic, partition=partition)
+        ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for key in batch.keys:
+            self.acks[(topic, key)] = ack
+        return ack
+
+
+async def _until(condition: Any) -> None:
+    async with asyncio.timeout(1):
+        while not condition():  # noqa: ASYNC110 - polling a fake's state, not waiting on an event
+            await asyncio.sleep(0)
+
+
+async def test_next_events_go_out_while_earlier_state_waits_but_never_before_their_own() -> None:
+    publisher = KafkaPublisher(KafkaSettings("127.0.0.1:1"), Metrics())
+    producer = ManualProducer()
+    publisher._producer = producer  # the seam under test is the ordering of sends, not aiokafka
+    await publisher.start()
+    await publisher.submit([Record(EVENTS_TOPIC, "a", b"1", 1), Record(STATE_TOPIC, "a", b"1", 1)])
+    await _until(lambda: (EVENTS_TOPIC, "a") in producer.acks)
+    producer.acks[(EVENTS_TOPIC, "a")].set_result(None)
+    await _until(lambda: (STATE_TOPIC, "a") in producer.acks)
+    # a's state is not acknowledged yet; b's event goes out anyway (no round trip waited for)...
+    await publisher.submit([Record(EVENTS_TOPIC, "b", b"2", 2), Record(STATE_TOPIC, "b", b"2", 2)])
+    await _until(lambda: (EVENTS_TOPIC, "b") in producer.acks)
+    producer.acks[(EVENTS_TOPIC, "b")].set_result(None)
+    await asyncio.sleep(0.05)
+    # ...but b's state follows a's state, and only once b's event is in Kafka
+    assert (STATE_TOPIC, "b") not in producer.acks
+    producer.acks[(STATE_TOPIC, "a")].set_result(None)
+    await _until(lambda: (STATE_TOPIC, "b") in producer.acks)
+    producer.acks[(STATE_TOPIC, "b")].set_result(None)
+    await asyncio.wait_for(publisher.flush(), 1)
+    assert producer.sent == [(EVENTS_TOPIC, "a"), (STATE_TOPIC, "a"), (EVENTS_TOPIC, "b"), (STATE_TOPIC, "b")]
     await publisher.stop()
