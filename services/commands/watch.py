@@ -39,7 +39,8 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 class WatchServiceSettings:
     """Everything ``kubetape watch`` needs; see ``kubetape watch --help`` for each default."""
 
-    kubeconfig: Path
+    kubeconfig: Path | None
+    """None: the pod's service account (running inside the recorded cluster)."""
     kafka: KafkaSettings
     http: HttpSettings
     tracer_config: Path | None = None
@@ -65,7 +66,8 @@ def register(subparsers: Any) -> None:
         "--kubeconfig",
         type=Path,
         default=None,
-        help="kubeconfig of the cluster to record (default: $KUBECONFIG, else ~/.kube/config)",
+        help="kubeconfig of the cluster to record (default: $KUBECONFIG, else the pod's service "
+        "account inside a cluster, else ~/.kube/config)",
     )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument(
@@ -115,7 +117,11 @@ def register(subparsers: Any) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
-    kubeconfig = args.kubeconfig or Path(os.environ.get("KUBECONFIG", "~/.kube/config")).expanduser()
+    kubeconfig: Path | None = args.kubeconfig
+    if kubeconfig is None and os.environ.get("KUBECONFIG"):
+        kubeconfig = Path(os.environ["KUBECONFIG"])
+    elif kubeconfig is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        kubeconfig = Path("~/.kube/config").expanduser()  # outside a pod, as kubectl does
     bootstrap = args.bootstrap or os.environ.get("KUBETAPE_BOOTSTRAP", DEFAULT_BOOTSTRAP)
     compression = None if args.compression == "none" else args.compression
     return WatchServiceSettings(
@@ -229,7 +235,7 @@ async def serve(settings: WatchServiceSettings) -> int:
     from pipeline.watch.watcher import Watcher
 
     config = load_tracer_config(settings.tracer_config) if settings.tracer_config else TracerConfig.default()
-    if not settings.kubeconfig.exists():  # fail on bad input before touching Kafka
+    if settings.kubeconfig is not None and not settings.kubeconfig.exists():  # bad input: fail before Kafka
         raise ConfigError(
             f"kubeconfig {settings.kubeconfig} does not exist; pass --kubeconfig or set $KUBECONFIG"
         )

@@ -1,0 +1,37 @@
+"""``kubetape watch`` finds its cluster as kubectl does, and inside a pod through its service account."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.cli import build_parser
+from services.commands.watch import settings_from_args
+
+
+def settings_for(*argv: str) -> Path | None:
+    return settings_from_args(build_parser().parse_args(["watch", *argv])).kubeconfig
+
+
+def test_inside_a_pod_without_a_kubeconfig_the_service_account_is_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    assert settings_for() is None  # kube_api(None) loads the in-cluster config
+
+
+def test_an_explicit_kubeconfig_or_the_environment_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "env.yaml"))
+    assert settings_for() == tmp_path / "env.yaml"
+    assert settings_for("--kubeconfig", str(tmp_path / "flag.yaml")) == tmp_path / "flag.yaml"
+
+
+def test_outside_a_pod_the_default_is_the_users_kubeconfig(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert settings_for() == Path("~/.kube/config").expanduser()
