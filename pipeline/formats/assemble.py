@@ -155,12 +155,17 @@ def assemble_window(
         assert lc_event.owner_key is not None
         if lc.overlaps(start_ms, end_ms) and lc_event.owner_key in known:
             window_lc = lc.clipped(start_ms, end_ms)
+            ts_ms = max(lc_event.ts_ms, start_ms)
+            if (ts_ms, window_lc.start_ms, window_lc.end_ms) == (
+                lc_event.ts_ms,
+                lc_event.pod_start_ms,
+                lc_event.pod_end_ms,
+            ):
+                clipped.append(lc_event)  # inside the window as it is (most are): no copy to make
+                continue
             clipped.append(
                 dataclasses.replace(
-                    lc_event,
-                    ts_ms=max(lc_event.ts_ms, start_ms),
-                    pod_start_ms=window_lc.start_ms,
-                    pod_end_ms=window_lc.end_ms,
+                    lc_event, ts_ms=ts_ms, pod_start_ms=window_lc.start_ms, pod_end_ms=window_lc.end_ms
                 )
             )
     clipped.sort(key=lambda e: (e.ts_ms, e.key))
@@ -196,6 +201,7 @@ def trace_to_simkube(trace: Segment, config: TracerConfig | None = None) -> Simk
     events = [SimkubeEvent(to_seconds(trace.header.start_ms))]
     index: dict[str, dict[str, int]] = {}
     api_versions: dict[ObjectKey, str] = {}
+    last_hash: dict[ObjectKey, int] = {}
     for e in trace.events:
         if e.type not in _OBJECT_TYPES:
             continue
@@ -212,7 +218,9 @@ def trace_to_simkube(trace: Segment, config: TracerConfig | None = None) -> Simk
                 current = SimkubeEvent(ts)
                 events.append(current)
             current.deleted_objs.append(deletion_stub(obj))
-        spec_hash = e.spec_hash or object_spec_hash(obj)
+        # a delete without a hash deletes the object last applied (the hash is slow pure Python)
+        spec_hash = e.spec_hash or last_hash.get(e.key) or object_spec_hash(obj)
+        last_hash[e.key] = spec_hash
         index.setdefault(_gvk_of(obj), {})[_namespaced_name(obj)] = spec_hash
         api_versions[e.key] = str(obj["apiVersion"])
     lifecycles = _simkube_lifecycles(trace.events, api_versions)

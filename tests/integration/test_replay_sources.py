@@ -139,7 +139,7 @@ async def test_following_the_live_topic_applies_each_new_event_a_fixed_lag_later
             await asyncio.sleep(0.05)
         delay_ms = time.time() * 1000 - recorded_at
         # not before the lag; and not much after it (polling, the apply itself)
-        assert lag_ms <= delay_ms < lag_ms + 2_000, delay_ms
+        assert lag_ms <= delay_ms < lag_ms + 10_000, delay_ms  # bounded, with slack for busy machines
 
         replayer.stop()
         report = await asyncio.wait_for(run, 120)
