@@ -90,44 +90,19 @@ def replay(local_stack: LocalStack, tmp_path: Path, *source: str) -> dict[str, A
 
 
 @pytest.mark.timeout(600)
-def test_the_recorded_range_replays_the_same_straight_from_the_kafka_topic(
-    mission: MissionResult, local_stack: LocalStack, tmp_path: Path
+@pytest.mark.parametrize("source", ["topic", "segments"])
+def test_the_recorded_range_replays_the_same_from_the_kafka_topic_and_the_segment_store(
+    source: str, mission: MissionResult, local_stack: LocalStack, tmp_path: Path
 ) -> None:
-    report = replay(
-        local_stack,
-        tmp_path,
-        "--topic",
-        "kubetape.events",
-        "--bootstrap",
-        mission.bootstrap,
-        "--from",
-        str(mission.start_ms),
-        "--to",
-        str(mission.end_ms),
-        "--config",
-        str(REPO_ROOT / "examples" / "tracer.yaml"),
+    where = (
+        ["--topic", "kubetape.events", "--bootstrap", mission.bootstrap]
+        if source == "topic"
+        else ["--segments", str(mission.segments)]
     )
+    window = ["--from", str(mission.start_ms), "--to", str(mission.end_ms)]
+    config = ["--config", str(REPO_ROOT / "examples" / "tracer.yaml")]
+    report = replay(local_stack, tmp_path, *where, *window, *config)
     assert_faithful_replay(report)
-    # the same recorded lifecycles as the exported trace, owner by owner
+    # the same recorded lifecycles and objects as the exported trace, owner by owner
     assert report["timeline"]["recorded_by_owner"] == mission.report["timeline"]["recorded_by_owner"]
     assert report["events"]["applied"] == mission.report["events"]["applied"]
-
-
-@pytest.mark.timeout(600)
-def test_the_recorded_range_replays_from_the_segment_store(
-    mission: MissionResult, local_stack: LocalStack, tmp_path: Path
-) -> None:
-    report = replay(
-        local_stack,
-        tmp_path,
-        "--segments",
-        str(mission.segments),
-        "--from",
-        str(mission.start_ms),
-        "--to",
-        str(mission.end_ms),
-        "--config",
-        str(REPO_ROOT / "examples" / "tracer.yaml"),
-    )
-    assert_faithful_replay(report)
-    assert report["timeline"]["recorded_by_owner"] == mission.report["timeline"]["recorded_by_owner"]
