@@ -75,6 +75,11 @@ def job_name(simulation_name: str, index: int) -> str:
     return f"{_base_name(simulation_name, 52 - len(suffix))}{suffix}"
 
 
+REPLAY_PAUSE_ANNOTATION = "kubetape.dev/paused"
+"""Same value as pipeline.replay.rewrite.PAUSE_ANNOTATION (the controller must not import the replayer):
+``"true"`` on a replay's root stops its trace clock until the annotation is removed."""
+
+
 def replay_root_name(simulation_name: str, index: int) -> str:
     return f"kubetape-{job_name(simulation_name, index)}"
 

@@ -25,11 +25,13 @@ from pipeline.controller.objects import (
     MANAGED_BY_SELECTOR,
     REPETITION_LABEL,
     REPLAY_LABEL,
+    REPLAY_PAUSE_ANNOTATION,
     REPLAY_ROOT_API_VERSION,
     REPLAY_ROOT_KIND,
     job_name,
     node_pools_config_map,
     owned_by,
+    replay_root_name,
     replayer_job,
 )
 from pipeline.controller.ports import ControllerCluster
@@ -137,6 +139,7 @@ class Reconciler:
             status |= {"phase": "Succeeded", "message": f"{done} of {spec.repetitions} repetitions succeeded"}
         elif running is not None:
             status |= self._running_status(spec, running.index)
+            await self._pause_running_replay(name, running.index, paused=spec.paused)
         elif active not in (None, name):
             status |= {
                 "phase": "Pending",
@@ -157,12 +160,29 @@ class Reconciler:
         await self._write_status(sim, status, results)
         return status["phase"] not in TERMINAL_PHASES and bool(status.get("startTime"))
 
+    async def _pause_running_replay(self, name: str, index: int, *, paused: bool) -> None:
+        """Set or clear the pause annotation on the running repetition's replay root, which the replayer
+        reads at every sample (a pod cannot be signalled from here)."""
+        root = replay_root_name(name, index)
+        live = await self._cluster.get(REPLAY_ROOT_API_VERSION, REPLAY_ROOT_KIND, None, root)
+        if live is None:
+            return  # the replay has not created its root yet: the next pass sets it
+        annotations = live["metadata"].get("annotations") or {}
+        if (annotations.get(REPLAY_PAUSE_ANNOTATION) == "true") == paused:
+            return
+        value = "true" if paused else None  # null removes it in a merge patch
+        patch = {"metadata": {"annotations": {REPLAY_PAUSE_ANNOTATION: value}}}
+        try:
+            await self._cluster.merge_patch(REPLAY_ROOT_API_VERSION, REPLAY_ROOT_KIND, None, root, patch)
+        except ObjectRejectedError as exc:  # gone meanwhile: the replay ended
+            log.info("cannot (un)pause replay %s: %s", root, exc)
+
     @staticmethod
     def _running_status(spec: SimulationSpec, index: int) -> dict[str, Any]:
         if spec.paused:
             return {
                 "phase": "Paused",
-                "message": f"paused: repetition {index} of {spec.repetitions} finishes, no next one starts",
+                "message": f"paused: repetition {index} of {spec.repetitions} holds its trace clock",
             }
         return {"phase": "Running", "message": f"repetition {index} of {spec.repetitions} running"}
 

@@ -34,6 +34,7 @@ from pipeline.replay.fidelity import OwnerSample
 from pipeline.replay.plan import ReplayPlan, load_trace, plan_replay
 from pipeline.replay.report import ReplayFailure, ReplayProgress, ReplayReport
 from pipeline.replay.rewrite import (
+    PAUSE_ANNOTATION,
     RECORDED_OWNER_ANNOTATION,
     REPLAY_LABEL,
     RewriteSettings,
@@ -203,6 +204,7 @@ class Replayer:
         self._started = self._clock.now()
         self._namespaces: dict[str, asyncio.Task[None]] = {}
         self._stop_requested = asyncio.Event()
+        self._paused_by_root = False
         self.report = ReplayReport(self.name, source, settings.speed, steps=len(plan.steps), gaps=plan.gaps)
         self.report.recorded_timeline = list(plan.recorded_running)
         self.report.recorded_by_owner = dict(plan.recorded_by_owner or {})
@@ -510,7 +512,27 @@ class Replayer:
             await asyncio.sleep(self.settings.sample_interval_s)
             await self._sample_once()
 
+    async def _follow_root_pause(self) -> None:
+        """Pause or resume as the root's :data:`PAUSE_ANNOTATION` says (a signal pause is left alone)."""
+        if self._root is None:
+            return
+        try:
+            root = await self._cluster.get(ROOT_API_VERSION, ROOT_KIND, None, self._root.name)
+        except KubeApiError:
+            return  # next sample
+        annotations = ((root or {}).get("metadata") or {}).get("annotations") or {}
+        wanted = annotations.get(PAUSE_ANNOTATION) == "true"
+        if wanted and not self._scheduler.paused:
+            self._paused_by_root = True
+            self._scheduler.pause()
+            log.info("paused by the root's annotation", extra={"ctx": {"replay": self.name}})
+        elif not wanted and self._paused_by_root:
+            self._paused_by_root = False
+            self._scheduler.resume()
+            log.info("resumed: the root's pause annotation is gone", extra={"ctx": {"replay": self.name}})
+
     async def _sample_once(self) -> None:
+        await self._follow_root_pause()
         try:
             pods = await self._cluster.list_objects("v1", "Pod", label_selector=f"{REPLAY_LABEL}={self.name}")
         except KubeApiError as exc:

@@ -37,6 +37,9 @@ LIFETIME_ANNOTATION = "kubetape.dev/lifetime"
 REPLAY_LABEL = "kubetape.dev/replay"
 """Label on everything a replay creates (value: the replay name), so it can be listed and counted."""
 ORIGINAL_NAMESPACE_ANNOTATION = "kubetape.dev/original-namespace"
+PAUSE_ANNOTATION = "kubetape.dev/paused"
+"""On the replay's root: ``"true"`` stops the trace clock until it is removed (how the Simulation controller
+pauses a replay running in another pod, where no signal reaches it)."""
 RECORDED_OWNER_ANNOTATION = "kubetape.dev/recorded-owner"
 """On pod templates: the recorded object key of the object owning the template, so that the replay's
 pods can be counted per recorded owner beside the recorded lifecycles."""

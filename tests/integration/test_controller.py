@@ -471,9 +471,9 @@ async def test_the_sim_commands_create_pause_resume_list_and_delete(env: Env, sh
     sim("resume", "by-cli")
     await eventually(lambda: phase_of(kube, "by-cli", "Running"), "by-cli Running")
     await eventually(lambda: job_for(kube, "by-cli-r1"), "Job by-cli-r1")
-    sim("pause", "by-cli")  # the running repetition goes on; no further one starts
+    sim("pause", "by-cli")  # the running repetition's trace clock stops; no further one starts
     paused = await eventually(lambda: phase_of(kube, "by-cli", "Paused"), "by-cli Paused while running")
-    assert "repetition 1 of 2 finishes" in paused["status"]["message"]
+    assert "repetition 1 of 2 holds its trace clock" in paused["status"]["message"]
 
     listed = json.loads(sim("list", "--json"))
     assert [s["metadata"]["name"] for s in listed] == ["by-cli"]

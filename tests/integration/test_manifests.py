@@ -176,6 +176,7 @@ def test_the_controller_may_do_what_it_does_and_no_more(
         ("update", "leases.coordination.k8s.io", "kubetape"),
         ("create", "events", "default"),
         ("delete", "clusterroles.rbac.authorization.k8s.io", None),
+        ("patch", "clusterroles.rbac.authorization.k8s.io", None),  # a running replay's pause
     ]
     refused = [
         ("get", "secrets", "kubetape"),

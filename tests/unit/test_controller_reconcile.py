@@ -21,7 +21,7 @@ import pytest
 
 from pipeline.controller.controller import Controller
 from pipeline.controller.lease import LeaseKeeper
-from pipeline.controller.objects import FINALIZER, REPLAY_LABEL
+from pipeline.controller.objects import FINALIZER, REPLAY_LABEL, REPLAY_ROOT_API_VERSION
 from pipeline.controller.reconciler import Reconciler
 from pipeline.controller.settings import ControllerSettings
 from pipeline.controller.spec import API_VERSION, KIND
@@ -409,6 +409,33 @@ async def test_pause_holds_the_next_repetition_and_resume_starts_it(cluster: Fak
     await reconciler.reconcile_all()
     assert sim_of(cluster, "demo")["status"]["phase"] == "Running"
     assert job_of(cluster, "demo-r1") is not None
+
+
+async def test_pausing_a_running_repetition_stops_its_replays_clock_through_the_root(
+    cluster: FakeCluster,
+) -> None:
+    cluster.add(simulation("demo"))
+    reconciler = Reconciler(cluster, SETTINGS)
+    await reconciler.reconcile_all()
+    root_name = "kubetape-demo-r1"  # the replay's root, as `kubetape replay --name demo-r1` creates it
+    cluster.add(
+        {"apiVersion": REPLAY_ROOT_API_VERSION, "kind": "ClusterRole", "metadata": {"name": root_name}}
+    )
+
+    def pause_annotation() -> str | None:
+        root = cluster.find(REPLAY_ROOT_API_VERSION, "ClusterRole", None, root_name)
+        assert root is not None
+        return (root["metadata"].get("annotations") or {}).get("kubetape.dev/paused")
+
+    sim_of(cluster, "demo")["spec"]["paused"] = True
+    await reconciler.reconcile_all()
+    assert sim_of(cluster, "demo")["status"]["phase"] == "Paused"
+    assert pause_annotation() == "true"  # the replayer reads it at every sample
+
+    sim_of(cluster, "demo")["spec"]["paused"] = False
+    await reconciler.reconcile_all()
+    assert sim_of(cluster, "demo")["status"]["phase"] == "Running"
+    assert pause_annotation() is None
 
 
 async def test_a_restarted_controller_continues_without_duplicating_work(cluster: FakeCluster) -> None:

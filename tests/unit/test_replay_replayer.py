@@ -372,3 +372,24 @@ async def test_replayed_pods_are_counted_per_recorded_owner_beside_the_recording
     assert owners["core/Pod/prod/extra"]["max_error"] == 1
     assert owners["core/Pod/prod/extra"]["recorded_peak"] == 0
     assert "largest error 1 pod(s) (core/Pod/prod/extra)" in report.summary()
+
+
+async def test_an_annotation_on_the_root_pauses_the_trace_clock_until_removed() -> None:
+    # how the Simulation controller pauses a replay running in a Job's pod
+    cluster = MemoryCluster()
+    events = [applied(0, pod("first")), applied(100, pod("second"))]
+    settings = ReplaySettings(
+        speed=1, replay_name="t1", sample_interval_s=0.01, cleanup_timeout_s=1, keep=True
+    )
+    run = asyncio.create_task(Replayer(cluster, plan_replay(trace(events), speed=1), settings).run())
+    while ("Pod", "kubetape-prod", "first") not in cluster.objects:  # noqa: ASYNC110 - polling a fake
+        await asyncio.sleep(0.005)
+    root = cluster.objects[("ClusterRole", None, "kubetape-t1")]
+    root["metadata"]["annotations"] = {"kubetape.dev/paused": "true"}
+    await asyncio.sleep(0.4)  # well past the second pod's deadline (100 ms)
+    assert ("Pod", "kubetape-prod", "second") not in cluster.objects
+    assert not run.done()
+    root["metadata"]["annotations"] = {}
+    report = await asyncio.wait_for(run, 5)
+    assert ("Pod", "kubetape-prod", "second") in cluster.objects
+    assert report.failed == 0
