@@ -1,22 +1,31 @@
 """Codec benchmark: events per CPU-second and bytes per event of every kubetape encoding, against
 plain JSON and against SimKube's v2 msgpack trace holding the same content.
 
-Run: ``.venv/bin/python -m bench.bench_codec [--deployments N] [--repeats R]``. Prints one JSON object.
+Run: ``.venv/bin/python -m bench.bench_codec [--deployments N] [--repeats R] [--zstd-grid]``. Prints one
+JSON object.
 
 The workload is a synthetic but realistic cluster history: Deployments (sanitized, with full pod
 templates) created, scaled and rolled out, their pods' lifecycles (running, then finished), a few
 deletions and a gap marker. Rates use process CPU time, best of ``--repeats`` runs, so that a shared
 machine does not skew them; the load average is reported beside them.
+
+``segment_compression`` compares the zstd parameters segments are written with (the level plus
+:data:`~pipeline.formats.segment.ZSTD_MIN_MATCH` and :data:`~pipeline.formats.segment.ZSTD_WINDOW_LOG`)
+with the plain level as before, at level 3 (the sink's) and the codec default, on the same body and
+interleaved: file bytes per event, ratio to SimKube v2, zstd CPU per event to compress and decompress.
+``--zstd-grid`` adds other parameter sets tried (long-distance matching, higher levels) at the same rates.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
 import platform
 import random
+import struct
 import sys
 import time
 import uuid
@@ -25,9 +34,17 @@ from typing import Any
 
 import msgpack
 import orjson
+import zstandard
 
 from pipeline.formats.assemble import assemble_window, trace_to_simkube
-from pipeline.formats.segment import decode_segment, encode_segment
+from pipeline.formats.segment import (
+    ZSTD_LEVEL,
+    ZSTD_MIN_MATCH,
+    ZSTD_WINDOW_LOG,
+    Segment,
+    decode_segment,
+    encode_segment,
+)
 from pipeline.formats.simkube import read_simkube_trace, write_simkube_trace
 from pipeline.model.events import Event, EventType, decode_event, encode_event, event_from_wire, event_to_wire
 from pipeline.model.hashing import object_spec_hash, pod_spec_hash
@@ -220,6 +237,113 @@ def per_message(
     }
 
 
+SINK_ZSTD_LEVEL = 3  # SinkSettings.zstd_level
+_PREAMBLE = struct.Struct(">4sHII")  # magic, version, header length, header CRC (see segment.py)
+_BODY_PREAMBLE = struct.Struct(">II")  # body length, body CRC
+
+
+def split_body(data: bytes) -> tuple[bytes, bytes]:
+    """A segment file's bytes up to its compressed body, and the body (one zstd frame)."""
+    header_len = _PREAMBLE.unpack_from(data)[2]
+    start = _PREAMBLE.size + header_len + _BODY_PREAMBLE.size
+    return data[:start], data[start:]
+
+
+def segment_params(level: int) -> zstandard.ZstdCompressionParameters:
+    """The parameters ``segment._file_bytes`` compresses with (checked against its output below)."""
+    return zstandard.ZstdCompressionParameters(
+        compression_level=level,
+        window_log=max(ZSTD_WINDOW_LOG, zstandard.ZstdCompressionParameters.from_level(level).window_log),
+        min_match=ZSTD_MIN_MATCH,
+        write_checksum=1,
+        write_content_size=1,
+    )
+
+
+def zstd_grid(level: int) -> dict[str, zstandard.ZstdCompressor]:
+    """Other parameter sets, for ``--zstd-grid`` (see the module docstring)."""
+
+    def params(lvl: int, **kw: int) -> zstandard.ZstdCompressor:
+        p = zstandard.ZstdCompressionParameters(
+            compression_level=lvl, write_checksum=1, write_content_size=1, **kw
+        )
+        return zstandard.ZstdCompressor(compression_params=p)
+
+    w, mm = ZSTD_WINDOW_LOG, ZSTD_MIN_MATCH
+    grid = {
+        f"level {level}, window_log {w}": params(level, window_log=w),
+        f"level {level}, min_match {mm}": params(level, min_match=mm),
+        f"level {level}, hash_log 18, chain_log 17": params(level, hash_log=18, chain_log=17),
+        f"level {level}, chosen + hash_log 18": params(level, window_log=w, min_match=mm, hash_log=18),
+        f"level {level}, chosen + ldm": params(level, window_log=w, min_match=mm, enable_ldm=1),
+        f"level {level}, chosen + ldm hash_rate_log 8 bucket_size_log 1": params(
+            level, window_log=w, min_match=mm, enable_ldm=1, ldm_hash_rate_log=8, ldm_bucket_size_log=1
+        ),
+    }
+    if level == SINK_ZSTD_LEVEL:
+        grid |= {
+            "level 2, chosen": params(2, window_log=w, min_match=mm),
+            "level 2, chosen + ldm hash_rate_log 8": params(
+                2, window_log=w, min_match=mm, enable_ldm=1, ldm_hash_rate_log=8
+            ),
+            "level 5, chosen": params(5, window_log=w, min_match=mm),
+            "level 6, chosen": params(6, window_log=w, min_match=mm),
+        }
+    else:
+        grid |= {"level 15, plain": params(15), "level 15, chosen": params(15, window_log=w, min_match=mm)}
+    return grid
+
+
+def segment_compression(
+    trace: Segment, simkube_bytes: int, repeats: int, *, grid: bool
+) -> dict[str, dict[str, Any]]:
+    """Chosen parameters beside the plain level (and ``grid``'s), per level; see the module docstring."""
+    n = len(trace.events)
+    report: dict[str, dict[str, Any]] = {}
+    for level in dict.fromkeys((SINK_ZSTD_LEVEL, ZSTD_LEVEL)):
+        prefix, body = split_body(encode_segment(trace, level))
+        raw_body = zstandard.ZstdDecompressor().decompress(body)
+        compressors = {
+            f"plain level {level} (previous)": zstandard.ZstdCompressor(
+                level=level, write_checksum=True, write_content_size=True
+            ),
+            f"chosen: level {level}, min_match {ZSTD_MIN_MATCH}, window_log >= {ZSTD_WINDOW_LOG}": (
+                zstandard.ZstdCompressor(compression_params=segment_params(level))
+            ),
+        }
+        if list(compressors.values())[1].compress(raw_body) != body:
+            raise AssertionError(f"segment_params({level}) is not what encode_segment compresses with")
+        if grid:
+            compressors |= zstd_grid(level)
+        frames = {name: c.compress(raw_body) for name, c in compressors.items()}
+        for frame in frames.values():  # every variant is a plain zstd frame: the same reader reads it
+            if zstandard.ZstdDecompressor().decompress(frame) != raw_body:
+                raise AssertionError("zstd round trip failed")
+        # interleaved (every set once per round, best of the rounds): load on the machine hits all alike
+        enc = dict.fromkeys(compressors, float("inf"))
+        dec = dict.fromkeys(compressors, float("inf"))
+        for _ in range(repeats):
+            for name, c in compressors.items():
+                enc[name] = min(enc[name], best_time(functools.partial(c.compress, raw_body), 1))
+                decompress = functools.partial(zstandard.ZstdDecompressor().decompress, frames[name])
+                dec[name] = min(dec[name], best_time(decompress, 1))
+        baseline = next(iter(compressors))
+        rows = {}
+        for name, frame in frames.items():
+            size = len(prefix) + len(frame)
+            rows[name] = {
+                "bytes_per_event": round(size / n, 1),
+                "bytes_vs_simkube_v2": round(size / simkube_bytes, 4),
+                "zstd_encode_us_per_event": round(enc[name] / n * 1e6, 3),
+                "zstd_decode_us_per_event": round(dec[name] / n * 1e6, 3),
+                "size_vs_previous": round(len(frame) / len(frames[baseline]), 4),
+                "encode_time_vs_previous": round(enc[name] / enc[baseline], 3),
+                "decoder_window_bytes": zstandard.get_frame_parameters(frame).window_size,
+            }
+        report[f"level_{level}"] = {"raw_body_bytes": len(raw_body), "params": rows}
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -227,6 +351,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--repeats", type=int, default=7, help="runs per measurement; the best counts (default 7)"
+    )
+    parser.add_argument(
+        "--zstd-grid", action="store_true", help="also measure other zstd parameter sets (slower)"
     )
     args = parser.parse_args()
 
@@ -285,6 +412,9 @@ def main() -> None:
         }
     )
 
+    compression = segment_compression(trace, len(simkube_bytes), args.repeats, grid=args.zstd_grid)
+    sink_rows = list(compression[f"level_{SINK_ZSTD_LEVEL}"]["params"].values())
+
     hash_objs = [e.obj for e in events if e.obj is not None][:2000]
     hashing = len(hash_objs) / best_time(lambda: [object_spec_hash(o) for o in hash_objs], args.repeats)
 
@@ -310,9 +440,13 @@ def main() -> None:
             "repeats": args.repeats,
         },
         "results": results,
+        "segment_compression": compression,
         "object_spec_hash_per_s": round(hashing),
         "ratios": {
             "segment_bytes_vs_simkube_v2": round(len(segment_bytes) / len(simkube_bytes), 4),
+            "segment_level3_bytes_vs_simkube_v2": sink_rows[1]["bytes_vs_simkube_v2"],
+            "segment_level3_plain_bytes_vs_simkube_v2": sink_rows[0]["bytes_vs_simkube_v2"],
+            "segment_level3_zstd_encode_time_vs_plain": sink_rows[1]["encode_time_vs_previous"],
             "segment_bytes_vs_plain_json": round(segment["bytes_per_event"] / plain["bytes_per_event"], 4),
             "wire_bytes_vs_plain_json": round(wire["bytes_per_event"] / plain["bytes_per_event"], 4),
             "wire_decode_speedup_vs_plain_json": round(

@@ -4,11 +4,15 @@ One topic (6 partitions) is filled with N synthetic events spread over one hour 
 the same run and on the same data:
 
 * ``raw_consumer``: a plain aiokafka consumer group drains the topic (``getmany``, no decoding);
-* ``probe_only_consumer`` / ``decode_only_consumer``: the same, plus only the sink's per-message check
-  (:class:`~pipeline.model.events.WireProbe`) or a full :func:`~pipeline.model.events.decode_event`:
-  the ceiling of any sink that validates each message in Python, measured beside the raw rate;
-* ``sink``: the in-process sink (decode, dedupe, compact, zstd, atomic fsynced writes, commits) drains
-  it into a local segment store until every offset is inside a durable segment;
+* ``ingest_only_consumer``: the same, plus the sink's in-memory work per batch (the C check of every
+  message and the fold into per-partition compactors, segments built but never written): the ceiling
+  of this sink before anything touches the disk;
+* ``decode_only_consumer``: the same, plus a full :func:`~pipeline.model.events.decode_event` per
+  message, for comparison;
+* ``sink``: the in-process sink (check, dedupe, compact, zstd, atomic fsynced writes, commits) drains
+  it into a local segment store until every offset is inside a durable segment, with the default
+  60 s windows (360 segments here) and again with 10-minute windows (36): the difference is the
+  fixed cost of each durable segment (encode, create, fsync, rename);
 * ``export``: the one-hour window exported from that store (kubetape and SimKube v2).
 
 Rates count from the first message received to the last (group joins are excluded from both).
@@ -42,11 +46,12 @@ from aiokafka import TopicPartition
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore
-from pipeline.io.sink_consumer import KafkaSinkSource
-from pipeline.model.events import WireProbe, decode_event, encode_event
+from pipeline.io.sink_consumer import KafkaSinkSource, PartitionBatch
+from pipeline.model import wirescan
+from pipeline.model.events import decode_event, encode_event
 from pipeline.sink import synthetic
 from pipeline.sink.catalog import SegmentCatalog
-from pipeline.sink.compactor import CompactionSettings
+from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.export import ExportFormat, ExportRequest, export_window
 from pipeline.sink.service import tune_gc_for_throughput
 from pipeline.sink.sink import Sink, SinkSettings
@@ -81,9 +86,14 @@ async def fill_topic(bootstrap: str, topic: str, n: int, start_ms: int) -> dict[
 
 
 async def bench_raw(
-    bootstrap: str, topic: str, total: int, check: Callable[[bytes], object] | None = None
+    bootstrap: str,
+    topic: str,
+    total: int,
+    check: Callable[[bytes], object] | None = None,
+    batch_check: Callable[[int, list[Any]], object] | None = None,
 ) -> dict[str, Any]:
-    """Drain the topic with a plain consumer group; ``check`` is applied to every message value."""
+    """Drain the topic with a plain consumer group; ``check`` is applied to every message value,
+    ``batch_check`` to each partition's records of a batch."""
     consumer = new_consumer(KafkaSettings(bootstrap), topic, group_id=f"bench-raw-{uuid.uuid4().hex[:6]}")
     await consumer.start()
     seen, first = 0, None
@@ -99,6 +109,9 @@ async def bench_raw(
                 for records in batches.values():
                     for r in records:
                         check(r.value)
+            if batch_check is not None:
+                for tp, records in batches.items():
+                    batch_check(tp.partition, records)
             seen += got
         await consumer.commit()
         elapsed = time.perf_counter() - (first or time.perf_counter())
@@ -113,8 +126,12 @@ async def bench_raw(
     }
 
 
-async def bench_sink(bootstrap: str, topic: str, ends: dict[int, int], store_dir: Path) -> dict[str, Any]:
-    settings = SinkSettings(CompactionSettings(topic=topic, keyframe_every=10), batch_max_records=10_000)
+async def bench_sink(
+    bootstrap: str, topic: str, ends: dict[int, int], store_dir: Path, window_ms: int = 60_000
+) -> dict[str, Any]:
+    settings = SinkSettings(
+        CompactionSettings(topic=topic, window_ms=window_ms, keyframe_every=10), batch_max_records=10_000
+    )
     source = KafkaSinkSource(KafkaSettings(bootstrap), topic, group_id=f"bench-sink-{uuid.uuid4().hex[:6]}")
     metrics = Metrics()
     sink = Sink(source, LocalSegmentStore(store_dir), settings, metrics)
@@ -130,9 +147,12 @@ async def bench_sink(bootstrap: str, topic: str, ends: dict[int, int], store_dir
             if await sink.run_round() and first is None:
                 first = time.perf_counter()
                 cpu = time.process_time()
+        consumed_at = time.perf_counter()
         await sink.flush_all()  # the open segments too: every event durable, every offset committed
+        phases["final_flush"] = time.perf_counter() - consumed_at
         elapsed = time.perf_counter() - (first or time.perf_counter())
         cpu = time.process_time() - cpu  # all threads: zstd and fsync calls of the writers included
+    sink.close()
     stored = metrics.value("sink_events_stored_total")
     seg_bytes = metrics.value("sink_segment_bytes_total")
     return {
@@ -144,6 +164,21 @@ async def bench_sink(bootstrap: str, topic: str, ends: dict[int, int], store_dir
         "bytes_per_event": round(seg_bytes / stored, 1),
         "phase_seconds": {k: round(v, 3) for k, v in phases.items()},
     }
+
+
+def _ingest_check() -> Callable[[int, list[Any]], object]:
+    """What the sink does with a batch in memory, without writing: the C scan and the fold into
+    per-partition compactors (segments are closed and built, never encoded or stored)."""
+    compactors: dict[int, PartitionCompactor] = {}
+
+    def check(partition: int, records: list[Any]) -> object:
+        batch = PartitionBatch.of(partition, records)
+        heads, undecided = wirescan.scan(batch.values)
+        assert not undecided, "the benchmark's events are all valid"
+        compactor = compactors.setdefault(partition, PartitionCompactor(partition, CompactionSettings()))
+        return compactor.add_batch(batch.offsets, heads, time.monotonic())
+
+    return check
 
 
 def _time_phases(source: KafkaSinkSource, sink: Sink) -> dict[str, float]:
@@ -206,12 +241,13 @@ async def _main(bootstrap: str, n: int) -> dict[str, Any]:
     ends = await fill_topic(bootstrap, topic, n, start_ms)
     total = sum(ends.values())
     raw = await bench_raw(bootstrap, topic, total)
-    probe = WireProbe()
-    probe_only = await bench_raw(bootstrap, topic, total, probe.head)
+    ingest_only = await bench_raw(bootstrap, topic, total, batch_check=_ingest_check())
     decode_only = await bench_raw(bootstrap, topic, total, decode_event)
     with tempfile.TemporaryDirectory(prefix="kubetape-bench-segments-") as tmp:
         sink = await bench_sink(bootstrap, topic, ends, Path(tmp))
         export = await asyncio.to_thread(bench_export, Path(tmp), start_ms)
+    with tempfile.TemporaryDirectory(prefix="kubetape-bench-segments-") as tmp:
+        sink_10min = await bench_sink(bootstrap, topic, ends, Path(tmp), window_ms=600_000)
     return {
         "benchmark": "sink",
         "machine": {
@@ -223,11 +259,13 @@ async def _main(bootstrap: str, n: int) -> dict[str, Any]:
         "partitions": PARTITIONS,
         "load_average_1m": round(os.getloadavg()[0], 2),
         "raw_consumer": raw,
-        "probe_only_consumer": probe_only,
+        "ingest_only_consumer": ingest_only,
         "decode_only_consumer": decode_only,
         "sink": sink,
+        "sink_10min_windows": sink_10min,
         "sink_vs_raw": round(sink["events_per_s"] / raw["events_per_s"], 3),
-        "probe_only_vs_raw": round(probe_only["events_per_s"] / raw["events_per_s"], 3),
+        "sink_10min_windows_vs_raw": round(sink_10min["events_per_s"] / raw["events_per_s"], 3),
+        "ingest_only_vs_raw": round(ingest_only["events_per_s"] / raw["events_per_s"], 3),
         "decode_only_vs_raw": round(decode_only["events_per_s"] / raw["events_per_s"], 3),
         "sink_cpu_vs_raw_cpu": round(sink["cpu_us_per_event"] / raw["cpu_us_per_event"], 2),
         "export_one_hour": export,

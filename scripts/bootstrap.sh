@@ -13,7 +13,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.kubetape-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# Reinstall when the dependencies or the C extension's source change (the extension is built by pip).
+want=$(cat pyproject.toml setup.py pipeline/model/_wirescan.c | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[bootstrap] installing kubetape and its Python dependencies into .venv" >&2
   .venv/bin/python -m pip install -q --upgrade pip

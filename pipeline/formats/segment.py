@@ -15,8 +15,8 @@ and the tracer config. The events are stored per format version:
   :func:`~pipeline.model.events.encode_event`'s output, i.e. the Kafka message values), so the sink
   writes what it consumed without decoding or re-encoding the object bodies (the sink's CPU per event
   fell 2.6x). The price is size: rows compress 6-25 % worse than columns (delta-coded times and the
-  fields grouped by kind help zstd): 69.9 vs 65.7 bytes per event in ``bench/bench_sink.py``, 50.9 vs
-  42.9 in ``bench/bench_codec.py``;
+  fields grouped by kind help zstd): 69.9 vs 65.7 bytes per event in ``bench/bench_sink.py``, 49.7
+  (with the match settings below; 50.9 before them) vs 42.9 in ``bench/bench_codec.py``;
 * version 1 (still read; written on request): column by column, see :mod:`pipeline.formats.columns`.
 
 Invariants checked on encode and on decode: events sorted by ``ts_ms`` and inside
@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import gc
+import operator
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
@@ -52,6 +53,17 @@ SEGMENT_FORMAT_VERSION = 2
 READABLE_FORMAT_VERSIONS = (1, 2)
 
 ZSTD_LEVEL = 9
+ZSTD_MIN_MATCH = 7
+"""Shortest match zstd looks for, at every level (zstd's maximum; levels default to 3-7, and the lazy and
+binary-tree finders of levels 5+ use at most 6). Event bytes are full of short repeats (msgpack headers,
+small ints, hex in UIDs) that cost more as matches than as literals and crowd out the long ones. In
+``bench/bench_codec.py``: level 3 4.4 % smaller and no slower, level 9 2.4 %; bodies of a few KB come
+out up to 1 % larger."""
+ZSTD_WINDOW_LOG = 23
+"""Matches reach at least 2**23 bytes (8 MiB) back (levels 1-9 default to 0.5-4 MiB); a level with a larger
+default keeps it. Only bodies over 2 MiB gain (at level 3, no slower: 0.4 % on bench_codec's 5 MB body,
+3.5 % on a 26 MB one). A streaming decoder buffers at most this window (zstd decoders accept 2**27 by
+default); a body smaller than it is a single-segment frame, whose window is the body's size."""
 MAX_BODY_BYTES = 1 << 31
 """Refuse bodies that would decompress beyond this (protects readers from corrupt length fields)."""
 
@@ -93,18 +105,15 @@ class EventCounts:
     @classmethod
     def of(cls, events: Iterable[Event | EventHead]) -> EventCounts:
         """Count ``events`` by type."""
-        applied = deleted = lifecycle = gap = 0
-        for e in events:  # identity tests: hashing enum members is slow on this hot path
-            t = e.type
-            if t is EventType.APPLIED:
-                applied += 1
-            elif t is EventType.POD_LIFECYCLE:
-                lifecycle += 1
-            elif t is EventType.DELETED:
-                deleted += 1
-            else:
-                gap += 1
-        return cls(applied, deleted, lifecycle, gap)
+        # list.count compares by identity first, all in C: per event a Python loop cost 4x more, and
+        # a Counter hashes enum members in Python.
+        types = list(map(_type_of, events))
+        applied, deleted, lifecycle = (types.count(t) for t in _COUNTED_TYPES)
+        return cls(applied, deleted, lifecycle, len(types) - applied - deleted - lifecycle)
+
+
+_type_of = operator.attrgetter("type")
+_COUNTED_TYPES = (EventType.APPLIED, EventType.DELETED, EventType.POD_LIFECYCLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,8 +212,8 @@ def build_segment(
     return segment
 
 
-def _ts(e: Event | EventHead) -> int:
-    return e.ts_ms
+_ts = operator.attrgetter("ts_ms")
+_wire_of = operator.attrgetter("wire")
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,13 +239,17 @@ def build_wire_segment(
     partitions: Iterable[PartitionRange] = (),
     keyframe: tuple[int, Iterable[EventHead], Iterable[EventHead]] | None = None,
     config: TracerConfig | None = None,
+    in_time_order: bool = False,
 ) -> WireSegment:
     """The wire form of :func:`build_segment`: heads stably sorted by time, header counts computed.
+
+    ``in_time_order``: the caller knows ``heads`` is a list already sorted by time (the sink's
+    compactor tracks it as events arrive), so the sort is skipped.
 
     ``keyframe`` is ``(at_ms, objects, lifecycles)``, as in :class:`Keyframe` (the caller guarantees
     one APPLIED head per object key and one POD_LIFECYCLE head per pod key, sorted by key). Raises
     FormatError if a head lies outside ``[start_ms, end_ms)`` or the keyframe is after ``start_ms``."""
-    ordered = sorted(heads, key=_ts)
+    ordered = heads if in_time_order and isinstance(heads, list) else sorted(heads, key=_ts)
     if start_ms > end_ms:
         raise FormatError(f"inconsistent segment: start_ms {start_ms} is after end_ms {end_ms}")
     if ordered and not start_ms <= ordered[0].ts_ms <= ordered[-1].ts_ms < end_ms:
@@ -245,7 +258,7 @@ def build_wire_segment(
             f"inside [{start_ms}, {end_ms})"
         )
     kf_at, kf_objects, kf_lifecycles = (None, (), ()) if keyframe is None else keyframe
-    objects, lifecycles = [h.wire for h in kf_objects], [h.wire for h in kf_lifecycles]
+    objects, lifecycles = list(map(_wire_of, kf_objects)), list(map(_wire_of, kf_lifecycles))
     if kf_at is not None and kf_at > start_ms:
         raise FormatError(f"inconsistent segment: keyframe at {kf_at} is after start_ms {start_ms}")
     header = SegmentHeader(
@@ -260,7 +273,7 @@ def build_wire_segment(
         keyframe_lifecycles=len(lifecycles),
     )
     return WireSegment(
-        header, b"".join([h.wire for h in ordered]), b"".join(objects), b"".join(lifecycles), config
+        header, b"".join(map(_wire_of, ordered)), b"".join(objects), b"".join(lifecycles), config
     )
 
 
@@ -383,9 +396,16 @@ def encode_wire_segment(seg: WireSegment, level: int = ZSTD_LEVEL) -> bytes:
 
 def _file_bytes(h: SegmentHeader, body: dict[str, Any], level: int) -> bytes:
     raw_body = msgpack.packb(body, use_bin_type=True)
-    compressed = zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True).compress(
-        raw_body
+    # A standard zstd frame whichever the parameters (decoding does not depend on them). Parameters left
+    # out come from the level and the body's size, as with ``ZstdCompressor(level=level)``.
+    params = zstandard.ZstdCompressionParameters(
+        compression_level=level,
+        window_log=max(ZSTD_WINDOW_LOG, zstandard.ZstdCompressionParameters.from_level(level).window_log),
+        min_match=ZSTD_MIN_MATCH,
+        write_checksum=1,
+        write_content_size=1,
     )
+    compressed = zstandard.ZstdCompressor(compression_params=params).compress(raw_body)
     header = msgpack.packb(_header_to_wire(h), use_bin_type=True)
     return b"".join(
         (

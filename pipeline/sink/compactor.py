@@ -21,6 +21,7 @@ re-encoded on the way from Kafka to disk.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -34,6 +35,7 @@ from pipeline.formats.segment import (
     encode_wire_segment,
 )
 from pipeline.io.segment_store import SegmentName, segment_name
+from pipeline.model import wirescan
 from pipeline.model.events import Event, EventHead
 from pipeline.sink.state import ObjectState
 
@@ -90,9 +92,11 @@ class _OpenSegment:
     window_start: int
     window_end: int
     min_ts: int
+    last_ts: int
     keyframe: tuple[int, list[EventHead], list[EventHead]] | None
     last_add: float
     events: list[EventHead] = field(default_factory=list)
+    ordered: bool = True  # events arrived in time order: the segment needs no sort
 
 
 class PartitionCompactor:
@@ -166,7 +170,48 @@ class PartitionCompactor:
             current.events.append(event)
             current.last_offset = offset
             current.min_ts = min(current.min_ts, ts_ms)
+            current.ordered = current.ordered and ts_ms >= current.last_ts
+            current.last_ts = ts_ms
             current.last_add = now
+        return closed
+
+    def add_batch(self, offsets: list[int], heads: list[EventHead | None], now: float) -> list[ClosedSegment]:
+        """:meth:`add_many` for one partition's batch as parallel lists (the sink's path).
+
+        The bulk of the events is folded by :func:`pipeline.model.wirescan.fold` in C; every event it
+        leaves (the first of a segment, one outside the open window, one needing the content rules)
+        goes through :meth:`add_many`, so both paths apply exactly the same rules."""
+        if not wirescan.NATIVE:
+            return self.add_many(zip(offsets, heads, strict=True), now)
+        closed: list[ClosedSegment] = []
+        state = self.state
+        dicts = (state.objects, state.tombstones, state.lifecycles, state.gaps)
+        # Offsets increase within a batch, so redeliveries (below what was taken) are a prefix.
+        i = bisect_left(offsets, self.consumed_offset)
+        self.redelivered += i
+        n = len(offsets)
+        max_events = self.settings.max_events
+        while i < n:
+            current = self._open
+            if current is not None:
+                kept = current.events
+                before = len(kept)
+                folded = wirescan.fold(
+                    heads, i, dicts, current.window_end, max_events - before, kept, current.last_ts
+                )
+                if folded.stop > i:
+                    current.last_offset = offsets[folded.stop - 1]
+                    self.duplicates += folded.duplicates
+                    if len(kept) > before:
+                        current.min_ts = min(current.min_ts, folded.min_ts)
+                        current.last_ts = folded.last_ts
+                        current.ordered = current.ordered and folded.ordered
+                        current.last_add = now
+                i = folded.stop
+                if folded.why == wirescan.FOLD_END:
+                    break
+            closed += self.add_many([(offsets[i], heads[i])], now)
+            i += 1
         return closed
 
     def close_if_idle(self, now: float) -> ClosedSegment | None:
@@ -197,6 +242,7 @@ class PartitionCompactor:
             window_start=window_start,
             window_end=window_start + window,
             min_ts=ts_ms,
+            last_ts=ts_ms,
             keyframe=keyframe,
             last_add=now,
         )
@@ -222,6 +268,7 @@ class PartitionCompactor:
                 PartitionRange(self.settings.topic, self.partition, current.first_offset, current.last_offset)
             ],
             keyframe=keyframe,
+            in_time_order=current.ordered,
         )
         self.next_offset = current.last_offset + 1
         return ClosedSegment(segment_name(self.partition, current.first_offset), self.partition, wire)

@@ -27,7 +27,7 @@ from pipeline.model.keys import parse_object_key
 from pipeline.model.selectors import LabelSelector
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.sink.catalog import SegmentCatalog
-from pipeline.sink.history import rebuild_window
+from pipeline.sink.history import Window, rebuild_window
 
 EXPORT_ZSTD_LEVEL = 3
 """zstd level of kubetape exports: level 9 (the codec default) costs ~0.7 s more per 100k events for a
@@ -115,16 +115,10 @@ def _cyclic_gc_paused() -> Iterator[None]:
 def _export(
     catalog: SegmentCatalog, request: ExportRequest, warn: Callable[[str], None] | None
 ) -> ExportResult:
-    wires = EventWires()
+    # Only a kubetape file is written from the stored bytes; a SimKube one needs no event's bytes.
+    wires = EventWires() if request.format is ExportFormat.KUBETAPE else None
     window = rebuild_window(catalog, request.start_ms, request.end_ms, warn, wires=wires)
-    filters = request.filters
-    state = window.state.keyframe(request.start_ms)
-    keyframe = Keyframe(
-        request.start_ms,
-        {k: e for k, e in state.objects.items() if not filters.excludes(e)},
-        {k: e for k, e in state.lifecycles.items() if not filters.excludes(e)},
-    )
-    events = [e for e in window.events if not filters.excludes(e)]
+    keyframe, events = _filtered(window, request)
     config = request.config or TracerConfig.default()
     trace = assemble_window(
         keyframe,
@@ -132,13 +126,25 @@ def _export(
         request.start_ms,
         request.end_ms,
         config=config,
-        suppress_owned=filters.suppress_owned,
+        suppress_owned=request.filters.suppress_owned,
     )
     if request.format is ExportFormat.SIMKUBE:
         data = write_simkube_trace(trace_to_simkube(trace, config))
     else:
         data = encode_segment(trace, EXPORT_ZSTD_LEVEL, wires=wires)
     return ExportResult(data, len(trace.events), tuple(window.skipped))
+
+
+def _filtered(window: Window, request: ExportRequest) -> tuple[Keyframe, list[Event]]:
+    """The state at the window start and the window's events, without what the filters exclude."""
+    excludes = request.filters.excludes  # bound once: called for every event of the window
+    state = window.state.keyframe(request.start_ms)
+    keyframe = Keyframe(
+        request.start_ms,
+        {k: e for k, e in state.objects.items() if not excludes(e)},
+        {k: e for k, e in state.lifecycles.items() if not excludes(e)},
+    )
+    return keyframe, [e for e in window.events if not excludes(e)]
 
 
 _RELATIVE = re.compile(r"^-(\d+)([smhd])$")

@@ -20,6 +20,7 @@ from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.io.sink_consumer import DEFAULT_DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, KafkaSinkSource
 from pipeline.io.sink_http import ExportFn, ExportReply, add_export_route
+from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, TransientError
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.export import ExportFormat, ExportRequest, export_window, filters_from_json
@@ -45,6 +46,12 @@ class SinkServiceSettings:
     retention_s: float | None = None
     retention_check_s: float = 60.0
     shutdown_timeout_s: float = 30.0
+
+
+NO_NATIVE_HINT = (
+    "kubetape was installed without its C extension (no C compiler?): the sink checks messages in "
+    "Python, several times slower; install gcc and reinstall kubetape (pip install -e .)"
+)
 
 
 def tune_gc_for_throughput() -> None:
@@ -75,6 +82,10 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
         settings.kafka, topic, group_id=settings.group_id, deadletter_topic=settings.deadletter_topic
     )
     sink = Sink(source, store, settings.sink, metrics)
+    log.info(
+        "ingest path",
+        extra={"ctx": {"native": wirescan.NATIVE, "hint": "" if wirescan.NATIVE else NO_NATIVE_HINT}},
+    )
     source.on_assigned = sink.on_assigned
     source.on_revoked = sink.on_revoked
     app = create_app(metrics, ready.is_set)
@@ -103,6 +114,7 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
             with contextlib.suppress(asyncio.CancelledError):
                 await retention
         await runner.cleanup()
+        sink.close()
 
 
 async def _run_until_stopped(sink: Sink, stop: asyncio.Event, drain_timeout_s: float) -> None:

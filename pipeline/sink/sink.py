@@ -12,9 +12,11 @@ in unit tests against in-memory fakes. The order inside one round is what makes 
 A crash anywhere re-reads from the last commit; offsets already inside a durable segment are skipped
 (the compactor is restored from the store on assignment), the rest is rebuilt identically.
 
-Throughput: messages are checked by :class:`~pipeline.model.events.WireProbe` (every field but the
-object body becomes Python values; the body is only walked) and their bytes go into the segment as they
-are. A full decode per message cost 3-4x more and was most of the sink's time (``bench/bench_sink.py``).
+Throughput: each partition's batch is checked and folded into the compactor's state by the C code of
+:mod:`pipeline.model.wirescan` (object bodies are walked, never built), and the message bytes go into
+the segment as they are. Whatever that code leaves undecided goes through the Python rules
+(:class:`~pipeline.model.events.WireProbe`, :class:`~pipeline.sink.state.ObjectState`), which are the
+definition of both. Per message in Python the same work cost 10x more (``bench/bench_sink.py``).
 """
 
 from __future__ import annotations
@@ -22,18 +24,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import SegmentStore
-from pipeline.io.sink_consumer import SourceMessage
-from pipeline.model.errors import FormatError, TransientError
+from pipeline.io.sink_consumer import PartitionBatch, SourceMessage
+from pipeline.model import wirescan
+from pipeline.model.errors import FormatError
 from pipeline.model.events import EventHead, WireProbe
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import ClosedSegment, CompactionSettings, PartitionCompactor
 from pipeline.sink.history import restore_partition
+from pipeline.sink.writer import SegmentWriter, WrittenSegment
 
 log = logging.getLogger("kubetape.sink")
 
@@ -43,8 +47,8 @@ Clock = Callable[[], float]
 class EventSource(Protocol):
     """A consumer-group member delivering ``kubetape.events`` (implemented on aiokafka in pipeline.io)."""
 
-    async def getmany(self, timeout_ms: int, max_records: int) -> list[SourceMessage]:
-        """The next batch, in offset order per partition (may be empty)."""
+    async def getmany(self, timeout_ms: int, max_records: int) -> list[PartitionBatch]:
+        """The next batch: per partition, messages in offset order (may be empty)."""
 
     async def commit(self, offsets: Mapping[int, int]) -> bool:
         """Commit ``partition -> next offset to read``; False if the commit did not happen (retry later)."""
@@ -110,8 +114,9 @@ class Sink:
         self.compactors: dict[int, PartitionCompactor] = {}
         self._committed: dict[int, int] = {}
         self._lock = asyncio.Lock()  # rounds and rebalance callbacks must not interleave
-        self._in_flight: list[tuple[asyncio.Task[None], ClosedSegment]] = []
-        self._write_slots = asyncio.Semaphore(settings.write_concurrency)
+        self._in_flight: list[tuple[asyncio.Future[WrittenSegment], ClosedSegment]] = []
+        self._commit_task: asyncio.Task[None] | None = None
+        self._writer = SegmentWriter(store, settings.zstd_level, settings.write_concurrency)
         self._probe = WireProbe()
 
     # ---- rebalance -------------------------------------------------------------------------------
@@ -166,35 +171,41 @@ class Sink:
     # ---- the loop --------------------------------------------------------------------------------
     async def run_round(self) -> int:
         """One batch: consume, compact, write, commit. Returns the number of messages consumed."""
-        messages = await self.source.getmany(self.settings.poll_timeout_ms, self.settings.batch_max_records)
+        batches = await self.source.getmany(self.settings.poll_timeout_ms, self.settings.batch_max_records)
         async with self._lock:
             closed: list[ClosedSegment] = []
             now = self.clock()
             duplicates_before = self._duplicates()
-            for partition, run in _runs_by_partition(messages):
-                compactor = self.compactors.get(partition)
+            consumed = 0
+            for batch in batches:
+                consumed += len(batch.offsets)
+                compactor = self.compactors.get(batch.partition)
                 if compactor is None:  # revoked between fetch and processing: the new owner reads it
                     continue
-                closed.extend(compactor.add_many(await self._heads(run), now))
+                closed += compactor.add_batch(batch.offsets, await self._heads(batch), now)
             for compactor in self.compactors.values():
                 idle = compactor.close_if_idle(now)
                 if idle is not None:
                     closed.append(idle)
-            self.metrics.inc("sink_messages_total", float(len(messages)))
+            self.metrics.inc("sink_messages_total", float(consumed))
             self.metrics.inc("sink_duplicates_total", float(self._duplicates() - duplicates_before))
             self._start_writes(closed)
             await self._reap()
-            await self._commit(list(self.compactors))
+            await self._commit(list(self.compactors), wait=False)
             self.metrics.set(
                 "sink_open_segments", float(sum(c.has_open_segment for c in self.compactors.values()))
             )
-        return len(messages)
+        return consumed
 
     async def run(self, stop: asyncio.Event) -> None:
         """Rounds until ``stop`` is set, then flush everything open and commit (graceful shutdown)."""
         while not stop.is_set():
             await self.run_round()
         await self.flush_all()
+
+    def close(self) -> None:
+        """Stop the writer threads (after :meth:`flush_all`, nothing is left to write)."""
+        self._writer.close()
 
     async def flush_all(self) -> None:
         async with self._lock:
@@ -206,18 +217,18 @@ class Sink:
     def _duplicates(self) -> int:
         return sum(c.duplicates for c in self.compactors.values())
 
-    async def _heads(self, run: list[SourceMessage]) -> list[tuple[int, EventHead | None]]:
-        """Each message's offset and checked head (None once it is in the dead-letter topic)."""
-        head_of = self._probe.head
-        out: list[tuple[int, EventHead | None]] = []
-        for message in run:
+    async def _heads(self, batch: PartitionBatch) -> list[EventHead | None]:
+        """Each message's checked head (None once it is in the dead-letter topic): the C scanner
+        takes the common cases, the probe decides the rest (and names what is wrong)."""
+        heads, undecided = wirescan.scan(batch.values)
+        for i in undecided:
+            value = batch.values[i]
             try:
                 # a None value fails as undecodable; _dead_letter then says it had no value
-                out.append((message.offset, head_of(message.value)))  # type: ignore[arg-type]
+                heads[i] = self._probe.head(value)  # type: ignore[arg-type]
             except FormatError:
-                await self._dead_letter(message)
-                out.append((message.offset, None))
-        return out
+                await self._dead_letter(batch.message(i))
+        return heads
 
     async def _dead_letter(self, message: SourceMessage) -> None:
         """Send a message the probe refused to the dead-letter topic, with the error naming where it was."""
@@ -240,9 +251,7 @@ class Sink:
         """Start writing ``closed`` in the background; the next batch is decoded meanwhile. Offsets are
         committed only below the first segment still in flight (see :meth:`_commit`)."""
         for c in closed:
-            previous = next((t for t, o in reversed(self._in_flight) if o.partition == c.partition), None)
-            task = asyncio.create_task(self._write_one(c, previous), name=f"sink-write-{c.name}")
-            self._in_flight.append((task, c))
+            self._in_flight.append((asyncio.wrap_future(self._writer.submit(c)), c))
 
     async def _reap(self, *, wait_all: bool = False) -> None:
         """Collect finished writes (raising the first failure); wait while too many are in flight."""
@@ -254,33 +263,18 @@ class Sink:
 
     def _collect_done(self) -> None:
         still = []
-        for task, c in self._in_flight:
-            if task.done():
-                task.result()  # a failed write stops the sink before anything after it is committed
+        for write, c in self._in_flight:
+            if write.done():
+                # a failed write stops the sink before anything after it is committed
+                self._written(write.result())
             else:
-                still.append((task, c))
+                still.append((write, c))
         self._in_flight = still
 
-    async def _write(self, closed: list[ClosedSegment]) -> None:
-        """Write ``closed`` and wait until everything in flight is durable."""
-        self._start_writes(closed)
-        await self._reap(wait_all=True)
-
-    async def _write_one(self, c: ClosedSegment, previous: asyncio.Task[None] | None) -> None:
-        # Segments of different partitions are encoded and fsynced concurrently (bounded), so fsync
-        # waits overlap and zstd runs outside the GIL. Within a partition they become durable in offset
-        # order: after a crash the store then never holds a later segment without the earlier ones
-        # (restore continues after the last stored offset, so such a hole would be skipped for good).
-        async with self._write_slots:
-            data = await asyncio.to_thread(c.encode, self.settings.zstd_level)
-        if previous is not None:
-            await asyncio.wait([previous])  # its failure is raised by _reap, not here
-            if previous.cancelled() or previous.exception() is not None:
-                raise TransientError(f"segment {c.name} not written: the previous segment's write failed")
-        async with self._write_slots:
-            await asyncio.to_thread(self.store.put, c.name, data)
+    def _written(self, written: WrittenSegment) -> None:
+        c = written.segment
         self.metrics.inc("sink_segments_written_total")
-        self.metrics.inc("sink_segment_bytes_total", float(len(data)))
+        self.metrics.inc("sink_segment_bytes_total", float(written.size))
         self.metrics.inc("sink_events_stored_total", float(c.wire.header.counts.total))
         log.info(
             "segment written",
@@ -289,13 +283,28 @@ class Sink:
                     "segment": c.name,
                     "partition": c.partition,
                     "events": c.wire.header.counts.total,
-                    "bytes": len(data),
+                    "bytes": written.size,
                     "keyframe": c.wire.header.keyframe_at_ms is not None,
                 }
             },
         )
 
-    async def _commit(self, partitions: Iterable[int]) -> None:
+    async def _write(self, closed: list[ClosedSegment]) -> None:
+        """Write ``closed`` and wait until everything in flight is durable."""
+        self._start_writes(closed)
+        await self._reap(wait_all=True)
+
+    async def _commit(self, partitions: Iterable[int], *, wait: bool = True) -> None:
+        """Commit, per partition, the first offset not yet inside a durable segment.
+
+        ``wait=False`` (the consuming loop) sends the commit in the background, at most one at a time:
+        a commit is a broker round trip (5 ms here) that nothing in the loop needs to wait for, and
+        the next round commits whatever advanced meanwhile. Rebalances and shutdown wait for it."""
+        if self._commit_task is not None:
+            if not wait and not self._commit_task.done():
+                return
+            task, self._commit_task = self._commit_task, None
+            await task  # a failure other than a refused commit (those return False) is raised here
         offsets = {}
         for p in partitions:
             offset = min(
@@ -306,15 +315,13 @@ class Sink:
                 offsets[p] = offset
         if not offsets:
             return
+        if wait:
+            await self._send_commit(offsets)
+        else:
+            self._commit_task = asyncio.create_task(self._send_commit(offsets), name="sink-commit")
+
+    async def _send_commit(self, offsets: dict[int, int]) -> None:
         if await self.source.commit(offsets):
-            self._committed.update(offsets)
+            # partitions revoked meanwhile are no longer ours: their next owner tracks them
+            self._committed.update((p, o) for p, o in offsets.items() if p in self.compactors)
             self.metrics.inc("sink_commits_total")
-
-
-def _runs_by_partition(messages: list[SourceMessage]) -> Iterator[tuple[int, list[SourceMessage]]]:
-    """Consecutive messages of one partition, in order (a batch holds one run per partition)."""
-    start = 0
-    for i in range(1, len(messages) + 1):
-        if i == len(messages) or messages[i].partition != messages[start].partition:
-            yield messages[start].partition, messages[start:i]
-            start = i

@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -20,7 +21,7 @@ from pipeline.io.segment_store import (
     parse_segment_name,
     segment_name,
 )
-from pipeline.io.sink_consumer import SourceMessage
+from pipeline.io.sink_consumer import PartitionBatch, SourceMessage
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, encode_event
 from pipeline.model.tracer_config import TracerConfig
@@ -43,6 +44,13 @@ T0 -= T0 % 60_000
 
 
 # ---- fakes ---------------------------------------------------------------------------------------
+class _Record(NamedTuple):
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
 class FakeSource:
     """A one-member consumer group over in-memory partitions."""
 
@@ -52,12 +60,17 @@ class FakeSource:
         self.commits: dict[int, int] = {}
         self.dead: list[tuple[SourceMessage, str]] = []
 
-    async def getmany(self, timeout_ms: int, max_records: int) -> list[SourceMessage]:
-        out: list[SourceMessage] = []
+    async def getmany(self, timeout_ms: int, max_records: int) -> list[PartitionBatch]:
+        out: list[PartitionBatch] = []
+        room = max_records
         for p, values in sorted(self.log.items()):
             start = self.position.setdefault(p, self.commits.get(p, 0))
-            chunk = values[start : start + max_records - len(out)]
-            out += [SourceMessage(p, start + i, b"k", v, 0) for i, v in enumerate(chunk)]
+            chunk = values[start : start + room]
+            if chunk:
+                out.append(
+                    PartitionBatch.of(p, [_Record(start + i, b"k", v, 0) for i, v in enumerate(chunk)])
+                )
+            room -= len(chunk)
             self.position[p] = start + len(chunk)
         if not out:
             await asyncio.sleep(timeout_ms / 1000 / 50)

@@ -1,0 +1,468 @@
+/* The sink's ingest hot path in C: check event wire bytes and fold them into a partition's state.
+ *
+ * Why C: the sink must check every message it stores and deduplicate it against the partition's
+ * state. Done per message in Python that costs 3-6 µs, several times what aiokafka spends handing the
+ * message over; here it costs a fraction of a microsecond, so the sink keeps pace with the consumer.
+ *
+ * The Python code stays the definition of the rules (pipeline.model.events.WireProbe and
+ * pipeline.sink.state.ObjectState). This module only takes the common, unambiguous cases and answers
+ * "not mine" for everything else, so the callers fall back to the Python rules one event at a time:
+ *   scan  -> None for any message it does not accept outright (the probe then accepts or refuses it
+ *            with the usual error message), never a head the probe would refuse;
+ *   fold  -> stops at any event whose duplicate test it cannot decide alone (content comparison,
+ *            state entries that are decoded events, non-ASCII resourceVersions).
+ * tests/unit/test_wirescan.py checks both against the Python rules on generated and corrupted input.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 64 /* deeper bodies go to the Python probe (msgpack has its own limit) */
+
+static PyObject *head_type = NULL;     /* pipeline.model.events.EventHead */
+static PyObject *event_types[5];       /* index = wire code: APPLIED, DELETED, POD_LIFECYCLE, GAP */
+static PyObject *zero = NULL;          /* the int 0 (pod_spec_hash of non-lifecycle heads) */
+
+/* ---- msgpack reading ------------------------------------------------------------------------- */
+typedef struct {
+    const uint8_t *p;
+    const uint8_t *end;
+} reader;
+
+static inline int need(reader *r, Py_ssize_t n) { return r->end - r->p >= n; }
+
+static inline uint64_t be(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+/* An integer of any msgpack int encoding. Returns 0 if the next value is not an int.
+ * *neg is set for negative values (which every field here refuses). */
+static int read_int(reader *r, uint64_t *out, int *neg) {
+    if (!need(r, 1)) return 0;
+    uint8_t b = *r->p;
+    *neg = 0;
+    if (b <= 0x7f) { *out = b; r->p += 1; return 1; }
+    if (b >= 0xe0) { *neg = 1; *out = 0; r->p += 1; return 1; }
+    int n;
+    int is_signed = 0;
+    switch (b) {
+        case 0xcc: n = 1; break;
+        case 0xcd: n = 2; break;
+        case 0xce: n = 4; break;
+        case 0xcf: n = 8; break;
+        case 0xd0: n = 1; is_signed = 1; break;
+        case 0xd1: n = 2; is_signed = 1; break;
+        case 0xd2: n = 4; is_signed = 1; break;
+        case 0xd3: n = 8; is_signed = 1; break;
+        default: return 0;
+    }
+    if (!need(r, 1 + n)) return 0;
+    uint64_t v = be(r->p + 1, n);
+    if (is_signed && (v >> (8 * n - 1)) & 1) {
+        *neg = 1;
+        v = 0;
+    }
+    *out = v;
+    r->p += 1 + n;
+    return 1;
+}
+
+/* A str (never bin): its bytes. Returns 0 if the next value is not a str. */
+static int read_str(reader *r, const uint8_t **s, Py_ssize_t *len) {
+    if (!need(r, 1)) return 0;
+    uint8_t b = *r->p;
+    Py_ssize_t n, h;
+    if ((b & 0xe0) == 0xa0) { n = b & 0x1f; h = 1; }
+    else if (b == 0xd9) { if (!need(r, 2)) return 0; n = r->p[1]; h = 2; }
+    else if (b == 0xda) { if (!need(r, 3)) return 0; n = (Py_ssize_t)be(r->p + 1, 2); h = 3; }
+    else if (b == 0xdb) { if (!need(r, 5)) return 0; n = (Py_ssize_t)be(r->p + 1, 4); h = 5; }
+    else return 0;
+    if (!need(r, h + n)) return 0;
+    *s = r->p + h;
+    *len = n;
+    r->p += h + n;
+    return 1;
+}
+
+static int is_nil(reader *r) { return need(r, 1) && *r->p == 0xc0; }
+
+/* Skip one well-formed msgpack value of any type. Returns 0 on malformed or too-deep input. */
+static int skip(reader *r, int depth) {
+    if (depth > MAX_DEPTH || !need(r, 1)) return 0;
+    uint8_t b = *r->p;
+    uint64_t items = 0; /* container entries to skip (a map counts two per entry) */
+    Py_ssize_t h = 1, n = 0;
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) { r->p += 1; return 1; }
+    if ((b & 0xf0) == 0x80) { items = 2 * (uint64_t)(b & 0x0f); }
+    else if ((b & 0xf0) == 0x90) { items = b & 0x0f; }
+    else if ((b & 0xe0) == 0xa0) { n = b & 0x1f; }
+    else {
+        switch (b) {
+            case 0xc4: case 0xd9: h = 2; break;                     /* bin8, str8 */
+            case 0xc5: case 0xda: h = 3; break;                     /* bin16, str16 */
+            case 0xc6: case 0xdb: h = 5; break;                     /* bin32, str32 */
+            case 0xc7: h = 3; break;                                /* ext8: len, type */
+            case 0xc8: h = 4; break;                                /* ext16 */
+            case 0xc9: h = 6; break;                                /* ext32 */
+            case 0xca: case 0xce: case 0xd2: h = 5; break;         /* float32, (u)int32 */
+            case 0xcb: case 0xcf: case 0xd3: h = 9; break;         /* float64, (u)int64 */
+            case 0xcc: case 0xd0: h = 2; break;                     /* (u)int8 */
+            case 0xcd: case 0xd1: h = 3; break;                     /* (u)int16 */
+            case 0xd4: h = 3; break;                                /* fixext 1..16 */
+            case 0xd5: h = 4; break;
+            case 0xd6: h = 6; break;
+            case 0xd7: h = 10; break;
+            case 0xd8: h = 18; break;
+            case 0xdc: case 0xde: h = 3; break;                     /* array16, map16 */
+            case 0xdd: case 0xdf: h = 5; break;                     /* array32, map32 */
+            default: return 0;                                      /* 0xc1: never used */
+        }
+        if (!need(r, h)) return 0;
+        switch (b) {
+            case 0xc4: case 0xd9: case 0xc7: n = r->p[1]; break;
+            case 0xc5: case 0xda: case 0xc8: n = (Py_ssize_t)be(r->p + 1, 2); break;
+            case 0xc6: case 0xdb: case 0xc9: n = (Py_ssize_t)be(r->p + 1, 4); break;
+            case 0xdc: items = be(r->p + 1, 2); break;
+            case 0xdd: items = be(r->p + 1, 4); break;
+            case 0xde: items = 2 * be(r->p + 1, 2); break;
+            case 0xdf: items = 2 * be(r->p + 1, 4); break;
+            default: break;
+        }
+    }
+    if (!need(r, h + n)) return 0;
+    r->p += h + n;
+    if (items > (uint64_t)(r->end - r->p)) return 0; /* every entry takes at least one byte */
+    for (uint64_t i = 0; i < items; i++)
+        if (!skip(r, depth + 1)) return 0;
+    return 1;
+}
+
+static int three_slashes(const uint8_t *s, Py_ssize_t n) {
+    int count = 0;
+    for (Py_ssize_t i = 0; i < n; i++) count += s[i] == '/';
+    return count == 3;
+}
+
+/* A Python str from UTF-8, or NULL with no exception set when the bytes are not valid UTF-8. */
+static PyObject *text(const uint8_t *s, Py_ssize_t n) {
+    PyObject *o = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    if (o == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
+    return o;
+}
+
+#define I64_MAX ((uint64_t)INT64_MAX)
+
+/* The head of one message, a new reference; Py_None (new ref) when the Python probe must decide;
+ * NULL only on a Python error (out of memory). */
+static PyObject *scan_one(PyObject *value) {
+    if (!PyBytes_CheckExact(value)) Py_RETURN_NONE;
+    const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(value);
+    reader r = {data, data + PyBytes_GET_SIZE(value)};
+    if (!need(&r, 1)) Py_RETURN_NONE;
+    uint8_t b = *r.p;
+    Py_ssize_t fields;
+    if ((b & 0xf0) == 0x90) { fields = b & 0x0f; r.p += 1; }
+    else Py_RETURN_NONE; /* an event has at most 12 fields: always a fixarray as msgpack writes it */
+    uint64_t version, code, ts, spec_hash, pod_hash = 0, start = 0, end_ms = 0;
+    int neg, has_end = 0;
+    const uint8_t *key, *uid, *rv, *owner = NULL, *from = NULL, *to = NULL, *reason = NULL;
+    Py_ssize_t key_n, uid_n, rv_n, owner_n = 0, from_n = 0, to_n = 0, reason_n = 0;
+    if (!read_int(&r, &version, &neg) || neg || version != 1) Py_RETURN_NONE;
+    if (!read_int(&r, &code, &neg) || neg || code < 1 || code > 4) Py_RETURN_NONE;
+    static const Py_ssize_t length_of[5] = {0, 8, 8, 12, 11};
+    if (fields != length_of[code]) Py_RETURN_NONE;
+    if (!read_int(&r, &ts, &neg) || neg || ts > I64_MAX) Py_RETURN_NONE;
+    if (!read_str(&r, &key, &key_n) || !three_slashes(key, key_n)) Py_RETURN_NONE;
+    if (!read_str(&r, &uid, &uid_n) || !read_str(&r, &rv, &rv_n)) Py_RETURN_NONE;
+    if (code <= 2) {
+        if (!need(&r, 1)) Py_RETURN_NONE;
+        b = *r.p;
+        if (!((b & 0xf0) == 0x80 || b == 0xde || b == 0xdf)) Py_RETURN_NONE; /* the body is a map */
+        if (!skip(&r, 0)) Py_RETURN_NONE;
+    } else {
+        if (!is_nil(&r)) Py_RETURN_NONE; /* lifecycles and gaps carry no body */
+        r.p += 1;
+    }
+    if (!read_int(&r, &spec_hash, &neg) || neg) Py_RETURN_NONE;
+    if (code == 3) {
+        if (!read_str(&r, &owner, &owner_n) || !three_slashes(owner, owner_n)) Py_RETURN_NONE;
+        if (!read_int(&r, &pod_hash, &neg) || neg) Py_RETURN_NONE;
+        if (!read_int(&r, &start, &neg) || neg || start > I64_MAX) Py_RETURN_NONE;
+        if (is_nil(&r)) r.p += 1;
+        else if (!read_int(&r, &end_ms, &neg) || neg || end_ms < start || end_ms > I64_MAX) Py_RETURN_NONE;
+        else has_end = 1;
+    } else if (code == 4) {
+        if (is_nil(&r)) r.p += 1;
+        else if (!read_str(&r, &from, &from_n)) Py_RETURN_NONE;
+        if (is_nil(&r)) r.p += 1;
+        else if (!read_str(&r, &to, &to_n)) Py_RETURN_NONE;
+        if (!read_str(&r, &reason, &reason_n)) Py_RETURN_NONE;
+    }
+    if (r.p != r.end) Py_RETURN_NONE; /* bytes after the event */
+
+    PyObject *items[14] = {NULL};
+    int ok = 1;
+    items[0] = Py_NewRef(event_types[code]);
+    ok = ok && (items[1] = PyLong_FromUnsignedLongLong(ts)) != NULL;
+    ok = ok && (items[2] = text(key, key_n)) != NULL;
+    ok = ok && (items[3] = text(uid, uid_n)) != NULL;
+    ok = ok && (items[4] = text(rv, rv_n)) != NULL;
+    ok = ok && (items[5] = PyLong_FromUnsignedLongLong(spec_hash)) != NULL;
+    if (ok && code == 3) {
+        ok = (items[6] = text(owner, owner_n)) != NULL;
+        ok = ok && (items[7] = PyLong_FromUnsignedLongLong(pod_hash)) != NULL;
+        ok = ok && (items[8] = PyLong_FromUnsignedLongLong(start)) != NULL;
+        ok = ok && (items[9] = has_end ? PyLong_FromUnsignedLongLong(end_ms) : Py_NewRef(Py_None)) != NULL;
+    } else if (ok) {
+        items[6] = Py_NewRef(Py_None);
+        items[7] = Py_NewRef(zero);
+        items[8] = Py_NewRef(Py_None);
+        items[9] = Py_NewRef(Py_None);
+    }
+    if (ok && code == 4) {
+        ok = (items[10] = from ? text(from, from_n) : Py_NewRef(Py_None)) != NULL;
+        ok = ok && (items[11] = to ? text(to, to_n) : Py_NewRef(Py_None)) != NULL;
+        ok = ok && (items[12] = text(reason, reason_n)) != NULL;
+    } else if (ok) {
+        items[10] = Py_NewRef(Py_None);
+        items[11] = Py_NewRef(Py_None);
+        items[12] = Py_NewRef(Py_None);
+    }
+    if (ok) items[13] = Py_NewRef(value);
+    if (ok) {
+        /* An EventHead is a named tuple: allocated as its type and filled as tuple.__new__ would. */
+        PyObject *head = ((PyTypeObject *)head_type)->tp_alloc((PyTypeObject *)head_type, 14);
+        if (head != NULL) {
+            for (int i = 0; i < 14; i++) PyTuple_SET_ITEM(head, i, items[i]);
+            return head;
+        }
+    }
+    for (int i = 0; i < 14; i++) Py_XDECREF(items[i]);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE; /* invalid UTF-8: the probe reports it */
+}
+
+static PyObject *configure(PyObject *self, PyObject *args) {
+    PyObject *type, *applied, *deleted, *lifecycle, *gap;
+    if (!PyArg_ParseTuple(args, "OOOOO", &type, &applied, &deleted, &lifecycle, &gap)) return NULL;
+    if (!PyType_Check(type) || !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "configure: the head type must be a tuple subclass");
+        return NULL;
+    }
+    Py_XSETREF(head_type, Py_NewRef(type));
+    PyObject *members[4] = {applied, deleted, lifecycle, gap};
+    for (int i = 0; i < 4; i++) Py_XSETREF(event_types[i + 1], Py_NewRef(members[i]));
+    Py_RETURN_NONE;
+}
+
+static int configured(void) {
+    if (head_type != NULL) return 1;
+    PyErr_SetString(PyExc_RuntimeError, "_wirescan.configure() was not called");
+    return 0;
+}
+
+/* scan(values) -> (heads, undecided): each value's EventHead, or None where the Python probe must
+ * decide; ``undecided`` lists the indexes of those Nones (usually empty). */
+static PyObject *scan(PyObject *self, PyObject *values) {
+    if (!configured()) return NULL;
+    PyObject *seq = PySequence_Fast(values, "scan() takes a sequence of bytes");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *heads = PyList_New(n), *undecided = PyList_New(0);
+    if (heads == NULL || undecided == NULL) goto fail;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *head = scan_one(items[i]);
+        if (head == NULL) goto fail;
+        PyList_SET_ITEM(heads, i, head);
+        if (head == Py_None) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            if (index == NULL) goto fail;
+            int failed = PyList_Append(undecided, index) < 0;
+            Py_DECREF(index);
+            if (failed) goto fail;
+        }
+    }
+    Py_DECREF(seq);
+    return Py_BuildValue("(NN)", heads, undecided);
+fail:
+    Py_XDECREF(heads);
+    Py_XDECREF(undecided);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+/* ---- folding into the state (pipeline.sink.state.ObjectState's rules) ------------------------ */
+enum { TYPE = 0, TS = 1, KEY = 2, UID = 3, RV = 4, SPEC_HASH = 5, OWNER = 6, POD_HASH = 7, START = 8,
+       END = 9, GAP_FROM = 10, GAP_TO = 11, GAP_REASON = 12 };
+#define F(h, i) PyTuple_GET_ITEM((h), (i))
+
+/* 1 equal, 0 not, -1 error */
+static inline int eq(PyObject *a, PyObject *b) { return a == b ? 1 : PyObject_RichCompareBool(a, b, Py_EQ); }
+
+/* A resourceVersion as ASCII digits without leading zeros: 1 digits, 0 not all digits (or empty),
+ * -1 non-ASCII (str.isdigit knows digits beyond ASCII: the Python rules decide). */
+static int digits(PyObject *rv, const char **s, Py_ssize_t *n) {
+    if (!PyUnicode_IS_ASCII(rv)) return -1;
+    const char *p = (const char *)PyUnicode_1BYTE_DATA(rv);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(rv);
+    if (len == 0) return 0;
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (p[i] < '0' || p[i] > '9') return 0;
+    while (len > 1 && *p == '0') { p++; len--; }
+    *s = p;
+    *n = len;
+    return 1;
+}
+
+/* _older(e, than): 1 / 0, -1 error, -2 undecidable here. */
+static int older(PyObject *e, PyObject *than) {
+    int same_uid = eq(F(e, UID), F(than, UID));
+    if (same_uid <= 0) return same_uid;
+    const char *a, *b;
+    Py_ssize_t an, bn;
+    int da = digits(F(e, RV), &a, &an), db = digits(F(than, RV), &b, &bn);
+    if (da < 0 || db < 0) return -2;
+    if (!da || !db) return 0;
+    if (an != bn) return an < bn;
+    return memcmp(a, b, an) < 0;
+}
+
+/* _same_version(prev, e): 1 / 0, -1 error, -2 undecidable (needs the bodies compared). */
+static int same_version(PyObject *prev, PyObject *e) {
+    int same_uid = eq(F(prev, UID), F(e, UID));
+    if (same_uid <= 0) return same_uid;
+    if (PyUnicode_GET_LENGTH(F(e, RV)) > 0) return eq(F(prev, RV), F(e, RV));
+    return -2;
+}
+
+/* is_duplicate(e): 1 / 0, -1 error, -2 undecidable. Values in the state that are not heads (decoded
+ * events restored from a keyframe) are undecidable here. */
+static int duplicate(PyObject *e, PyObject *objects, PyObject *tombstones, PyObject *lifecycles, PyObject *gaps) {
+    PyObject *type = F(e, TYPE), *key = F(e, KEY);
+    if (type == event_types[1] || type == event_types[2]) {
+        PyObject *live = PyDict_GetItemWithError(objects, key);
+        if (live == NULL && PyErr_Occurred()) return -1;
+        PyObject *gone = PyDict_GetItemWithError(tombstones, key);
+        if (gone == NULL && PyErr_Occurred()) return -1;
+        if ((live && Py_TYPE(live) != (PyTypeObject *)head_type) ||
+            (gone && Py_TYPE(gone) != (PyTypeObject *)head_type))
+            return -2;
+        if (type == event_types[1]) {
+            if (live) {
+                int same = same_version(live, e);
+                return same != 0 ? same : older(e, live);
+            }
+            return gone ? older(e, gone) : 0;
+        }
+        if (live) return older(e, live);
+        if (!gone) return 0;
+        int same = same_version(gone, e);
+        return same != 0 ? same : older(e, gone);
+    }
+    if (type == event_types[3]) {
+        PyObject *prev = PyDict_GetItemWithError(lifecycles, key);
+        if (prev == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (Py_TYPE(prev) != (PyTypeObject *)head_type) return -2;
+        static const int same_fields[4] = {OWNER, POD_HASH, START, UID};
+        for (int i = 0; i < 4; i++) {
+            int same = eq(F(prev, same_fields[i]), F(e, same_fields[i]));
+            if (same <= 0) return same;
+        }
+        if (F(e, END) == Py_None) return 1;
+        return eq(F(e, END), F(prev, END));
+    }
+    if (type == event_types[4]) {
+        PyObject *prev = PyDict_GetItemWithError(gaps, key);
+        if (prev == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (Py_TYPE(prev) != (PyTypeObject *)head_type) return -2;
+        static const int same_fields[4] = {TS, GAP_FROM, GAP_TO, GAP_REASON};
+        for (int i = 0; i < 4; i++) {
+            int same = eq(F(prev, same_fields[i]), F(e, same_fields[i]));
+            if (same <= 0) return same;
+        }
+        return 1;
+    }
+    return -2;
+}
+
+/* dict.pop(key, None): 0, or -1 on error */
+static int pop(PyObject *dict, PyObject *key) {
+    int has = PyDict_Contains(dict, key);
+    if (has <= 0) return has;
+    return PyDict_DelItem(dict, key);
+}
+
+static int apply(PyObject *e, PyObject *objects, PyObject *tombstones, PyObject *lifecycles, PyObject *gaps) {
+    PyObject *type = F(e, TYPE), *key = F(e, KEY);
+    if (type == event_types[1]) {
+        if (PyDict_SetItem(objects, key, e) < 0) return -1;
+        return pop(tombstones, key);
+    }
+    if (type == event_types[2]) {
+        if (pop(objects, key) < 0) return -1;
+        return PyDict_SetItem(tombstones, key, e);
+    }
+    return PyDict_SetItem(type == event_types[3] ? lifecycles : gaps, key, e);
+}
+
+/* fold(heads, start, objects, tombstones, lifecycles, gaps, window_end, room, kept, last_ts)
+ *   -> (stop, duplicates, min_ts, last_ts, ordered, why)
+ * Folds heads[start:] into the state dicts while they belong to the open segment: each head is
+ * dropped as a duplicate or applied and appended to ``kept``. None entries (messages already sent to
+ * the dead-letter topic) are passed over. Stops before the first head that is at or after
+ * ``window_end`` or would exceed ``room`` (why=1), or whose duplicate test needs the Python rules
+ * (why=2); why=0 at the end of the list. ``min_ts`` is the smallest ts_ms kept (-1 if none);
+ * ``last_ts`` the ts_ms of the last head kept (the one passed in if none); ``ordered`` whether the
+ * kept heads continue ``last_ts`` in time order (then the segment needs no sort). */
+static PyObject *fold(PyObject *self, PyObject *args) {
+    PyObject *heads, *objects, *tombstones, *lifecycles, *gaps, *kept;
+    Py_ssize_t start, room;
+    long long window_end, last_ts;
+    if (!PyArg_ParseTuple(args, "O!nO!O!O!O!LnO!L", &PyList_Type, &heads, &start, &PyDict_Type, &objects,
+                          &PyDict_Type, &tombstones, &PyDict_Type, &lifecycles, &PyDict_Type, &gaps,
+                          &window_end, &room, &PyList_Type, &kept, &last_ts))
+        return NULL;
+    if (!configured()) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(heads), i = start, duplicates = 0, added = 0;
+    long long min_ts = -1;
+    int why = 0, ordered = 1;
+    for (; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(heads, i);
+        if (e == Py_None) continue;
+        if (Py_TYPE(e) != (PyTypeObject *)head_type) { why = 2; break; }
+        int dup = duplicate(e, objects, tombstones, lifecycles, gaps);
+        if (dup == -1) return NULL;
+        if (dup == -2) { why = 2; break; }
+        if (dup) { duplicates++; continue; }
+        long long ts = PyLong_AsLongLong(F(e, TS));
+        if (ts == -1 && PyErr_Occurred()) return NULL;
+        if (ts >= window_end || added >= room) { why = 1; break; }
+        if (apply(e, objects, tombstones, lifecycles, gaps) < 0) return NULL;
+        if (PyList_Append(kept, e) < 0) return NULL;
+        added++;
+        if (min_ts < 0 || ts < min_ts) min_ts = ts;
+        if (ts < last_ts) ordered = 0;
+        last_ts = ts;
+    }
+    return Py_BuildValue("nnLLii", i, duplicates, min_ts, last_ts, ordered, why);
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS, "configure(EventHead, APPLIED, DELETED, POD_LIFECYCLE, GAP)"},
+    {"scan", scan, METH_O, "scan(values) -> (heads, undecided indexes): EventHead or None (the Python probe decides)"},
+    {"fold", fold, METH_VARARGS, "fold(heads, start, objects, tombstones, lifecycles, gaps, window_end, room, kept, last_ts)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wirescan",
+                                    "The sink's ingest hot path (see pipeline.model.wirescan).", -1, methods};
+
+PyMODINIT_FUNC PyInit__wirescan(void) {
+    zero = PyLong_FromLong(0);
+    if (zero == NULL) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,16 @@
+"""Only the C extension lives here (setuptools has no stable pyproject.toml form for it yet)."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        # The sink's ingest hot path (pipeline/model/wirescan.py). Optional: without a C compiler
+        # kubetape still installs and runs the same rules in Python, several times slower.
+        Extension(
+            "pipeline.model._wirescan",
+            sources=["pipeline/model/_wirescan.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-Wall"],
+        )
+    ]
+)

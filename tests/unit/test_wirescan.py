@@ -1,0 +1,271 @@
+"""The C ingest path (pipeline.model.wirescan) gives exactly what the Python rules give.
+
+The sink stores what the C scanner accepts and folds with the C duplicate rules, so any difference
+from :class:`WireProbe` / :class:`ObjectState` would silently change what a trace holds. These tests
+drive both with generated events, redeliveries, re-lists and damaged bytes and compare everything.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.model import wirescan
+from pipeline.model.errors import KubetapeError
+from pipeline.model.events import Event, EventHead, WireProbe, encode_event, event_to_wire
+from pipeline.model.keys import object_key
+from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
+from pipeline.sink.state import ObjectState
+from tests.unit.test_model_events import JSON, events
+
+pytestmark = pytest.mark.skipif(
+    not wirescan.NATIVE and os.environ.get("CI", "").lower() not in {"1", "true", "yes"},
+    reason="the C extension was not built (no compiler at install time)",
+)
+
+
+def test_the_c_extension_is_built() -> None:
+    """In CI the extension must exist: a silent fallback would hide a broken build and a 10x slower sink."""
+    assert wirescan.NATIVE
+
+
+def _probe(data: bytes | None) -> EventHead | None:
+    try:
+        return WireProbe().head(data)  # type: ignore[arg-type]  # None is refused, as in the sink
+    except KubetapeError:
+        return None
+
+
+def _same_head(native: EventHead | None, data: bytes | None) -> None:
+    """The scanner may leave a message to the probe, but never accepts one the probe refuses, and
+    never reads a field differently."""
+    expected = _probe(data)
+    if native is None:
+        return
+    assert expected is not None, f"scanner accepted what the probe refuses: {data!r}"
+    assert tuple(native) == tuple(expected)
+    assert [type(x) for x in native] == [type(x) for x in expected]
+    assert native.wire is data
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(events(), min_size=1, max_size=8))
+def test_scan_reads_every_valid_event_as_the_probe_does(batch: list[Event]) -> None:
+    values: list[bytes | None] = [encode_event(e) for e in batch]
+    heads, undecided = wirescan.scan(values)
+    assert undecided == []  # valid events written by kubetape never need the slow path
+    for head, value in zip(heads, values, strict=True):
+        _same_head(head, value)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(events(), st.data())
+def test_scan_never_accepts_damaged_bytes_the_probe_refuses(event: Event, data: st.DataObject) -> None:
+    encoded = bytearray(encode_event(event))
+    damaged: list[bytes | None] = [bytes(encoded[: data.draw(st.integers(0, len(encoded) - 1))])]
+    damaged.append(bytes(encoded) + data.draw(st.binary(min_size=1, max_size=3)))
+    for _ in range(3):
+        flipped = bytearray(encoded)
+        flipped[data.draw(st.integers(0, len(encoded) - 1))] ^= data.draw(st.integers(1, 255))
+        damaged.append(bytes(flipped))
+    damaged.append(None)
+    heads, undecided = wirescan.scan(damaged)
+    assert undecided == [i for i, h in enumerate(heads) if h is None]
+    for head, value in zip(heads, damaged, strict=True):
+        _same_head(head, value)
+
+
+FIELD = st.one_of(
+    JSON,
+    st.sampled_from(["a/b/c/d", "core/Pod/ns/p", "x/y", "apps/Deployment/_/d"]),
+    st.integers(min_value=-(1 << 63), max_value=(1 << 64) - 1),
+    st.binary(max_size=6),
+)
+
+
+@settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 2),
+    st.integers(0, 5),
+    st.lists(FIELD, min_size=6, max_size=12),
+)
+def test_scan_agrees_with_the_probe_on_arbitrary_wire_lists(version: int, code: int, rest: list[Any]) -> None:
+    """Lists shaped like events with any field of any type: wrong types, ranges and lengths."""
+    value = msgpack.packb([version, code, *rest], use_bin_type=True)
+    (head,), _ = wirescan.scan([value])
+    _same_head(head, value)
+
+
+def _body(depth: int) -> dict[str, Any]:
+    body: Any = "leaf"
+    for _ in range(depth):
+        body = {"k": [body]}
+    return {"metadata": body}
+
+
+@pytest.mark.parametrize(
+    "body_bytes",
+    [
+        msgpack.packb(_body(20)),  # deep but fine
+        msgpack.packb(_body(200)),  # deeper than the scanner walks: the probe decides
+        b"\x81\xa1k\xc1",  # 0xc1 is never valid msgpack
+        b"\x81\xa1k\xd4\xff\x00",  # fixext inside the body
+        b"\x81\xa1k\xc7\x03\x05abc",  # ext8
+        b"\x81\xa1k\xa2\xff\xfe",  # invalid UTF-8 inside the body (the probe does not decode bodies)
+        b"\x81\xa1k\xdb\xff\xff\xff\xff",  # str32 longer than the message
+        b"\xdf\xff\xff\xff\xff",  # map32 with more entries than bytes
+        b"\x81\xa1k\xcb\x00\x00",  # truncated float64
+    ],
+)
+def test_scan_walks_bodies_as_the_probe_does(body_bytes: bytes) -> None:
+    head = [1, 1, 5, "apps/Deployment/ns/d", "u", "7"]
+    value = b"\x98" + msgpack.packb(head)[1:] + body_bytes + msgpack.packb(3)
+    (scanned,), _ = wirescan.scan([value])
+    _same_head(scanned, value)
+
+
+@pytest.mark.parametrize(
+    ("field_index", "value"),
+    [(3, b"\xff\xfe/a/b/c"), (4, b"\xc3\x28"), (5, b"\xed\xa0\x80")],  # invalid UTF-8 / a surrogate
+)
+def test_scan_leaves_invalid_utf8_in_head_fields_to_the_probe(field_index: int, value: bytes) -> None:
+    key = object_key("apps/v1", "Deployment", "ns", "d")
+    wire = event_to_wire(Event.applied(5, key, {"a": 1}, 3, uid="u", resource_version="7"))
+    packed = [msgpack.packb(x) for x in wire]
+    packed[field_index] = b"\xd9" + bytes([len(value)]) + value
+    data = b"\x98" + b"".join(packed)
+    (scanned,), undecided = wirescan.scan([data])
+    assert scanned is None
+    assert undecided == [0]
+    assert _probe(data) is None
+
+
+# ---- folding -------------------------------------------------------------------------------------
+KEYS = [object_key("apps/v1", "Deployment", "ns", n) for n in "abc"]
+PODS = [object_key("v1", "Pod", "ns", n) for n in "pq"]
+OWNER = object_key("apps/v1", "Deployment", "ns", "a")
+
+
+@st.composite
+def stream_events(draw: st.DrawFn) -> Event:
+    """Events over a few keys, with repeated versions, older versions, odd resourceVersions."""
+    ts = draw(st.integers(0, 300_000))
+    uid = draw(st.sampled_from(["u1", "u2"]))
+    rv = draw(st.sampled_from(["", "1", "2", "10", "010", "x", "٣"]))  # "٣": a non-ASCII digit
+    kind = draw(st.integers(0, 3))
+    if kind <= 1:
+        key = draw(st.sampled_from(KEYS))
+        obj = {"metadata": {"name": key}, "spec": {"replicas": draw(st.integers(0, 2))}}
+        make = Event.applied if kind == 0 else Event.deleted
+        return make(ts, key, obj, draw(st.integers(0, 2)), uid=uid, resource_version=rv)
+    if kind == 2:
+        start = draw(st.integers(0, 1000))
+        end = draw(st.none() | st.integers(start, start + 5))
+        return Event.pod_lifecycle(
+            ts,
+            draw(st.sampled_from(PODS)),
+            owner_key=OWNER,
+            pod_spec_hash=draw(st.integers(0, 1)),
+            start_ms=start,
+            end_ms=end,
+            uid=uid,
+        )
+    return Event.gap(
+        ts,
+        object_key("v1", "Pod", None, "_"),
+        reason=draw(st.sampled_from(["410", "restart"])),
+        from_rv=draw(st.sampled_from([None, "1"])),
+        to_rv="2",
+    )
+
+
+def _compactor(restored: list[Event]) -> PartitionCompactor:
+    state = ObjectState()
+    for e in restored:  # decoded events, as restore_partition leaves them: the C fold defers to Python
+        state.offer(e)
+    return PartitionCompactor(
+        3, CompactionSettings(window_ms=60_000, max_events=7, keyframe_every=2), state=state
+    )
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(stream_events(), max_size=4),
+    st.lists(stream_events(), min_size=1, max_size=60),
+    st.data(),
+)
+def test_fold_gives_the_segments_and_state_the_python_rules_give(
+    restored: list[Event], stream: list[Event], data: st.DataObject
+) -> None:
+    values: list[bytes | None] = [encode_event(e) for e in stream]
+    for i in data.draw(st.lists(st.integers(0, len(values) - 1), max_size=3)):
+        values[i] = None if data.draw(st.booleans()) else b"\x00junk"  # dead-lettered messages
+    offsets = list(range(100, 100 + len(values)))
+    python, native = _compactor(restored), _compactor(copy.deepcopy(restored))
+    python_closed, native_closed = [], []
+    # the same messages in random batches, with some batches delivered twice (redeliveries)
+    start = 0
+    while start < len(values):
+        end = data.draw(st.integers(start + 1, len(values)))
+        redo = data.draw(st.integers(start, end)) if data.draw(st.booleans()) else end
+        for lo, hi in ((start, end), (redo, end)):
+            if lo == hi:
+                continue
+            batch_offsets, batch_values = offsets[lo:hi], values[lo:hi]
+            heads, undecided = wirescan.scan(batch_values)
+            for i in undecided:
+                heads[i] = _probe(batch_values[i])
+            python_heads = [_probe(v) if v is not None else None for v in batch_values]
+            assert [tuple(h) if h else h for h in heads] == [tuple(h) if h else h for h in python_heads]
+            python_closed += python.add_many(zip(batch_offsets, python_heads, strict=True), 0.0)
+            native_closed += native.add_batch(batch_offsets, heads, 0.0)
+        start = end
+    python_closed += [c for c in [python.flush()] if c is not None]
+    native_closed += [c for c in [native.flush()] if c is not None]
+    assert [(c.name, c.encode()) for c in native_closed] == [(c.name, c.encode()) for c in python_closed]
+    for c in native_closed:  # decoding checks the events are in time order (sorts skipped when known)
+        assert c.segment.header.counts.total == len(c.segment.events)
+    assert (native.duplicates, native.redelivered, native.next_offset) == (
+        python.duplicates,
+        python.redelivered,
+        python.next_offset,
+    )
+    assert _state(native.state) == _state(python.state)
+
+
+def _state(state: ObjectState) -> list[dict[str, tuple[Any, ...]]]:
+    def fields(e: Any) -> tuple[Any, ...]:
+        head = e if isinstance(e, EventHead) else EventHead.of(e)
+        return tuple(head)[:-1]
+
+    return [
+        {k: fields(e) for k, e in d.items()}
+        for d in (state.objects, state.tombstones, state.lifecycles, state.gaps)
+    ]
+
+
+def test_fold_stops_at_the_window_end_without_applying_that_event() -> None:
+    key = object_key("v1", "ConfigMap", "ns", "c")
+    heads = [
+        WireProbe().head(
+            encode_event(Event.applied(ts, key, {"v": ts}, 1, uid="u", resource_version=str(ts)))
+        )
+        for ts in (10, 20, 70_000)
+    ]
+    objects: dict[str, Any] = {}
+    kept: list[EventHead] = []
+    folded = wirescan.fold(list(heads), 0, (objects, {}, {}, {}), 60_000, 100, kept, 0)
+    assert folded == (2, 0, 10, 20, True, wirescan.FOLD_SEGMENT_FULL)
+    assert kept == heads[:2]
+    assert objects[key] is heads[1]  # the event after the window end was not applied
+
+
+def test_fold_refuses_arguments_of_the_wrong_type() -> None:
+    with pytest.raises(TypeError):
+        wirescan.fold([], 0, ({}, {}, {}, []), 0, 0, [], 0)  # type: ignore[arg-type]  # a list, not a dict
