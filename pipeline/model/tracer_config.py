@@ -15,8 +15,14 @@ kubetape's additions are top-level keys (SimKube ignores unknown top-level keys)
       - kinds: ["v1.ConfigMap"]     # GVK strings; omitted or "*" = every kind
         paths: ["/data"]            # JSON pointers, "*" for every array element
         action: remove              # or "mask": string leaves become "<redacted>"
+    redactEnv: true                  # the default; false keeps container env values in traces
 
-Secrets' ``data``/``stringData`` are always dropped, whatever the config says. A bad config raises
+Secrets' ``data``/``stringData`` are always dropped, whatever the config says. Container env values
+are masked by default: for every tracked kind, under each of its pod template paths, the ``value`` of
+every env entry of ``containers``, ``initContainers`` and ``ephemeralContainers`` becomes
+``"<redacted>"`` (names, ``valueFrom`` references and the shape stay, so replays still apply). These
+rules are derived from the template paths, so a custom resource's templates are covered too; they are
+not written back by :meth:`TracerConfig.to_mapping` (``redactEnv`` is). A bad config raises
 :class:`~pipeline.model.errors.ConfigError` at load, naming the source and the offending path.
 """
 
@@ -46,7 +52,9 @@ KNOWN_POD_SPEC_TEMPLATE_PATHS: Mapping[GroupVersionKind, tuple[str, ...]] = {
 
 REDACTED = "<redacted>"
 _TRACKED_FIELDS = {"podSpecTemplatePaths", "podSpecTemplatePath", "trackLifecycle", "skipOwned"}
-_TOP_FIELDS = {"trackedObjects", "namespaces", "labels", "excludeDaemonSetOwned", "redact"}
+_TOP_FIELDS = {"trackedObjects", "namespaces", "labels", "excludeDaemonSetOwned", "redact", "redactEnv"}
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+"""Every list of containers in a PodSpec: each may carry env values."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +74,8 @@ class RedactionRule:
     paths: tuple[str, ...]
     kinds: tuple[GroupVersionKind, ...] = ()
     action: str = "remove"
+    derived: bool = False
+    """A rule the config implies (``redactEnv``), not one it lists: never written back."""
 
     def applies_to(self, gvk: GroupVersionKind) -> bool:
         """Whether this rule covers objects of ``gvk``."""
@@ -83,7 +93,16 @@ class TracerConfig:
     label_deny: tuple[LabelSelector, ...] = ()
     exclude_daemonset_owned: bool = True
     redactions: tuple[RedactionRule, ...] = ()
+    """The rules applied: the configured ones, then the env rules ``redact_env`` implies."""
+    redact_env: bool = True
     source: str = field(default="<built-in>", compare=False)
+
+    def __post_init__(self) -> None:
+        # derived here, not in the parser, so that every way of building a config (defaults, segments,
+        # tests, dataclasses.replace) masks env values unless it says otherwise
+        configured = tuple(r for r in self.redactions if not r.derived)
+        derived = env_redactions(self.tracked) if self.redact_env else ()
+        object.__setattr__(self, "redactions", configured + derived)
 
     @classmethod
     def default(cls) -> TracerConfig:
@@ -212,12 +231,35 @@ class TracerConfig:
             }
         if not self.exclude_daemonset_owned:
             out["excludeDaemonSetOwned"] = False
-        if self.redactions:
+        configured = [r for r in self.redactions if not r.derived]
+        if configured:
             out["redact"] = [
                 {"paths": list(r.paths), "kinds": [k.format() for k in r.kinds], "action": r.action}
-                for r in self.redactions
+                for r in configured
             ]
+        if not self.redact_env:
+            out["redactEnv"] = False
         return out
+
+
+def env_redactions(tracked: tuple[TrackedKind, ...]) -> tuple[RedactionRule, ...]:
+    """Mask rules for the env values of every container list under each tracked kind's pod templates."""
+    rules = []
+    for entry in tracked:
+        specs = []
+        for template in entry.pod_spec_template_paths:
+            if template == "":  # a Pod: the object is its own template
+                specs.append("/spec")
+                continue
+            specs.append(f"{template}/spec")
+            if not template.endswith("/template"):
+                # SimKube's ReplicaSet path is "/spec" (the ReplicaSetSpec, not its template): cover the
+                # template under it as well, so no value depends on which convention a path follows
+                specs.append(f"{template}/template/spec")
+        paths = tuple(f"{spec}/{lst}/*/env/*/value" for spec in specs for lst in CONTAINER_LISTS)
+        if paths:
+            rules.append(RedactionRule(paths=paths, kinds=(entry.gvk,), action="mask", derived=True))
+    return tuple(rules)
 
 
 def load_tracer_config(path: str | Path) -> TracerConfig:
@@ -290,6 +332,7 @@ def _parse_config(data: Any, source: str) -> TracerConfig:
             data.get("excludeDaemonSetOwned"), source, "excludeDaemonSetOwned", default=True
         ),
         redactions=_redactions(data.get("redact"), source),
+        redact_env=_bool(data.get("redactEnv"), source, "redactEnv", default=True),
         source=source,
     )
 
@@ -397,5 +440,6 @@ __all__ = [
     "RedactionRule",
     "TracerConfig",
     "TrackedKind",
+    "env_redactions",
     "load_tracer_config",
 ]
