@@ -4,6 +4,12 @@
 # Central, Kubernetes/etcd/KWOK from the Go module proxy). Safe to run again: it only redoes what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Two set-ups at once (a demo and a test run, say) would build into the same venv and cache: the second waits.
+if command -v flock >/dev/null && [ -z "${KUBETAPE_BOOTSTRAP_LOCKED:-}" ]; then
+  mkdir -p "${KUBETAPE_CACHE:-$HOME/.cache/kubetape}"
+  export KUBETAPE_BOOTSTRAP_LOCKED=1
+  exec flock "${KUBETAPE_CACHE:-$HOME/.cache/kubetape}/.bootstrap.lock" "$0" "$@"
+fi
 PYTHON=${PYTHON:-python3}
 if ! command -v "$PYTHON" >/dev/null; then
   echo "kubetape: python3 (3.11+) is required but not on PATH" >&2; exit 1
@@ -16,17 +22,26 @@ stamp=.venv/.kubetape-installed
 # Reinstall when the dependencies or the C extension's source change (the extension is built by pip).
 want=$(cat pyproject.toml setup.py pipeline/model/_wirescan.c | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "[bootstrap] installing kubetape and its Python dependencies into .venv" >&2
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  echo "[bootstrap] installing kubetape and its Python dependencies into .venv (log: .venv/install.log)" >&2
+  # pip and setuptools print pages of deprecation notices on success; they go to the log, and the log
+  # is shown only when the install fails.
+  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[dev]'; } \
+      >.venv/install.log 2>&1; then
+    cat .venv/install.log >&2
+    echo "kubetape: installing the Python dependencies failed (output above, also in .venv/install.log)" >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi
 # The analytics tests render the HTML report in headless Chromium; install it where apt can.
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && command -v apt-get >/dev/null; then
   echo "[bootstrap] installing chromium (headless, for the HTML report test)" >&2
   SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo "sudo")
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null \
-    || echo "[bootstrap] could not install chromium; the report rendering test will fail under CI=true" >&2
+  if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium; } \
+      >.venv/apt.log 2>&1; then
+    cat .venv/apt.log >&2
+    echo "[bootstrap] could not install chromium; the report rendering test will fail under CI=true" >&2
+  fi
 fi
 echo "[bootstrap] checking the local stack's build cache (the first build takes ~12 minutes)" >&2
 .venv/bin/kubetape stack build >/dev/null

@@ -17,9 +17,7 @@ import pytest
 from pipeline.model.errors import StackError
 from pipeline.stack.progress import stderr_reporter
 from pipeline.stack.stack import LocalStack, StackInfo
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = REPO_ROOT.parent / "shared"
+from tests.data import SIMKUBE_TRACES
 
 
 def _in_ci() -> bool:
@@ -65,7 +63,10 @@ def sim_kubeconfig(stack_info: StackInfo) -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_traces() -> Path:
-    path = SHARED_DIR / "traces"
-    assert path.is_dir(), f"the shared example traces are missing at {path}"
-    return path
+def simkube_traces() -> Path:
+    """SimKube's public example traces, shipped in ``tests/data/simkube``. Missing test data is a failure."""
+    if not (SIMKUBE_TRACES / "cronjob.sktrace").is_file():
+        pytest.fail(
+            f"SimKube example traces not found at {SIMKUBE_TRACES}; the format and replay tests need them"
+        )
+    return SIMKUBE_TRACES

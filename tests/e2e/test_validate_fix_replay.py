@@ -84,9 +84,9 @@ async def eventually(
 
 
 async def test_a_fixed_trace_replays_with_every_pod_running(
-    shared_traces: Path, sim_kubeconfig: Path, tmp_path: Path
+    simkube_traces: Path, sim_kubeconfig: Path, tmp_path: Path
 ) -> None:
-    original = shared_traces / TRACE
+    original = simkube_traces / TRACE
     fix, fixed = tmp_path / "fix.yaml", tmp_path / "fixed.json"
     assert main(["validate", str(original), "--fix", str(fix)]) == 1  # errors found, repairs written
     assert main(["transform", str(original), str(fix), "-o", str(fixed)]) == 0
@@ -119,9 +119,9 @@ async def test_a_fixed_trace_replays_with_every_pod_running(
 
 
 async def test_the_unfixed_trace_is_refused_and_reported_and_the_replay_finishes(
-    shared_traces: Path, sim_kubeconfig: Path
+    simkube_traces: Path, sim_kubeconfig: Path
 ) -> None:
-    async with replayed(shared_traces / TRACE, sim_kubeconfig, "broken-trace") as replay:
+    async with replayed(simkube_traces / TRACE, sim_kubeconfig, "broken-trace") as replay:
         assert replay.report.failed == 1
         (failure,) = replay.report.failures
         assert failure.key == DEPLOYMENT_KEY
@@ -137,9 +137,9 @@ async def test_the_unfixed_trace_is_refused_and_reported_and_the_replay_finishes
 
 
 async def test_without_its_service_account_the_deployment_is_accepted_but_its_pods_are_refused(
-    shared_traces: Path, sim_kubeconfig: Path, tmp_path: Path
+    simkube_traces: Path, sim_kubeconfig: Path, tmp_path: Path
 ) -> None:
-    trace = read_trace_file(shared_traces / TRACE)
+    trace = read_trace_file(simkube_traces / TRACE)
     all_but_account = [f for f in validate_trace(trace) if f.code != "E0001"]
     transform = parse_transform(fix_transform(all_but_account), "every repair but E0001's")
     partly_fixed = tmp_path / "partly-fixed.json"

@@ -110,11 +110,11 @@ async def run_timeline(bootstrap: str, topic: str, out: Path) -> tuple[int, Time
 
 
 async def test_a_timeline_consumer_resumes_from_its_checkpoint_and_leaves_the_sink_group_alone(
-    kafka_bootstrap: str, shared_traces: Path, tmp_path: Path
+    kafka_bootstrap: str, simkube_traces: Path, tmp_path: Path
 ) -> None:
     topic = f"it.analytics.{uuid.uuid4().hex[:8]}"
     assert await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, partitions=PARTITIONS)
-    first = trace_events(read_trace(shared_traces / "bare-pods.sktrace"))
+    first = trace_events(read_trace(simkube_traces / "bare-pods.sktrace"))
     second = later_events(max(e.pod_end_ms or e.ts_ms for e in first))
     await produce(kafka_bootstrap, topic, first)
     sink_position = {0: 1, 1: 0, 2: 2}
@@ -155,11 +155,11 @@ def http_get(url: str, token: str | None) -> tuple[int, str]:
 
 
 def test_the_metrics_service_serves_live_series_only_with_the_token(
-    kafka_bootstrap: str, shared_traces: Path, tmp_path: Path
+    kafka_bootstrap: str, simkube_traces: Path, tmp_path: Path
 ) -> None:
     topic = f"it.analytics-metrics.{uuid.uuid4().hex[:8]}"
     assert asyncio.run(ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, partitions=PARTITIONS))
-    events = trace_events(read_trace(shared_traces / "bare-pods.sktrace"))
+    events = trace_events(read_trace(simkube_traces / "bare-pods.sktrace"))
     asyncio.run(produce(kafka_bootstrap, topic, events))
     port, token = free_port(), uuid.uuid4().hex
     log = (tmp_path / "metrics.log").open("wb")

@@ -48,13 +48,13 @@ def headless(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.timeout(900)
 async def test_a_two_point_sweep_yields_a_frontier_and_a_report_that_renders(
-    sim_kubeconfig: Path, shared_traces: Path, tmp_path: Path
+    sim_kubeconfig: Path, simkube_traces: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "sweep"
     options = [parse_node_option("none"), parse_node_option(f"{DEFAULT_NODE_SKELETON}:1")]
     result = await run_sweep(
         sim_kubeconfig,
-        shared_traces / "bare-pods.sktrace",
+        simkube_traces / "bare-pods.sktrace",
         out,
         speeds=[10.0],
         nodes=options,

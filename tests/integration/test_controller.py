@@ -28,6 +28,7 @@ import pytest
 from pipeline.controller.spec import API_VERSION, KIND
 from pipeline.io.kube_controller import KubeControllerClient, kube_api_auto
 from pipeline.stack.stack import StackInfo
+from tests.polling import crd_established
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD = REPO_ROOT / "k8s" / "sim" / "simulation-crd.yaml"
@@ -59,7 +60,7 @@ def kubectl(stack_info: StackInfo, sim_kubeconfig: Path) -> Callable[..., str]:
 def simulation_cluster(kubectl: Callable[..., str]) -> None:
     """The CRD installed for real, the controller's namespace and the replayer's service account."""
     kubectl("apply", "-f", str(CRD))
-    kubectl("wait", "--for=condition=Established", "crd/simulations.kubetape.dev", "--timeout=30s")
+    crd_established(kubectl, "simulations.kubetape.dev")
     with contextlib.suppress(AssertionError):
         kubectl("create", "namespace", NS)
     with contextlib.suppress(AssertionError):
@@ -267,10 +268,10 @@ async def delete_simulation(kube: KubeControllerClient, name: str) -> None:
 
 
 # ---- tests ------------------------------------------------------------------------------------------
-async def test_a_simulation_runs_its_repetition_as_a_job_and_succeeds(env: Env, shared_traces: Path) -> None:
+async def test_a_simulation_runs_its_repetition_as_a_job_and_succeeds(env: Env, simkube_traces: Path) -> None:
     kube, kubectl = env.kube, env.kubectl
     controller = env.start_controller("ctrl-main")
-    trace = shared_traces / "bare-pods.sktrace"
+    trace = simkube_traces / "bare-pods.sktrace"
     await kube.create(simulation("bare-pods", trace, nodePools=[{"skeleton": _skeleton(), "count": 2}]))
     await kube.create(simulation("queued", trace))
 
@@ -322,11 +323,11 @@ async def test_a_simulation_runs_its_repetition_as_a_job_and_succeeds(env: Env, 
 
 
 async def test_deleting_a_running_simulation_removes_its_job_and_every_replayed_object(
-    env: Env, shared_traces: Path
+    env: Env, simkube_traces: Path
 ) -> None:
     kube = env.kube
     env.start_controller("ctrl-delete")
-    trace = shared_traces / "bare-pods.sktrace"
+    trace = simkube_traces / "bare-pods.sktrace"
     await kube.create(simulation("doomed", trace, speed=1, nodePools=[{"skeleton": _skeleton(), "count": 2}]))
     job = await eventually(lambda: job_for(kube, "doomed-r1"), "Job doomed-r1")
     pools = await kube.get("v1", "ConfigMap", NS, "doomed-node-pools")
@@ -365,7 +366,7 @@ async def test_deleting_a_running_simulation_removes_its_job_and_every_replayed_
 
 
 async def test_a_bad_source_or_a_failing_replay_fails_the_simulation_with_the_reason(
-    env: Env, shared_traces: Path
+    env: Env, simkube_traces: Path
 ) -> None:
     kube, kubectl = env.kube, env.kubectl
     env.start_controller("ctrl-bad")
@@ -389,11 +390,11 @@ async def test_a_bad_source_or_a_failing_replay_fails_the_simulation_with_the_re
 
 
 async def test_a_restarted_controller_continues_and_a_second_instance_waits(
-    env: Env, shared_traces: Path
+    env: Env, simkube_traces: Path
 ) -> None:
     kube, kubectl = env.kube, env.kubectl
     first = env.start_controller("ctrl-first")
-    await kube.create(simulation("survivor", shared_traces / "bare-pods.sktrace", repetitions=2))
+    await kube.create(simulation("survivor", simkube_traces / "bare-pods.sktrace", repetitions=2))
     await eventually(lambda: job_for(kube, "survivor-r1"), "Job survivor-r1")
     second = env.start_controller("ctrl-second")
     await eventually(lambda: _metric(second, "kubetape_controller_leader"), "the second instance serving")
@@ -446,7 +447,7 @@ async def _metric(controller: ControllerProcess, name: str) -> str | None:
     return None
 
 
-async def test_the_sim_commands_create_pause_resume_list_and_delete(env: Env, shared_traces: Path) -> None:
+async def test_the_sim_commands_create_pause_resume_list_and_delete(env: Env, simkube_traces: Path) -> None:
     kube = env.kube
     env.start_controller("ctrl-cli")
 
@@ -461,7 +462,7 @@ async def test_the_sim_commands_create_pause_resume_list_and_delete(env: Env, sh
         assert result.returncode == 0, result.stderr
         return result.stdout
 
-    trace = shared_traces / "bare-pods.sktrace"
+    trace = simkube_traces / "bare-pods.sktrace"
     sim("run", "by-cli", "--trace", str(trace), "--speed", "10", "--repetitions", "2", "--paused")
     paused = await eventually(lambda: phase_of(kube, "by-cli", "Paused"), "by-cli Paused")
     assert "paused before repetition 1 of 2" in paused["status"]["message"]

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from pipeline.stack.stack import StackInfo
+from tests.polling import crd_established
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 K8S = REPO_ROOT / "k8s"
@@ -55,10 +56,7 @@ def target_cluster(kubectl: Kubectl) -> None:
     in a namespace that does not exist yet fail a dry-run)."""
     applied = kubectl("apply", "-f", str(K8S / "sim" / "simulation-crd.yaml"))
     assert applied.returncode == 0, applied.stderr
-    established = kubectl(
-        "wait", "--for=condition=Established", "crd/simulations.kubetape.dev", "--timeout=30s"
-    )
-    assert established.returncode == 0, established.stderr
+    crd_established(lambda *args: kubectl(*args).stdout, "simulations.kubetape.dev")
     with contextlib.suppress(AssertionError):
         kubectl("create", "namespace", "kubetape")
 

@@ -84,12 +84,12 @@ async def assert_cleaned_up(cluster: KubeApplier, name: str) -> None:
 
 
 async def test_bare_pods_appear_and_complete_at_scaled_times(
-    sim_kubeconfig: Path, shared_traces: Path
+    sim_kubeconfig: Path, simkube_traces: Path
 ) -> None:
     speed = 10.0
     # the last pod is created at the end of the trace: extend the run by 40 trace seconds to watch it
     settings = node_settings("bare", speed, duration_ms=202_000)
-    report, pods = await replay_and_watch(sim_kubeconfig, shared_traces / "bare-pods.sktrace", settings)
+    report, pods = await replay_and_watch(sim_kubeconfig, simkube_traces / "bare-pods.sktrace", settings)
     assert report.failed == 0, report.summary()
     assert report.applied == 4
     by_start = sorted(pods.items(), key=lambda item: item[1].seen)
@@ -119,14 +119,14 @@ async def test_bare_pods_appear_and_complete_at_scaled_times(
 
 
 async def test_cronjob_pods_complete_after_the_scaled_recorded_duration(
-    sim_kubeconfig: Path, shared_traces: Path
+    sim_kubeconfig: Path, simkube_traces: Path
 ) -> None:
     # The CronJob fires on the wall-clock minute ("* * * * *"), as in SimKube: speed scales the trace
     # and the pods' run time, not cron. At speed 2 the 205 s trace lasts ~103 s, so a minute boundary
     # falls inside it with time to spare for the 30 s / 2 = 15 s run.
     speed = 2.0
     report, pods = await replay_and_watch(
-        sim_kubeconfig, shared_traces / "cronjob.sktrace", node_settings("cron", speed), poll_s=0.25
+        sim_kubeconfig, simkube_traces / "cronjob.sktrace", node_settings("cron", speed), poll_s=0.25
     )
     assert report.failed == 0, report.summary()
     assert (report.applied, report.deleted) == (1, 1)
@@ -180,7 +180,7 @@ async def test_rejected_object_and_unknown_kind_are_reported_and_replay_goes_on(
 
 
 def test_cli_replays_a_simkube_trace_and_writes_the_report(
-    sim_kubeconfig: Path, shared_traces: Path, tmp_path: Path
+    sim_kubeconfig: Path, simkube_traces: Path, tmp_path: Path
 ) -> None:
     report_path = tmp_path / "report.json"
     done = subprocess.run(
@@ -190,7 +190,7 @@ def test_cli_replays_a_simkube_trace_and_writes_the_report(
             "services.cli",
             "replay",
             "--trace",
-            str(shared_traces / "bare-pods.sktrace"),
+            str(simkube_traces / "bare-pods.sktrace"),
             "--kubeconfig",
             str(sim_kubeconfig),
             "--speed",

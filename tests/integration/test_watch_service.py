@@ -28,6 +28,7 @@ from pipeline.io.watch_types import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack, StackInfo
+from tests.polling import crd_established
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -584,7 +585,7 @@ async def test_custom_resources_of_any_shape_are_recorded_and_never_stop_the_wat
     w = Workload(stack_info, ns)
     w.kubectl("create", "namespace", ns)
     w.kubectl("apply", "-f", "-", stdin=json.dumps(WIDGET_CRD))
-    w.kubectl("wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=60s")
+    crd_established(w.kubectl, "widgets.example.com")
     config = tmp_path / "tracer.yaml"
     config.write_text(TRACER.replace("trackedObjects:", "trackedObjects:\n  example.com/v1.Widget: {}"))
     odd_shapes: list[Any] = [

@@ -19,8 +19,7 @@ from pipeline.io.analytics_source import FetchedMessage
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import ObjectKey
 from services.cli import main
-
-SHARED_TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+from tests.data import SIMKUBE_TRACES
 
 
 class ListSource:
@@ -118,7 +117,7 @@ def test_each_consumer_has_its_own_group() -> None:
 
 def test_the_metrics_consumer_counts_objects_pods_and_lag() -> None:
     consumer = MetricsConsumer(clock=lambda: 1_800_000_100.0)
-    events = trace_events(read_trace(SHARED_TRACES / "bare-pods.sktrace"))
+    events = trace_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace"))
     consumer.on_batch(events, BatchContext("memory", 7, 0))
     text = consumer.metrics.render()
     assert 'kubetape_analytics_events_total{kind="Pod",type="applied"} 4' in text
@@ -132,7 +131,7 @@ def test_the_timeline_consumer_writes_parquet_an_analyst_can_query(tmp_path: Pat
     import duckdb
 
     out = tmp_path / "timeline"
-    events = trace_events(read_trace(SHARED_TRACES / "bare-pods.sktrace"))
+    events = trace_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace"))
     run_offline(TimelineConsumer(out, final=True), events, "bare-pods", batch_size=3)
     connection = duckdb.connect()
     query = f"SELECT sum(running) FROM '{out / 'timeline.parquet'}' WHERE owner = '*'"
@@ -147,7 +146,7 @@ def test_analytics_run_over_a_trace_file_writes_the_timeline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    trace = SHARED_TRACES / "cronjob.sktrace"
+    trace = SIMKUBE_TRACES / "cronjob.sktrace"
     assert main(["analytics", "run", "timeline", "--trace", str(trace), "--out", str(out)]) == 0
     assert json.loads(capsys.readouterr().out)["events"] > 0
     rows = read_timeline(out / "timeline.parquet")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +18,8 @@ from pipeline.analytics.tracefile import read_trace, trace_events
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey, key_of
+from tests.data import SIMKUBE_TRACES
 
-SHARED_TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 T0 = 1_800_000_000_000
 
 
@@ -72,7 +71,7 @@ def test_quantities_parse_as_kubernetes_writes_them() -> None:
 
 
 def test_recorded_bare_pods_run_exactly_their_recorded_seconds() -> None:
-    folded = fold_events(trace_events(read_trace(SHARED_TRACES / "bare-pods.sktrace")))
+    folded = fold_events(trace_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace")))
     per_second = cluster(folded.rows)
     # recorded: pod 1 runs 0–12 s, pod 2 is created at 42 s and runs 43–73 s, pod 3 103–133 s, pod 4 163 s–
     running = [s for s, row in sorted(per_second.items()) if row.running]
@@ -163,7 +162,7 @@ def test_lifecycle_pods_request_what_their_owners_template_requests() -> None:
 
 
 def test_a_fold_resumed_from_its_state_ends_where_one_pass_ends() -> None:
-    events = trace_events(read_trace(SHARED_TRACES / "bare-pods.sktrace"))
+    events = trace_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace"))
     whole = TimelineFolder()
     whole.add_all(events)
     expected = whole.advance() + whole.finish()

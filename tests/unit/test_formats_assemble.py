@@ -226,8 +226,8 @@ def test_export_groups_lifecycles_by_owner_and_pod_hash_in_launch_order() -> Non
 
 
 @pytest.mark.parametrize("name", ["cronjob.sktrace", "bare-pods.sktrace"])
-def test_simkube_traces_survive_a_trip_through_kubetape(shared_traces: Path, name: str) -> None:
-    original = read_simkube_trace(shared_traces / name)
+def test_simkube_traces_survive_a_trip_through_kubetape(simkube_traces: Path, name: str) -> None:
+    original = read_simkube_trace(simkube_traces / name)
     trace = simkube_to_trace(original, name)
     assert decode_segment(encode_segment(trace)) == trace
     back = trace_to_simkube(trace)
@@ -242,8 +242,8 @@ def test_simkube_traces_survive_a_trip_through_kubetape(shared_traces: Path, nam
     assert read_simkube_trace(write_simkube_trace(back)) == back
 
 
-def test_cronjob_index_hash_survives_the_trip(shared_traces: Path) -> None:
-    original = read_simkube_trace(shared_traces / "cronjob.sktrace")
+def test_cronjob_index_hash_survives_the_trip(simkube_traces: Path) -> None:
+    original = read_simkube_trace(simkube_traces / "cronjob.sktrace")
     assert trace_to_simkube(simkube_to_trace(original)).index == original.index
 
 

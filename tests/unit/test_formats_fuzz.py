@@ -39,16 +39,16 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
 }
 
 
-def _samples(shared_traces: Path) -> dict[str, bytes]:
-    cronjob = (shared_traces / "cronjob.sktrace").read_bytes()
+def _samples(simkube_traces: Path) -> dict[str, bytes]:
+    cronjob = (simkube_traces / "cronjob.sktrace").read_bytes()
     obj = read_simkube_trace(cronjob).events[1].applied_objs[0]
     trace = assemble_window(None, [Event.applied(1_000, key_of(obj), obj, 1)], 0, 10_000)
     return {
         "event": encode_event(trace.events[0]),
         "segment": encode_segment(trace),
         "simkube trace": cronjob,
-        "bare pods": (shared_traces / "bare-pods.sktrace").read_bytes(),
-        "json trace": (shared_traces / "simkube-trace.json").read_bytes(),
+        "bare pods": (simkube_traces / "bare-pods.sktrace").read_bytes(),
+        "json trace": (simkube_traces / "simkube-trace.json").read_bytes(),
     }
 
 
@@ -59,8 +59,8 @@ def _only_our_errors(decoder: Callable[[bytes], Any], data: bytes) -> None:
 
 
 @pytest.mark.parametrize("decoder", list(DECODERS))
-def test_every_truncation_of_every_sample_raises_only_our_errors(shared_traces: Path, decoder: str) -> None:
-    for data in _samples(shared_traces).values():
+def test_every_truncation_of_every_sample_raises_only_our_errors(simkube_traces: Path, decoder: str) -> None:
+    for data in _samples(simkube_traces).values():
         for cut in range(len(data)):
             _only_our_errors(DECODERS[decoder], data[:cut])
 
@@ -75,16 +75,16 @@ def test_every_truncation_of_every_sample_raises_only_our_errors(shared_traces: 
     ],
 )
 def test_no_truncated_file_is_mistaken_for_a_whole_one(
-    shared_traces: Path, decoder: str, sample: str
+    simkube_traces: Path, decoder: str, sample: str
 ) -> None:
-    data = _samples(shared_traces)[sample]
+    data = _samples(simkube_traces)[sample]
     for cut in range(len(data)):
         with pytest.raises(FormatError):
             DECODERS[decoder](data[:cut])
 
 
-def test_a_segment_header_reads_from_a_prefix_or_fails(shared_traces: Path) -> None:
-    data = _samples(shared_traces)["segment"]
+def test_a_segment_header_reads_from_a_prefix_or_fails(simkube_traces: Path) -> None:
+    data = _samples(simkube_traces)["segment"]
     header = decode_segment(data).header
     for cut in range(len(data)):
         with contextlib.suppress(FormatError):
@@ -93,8 +93,8 @@ def test_a_segment_header_reads_from_a_prefix_or_fails(shared_traces: Path) -> N
 
 @settings(max_examples=400)
 @given(st.data())
-def test_corrupted_bytes_raise_only_our_errors(shared_traces: Path, data: st.DataObject) -> None:
-    samples = _samples(shared_traces)
+def test_corrupted_bytes_raise_only_our_errors(simkube_traces: Path, data: st.DataObject) -> None:
+    samples = _samples(simkube_traces)
     blob = bytearray(samples[data.draw(st.sampled_from(sorted(samples)))])
     for _ in range(data.draw(st.integers(1, 4))):
         position = data.draw(st.integers(0, len(blob) - 1))
@@ -113,9 +113,9 @@ def test_random_bytes_raise_only_our_errors(blob: bytes) -> None:
 @settings(max_examples=100)
 @given(st.data())
 def test_inspect_never_lets_a_traceback_out(
-    tmp_path_factory: pytest.TempPathFactory, shared_traces: Path, data: st.DataObject
+    tmp_path_factory: pytest.TempPathFactory, simkube_traces: Path, data: st.DataObject
 ) -> None:
-    samples = _samples(shared_traces)
+    samples = _samples(simkube_traces)
     blob = bytearray(samples[data.draw(st.sampled_from(sorted(samples)))])
     blob = blob[: data.draw(st.integers(0, len(blob)))]
     if blob:
@@ -175,9 +175,9 @@ def _damaged_wires(blob: bytes, data: st.DataObject) -> Any:
 @given(st.data())
 @pytest.mark.parametrize("format_version", [1, 2])
 def test_well_checksummed_but_malformed_bodies_raise_format_errors(
-    shared_traces: Path, format_version: int, data: st.DataObject
+    simkube_traces: Path, format_version: int, data: st.DataObject
 ) -> None:
-    original = _segment_of(shared_traces / "bare-pods.sktrace", format_version)
+    original = _segment_of(simkube_traces / "bare-pods.sktrace", format_version)
     body = _body_of(original)
     target = data.draw(st.sampled_from(["events", "keyframe", "config", "body"]))
     if target == "body":
@@ -205,9 +205,9 @@ def test_well_checksummed_but_malformed_bodies_raise_format_errors(
 @settings(max_examples=200)
 @given(st.data())
 def test_well_checksummed_but_malformed_headers_raise_format_errors(
-    shared_traces: Path, data: st.DataObject
+    simkube_traces: Path, data: st.DataObject
 ) -> None:
-    original = _segment_of(shared_traces / "cronjob.sktrace")
+    original = _segment_of(simkube_traces / "cronjob.sktrace")
     header = {
         "v": SEGMENT_FORMAT_VERSION,
         "kind": "trace",

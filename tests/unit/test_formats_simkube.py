@@ -33,22 +33,22 @@ def _raw(path: Path) -> Any:
 
 
 @pytest.mark.parametrize("name", SKTRACES)
-def test_rewriting_a_simkube_trace_gives_the_same_bytes(shared_traces: Path, name: str) -> None:
-    data = (shared_traces / name).read_bytes()
+def test_rewriting_a_simkube_trace_gives_the_same_bytes(simkube_traces: Path, name: str) -> None:
+    data = (simkube_traces / name).read_bytes()
     trace = read_simkube_trace(data, name)
     assert write_simkube_trace(trace) == data
     assert read_simkube_trace(write_simkube_trace(trace)) == trace
 
 
 @pytest.mark.parametrize("name", JSON_TRACES)
-def test_json_v2_traces_are_read_and_written_as_msgpack(shared_traces: Path, name: str) -> None:
-    trace = read_simkube_trace(shared_traces / name)
+def test_json_v2_traces_are_read_and_written_as_msgpack(simkube_traces: Path, name: str) -> None:
+    trace = read_simkube_trace(simkube_traces / name)
     assert trace.version == 2
     assert read_simkube_trace(write_simkube_trace(trace)) == trace
 
 
-def test_cronjob_trace_content(shared_traces: Path) -> None:
-    trace = read_simkube_trace(shared_traces / "cronjob.sktrace")
+def test_cronjob_trace_content(simkube_traces: Path) -> None:
+    trace = read_simkube_trace(simkube_traces / "cronjob.sktrace")
     assert [e.ts for e in trace.events] == [1743286823, 1743286823, 1743287028]
     assert trace.events[0] == SimkubeEvent(1743286823)  # the window-start placeholder
     assert trace.pod_lifecycles == {
@@ -62,8 +62,8 @@ def test_cronjob_trace_content(shared_traces: Path) -> None:
     }
 
 
-def test_bare_pods_trace_preserves_tuple_keys_and_u64_hashes(shared_traces: Path) -> None:
-    trace = read_simkube_trace(shared_traces / "bare-pods.sktrace")
+def test_bare_pods_trace_preserves_tuple_keys_and_u64_hashes(simkube_traces: Path) -> None:
+    trace = read_simkube_trace(simkube_traces / "bare-pods.sktrace")
     owners = sorted(trace.pod_lifecycles)
     assert owners[0] == ("v1.Pod", "testing/bare-pod-1781282449")
     assert {h for by_hash in trace.pod_lifecycles.values() for h in by_hash} == {2151974655102796215}
@@ -73,9 +73,9 @@ def test_bare_pods_trace_preserves_tuple_keys_and_u64_hashes(shared_traces: Path
     }
 
 
-def test_what_kubetape_writes_decodes_by_simkubes_rules(shared_traces: Path) -> None:
+def test_what_kubetape_writes_decodes_by_simkubes_rules(simkube_traces: Path) -> None:
     """SimKube decodes with rmp_serde into its Trace struct: named map fields, u16 version 2, list keys."""
-    trace = read_simkube_trace(shared_traces / "bare-pods.sktrace")
+    trace = read_simkube_trace(simkube_traces / "bare-pods.sktrace")
     raw = msgpack.unpackb(write_simkube_trace(trace), raw=False, strict_map_key=False, use_list=False)
     assert list(raw) == ["version", "config", "events", "index", "pod_lifecycles"]
     assert raw["version"] == 2
@@ -84,8 +84,8 @@ def test_what_kubetape_writes_decodes_by_simkubes_rules(shared_traces: Path) -> 
     assert simkube_compatibility_problems(trace) == []
 
 
-def test_version_1_trace_is_upgraded_when_kinds_can_be_found(shared_traces: Path) -> None:
-    v2 = _raw(shared_traces / "cronjob.sktrace")
+def test_version_1_trace_is_upgraded_when_kinds_can_be_found(simkube_traces: Path) -> None:
+    v2 = _raw(simkube_traces / "cronjob.sktrace")
     v1 = [
         v2["config"],
         v2["events"],
@@ -98,8 +98,8 @@ def test_version_1_trace_is_upgraded_when_kinds_can_be_found(shared_traces: Path
     assert list(trace.pod_lifecycles) == [("batch/v1.CronJob", "default/hello-simkube")]
 
 
-def test_version_1_trace_with_unknown_kinds_is_rejected_clearly(shared_traces: Path) -> None:
-    v2 = _raw(shared_traces / "cronjob.sktrace")
+def test_version_1_trace_with_unknown_kinds_is_rejected_clearly(simkube_traces: Path) -> None:
+    v2 = _raw(simkube_traces / "cronjob.sktrace")
     v1 = [v2["config"], v2["events"], {"default/gone": 1}, {}]
     with pytest.raises(
         FormatError, match=r"old.sktrace \(SimKube v1 trace\): cannot tell the kind of index entry"
@@ -107,8 +107,8 @@ def test_version_1_trace_with_unknown_kinds_is_rejected_clearly(shared_traces: P
         read_simkube_trace(msgpack.packb(v1), "old.sktrace")
 
 
-def test_unknown_version_is_rejected(shared_traces: Path) -> None:
-    raw = _raw(shared_traces / "cronjob.sktrace")
+def test_unknown_version_is_rejected(simkube_traces: Path) -> None:
+    raw = _raw(simkube_traces / "cronjob.sktrace")
     raw["version"] = 3
     with pytest.raises(
         UnknownVersionError, match=r"v3\.sktrace: SimKube trace format version 3 is not supported"
@@ -137,8 +137,8 @@ def test_unknown_version_is_rejected(shared_traces: Path) -> None:
         ),
     ],
 )
-def test_malformed_traces_name_the_problem(shared_traces: Path, mutate: Any, message: str) -> None:
-    raw = _raw(shared_traces / "cronjob.sktrace")
+def test_malformed_traces_name_the_problem(simkube_traces: Path, mutate: Any, message: str) -> None:
+    raw = _raw(simkube_traces / "cronjob.sktrace")
     mutate(raw)
     with pytest.raises(FormatError, match=message):
         read_simkube_trace(msgpack.packb(raw, use_bin_type=True), "bad.sktrace")

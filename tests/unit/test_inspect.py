@@ -17,8 +17,8 @@ from pipeline.model.keys import key_of, kind_key, object_key
 from pipeline.model.tracer_config import TracerConfig
 
 
-def test_cronjob_trace_summary(shared_traces: Path) -> None:
-    report = inspect_file(shared_traces / "cronjob.sktrace")
+def test_cronjob_trace_summary(simkube_traces: Path) -> None:
+    report = inspect_file(simkube_traces / "cronjob.sktrace")
     summary = report.to_json()
     assert summary["format"] == "SimKube trace"
     assert summary["version"] == 2
@@ -34,8 +34,8 @@ def test_cronjob_trace_summary(shared_traces: Path) -> None:
     assert "spec hashes:      1/1 match" in text
 
 
-def test_bare_pods_edited_index_is_reported_and_lifecycle_keys_verified(shared_traces: Path) -> None:
-    report = inspect_file(shared_traces / "bare-pods.sktrace")
+def test_bare_pods_edited_index_is_reported_and_lifecycle_keys_verified(simkube_traces: Path) -> None:
+    report = inspect_file(simkube_traces / "bare-pods.sktrace")
     assert report.lifecycle_hashes.checked == 4
     assert report.lifecycle_hashes.mismatched == ()
     assert report.spec_hashes.checked == 4
@@ -45,8 +45,8 @@ def test_bare_pods_edited_index_is_reported_and_lifecycle_keys_verified(shared_t
     assert (report.lifecycles_running, report.lifecycles_finished) == (1, 3)
 
 
-def test_json_traces_are_inspected(shared_traces: Path) -> None:
-    report = inspect_file(shared_traces / "simkube-trace.json")
+def test_json_traces_are_inspected(simkube_traces: Path) -> None:
+    report = inspect_file(simkube_traces / "simkube-trace.json")
     assert report.format == "SimKube trace (JSON)"
     assert report.kinds == {"apps/v1.Deployment": {"applied": 1, "deleted": 1}}
 
@@ -113,9 +113,9 @@ def test_bad_files_raise_format_errors_naming_the_file(tmp_path: Path, content: 
     assert str(info.value).startswith(str(path))
 
 
-def test_truncated_shared_trace_is_named(tmp_path: Path, shared_traces: Path) -> None:
+def test_truncated_shared_trace_is_named(tmp_path: Path, simkube_traces: Path) -> None:
     path = tmp_path / "cut.sktrace"
-    path.write_bytes((shared_traces / "cronjob.sktrace").read_bytes()[:900])
+    path.write_bytes((simkube_traces / "cronjob.sktrace").read_bytes()[:900])
     with pytest.raises(FormatError, match=r"cut.sktrace: not a readable msgpack trace, truncated or corrupt"):
         inspect_file(path)
 

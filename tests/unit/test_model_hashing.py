@@ -18,16 +18,16 @@ def test_siphash13_matches_reference_vectors() -> None:
     assert siphash13(bytes(range(8))) != siphash13(bytes(range(7)))  # length is mixed in
 
 
-def test_cronjob_index_hash_is_reproduced(shared_traces: Path) -> None:
-    trace = read_simkube_trace(shared_traces / "cronjob.sktrace")
+def test_cronjob_index_hash_is_reproduced(simkube_traces: Path) -> None:
+    trace = read_simkube_trace(simkube_traces / "cronjob.sktrace")
     cronjob = trace.events[1].applied_objs[0]
     stored = trace.index["batch/v1.CronJob"]["default/hello-simkube"]
     assert stored == 17156035354639895998
     assert object_spec_hash(cronjob) == stored
 
 
-def test_bare_pods_lifecycle_key_is_reproduced(shared_traces: Path) -> None:
-    trace = read_simkube_trace(shared_traces / "bare-pods.sktrace")
+def test_bare_pods_lifecycle_key_is_reproduced(simkube_traces: Path) -> None:
+    trace = read_simkube_trace(simkube_traces / "bare-pods.sktrace")
     pods = [obj for event in trace.events for obj in event.applied_objs]
     assert len(pods) == 4
     for pod in pods:

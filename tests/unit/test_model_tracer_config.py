@@ -51,9 +51,9 @@ def test_simkube_config_file_loads_with_builtin_defaults(tmp_path: Path) -> None
     assert config.is_namespace_allowed("anything")
 
 
-def test_configs_stored_in_simkube_traces_load(shared_traces: Path) -> None:
+def test_configs_stored_in_simkube_traces_load(simkube_traces: Path) -> None:
     for name in ("cronjob.sktrace", "bare-pods.sktrace", "simkube-trace.json"):
-        config = read_simkube_trace(shared_traces / name).tracer_config()
+        config = read_simkube_trace(simkube_traces / name).tracer_config()
         assert config.tracked
 
 

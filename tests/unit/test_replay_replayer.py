@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +14,7 @@ from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey, key_of
 from pipeline.replay.replayer import Replayer, ReplaySettings, load_trace, plan_replay
 from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL
-
-SHARED_TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+from tests.data import SIMKUBE_TRACES
 
 KINDS = {
     ("v1", "Pod"): ApiResource("v1", "Pod", "pods", True),
@@ -199,7 +197,7 @@ async def test_virtual_nodes_are_created_and_owned_by_the_root() -> None:
 
 
 def test_plan_of_simkube_bare_pods_trace_scales_recorded_lifetimes() -> None:
-    plan = plan_replay(load_trace(SHARED_TRACES / "bare-pods.sktrace"), speed=10)
+    plan = plan_replay(load_trace(SIMKUBE_TRACES / "bare-pods.sktrace"), speed=10)
     assert [s.ts_ms - plan.start_ms for s in plan.steps] == [0, 42_000, 102_000, 162_000]
     lifetimes = {k.rsplit("/", 1)[1]: v for k, v in plan.lifetimes_ms.items()}
     assert lifetimes == {
@@ -219,7 +217,7 @@ def test_plan_of_simkube_bare_pods_trace_scales_recorded_lifetimes() -> None:
 
 
 def test_plan_of_simkube_cronjob_trace_gives_the_owner_its_job_duration() -> None:
-    plan = plan_replay(load_trace(SHARED_TRACES / "cronjob.sktrace"), speed=3)
+    plan = plan_replay(load_trace(SIMKUBE_TRACES / "cronjob.sktrace"), speed=3)
     assert plan.lifetimes_ms == {ObjectKey("batch/CronJob/default/hello-simkube"): pytest.approx(10_000.0)}
     assert [e.payload.type.value for e in plan.steps] == ["applied", "deleted"]
 

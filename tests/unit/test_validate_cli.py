@@ -15,9 +15,9 @@ from services.cli import main
 
 
 def test_validate_fix_transform_revalidate(
-    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    simkube_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    trace = str(shared_traces / "simkube-validation-trace.json")
+    trace = str(simkube_traces / "simkube-validation-trace.json")
     fix, fixed = tmp_path / "fix.yaml", tmp_path / "fixed.sktrace"
     assert main(["validate", trace, "--fix", str(fix)]) == 1  # errors found: CI fails
     table = capsys.readouterr().out
@@ -30,8 +30,8 @@ def test_validate_fix_transform_revalidate(
     assert "no findings" in capsys.readouterr().out
 
 
-def test_validate_json_output(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["validate", str(shared_traces / "simkube-validation-trace.json"), "--format", "json"]) == 1
+def test_validate_json_output(simkube_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(simkube_traces / "simkube-validation-trace.json"), "--format", "json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert (report["errors"], report["warnings"]) == (10, 1)
     first = report["findings"][0]
@@ -62,8 +62,8 @@ def test_warnings_pass_unless_strict(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "1 finding: 0 errors, 1 warning" in capsys.readouterr().out
 
 
-def test_validate_time_range(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    trace = str(shared_traces / "simkube-validation-trace.json")
+def test_validate_time_range(simkube_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = str(simkube_traces / "simkube-validation-trace.json")
     assert main(["validate", trace, "--start", "1s"]) == 0
     assert main(["validate", trace, "--start", "@1709241485", "--end", "10s"]) == 1
     assert main(["validate", trace, "--start", "soon"]) == 2
@@ -81,12 +81,12 @@ def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bad_transform_and_bad_trace_fail_clearly(
-    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    simkube_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "fix.yaml"
     bad.write_text("version: 1\noperations:\n  - select: {kind: Deployment}\n    remove: [status]\n")
     out = tmp_path / "out.sktrace"
-    trace = str(shared_traces / "cronjob.sktrace")
+    trace = str(simkube_traces / "cronjob.sktrace")
     assert main(["transform", trace, str(bad), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"{bad}: operations[0].remove[0]: JSON pointer 'status' must be empty or start with '/'" in err
@@ -100,9 +100,9 @@ def test_bad_transform_and_bad_trace_fail_clearly(
 
 
 def test_kubetape_traces_are_validated_too(
-    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    simkube_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sk = read_simkube_trace(shared_traces / "simkube-validation-trace.json")
+    sk = read_simkube_trace(simkube_traces / "simkube-validation-trace.json")
     path = tmp_path / "trace.kttrace"
     path.write_bytes(encode_segment(simkube_to_trace(sk)))
     assert main(["validate", str(path), "--format", "json"]) == 1
@@ -112,30 +112,30 @@ def test_kubetape_traces_are_validated_too(
     ]  # fmt: skip
 
 
-def test_every_shared_trace_in_one_ci_run(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_shared_trace_in_one_ci_run(simkube_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # A directory stands for its trace files (README.md is skipped); errors in one trace fail the run.
-    assert main(["validate", str(shared_traces)]) == 1
+    assert main(["validate", str(simkube_traces)]) == 1
     out = capsys.readouterr().out
     assert out.endswith(
         "4 traces:\n"
-        f"{shared_traces}/bare-pods.sktrace              no findings: the trace passes every rule\n"
-        f"{shared_traces}/cronjob.sktrace                no findings: the trace passes every rule\n"
-        f"{shared_traces}/simkube-trace.json             1 finding: 0 errors, 1 warning\n"
-        f"{shared_traces}/simkube-validation-trace.json  11 findings: 10 errors, 1 warning\n"
+        f"{simkube_traces}/bare-pods.sktrace              no findings: the trace passes every rule\n"
+        f"{simkube_traces}/cronjob.sktrace                no findings: the trace passes every rule\n"
+        f"{simkube_traces}/simkube-trace.json             1 finding: 0 errors, 1 warning\n"
+        f"{simkube_traces}/simkube-validation-trace.json  11 findings: 10 errors, 1 warning\n"
     )
     clean = [
-        str(shared_traces / name) for name in ("bare-pods.sktrace", "cronjob.sktrace", "simkube-trace.json")
+        str(simkube_traces / name) for name in ("bare-pods.sktrace", "cronjob.sktrace", "simkube-trace.json")
     ]
     assert main(["validate", *clean]) == 0  # a warning alone passes ...
     assert main(["validate", *clean, "--strict"]) == 1  # ... unless --strict
 
 
 def test_an_unreadable_trace_is_reported_and_the_others_still_checked(
-    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    simkube_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     broken = tmp_path / "broken.sktrace"
     broken.write_bytes(b"\xc1 not msgpack")
-    good = str(shared_traces / "cronjob.sktrace")
+    good = str(simkube_traces / "cronjob.sktrace")
     assert main(["validate", str(broken), good, "--format", "json"]) == 2
     captured = capsys.readouterr()
     assert "broken.sktrace" in captured.err
@@ -148,10 +148,10 @@ def test_an_unreadable_trace_is_reported_and_the_others_still_checked(
 
 
 def test_validate_arguments_that_cannot_work_fail_before_any_work(
-    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    simkube_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fix = tmp_path / "fix.yaml"
-    assert main(["validate", str(shared_traces), "--fix", str(fix)]) == 2
+    assert main(["validate", str(simkube_traces), "--fix", str(fix)]) == 2
     assert "--fix writes the repairs of one trace; got 4 traces" in capsys.readouterr().err
     assert not fix.exists()
     assert main(["validate", str(tmp_path)]) == 2
@@ -161,9 +161,9 @@ def test_validate_arguments_that_cannot_work_fail_before_any_work(
 
 
 def test_ignored_rules_are_left_out_of_output_exit_code_and_fix_file(
-    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    simkube_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    trace = str(shared_traces / "simkube-validation-trace.json")
+    trace = str(simkube_traces / "simkube-validation-trace.json")
     fix = tmp_path / "fix.yaml"
     ignored = ["--ignore", "W0000", "--ignore", "e0002,E0003", "--ignore", "E0001,E0009,E0010,E0011"]
     assert main(["validate", trace, *ignored, "--fix", str(fix), "--format", "json"]) == 0

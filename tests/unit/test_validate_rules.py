@@ -54,8 +54,8 @@ def _apply_fixes(trace: SimkubeTrace, fixes: list[Fix]) -> SimkubeTrace:
 
 
 # ---- the shared SimKube validation fixture --------------------------------------------------------
-def test_shared_validation_trace_yields_the_expected_findings(shared_traces: Path) -> None:
-    trace = read_trace_file(shared_traces / "simkube-validation-trace.json")
+def test_shared_validation_trace_yields_the_expected_findings(simkube_traces: Path) -> None:
+    trace = read_trace_file(simkube_traces / "simkube-validation-trace.json")
     findings = validate_trace(trace)
     deployment = "Deployment default/test-deployment"
     assert _summary(findings) == {
@@ -94,8 +94,8 @@ def test_shared_validation_trace_yields_the_expected_findings(shared_traces: Pat
     assert by_code["E0011"].paths == ("/spec/template/spec/containers/0/image",)
 
 
-def test_recommended_fixes_from_the_fix_file_clear_every_finding(shared_traces: Path) -> None:
-    trace = read_trace_file(shared_traces / "simkube-validation-trace.json")
+def test_recommended_fixes_from_the_fix_file_clear_every_finding(simkube_traces: Path) -> None:
+    trace = read_trace_file(simkube_traces / "simkube-validation-trace.json")
     findings = validate_trace(trace)
     transform = parse_transform(yaml.safe_load(render_fix_file(findings, "trace.json")), "fix.yaml")
     fixed, stats = apply_transform(trace, transform)
@@ -116,8 +116,8 @@ def test_recommended_fixes_from_the_fix_file_clear_every_finding(shared_traces: 
     assert container["image"] == PLACEHOLDER_IMAGE
 
 
-def test_alternative_fixes_drop_references_and_their_volume_mounts(shared_traces: Path) -> None:
-    trace = read_trace_file(shared_traces / "simkube-validation-trace.json")
+def test_alternative_fixes_drop_references_and_their_volume_mounts(simkube_traces: Path) -> None:
+    trace = read_trace_file(simkube_traces / "simkube-validation-trace.json")
     findings = validate_trace(trace)
     fixed = _apply_fixes(trace, [f.fixes[-1] for f in findings])
     assert validate_trace(fixed) == []

@@ -44,8 +44,8 @@ def test_keyframe_objects_count_as_existing(tmp_path: Path) -> None:
     assert [f.message for f in findings] == ["Secret a/s is not in the trace"]
 
 
-def test_obfuscating_a_kubetape_trace_renames_keys_and_lifecycle_owners(shared_traces: Path) -> None:
-    trace = simkube_to_trace(read_simkube_trace(shared_traces / "cronjob.sktrace"))
+def test_obfuscating_a_kubetape_trace_renames_keys_and_lifecycle_owners(simkube_traces: Path) -> None:
+    trace = simkube_to_trace(read_simkube_trace(simkube_traces / "cronjob.sktrace"))
     result, stats = apply_transform_to_segment(trace, load_transform(EXAMPLES / "obfuscate-names.yaml"))
     assert stats.objects_seen == 2
     text = str(result)
@@ -59,10 +59,10 @@ def test_obfuscating_a_kubetape_trace_renames_keys_and_lifecycle_owners(shared_t
     assert applied.spec_hash == object_spec_hash(applied.obj or {})
 
 
-def test_transform_command_keeps_the_kubetape_format(shared_traces: Path, tmp_path: Path) -> None:
+def test_transform_command_keeps_the_kubetape_format(simkube_traces: Path, tmp_path: Path) -> None:
     source = tmp_path / "in.kt"
     source.write_bytes(
-        encode_segment(simkube_to_trace(read_simkube_trace(shared_traces / "simkube-validation-trace.json")))
+        encode_segment(simkube_to_trace(read_simkube_trace(simkube_traces / "simkube-validation-trace.json")))
     )
     fix, out = tmp_path / "fix.yaml", tmp_path / "out.kt"
     assert main(["validate", str(source), "--fix", str(fix)]) == 1

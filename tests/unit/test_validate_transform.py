@@ -133,9 +133,9 @@ def test_obfuscation_is_stable_so_references_still_match() -> None:
 
 # ---- whole traces: index and lifecycles recomputed ------------------------------------------------
 def test_index_and_lifecycle_keys_follow_renames_and_template_changes(
-    shared_traces: Path, tmp_path: Path
+    simkube_traces: Path, tmp_path: Path
 ) -> None:
-    trace = read_trace_file(shared_traces / "cronjob.sktrace")
+    trace = read_trace_file(simkube_traces / "cronjob.sktrace")
     before = copy_json(trace.events[1].applied_objs[0])
     t = _transform(
         {"select": {"kind": "CronJob"}, "obfuscate": ["/metadata/name"]},
@@ -185,9 +185,9 @@ def test_dropping_an_owner_drops_its_index_entry_lifecycles_and_emptied_events()
 
 
 def test_created_objects_go_first_and_json_output_refuses_lifecycles(
-    shared_traces: Path, tmp_path: Path
+    simkube_traces: Path, tmp_path: Path
 ) -> None:
-    trace = read_trace_file(shared_traces / "simkube-trace.json")
+    trace = read_trace_file(simkube_traces / "simkube-trace.json")
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
     fixed, stats = apply_transform(trace, _transform({"create": cm}))
     assert fixed.events[0].applied_objs[0] == cm
@@ -195,25 +195,25 @@ def test_created_objects_go_first_and_json_output_refuses_lifecycles(
     assert stats.objects_created == 1
     assert read_trace_file(_write(fixed, tmp_path, "x.json")).events[0].applied_objs[0] == cm
     with pytest.raises(FormatError, match="JSON cannot represent"):
-        encode_trace(read_trace_file(shared_traces / "cronjob.sktrace"), as_json=True)
+        encode_trace(read_trace_file(simkube_traces / "cronjob.sktrace"), as_json=True)
 
 
 # ---- the shipped examples ------------------------------------------------------------------------
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
-def test_example_transforms_parse_and_apply_to_the_shared_traces(example: str, shared_traces: Path) -> None:
+def test_example_transforms_parse_and_apply_to_the_simkube_traces(example: str, simkube_traces: Path) -> None:
     transform = load_transform(EXAMPLES / example)
     for name in ("cronjob.sktrace", "bare-pods.sktrace", "simkube-validation-trace.json"):
-        fixed, _stats = apply_transform(read_trace_file(shared_traces / name), transform)
+        fixed, _stats = apply_transform(read_trace_file(simkube_traces / name), transform)
         encode_trace(fixed, as_json=False)  # still a trace SimKube reads
 
 
-def test_redaction_example_removes_env_values_and_obfuscation_hides_names(shared_traces: Path) -> None:
-    trace = read_trace_file(shared_traces / "simkube-validation-trace.json")
+def test_redaction_example_removes_env_values_and_obfuscation_hides_names(simkube_traces: Path) -> None:
+    trace = read_trace_file(simkube_traces / "simkube-validation-trace.json")
     redacted, _ = apply_transform(trace, load_transform(EXAMPLES / "redact.yaml"))
     env = redacted.events[0].applied_objs[0]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert env[1] == {"name": "env1", "value": "<redacted>"}
     hidden, _ = apply_transform(
-        read_trace_file(shared_traces / "bare-pods.sktrace"),
+        read_trace_file(simkube_traces / "bare-pods.sktrace"),
         load_transform(EXAMPLES / "obfuscate-names.yaml"),
     )
     text = str(hidden)
