@@ -28,6 +28,8 @@ class Owner:
 
     key: ObjectKey
     gvk: GroupVersionKind
+    allowed: bool = True
+    """Whether the owner passes the tracer config's filters (so it is, or will be, published)."""
 
 
 def owner_references(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -45,10 +47,18 @@ def owner_references(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 class OwnerResolver:
     """Builds and caches owner chains; ``known`` looks an object up among the published ones."""
 
-    def __init__(self, cluster: Cluster, known: Callable[[ObjectKey], Mapping[str, Any] | None]) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        known: Callable[[ObjectKey], Mapping[str, Any] | None],
+        admissible: Callable[[Mapping[str, Any]], bool] = lambda _obj: True,
+    ) -> None:
+        """``admissible`` tells whether an owner fetched from the cluster passes the config's filters."""
         self._cluster = cluster
         self._known = known
-        self._parents: dict[str, tuple[Mapping[str, Any], ...]] = {}  # owner uid → its owner refs
+        self._admissible = admissible
+        # owner uid → its owner refs, and whether it is admissible
+        self._parents: dict[str, tuple[tuple[Mapping[str, Any], ...], bool]] = {}
         self.lookups = 0  # cluster GETs made, for tests and metrics
 
     async def chain(self, obj: Mapping[str, Any], namespace: str | None) -> tuple[tuple[Owner, ...], bool]:
@@ -63,21 +73,25 @@ class OwnerResolver:
             key = object_key(ref["apiVersion"], ref["kind"], namespace, ref["name"])
             if any(o.key == key for o in chain):
                 break
-            chain.append(Owner(key, gvk))
-            parents = await self._refs_of(ref, gvk, key, namespace)
-            if parents is None:
+            found = await self._refs_of(ref, gvk, key, namespace)
+            if found is None:
+                chain.append(Owner(key, gvk))
                 return tuple(chain), False
-            refs = parents
+            refs, allowed = found
+            chain.append(Owner(key, gvk, allowed))
         return tuple(chain), True
 
     async def _refs_of(
         self, ref: Mapping[str, Any], gvk: GroupVersionKind, key: ObjectKey, namespace: str | None
-    ) -> list[Mapping[str, Any]] | None:
-        """The owner references of the owner ``ref`` points to, or None if it cannot be found."""
+    ) -> tuple[list[Mapping[str, Any]], bool] | None:
+        """The owner references of the owner ``ref`` points to and whether that owner is admissible,
+        or None if it cannot be found."""
         uid = str(ref.get("uid", "")) or key
         if uid in self._parents:
-            return list(self._parents[uid])
+            cached, allowed = self._parents[uid]
+            return list(cached), allowed
         known = self._known(key)
+        allowed = True  # a published object passed the filters
         if known is not None:
             found: Mapping[str, Any] | None = known
         else:
@@ -86,8 +100,10 @@ class OwnerResolver:
             found = None if res is None else await self._cluster.get_object(res, namespace, ref["name"])
         if found is None:
             return None  # gone, not yet visible or not served: not cached, the caller may ask again
+        if known is None:
+            allowed = self._admissible(found)
         parents = tuple(owner_references(found))
         if len(self._parents) >= MAX_CACHED_OWNERS:
             self._parents.clear()  # bounded memory; chains are simply looked up again
-        self._parents[uid] = parents
-        return list(parents)
+        self._parents[uid] = (parents, allowed)
+        return list(parents), allowed

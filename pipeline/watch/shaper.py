@@ -12,6 +12,10 @@ The :class:`Shaper` holds what was already published — the latest sanitized ob
 * pods: the lifecycle from container statuses, published whenever it strictly advances (SimKube's
   partial order), keyed by the first tracked owner with ``trackLifecycle`` on the pod's owner chain and
   by the pod-spec hash. A pod deleted before it finished is finished at deletion time, as SimKube does.
+  The owner may not be published yet (the pod stream's list or watch ran ahead of the owner kind's
+  stream): the pod then waits for it, with what was observed of its lifecycle, and that lifecycle is
+  published together with the owner — also when the pod was deleted meanwhile (it is finished at its
+  deletion time). Which stream comes first never decides whether lifecycles are recorded.
 
 Each method returns a :class:`Shaped`: the events and every record (events, state, resume) to publish as
 one unit.
@@ -56,7 +60,11 @@ class PodTrack:
     chain: tuple[Owner, ...] | None = None  # None until looked up (restored pods)
     owner: ObjectKey | None = None  # the owner its lifecycles are published under, once chosen
     pod_spec_hash: int = 0
-    lifecycle: PodLifecycle | None = None
+    lifecycle: PodLifecycle | None = None  # the last one published
+    # while the owner is not published yet: the owner waited for, and the lifecycle seen meanwhile
+    waiting_for: ObjectKey | None = None
+    seen: PodLifecycle | None = None
+    seen_rv: str = ""
 
 
 @dataclass(slots=True)
@@ -97,6 +105,10 @@ def _keep_first_start(new: PodLifecycle | None, old: PodLifecycle | None) -> Pod
     return PodLifecycle(old.start_ms, max(new.end_ms, old.start_ms))
 
 
+MAX_GONE_WAITING = 10_000
+"""Deleted pods kept while their owner is not published yet; beyond this the oldest are dropped."""
+
+
 class Shaper:
     """The watcher's de-duplicating memory; see the module docstring."""
 
@@ -104,7 +116,9 @@ class Shaper:
         self.config = config
         self.index: dict[ObjectKey, Published] = {}
         self.pods: dict[ObjectKey, PodTrack] = {}
-        self.owners = OwnerResolver(cluster, self._known_obj)
+        self.owners = OwnerResolver(cluster, self._known_obj, config.is_object_allowed)
+        self.waiting: dict[ObjectKey, set[ObjectKey]] = {}  # owner key → pods waiting for it
+        self.gone_waiting: dict[ObjectKey, PodTrack] = {}  # pods deleted while waiting (oldest first)
 
     def _known_obj(self, key: ObjectKey) -> Mapping[str, Any] | None:
         entry = self.index.get(key)
@@ -169,6 +183,8 @@ class Shaper:
         out.events.append(event)
         encoded = encode_event(event)
         out.records += [Record(EVENTS_TOPIC, key, encoded, ts_ms), Record(STATE_TOPIC, key, encoded, ts_ms)]
+        if prev is None and key in self.waiting:
+            out.extend(self._owner_published(key, ts_ms))
         return out
 
     def _delete(self, key: ObjectKey, prev: Published, ts_ms: int, rv: str) -> Shaped:
@@ -218,16 +234,62 @@ class Shaper:
                 chain = (Owner(key, GroupVersionKind("", "v1", "Pod")),)
             if complete:  # an incomplete chain is looked up again at the pod's next observation
                 track.chain = chain
+        rv = str(meta.get("resourceVersion", ""))
         if track.owner is None:
-            track.owner = self._lifecycle_owner(chain or ())
-            if track.owner is None:
-                return out
             spec = pod.get("spec")
             track.pod_spec_hash = pod_spec_hash(spec if isinstance(spec, Mapping) else {})
-        lifecycle = _keep_first_start(derive_lifecycle(pod), track.lifecycle)
+            owner, wait_for = self._lifecycle_owner(chain or ())
+            self._unwait(key, track)
+            if owner is None:
+                if wait_for is not None and track.chain is not None:
+                    # the owner exists but is not published yet: keep what is seen until it is
+                    track.seen = _keep_first_start(derive_lifecycle(pod), track.seen)
+                    track.seen_rv = rv
+                    track.waiting_for = wait_for
+                    self.waiting.setdefault(wait_for, set()).add(key)
+                return out
+            track.owner = owner
+        lifecycle = _keep_first_start(derive_lifecycle(pod), track.lifecycle or track.seen)
+        track.seen = None
         if lifecycle is None or not lifecycle.supersedes(track.lifecycle):
             return out
-        out.extend(self._lifecycle(key, track, lifecycle, ts_ms, str(meta.get("resourceVersion", ""))))
+        out.extend(self._lifecycle(key, track, lifecycle, ts_ms, rv))
+        return out
+
+    def _unwait(self, key: ObjectKey, track: PodTrack) -> None:
+        if track.waiting_for is None:
+            return
+        pods = self.waiting.get(track.waiting_for)
+        if pods is not None:
+            pods.discard(key)
+            if not pods:
+                del self.waiting[track.waiting_for]
+        track.waiting_for = None
+
+    def _owner_published(self, owner_key: ObjectKey, ts_ms: int) -> Shaped:
+        """``owner_key`` was just published: publish the lifecycles of the pods that waited for it."""
+        out = Shaped()
+        for key in sorted(self.waiting.pop(owner_key, ())):
+            # a deleted pod and a new one under the same name (StatefulSets) may both wait: oldest first
+            gone = self.gone_waiting.get(key)
+            live = self.pods.get(key)
+            for track in (gone, live):
+                if track is None or track.waiting_for != owner_key or track.chain is None:
+                    continue
+                track.waiting_for = None
+                owner, wait_for = self._lifecycle_owner(track.chain)
+                if owner is None:
+                    if wait_for is not None:  # still an owner to come (not expected: defensive)
+                        track.waiting_for = wait_for
+                        self.waiting.setdefault(wait_for, set()).add(key)
+                    continue
+                track.owner = owner
+                seen, track.seen = track.seen, None
+                if seen is not None:
+                    out.extend(self._lifecycle(key, track, seen, ts_ms, track.seen_rv))
+                if track is gone:
+                    del self.gone_waiting[key]
+                    out.records.append(Record(RESUME_TOPIC, LIFECYCLE_PREFIX + key, None, ts_ms))
         return out
 
     def _pod_allowed(self, pod: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
@@ -245,11 +307,17 @@ class Shaper:
             and any(isinstance(r, Mapping) and r.get("kind") == "DaemonSet" for r in refs)
         )
 
-    def _lifecycle_owner(self, chain: tuple[Owner, ...]) -> ObjectKey | None:
+    def _lifecycle_owner(self, chain: tuple[Owner, ...]) -> tuple[ObjectKey | None, ObjectKey | None]:
+        """The owner to publish lifecycles under, or (None, the owner to wait for) when the nearest
+        owner whose lifecycles are tracked passes the filters but is not published yet."""
         for owner in chain:
-            if owner.key in self.index and self.config.track_lifecycle_for(owner.gvk):
-                return owner.key
-        return None
+            if not self.config.track_lifecycle_for(owner.gvk):
+                continue
+            if owner.key in self.index:
+                return owner.key, None
+            if owner.allowed:
+                return None, owner.key
+        return None, None
 
     def _lifecycle(self, key: ObjectKey, track: PodTrack, lc: PodLifecycle, ts_ms: int, rv: str) -> Shaped:
         assert track.owner is not None  # callers choose the owner first
@@ -279,6 +347,21 @@ class Shaper:
         if track is None:
             return Shaped()
         out = Shaped()
+        if track.owner is None and track.waiting_for is not None:
+            # deleted before its owner was published: finish it now, publish it with the owner
+            track.seen = finish_on_delete(track.seen, ts_ms)
+            track.seen_rv = ""
+            if len(self.gone_waiting) >= MAX_GONE_WAITING:  # bounded memory: the oldest is dropped
+                oldest = next(iter(self.gone_waiting))
+                dropped = self.gone_waiting.pop(oldest)
+                live = self.pods.get(oldest)
+                if live is None or live.waiting_for != dropped.waiting_for:
+                    self._unwait(oldest, dropped)
+            previous = self.gone_waiting.pop(key, None)  # an older pod of this name that still waits
+            if previous is not None and previous.waiting_for != track.waiting_for:
+                self._unwait(key, previous)
+            self.gone_waiting[key] = track
+            return out
         finished = finish_on_delete(track.lifecycle, ts_ms)
         if track.owner is not None and finished is not None and finished != track.lifecycle:
             out = self._lifecycle(key, track, finished, ts_ms, "")
