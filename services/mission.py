@@ -47,6 +47,7 @@ class MissionResult:
     start_ms: int
     end_ms: int
     segments: Path
+    report_path: Path
 
 
 class _Service:
@@ -136,16 +137,23 @@ class _Workload:
             time.sleep(0.5)
         raise StackError(f"workload: {selector} did not reach {count} Running pods in {timeout_s:.0f}s")
 
+    def wait_default_service_account(self, timeout_s: float = 60.0) -> None:
+        """Pods are refused until the namespace's default ServiceAccount exists. ``kubectl wait`` is no
+        help here: it fails at once, instead of waiting, while the object does not exist yet."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            listed = self.cluster.kubectl("get", "serviceaccounts", "-n", self.ns, "-o", "name")
+            if "serviceaccount/default" in listed.split():
+                return
+            time.sleep(0.3)
+        raise StackError(
+            f"workload: namespace {self.ns} has no default ServiceAccount after {timeout_s:.0f}s "
+            "(is kube-controller-manager of the 'source' cluster running? `kubetape stack status`)"
+        )
+
     def run(self, say: Say) -> None:
         self.cluster.kubectl("create", "namespace", self.ns)
-        self.cluster.kubectl(
-            "wait",
-            "--for=jsonpath={.metadata.name}=default",
-            "-n",
-            self.ns,
-            "serviceaccount/default",
-            "--timeout=60s",
-        )
+        self.wait_default_service_account()
         for replicas, image in ((2, "web:1"), (5, "web:1"), (5, "web:2"), (3, "web:2")):
             say(f"workload: Deployment web → {replicas} replicas, image {image}")
             self.apply(_deployment(replicas, image))
@@ -300,5 +308,5 @@ def run_mission(stack: LocalStack, workdir: Path, *, speed: float = 10.0, say: S
     )
     report: dict[str, Any] = json.loads(report_path.read_text())
     return MissionResult(
-        trace, report, replay_out, summary_of_trace, info.bootstrap, start_ms, end_ms, segments
+        trace, report, replay_out, summary_of_trace, info.bootstrap, start_ms, end_ms, segments, report_path
     )

@@ -166,6 +166,8 @@ class Comparison:
     configs: list[ConfigSummary]
     differences: list[Difference]
     confidence: float
+    verdicts: dict[str, dict[str, Any]]
+    """Per run, the replayer's own fidelity verdict (held, degraded, failed, unmeasured) and reasons."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -175,6 +177,7 @@ class Comparison:
             "fidelity": {
                 name: {
                     "owner_error_max": max((e.max_error for e in errors), default=0.0),
+                    "replay_verdict": self.verdicts[name],
                     "owners": [e.to_json() for e in errors],
                     "scheduling_delay_s": self.delays[name],
                     "nodes": self.nodes[name],
@@ -202,6 +205,7 @@ def compare_runs(runs: Sequence[Run], confidence: float = 0.95, window_s: int | 
     fidelity: dict[str, list[OwnerError]] = {}
     delays: dict[str, dict[str, float | None]] = {}
     nodes: dict[str, dict[str, float]] = {}
+    verdicts: dict[str, dict[str, Any]] = {}
     by_config: dict[str, list[str]] = defaultdict(list)
     for run in runs:
         name = run.info.name
@@ -220,6 +224,7 @@ def compare_runs(runs: Sequence[Run], confidence: float = 0.95, window_s: int | 
             "recorded_mean": sum(recorded_nodes.values()) / len(recorded_nodes) if recorded_nodes else 0.0,
             "recorded_max": max(recorded_nodes.values(), default=0.0),
         }
+        verdicts[name] = replay_verdict(run.report)
         by_config[run.info.config].append(name)
     configs = [
         ConfigSummary(
@@ -240,7 +245,19 @@ def compare_runs(runs: Sequence[Run], confidence: float = 0.95, window_s: int | 
                     confidence,
                 )
                 differences.append(Difference(baseline.config, other.config, metric, interval))
-    return Comparison(per_run, fidelity, delays, nodes, configs, differences, confidence)
+    return Comparison(per_run, fidelity, delays, nodes, configs, differences, confidence, verdicts)
+
+
+def replay_verdict(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The replayer's verdict from a run's report: whether the machine kept up is something only the
+    replayer saw (its lateness, the cluster's convergence), so compare passes it on beside its own
+    timeline figures rather than guessing it from them."""
+    fidelity = report.get("owner_fidelity") or {}
+    return {
+        "verdict": fidelity.get("verdict", "unknown"),
+        "reasons": list(fidelity.get("reasons") or ()),
+        "settle_ms": fidelity.get("settle_ms"),
+    }
 
 
 def _fmt(interval: Interval) -> str:
@@ -261,6 +278,9 @@ def render_text(comparison: Comparison) -> str:
             if worst
             else f"  {name}: no pods in the recording or the replay"
         )
+        replayer = comparison.verdicts[name]
+        lines.append(f"    replayer's verdict: {replayer['verdict']}")
+        lines += [f"      {reason}" for reason in replayer["reasons"]]
         p50, recorded_p50 = delay["replay_p50"], delay["recorded_p50"]
         lines.append(
             "    scheduling delay p50: replay "

@@ -87,3 +87,87 @@ def compare_owners(
             )
         )
     return out
+
+
+# ---- the verdict ----------------------------------------------------------------------------------
+BOUND_PODS = 1
+"""The fidelity bound: every sample of every owner within this many pods of the recording."""
+
+SETTLE_FACTORS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0)
+"""Windows, in multiples of the resolution, tried when looking for how long the cluster took to settle.
+
+The ladder stops at ten resolutions (ten wall seconds by default): a longer window forgives almost any
+count that the recording took at some point, so it would no longer say anything about fidelity."""
+
+
+def settle_needed(
+    recorded: Mapping[str, Timeline], samples: Sequence[OwnerSample], resolution_ms: float
+) -> float | None:
+    """The shortest window (trace ms, from :data:`SETTLE_FACTORS`) over which every owner's samples
+    are within :data:`BOUND_PODS` of the recording; None when even the longest is not enough."""
+    for factor in SETTLE_FACTORS:
+        window = resolution_ms * factor
+        if all(o.max_error <= BOUND_PODS for o in compare_owners(recorded, samples, window)):
+            return window
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class FidelityVerdict:
+    """What a replay's fidelity figures mean, in one word and its reasons.
+
+    * ``held``: every owner within the bound, and the replay kept up with the trace;
+    * ``degraded``: the replayer's writes ran late or the simulated cluster converged more slowly than
+      the resolution allows (a busy machine, an overloaded control plane). Where the bound was missed,
+      it holds once the measured settle time is allowed, so the errors are the machine's, not the
+      replay's; the figures are reported, but they are not a fidelity result;
+    * ``failed``: the bound was missed, and allowing the cluster time to settle does not explain it;
+    * ``unmeasured``: the recording has no pod counts to compare with (no lifecycles were recorded).
+    """
+
+    verdict: str
+    reasons: tuple[str, ...]
+    settle_ms: float | None
+    """The window (trace ms) the comparison needed for the bound to hold, None if none did."""
+
+    def to_json(self) -> dict[str, object]:
+        return {"verdict": self.verdict, "reasons": list(self.reasons), "settle_ms": self.settle_ms}
+
+
+def judge(
+    recorded: Mapping[str, Timeline],
+    samples: Sequence[OwnerSample],
+    resolution_ms: float,
+    *,
+    speed: float,
+    lateness_p99_ms: float | None,
+) -> FidelityVerdict:
+    """The verdict on a replay: ``resolution_ms`` is in trace time, ``lateness_p99_ms`` in wall time."""
+    if not recorded:
+        return FidelityVerdict("unmeasured", ("the recording has no pod lifecycles to compare with",), None)
+    resolution_wall_s = resolution_ms / 1000 / speed
+    reasons = []
+    if lateness_p99_ms is not None and lateness_p99_ms > resolution_wall_s * 1000:
+        reasons.append(
+            f"the replayer's writes ran late: lateness p99 {lateness_p99_ms:.0f} ms is beyond the "
+            f"{resolution_wall_s:g} s resolution"
+        )
+    settle = settle_needed(recorded, samples, resolution_ms)
+    if settle is None:
+        longest = resolution_wall_s * SETTLE_FACTORS[-1]
+        return FidelityVerdict(
+            "failed",
+            (
+                f"an owner stayed more than {BOUND_PODS} pod(s) off the recording even when the cluster "
+                f"is allowed {longest:g} s to settle",
+                *reasons,
+            ),
+            None,
+        )
+    if settle > resolution_ms:
+        reasons.append(
+            f"the simulated cluster needed up to {settle / 1000 / speed:g} s to converge on the recorded "
+            f"pod counts, beyond the {resolution_wall_s:g} s resolution (a busy machine or an "
+            "overloaded control plane); within that time every owner was within the bound"
+        )
+    return FidelityVerdict("degraded" if reasons else "held", tuple(reasons), settle)

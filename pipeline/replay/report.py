@@ -6,7 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.replay.fidelity import OwnerFidelity, OwnerSample, Timeline, compare_owners
+from pipeline.replay.fidelity import (
+    BOUND_PODS,
+    FidelityVerdict,
+    OwnerFidelity,
+    OwnerSample,
+    Timeline,
+    compare_owners,
+    judge,
+)
 from pipeline.replay.schedule import percentile
 
 
@@ -56,12 +64,23 @@ class ReplayReport:
     def owner_fidelity(self) -> list[OwnerFidelity]:
         return compare_owners(self.recorded_by_owner, self.owner_samples, self.fidelity_resolution_ms)
 
+    def verdict(self) -> FidelityVerdict:
+        """Held, degraded (the machine did not keep up), failed or unmeasured: see ``judge``."""
+        return judge(
+            self.recorded_by_owner,
+            self.owner_samples,
+            self.fidelity_resolution_ms,
+            speed=self.speed,
+            lateness_p99_ms=percentile(self.lateness_ms, 0.99),
+        )
+
     def to_json(self) -> dict[str, Any]:
         def pct(q: float) -> float | None:
             value = percentile(self.lateness_ms, q)
             return None if value is None else round(value, 3)
 
         owners = self.owner_fidelity()
+        verdict = self.verdict()
 
         # summary figures first, the long lists last: a reader that keeps only the first few KiB (a
         # Job pod's termination message is cut at 4 KiB) still gets every figure
@@ -94,7 +113,11 @@ class ReplayReport:
             "failures": [{"key": f.key, "ts_ms": f.ts_ms, "reason": f.reason} for f in self.failures],
             "cluster_scoped_objects": self.cluster_scoped,
             "owner_fidelity": {
+                "verdict": verdict.verdict,
+                "reasons": list(verdict.reasons),
+                "bound_pods": BOUND_PODS,
                 "resolution_ms": self.fidelity_resolution_ms,
+                "settle_ms": verdict.settle_ms,
                 "max_error": max((o.max_error for o in owners), default=0),
                 "owners": [o.to_json() for o in owners],
             },
@@ -116,21 +139,18 @@ class ReplayReport:
         }
 
     def summary(self) -> str:
-        """A few readable lines for people."""
+        """A few readable lines for people, the fidelity verdict first."""
         lateness = self.to_json()["lateness_ms"]
-        peak_replay = max((p for _, p, _ in self.replay_timeline), default=0)
-        peak_recorded = max((p for _, p in self.recorded_timeline), default=0)
         lines = [
             f"replay {self.replay_name} of {self.source} at speed {self.speed:g}: "
             f"{self.wall_seconds:.1f} s wall for {self.trace_span_ms / 1000:.1f} s of trace"
             + (" (stopped early)" if self.stopped_early else ""),
+            *self._fidelity_lines(),
             f"  events: {self.applied} applied, {self.deleted} deleted, {self.failed} failed, "
             f"{self.deletes_missed} deletes of nothing, {self.skipped_after_duration + self.not_started} "
             f"not replayed, {self.retries} retries",
             f"  lateness ms: p50 {lateness['p50']}  p99 {lateness['p99']}  max {lateness['max']}",
-            f"  pods running (peak): replay {peak_replay}, recorded {peak_recorded}; "
-            f"nodes used (peak): {max((n for _, _, n in self.replay_timeline), default=0)}",
-            f"  pods per recorded owner: {self._owner_line()}",
+            f"  virtual nodes used (peak): {max((n for _, _, n in self.replay_timeline), default=0)}",
             f"  cleanup: {self.cleanup}",
         ]
         if self.cluster_scoped:
@@ -141,16 +161,29 @@ class ReplayReport:
             lines.append(f"  … and {len(self.failures) - 20} more failures (see the JSON report)")
         return "\n".join(lines)
 
-    def _owner_line(self) -> str:
+    def _fidelity_lines(self) -> list[str]:
+        """The headline: per-owner fidelity and what it means.
+
+        Totals over all owners are left out on purpose: the recording counts a pod until it is gone,
+        the replay until it is terminating, so two totals taken at one instant differ during every
+        rollout even when each owner is exactly right."""
         owners = self.owner_fidelity()
-        if not owners:
-            return "no recorded lifecycles"
-        worst = max(owners, key=lambda o: o.max_error)
+        verdict = self.verdict()
         resolution_s = self.fidelity_resolution_ms / 1000 / self.speed
-        return (
-            f"{len(owners)} owner(s), largest error {worst.max_error} pod(s) ({worst.owner}) "
-            f"at a {resolution_s:g} s wall resolution"
-        )
+        if not owners:
+            return [f"  fidelity: {verdict.verdict.upper()}: {'; '.join(verdict.reasons)}"]
+        samples = sum(o.samples for o in owners)
+        within = sum(o.within_one for o in owners)
+        worst = max(owners, key=lambda o: o.max_error)
+        lines = [
+            f"  fidelity: {verdict.verdict.upper()}: {len(owners)} recorded owner(s), "
+            f"{within}/{samples} samples within {BOUND_PODS} pod ({100 * within / max(samples, 1):.0f}%), "
+            f"largest error {worst.max_error} pod(s) ({worst.owner})",
+            f"    (a sample compares an owner's Running pods in the replay with its recorded count over "
+            f"the preceding {resolution_s:g} s of wall time)",
+        ]
+        lines += [f"    {reason}" for reason in verdict.reasons]
+        return lines
 
 
 @dataclass(frozen=True, slots=True)

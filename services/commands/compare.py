@@ -71,5 +71,11 @@ def _run(args: argparse.Namespace) -> int:
                 f"fidelity check failed: per-owner pod-count error above {args.max_owner_error:g} in "
                 + ", ".join(f"{name} ({error:g})" for name, error in over.items()),
             )
+            degraded = [name for name in over if comparison.verdicts[name]["verdict"] == "degraded"]
+            if degraded:
+                print(
+                    f"the replayer reported {', '.join(degraded)} as degraded: the machine did not keep up "
+                    "with the trace, so those errors measure contention, not the replay (see the reasons)"
+                )
             return 1
     return 0

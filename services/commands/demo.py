@@ -8,7 +8,6 @@ report (see :mod:`services.mission`).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -28,25 +27,50 @@ def register(subparsers: Any) -> None:
         "--workdir",
         type=Path,
         default=None,
-        help="where segments, logs, the trace and the report go (default: <stack dir>/demo)",
+        help="where the trace, the report, the segments and the logs go (default: ./kubetape-demo; "
+        "outside the stack's data, so `kubetape stack down` leaves them)",
     )
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     stack = LocalStack(args.stack_dir, report=stderr_reporter)
-    workdir = args.workdir or stack.stack_dir / "demo"
+    workdir = (args.workdir or Path.cwd() / "kubetape-demo").resolve()
     started = time.monotonic()
     result = run_mission(stack, workdir, speed=args.speed, say=stderr_reporter)
     print("\n== recorded trace ==")
     print(result.inspect.rstrip())
     print("\n== replay on cluster 'sim' ==")
     print(result.summary.rstrip())
+    print(owner_table(result.report))
     events = result.report["events"]
+    verdict = result.report["owner_fidelity"]["verdict"]
     elapsed = time.monotonic() - started
-    print(f"\nDone in {elapsed:.0f}s: {events['applied']} applied, {events['failed']} failed.")
-    print(f"Trace: {result.trace}")
-    print(f"Full report: {json.dumps(result.report['lateness_ms'])} lateness (ms); JSON in {workdir}")
-    print("The stack keeps running (`.venv/bin/kubetape stack env`).")
-    print("Stop it with `.venv/bin/kubetape stack down`.")
-    return 0 if events["failed"] == 0 else 1
+    print(
+        f"\nDone in {elapsed:.0f}s: fidelity {verdict}, "
+        f"{events['applied']} applied, {events['failed']} failed."
+    )
+    print(f"Your files (kept by `kubetape stack down`): {workdir}")
+    print(f"  trace:  {result.trace}")
+    print(f"  report: {result.report_path} (JSON: verdict and figures first, timelines after)")
+    print(
+        "The stack keeps running (`.venv/bin/kubetape stack env`); "
+        "stop it with `.venv/bin/kubetape stack down`."
+    )
+    return 0 if events["failed"] == 0 and verdict in ("held", "degraded") else 1
+
+
+def owner_table(report: dict[str, Any]) -> str:
+    """Per recorded owner, the peaks and the largest error: the figures the verdict is made of."""
+    owners = report["owner_fidelity"]["owners"]
+    if not owners:
+        return ""
+    width = max(len(o["owner"]) for o in owners)
+    lines = [
+        f"  {'recorded owner':<{width}}  peak pods (recorded / replay)  largest error  samples within 1 pod"
+    ]
+    for o in owners:
+        peaks = f"{o['recorded_peak']} / {o['replay_peak']}"
+        within = f"{o['samples_within_one_pod']}/{o['samples']}"
+        lines.append(f"  {o['owner']:<{width}}  {peaks:<29}  {o['max_error']:<13}  {within}")
+    return "\n".join(lines)

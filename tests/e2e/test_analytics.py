@@ -80,9 +80,18 @@ async def test_three_replays_of_a_recording_compare_within_the_fidelity_threshol
     out = capsys.readouterr().out
     doc = json.loads(out[: out.rindex("}") + 1])
     worst = {name: fidelity["owner_error_max"] for name, fidelity in doc["fidelity"].items()}
+    verdicts = {name: fidelity["replay_verdict"] for name, fidelity in doc["fidelity"].items()}
     print(json.dumps(doc["fidelity"], indent=1))
-    assert code == 0, worst
     assert len(worst) == 3
+    # Each run is within the threshold, or the replayer saw that the machine did not keep up with the
+    # trace (lateness, slow convergence) and flagged the run as degraded with its reasons: a contention
+    # artefact is reported as such, never as a fidelity figure, and never silently.
+    for name, error in worst.items():
+        assert verdicts[name]["verdict"] in ("held", "degraded"), (name, verdicts[name])
+        if error > OWNER_ERROR_THRESHOLD:
+            assert verdicts[name]["verdict"] == "degraded", (name, error, verdicts)
+            assert verdicts[name]["reasons"], (name, error, verdicts)
+    assert (code == 0) == all(error <= OWNER_ERROR_THRESHOLD for error in worst.values()), (code, worst)
     # the three repetitions share one configuration, summarized with intervals
     assert [c["config"] for c in doc["configs"]] == [f"{result.trace.name} speed=10 nodes=kwok-node:3"]
     assert doc["configs"][0]["metrics"]["peak_running"]["samples"] == 3

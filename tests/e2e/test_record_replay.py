@@ -38,9 +38,16 @@ def assert_faithful_replay(report: dict[str, Any]) -> None:
     bare = [o for k, o in workload.items() if k.startswith("core/Pod/")]
     assert len(bare) == 2
     assert all(o["recorded_peak"] == 1 and o["replay_peak"] == 1 for o in bare), bare
+    # What the product promises on a busy machine too: either every owner is within the bound, or the
+    # replayer saw that the machine did not keep up (lateness, slow convergence) and says so; a replay
+    # that is wrong even when the cluster is given time to settle is never passed off as either.
+    fidelity = report["owner_fidelity"]
+    assert fidelity["verdict"] in ("held", "degraded"), (fidelity, report["timeline"]["replay_by_owner"])
     for owner in workload.values():
         assert owner["samples"] >= 8  # a sample every 0.25 s over a replay of about 3 s
-        assert owner["max_error"] <= 1, (owner, report["timeline"]["replay_by_owner"])
+        if owner["max_error"] > 1:
+            assert fidelity["verdict"] == "degraded", (owner, fidelity)
+            assert fidelity["reasons"], (owner, fidelity)
     # Time scaling: the replay took about a tenth of the recorded span, not the span itself.
     span_s = report["trace_span_ms"] / 1000
     assert span_s > 20  # the scripted workload takes about half a minute
@@ -53,7 +60,7 @@ def assert_faithful_replay(report: dict[str, Any]) -> None:
 @pytest.mark.timeout(600)
 def test_recorded_workload_replays_on_sim_with_the_recorded_pod_counts(mission: MissionResult) -> None:
     assert_faithful_replay(mission.report)
-    assert "pods per recorded owner" in mission.summary
+    assert f"fidelity: {mission.report['owner_fidelity']['verdict'].upper()}" in mission.summary
 
 
 def replay(local_stack: LocalStack, tmp_path: Path, *source: str) -> dict[str, Any]:

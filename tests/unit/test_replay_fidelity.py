@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from pipeline.replay.fidelity import OwnerSample, compare_owners, range_over, value_at
+from pipeline.replay.fidelity import (
+    BOUND_PODS,
+    FidelityVerdict,
+    OwnerSample,
+    compare_owners,
+    judge,
+    range_over,
+    value_at,
+)
 
 WEB = [(0, 2), (10_000, 5), (20_000, 3), (30_000, 0)]
 
@@ -34,3 +42,49 @@ def test_counts_outside_the_recorded_range_are_errors_per_owner() -> None:
     assert result["web"].max_error == 4  # 5 recorded, 1 replayed
     assert result["web"].within_one == 1  # the sample after the end: 0 and 0
     assert result["stray"].max_error == 2
+
+
+# ---- the verdict: held, degraded (the machine did not keep up), failed, unmeasured ------------------
+# speed 10: the resolution of 1 wall second is 10 trace seconds
+SPEED = 10.0
+RESOLUTION_MS = 10_000.0
+
+
+def _judge(samples: list[OwnerSample], lateness_p99_ms: float | None = 5.0) -> FidelityVerdict:
+    return judge({"web": WEB}, samples, RESOLUTION_MS, speed=SPEED, lateness_p99_ms=lateness_p99_ms)
+
+
+def test_a_replay_that_follows_the_recording_in_time_is_held() -> None:
+    samples = [OwnerSample(t, {"web": value_at(WEB, t)}) for t in range(0, 40_000, 2_500)]
+    verdict = _judge(samples)
+    assert (verdict.verdict, verdict.reasons, verdict.settle_ms) == ("held", (), RESOLUTION_MS)
+
+
+def test_a_cluster_that_converges_slower_than_the_resolution_is_degraded_not_failed() -> None:
+    # every change reached 25 trace seconds (2.5 wall seconds) late: right, but slow
+    samples = [OwnerSample(t, {"web": value_at(WEB, t - 25_000)}) for t in range(0, 60_000, 2_500)]
+    assert max(o.max_error for o in compare_owners({"web": WEB}, samples, RESOLUTION_MS)) > BOUND_PODS
+    verdict = _judge(samples)
+    assert verdict.verdict == "degraded"
+    assert verdict.settle_ms == 30_000  # the first window of the ladder that covers 25 s
+    assert "needed up to 3 s to converge" in verdict.reasons[0]
+
+
+def test_late_writes_degrade_a_replay_even_where_the_bound_held() -> None:
+    samples = [OwnerSample(t, {"web": value_at(WEB, t)}) for t in range(0, 40_000, 2_500)]
+    verdict = _judge(samples, lateness_p99_ms=1_800.0)
+    assert verdict.verdict == "degraded"
+    assert "lateness p99 1800 ms" in verdict.reasons[0]
+
+
+def test_a_count_the_recording_never_had_is_a_failure_whatever_the_settle_time() -> None:
+    samples = [OwnerSample(t, {"web": value_at(WEB, t)}) for t in range(0, 40_000, 2_500)]
+    samples.append(OwnerSample(15_000, {"web": 9}))  # 9 pods where the recording never had more than 5
+    verdict = _judge(samples)
+    assert (verdict.verdict, verdict.settle_ms) == ("failed", None)
+    assert "even when the cluster is allowed 10 s to settle" in verdict.reasons[0]
+
+
+def test_a_recording_without_lifecycles_is_unmeasured() -> None:
+    verdict = judge({}, [OwnerSample(0, {"web": 2})], RESOLUTION_MS, speed=SPEED, lateness_p99_ms=1.0)
+    assert verdict.verdict == "unmeasured"
