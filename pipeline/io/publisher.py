@@ -12,8 +12,17 @@ never claim more than the events topic holds: a crash can at worst republish a c
 watcher's de-duplication against the state then mostly absorbs), never lose one. Two tasks form a
 pipeline: while one batch's second phase is in flight, the next batch's events already go out, so an
 event waits for at most one round trip before its own. Batches are closed before they are handed to
-aiokafka, which sends them at once (an open batch would wait ``linger_ms`` first). A failed phase is
-retried, with backoff, until it succeeds or the publisher is stopped.
+aiokafka, which sends them at once (an open batch would wait ``linger_ms`` first). When a batch fails,
+only what is needed is resent, with backoff, until it succeeds or the publisher is stopped: that batch
+and the later batches of its partition (which keeps each partition's order), never the records other
+partitions have already acknowledged.
+
+A record the broker can never take (larger than the topic's ``max.message.bytes``, a timestamp it
+refuses) must not stop publishing: it is *dead-lettered* — a description (topic, key, size, reason,
+never the value) goes to ``kubetape.deadletter``, it is counted and logged, and everything else goes
+on. Records larger than ``max_batch_bytes`` are refused before sending; a batch the broker refuses
+as too large is resent one record per batch, so only the records that are too large on their own
+are set aside.
 
 :meth:`KafkaPublisher.seconds_without_ack` tells how long changes have been waiting with no
 acknowledgement from the broker: aiokafka's idempotent producer retries through a broker outage
@@ -29,20 +38,44 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
+from aiokafka import errors as kafka_errors
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 from pipeline.io.kafka import KafkaSettings, new_producer
 from pipeline.io.metrics import Metrics
-from pipeline.io.watch_types import EVENTS_TOPIC, Record
-from pipeline.model.errors import FormatError, TransientError
+from pipeline.io.watch_types import DEADLETTER_TOPIC, EVENTS_TOPIC, Record
+from pipeline.model.errors import TransientError
 
 log = logging.getLogger("kubetape.publisher")
 
 _RETRY_MIN_S = 0.2
 _RETRY_MAX_S = 5.0
 _PARTITION_CACHE_SIZE = 200_000
+RECORD_OVERHEAD_BYTES = 128
+"""Room for a record's framing and its batch header when checking sizes before sending (generous)."""
+
+REFUSED_ERRORS: tuple[type[KafkaError], ...] = tuple(
+    getattr(kafka_errors, name)
+    for name in (
+        "MessageSizeTooLargeError",  # the batch exceeds the topic's max.message.bytes
+        "RecordListTooLargeError",
+        "RecordTooLargeError",
+        "RecordBatchTooLargeError",
+        "InvalidTimestampError",  # outside the topic's message.timestamp.*.max.ms
+        "InvalidRecordError",
+        "CorruptRecordException",
+    )
+    if hasattr(kafka_errors, name)
+)
+"""Errors by which the broker refuses what a batch holds, however often it is resent."""
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is the broker refusing a batch's content (not a connection or leader problem)."""
+    return isinstance(exc, REFUSED_ERRORS)
 
 
 class KafkaPublisher:
@@ -57,10 +90,16 @@ class KafkaPublisher:
         max_batch_records: int = 20_000,
         clock: Callable[[], float] = time.monotonic,
         events_topic: str = EVENTS_TOPIC,
+        deadletter_topic: str = DEADLETTER_TOPIC,
     ) -> None:
-        """``events_topic``: the topic whose records are acknowledged before any other is sent."""
+        """``events_topic``: the topic whose records are acknowledged before any other is sent;
+        ``deadletter_topic``: where records the broker can never take are described."""
         self._settings = settings
         self._events_topic = events_topic
+        self._deadletter_topic = deadletter_topic
+        self._max_record_bytes = settings.max_batch_bytes - RECORD_OVERHEAD_BYTES
+        self._alone: set[int] = set()  # ids of records to send in batches of their own (see _send_batches)
+        self.dead_lettered = 0
         self._metrics = metrics
         self._queue: asyncio.Queue[Sequence[Record]] = asyncio.Queue(max_pending_units)
         # batches whose events are acknowledged, waiting for their second phase; one slot, so the
@@ -80,6 +119,9 @@ class KafkaPublisher:
         if metrics is not None:
             metrics.counter("records_published_total", "Kafka records acknowledged, by topic")
             metrics.counter("publish_errors_total", "failed Kafka sends (retried), by error class")
+            metrics.counter(
+                "publish_deadletter_total", "records the broker can never take, set aside, by topic"
+            )
             metrics.gauge("publish_pending_units", "changes waiting to be published")
             metrics.gauge("publish_lag_seconds", "age of the oldest change in the last published batch")
 
@@ -183,58 +225,134 @@ class KafkaPublisher:
             self._gauge_pending()
 
     async def _send_until_acked(self, records: list[Record]) -> None:
-        if not records:
-            return
+        pending = records
         delay = _RETRY_MIN_S
-        while True:
-            try:
-                await self._send_batches(records)
-            except KafkaError as exc:
-                # the whole phase is resent: at-least-once; records already written may repeat
-                self._count_error(exc)
+        try:
+            while pending:
+                try:
+                    pending, error = await self._send_batches(pending)
+                except KafkaError as exc:  # before anything was sent (partition metadata)
+                    error = exc
+                if error is None:
+                    break
+                self._count_error(error)
+                if refused(error):
+                    continue  # the refused batches are split up at once; nothing to wait for
+                # at-least-once: the failed batches may have been written, so their records may repeat
                 self._partitions.clear()  # partitions may have been added meanwhile
                 self.connected = False
-                log.warning("publishing %d records failed (%s); retrying in %.1fs", len(records), exc, delay)
+                log.warning(
+                    "publishing %d records failed (%s); retrying in %.1fs", len(pending), error, delay
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _RETRY_MAX_S)
-                continue
-            self.connected = True
-            self._last_progress = self._clock()
-            if self._metrics is not None:
-                by_topic: dict[str, int] = {}
-                for r in records:
-                    by_topic[r.topic] = by_topic.get(r.topic, 0) + 1
-                for topic, n in by_topic.items():
-                    self._metrics.inc("records_published_total", n, {"topic": topic})
-            return
+        finally:
+            self._alone.clear()
+        self.connected = True
+        self._last_progress = self._clock()
 
-    async def _send_batches(self, records: list[Record]) -> None:
-        """Send ``records`` as one record batch per partition (in order) and wait for every ack.
+    async def _send_batches(self, records: list[Record]) -> tuple[list[Record], KafkaError | None]:
+        """Send ``records`` as record batches per partition (in order) and wait for every ack.
 
-        Filling aiokafka's BatchBuilder directly costs a fraction of one ``send()`` per record, which is
-        what lets the publishing path keep up with bursts; partitions are chosen exactly as Kafka's default
-        partitioner does (murmur2 of the key), so other producers agree on where a key lives.
+        Returns the records to send again (those of a failed batch and of the later batches of its
+        partition, in order) and the first error. Records too large to send, or refused by the broker
+        in a batch of their own, are dead-lettered instead. Filling aiokafka's BatchBuilder directly
+        costs a fraction of one ``send()`` per record, which is what lets the publishing path keep up
+        with bursts; partitions are chosen exactly as Kafka's default partitioner does (murmur2 of the
+        key), so other producers agree on where a key lives.
         """
         for topic in {r.topic for r in records} - self._partitions.keys():
             self._partitions[topic] = sorted(await self._producer.partitions_for(topic))
         by_partition: dict[tuple[str, int], list[tuple[bytes, Record]]] = {}
         for r in records:
             key = r.key.encode()
+            size = len(key) + len(r.value or b"")
+            if size > self._max_record_bytes:  # aiokafka would put it in a batch of its own and send it
+                await self._dead_letter(
+                    r, size, f"larger than the producer's max_batch_bytes ({self._settings.max_batch_bytes})"
+                )
+                continue
             by_partition.setdefault((r.topic, self._partition_of(r.topic, key)), []).append((key, r))
-        futures = []
+        sent: list[tuple[tuple[str, int], list[Record], asyncio.Future[Any]]] = []
         for (topic, partition), items in by_partition.items():
             batch = self._producer.create_batch()
+            in_batch: list[Record] = []
             for key, r in items:
-                if batch.append(key=key, value=r.value, timestamp=r.ts_ms) is None:  # batch full
-                    futures.append(await self._send_now(batch, topic, partition))
-                    batch = self._producer.create_batch()
-                    if batch.append(key=key, value=r.value, timestamp=r.ts_ms) is None:
-                        raise FormatError(
-                            f"a {len(r.value or b'')}-byte record for {r.key} does not fit in a Kafka batch "
-                            f"of {self._settings.max_batch_bytes} bytes; raise max_batch_bytes"
-                        )
-            futures.append(await self._send_now(batch, topic, partition))
-        await asyncio.gather(*futures)
+                alone = id(r) in self._alone
+                if in_batch and (alone or batch.append(key=key, value=r.value, timestamp=r.ts_ms) is None):
+                    sent.append(((topic, partition), in_batch, await self._send_now(batch, topic, partition)))
+                    batch, in_batch = self._producer.create_batch(), []
+                if not in_batch:  # an empty batch takes any record
+                    batch.append(key=key, value=r.value, timestamp=r.ts_ms)
+                in_batch.append(r)
+                if alone:
+                    sent.append(((topic, partition), in_batch, await self._send_now(batch, topic, partition)))
+                    batch, in_batch = self._producer.create_batch(), []
+            if in_batch:
+                sent.append(((topic, partition), in_batch, await self._send_now(batch, topic, partition)))
+        results = await asyncio.gather(*(future for _, _, future in sent), return_exceptions=True)
+        again: list[Record] = []
+        failed: set[tuple[str, int]] = set()
+        first_error: KafkaError | None = None
+        delivered: dict[str, int] = {}
+        for (tp, batch_records, _), result in zip(sent, results, strict=True):
+            if tp in failed:  # after a failed batch: sent again to keep the partition's order
+                again += batch_records
+                continue
+            if not isinstance(result, BaseException):
+                delivered[tp[0]] = delivered.get(tp[0], 0) + len(batch_records)
+                self._last_progress = self._clock()
+                continue
+            if not isinstance(result, KafkaError):
+                raise result
+            first_error = first_error or result
+            if refused(result) and len(batch_records) == 1:
+                # certainly not written, and never will be: the partition's later batches stand
+                r = batch_records[0]
+                await self._dead_letter(r, len(r.key.encode()) + len(r.value or b""), str(result))
+                continue
+            failed.add(tp)
+            if refused(result):  # which record is refused is unknown: each goes again on its own
+                self._alone.update(id(r) for r in batch_records)
+            again += batch_records
+        if self._metrics is not None:
+            for topic, n in delivered.items():
+                self._metrics.inc("records_published_total", n, {"topic": topic})
+        return again, first_error
+
+    async def _dead_letter(self, r: Record, size: int, reason: str) -> None:
+        """Set ``r`` aside: log it, count it, and describe it (never its value) on the dead-letter topic."""
+        self.dead_lettered += 1
+        log.error(
+            "record refused, set aside in %s: topic %s key %s, %d bytes: %s",
+            self._deadletter_topic,
+            r.topic,
+            r.key,
+            size,
+            reason,
+        )
+        if self._metrics is not None:
+            self._metrics.inc("publish_deadletter_total", labels={"topic": r.topic})
+        description = {"topic": r.topic, "key": r.key, "bytes": size, "ts_ms": r.ts_ms, "error": reason}
+        headers = [
+            ("kubetape.source.topic", r.topic.encode()),
+            ("kubetape.source.key", r.key.encode()),
+            ("kubetape.size", str(size).encode()),
+            ("kubetape.error", reason.encode()[:4096]),
+        ]
+        try:
+            await self._producer.send_and_wait(
+                self._deadletter_topic,
+                value=orjson.dumps(description),
+                key=r.key.encode(),
+                headers=headers,
+                timestamp_ms=r.ts_ms,
+            )
+        except KafkaError as exc:  # the description is lost, the log line above stays; publishing goes on
+            self._count_error(exc)
+            log.error(
+                "could not write to %s (%s); the refused record is only logged", self._deadletter_topic, exc
+            )
 
     async def _send_now(self, batch: BatchBuilder, topic: str, partition: int) -> asyncio.Future[Any]:
         # A closed batch is sent at once: aiokafka otherwise holds an open one for linger_ms, which only

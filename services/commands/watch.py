@@ -291,13 +291,15 @@ async def serve(settings: WatchServiceSettings) -> int:
 
 async def _read_back(kafka: KafkaSettings, partitions: int) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """Create the topics if needed and read what earlier runs published (state, resume points)."""
+    from pipeline.io.kafka import ensure_topic
     from pipeline.io.resume_store import ensure_watcher_topics, read_compacted
-    from pipeline.io.watch_types import RESUME_TOPIC, STATE_TOPIC
+    from pipeline.io.watch_types import DEADLETTER_TOPIC, RESUME_TOPIC, STATE_TOPIC
     from pipeline.model.errors import TransientError
 
     started = time.monotonic()
     try:
         await ensure_watcher_topics(kafka, partitions)
+        await ensure_topic(kafka, DEADLETTER_TOPIC, 1)  # records the broker refuses are described there
         state = await read_compacted(kafka, STATE_TOPIC)
         resume = await read_compacted(kafka, RESUME_TOPIC)
     except TransientError:
