@@ -64,16 +64,24 @@ def range_over(timeline: Timeline, start_ms: float, end_ms: float) -> tuple[int,
 
 
 def compare_owners(
-    recorded: Mapping[str, Timeline], samples: Sequence[OwnerSample], resolution_ms: float
+    recorded: Mapping[str, Timeline],
+    samples: Sequence[OwnerSample],
+    resolution_ms: float,
+    settle_ms: Mapping[str, float] | None = None,
 ) -> list[OwnerFidelity]:
-    """Per owner seen in the recording or the replay, the sample errors against the recording."""
+    """Per owner seen in the recording or the replay, the sample errors against the recording.
+
+    ``settle_ms`` adds, per owner, trace time on top of the resolution: an owner judged by the pods it
+    asked for (not by recorded lifecycles) needs its simulated controller, the scheduler and KWOK to
+    turn a new ``spec.replicas`` into Running pods, which a recorded lifecycle already includes."""
     owners = sorted(set(recorded) | {owner for s in samples for owner in s.running})
     out = []
     for owner in owners:
         timeline = recorded.get(owner, ())
+        window = resolution_ms + (settle_ms or {}).get(owner, 0.0)
         errors = []
         for sample in samples:
-            low, high = range_over(timeline, sample.trace_ms - resolution_ms, sample.trace_ms)
+            low, high = range_over(timeline, sample.trace_ms - window, sample.trace_ms)
             count = sample.running.get(owner, 0)
             errors.append(max(0, low - count, count - high))
         out.append(
@@ -101,13 +109,17 @@ count that the recording took at some point, so it would no longer say anything 
 
 
 def settle_needed(
-    recorded: Mapping[str, Timeline], samples: Sequence[OwnerSample], resolution_ms: float
+    recorded: Mapping[str, Timeline],
+    samples: Sequence[OwnerSample],
+    resolution_ms: float,
+    settle_ms: Mapping[str, float] | None = None,
 ) -> float | None:
-    """The shortest window (trace ms, from :data:`SETTLE_FACTORS`) over which every owner's samples
+    """The shortest resolution (trace ms, from :data:`SETTLE_FACTORS`) at which every owner's samples
     are within :data:`BOUND_PODS` of the recording; None when even the longest is not enough."""
     for factor in SETTLE_FACTORS:
+        extra = {owner: ms * factor for owner, ms in (settle_ms or {}).items()}
         window = resolution_ms * factor
-        if all(o.max_error <= BOUND_PODS for o in compare_owners(recorded, samples, window)):
+        if all(o.max_error <= BOUND_PODS for o in compare_owners(recorded, samples, window, extra)):
             return window
     return None
 
@@ -141,8 +153,10 @@ def judge(
     *,
     speed: float,
     lateness_p99_ms: float | None,
+    settle_ms: Mapping[str, float] | None = None,
 ) -> FidelityVerdict:
-    """The verdict on a replay: ``resolution_ms`` is in trace time, ``lateness_p99_ms`` in wall time."""
+    """The verdict on a replay: ``resolution_ms`` and ``settle_ms`` (see :func:`compare_owners`) are in
+    trace time, ``lateness_p99_ms`` in wall time."""
     if not recorded:
         return FidelityVerdict("unmeasured", ("the recording has no pod lifecycles to compare with",), None)
     resolution_wall_s = resolution_ms / 1000 / speed
@@ -152,7 +166,7 @@ def judge(
             f"the replayer's writes ran late: lateness p99 {lateness_p99_ms:.0f} ms is beyond the "
             f"{resolution_wall_s:g} s resolution"
         )
-    settle = settle_needed(recorded, samples, resolution_ms)
+    settle = settle_needed(recorded, samples, resolution_ms, settle_ms)
     if settle is None:
         longest = resolution_wall_s * SETTLE_FACTORS[-1]
         return FidelityVerdict(

@@ -49,7 +49,10 @@ class ReplayPlan:
     gaps: int
     config: TracerConfig | None
     recorded_by_owner: dict[str, Timeline] | None = None
-    """Pods running per lifecycle owner (the owner's object key), from the recorded lifecycles."""
+    """Pods running per recorded owner (its object key): from the recorded lifecycles where they were
+    tracked, else the pods the owner asked for (see :func:`desired_timelines`)."""
+    desired_owners: frozenset[str] = frozenset()
+    """The owners of ``recorded_by_owner`` whose counts are desired pods, not recorded lifecycles."""
 
 
 def load_trace(path: Path) -> Segment:
@@ -103,6 +106,12 @@ def plan_replay(trace: Segment, speed: float) -> ReplayPlan:
             durations.setdefault(e.owner_key, []).append(e.pod_end_ms - e.pod_start_ms)
     lifetimes = {owner: median(d) / speed for owner, d in durations.items()}
     gaps = sum(1 for e in events if e.type is EventType.GAP)
+    by_owner = {
+        str(owner): running_timeline(lcs, start_ms) for owner, lcs in _by_owner(latest.values()).items()
+    }
+    desired = desired_timelines(
+        events, start_ms, lifecycle_kinds=_lifecycle_kinds(latest.values(), trace.config)
+    )
     return ReplayPlan(
         steps,
         lifetimes,
@@ -111,8 +120,69 @@ def plan_replay(trace: Segment, speed: float) -> ReplayPlan:
         trace.header.end_ms,
         gaps,
         trace.config,
-        {str(owner): running_timeline(lcs, start_ms) for owner, lcs in _by_owner(latest.values()).items()},
+        {**by_owner, **desired},
+        frozenset(desired),
     )
+
+
+REPLICATED_KINDS = frozenset({("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")})
+"""Workloads whose ``spec.replicas`` is the number of Running pods they ask for."""
+_ENDED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def _lifecycle_kinds(lifecycles: Iterable[Event], config: TracerConfig | None) -> set[tuple[str, str]]:
+    """(group, kind) of the owners whose pods' lifecycles were tracked: as the trace's tracer config
+    says, and wherever the trace holds a lifecycle of one owner of that kind."""
+    kinds = (
+        {(gvk.group or "core", gvk.kind) for gvk in (t.gvk for t in config.tracked if t.track_lifecycle)}
+        if config
+        else set()
+    )
+    for e in lifecycles:
+        assert e.owner_key is not None  # POD_LIFECYCLE invariants
+        group, kind = str(e.owner_key).split("/", 2)[:2]
+        kinds.add((group, kind))
+    return kinds
+
+
+def desired_timelines(
+    events: Iterable[Event], start_ms: int, lifecycle_kinds: set[tuple[str, str]]
+) -> dict[str, Timeline]:
+    """Pods each owner asked for over time, for owners whose lifecycles were not recorded.
+
+    Lifecycles are optional in SimKube (``trackLifecycle``) and in tracer configs, yet a replay must
+    still be judged. What an owner asks for is the truth then: ``spec.replicas`` of Deployments,
+    StatefulSets and ReplicaSets (1 when unset, as Kubernetes defaults it), and a bare pod itself (1
+    while it exists, unless its recorded phase says it ended). Jobs are left out: without lifecycles,
+    nothing in a trace says how long their pods ran. Owners of ``lifecycle_kinds`` are judged by their
+    lifecycles (none recorded: no pod ran), so they are left out too.
+    """
+    changes: dict[str, Timeline] = {}
+    for e in sorted(events, key=lambda e: e.ts_ms):
+        owner = str(e.key)
+        group, kind = owner.split("/", 2)[:2]
+        if (group, kind) in lifecycle_kinds or e.type not in (EventType.APPLIED, EventType.DELETED):
+            continue
+        if e.type is EventType.DELETED:
+            wanted = 0
+        elif (group, kind) in REPLICATED_KINDS:
+            replicas = ((e.obj or {}).get("spec") or {}).get("replicas", 1)
+            wanted = replicas if isinstance(replicas, int) and replicas >= 0 else 1
+        elif (group, kind) == ("core", "Pod") and not ((e.obj or {}).get("metadata") or {}).get(
+            "ownerReferences"
+        ):
+            wanted = 0 if ((e.obj or {}).get("status") or {}).get("phase") in _ENDED_PHASES else 1
+        else:
+            continue
+        if owner not in changes and e.type is EventType.DELETED:
+            continue  # a delete of something the trace never showed asks for nothing
+        timeline = changes.setdefault(owner, Timeline())
+        offset = max(e.ts_ms - start_ms, 0)
+        if timeline and timeline[-1][0] == offset:
+            timeline[-1] = (offset, wanted)
+        elif not timeline or timeline[-1][1] != wanted:
+            timeline.append((offset, wanted))
+    return changes
 
 
 def _by_owner(lifecycles: Iterable[Event]) -> dict[ObjectKey, list[Event]]:

@@ -122,6 +122,10 @@ class ReplaySettings:
     """Wall seconds between two listings of the replay's pods (the report's timelines)."""
     fidelity_resolution_s: float = 1.0
     """Wall seconds a replayed pod count may trail the recording by (see pipeline.replay.fidelity)."""
+    desired_settle_s: float = 2.0
+    """Further wall seconds allowed to owners judged by the pods they asked for (``spec.replicas``,
+    where the trace has no lifecycles): the simulated controller, scheduler and KWOK must first turn
+    the change into Running pods, which a recorded lifecycle already includes."""
     cleanup_timeout_s: float = 180.0
     node_ready_timeout_s: float = 30.0
     node_settle_s: float = 1.0
@@ -209,6 +213,8 @@ class Replayer:
         self.report.recorded_timeline = list(plan.recorded_running)
         self.report.recorded_by_owner = dict(plan.recorded_by_owner or {})
         self.report.fidelity_resolution_ms = settings.fidelity_resolution_s * 1000.0 * settings.speed
+        self.report.desired_owners = plan.desired_owners
+        self.report.desired_settle_ms = settings.desired_settle_s * 1000.0 * settings.speed
         span = plan.end_ms - plan.start_ms
         self.report.trace_span_ms = settings.duration_ms if settings.duration_ms is not None else span
 

@@ -53,6 +53,10 @@ class ReplayReport:
     """Pods running per recorded owner, sampled during the replay."""
     fidelity_resolution_ms: float = 1000.0
     """Trace time a sample may trail the recording by (see :mod:`pipeline.replay.fidelity`)."""
+    desired_owners: frozenset[str] = frozenset()
+    """Owners judged by the pods they asked for (``spec.replicas``), not by recorded lifecycles."""
+    desired_settle_ms: float = 0.0
+    """Trace time, on top of the resolution, those owners' pods are allowed to take to be Running."""
     wall_seconds: float = 0.0
     """From start to the last step's end (setup included, cleanup not)."""
     setup_seconds: float = 0.0
@@ -62,7 +66,12 @@ class ReplayReport:
     cleanup: str = "not run"
 
     def owner_fidelity(self) -> list[OwnerFidelity]:
-        return compare_owners(self.recorded_by_owner, self.owner_samples, self.fidelity_resolution_ms)
+        return compare_owners(
+            self.recorded_by_owner, self.owner_samples, self.fidelity_resolution_ms, self._settle_ms()
+        )
+
+    def _settle_ms(self) -> dict[str, float]:
+        return dict.fromkeys(self.desired_owners, self.desired_settle_ms)
 
     def verdict(self) -> FidelityVerdict:
         """Held, degraded (the machine did not keep up), failed or unmeasured: see ``judge``."""
@@ -72,6 +81,7 @@ class ReplayReport:
             self.fidelity_resolution_ms,
             speed=self.speed,
             lateness_p99_ms=percentile(self.lateness_ms, 0.99),
+            settle_ms=self._settle_ms(),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -118,8 +128,15 @@ class ReplayReport:
                 "bound_pods": BOUND_PODS,
                 "resolution_ms": self.fidelity_resolution_ms,
                 "settle_ms": verdict.settle_ms,
+                "desired_settle_ms": self.desired_settle_ms,
                 "max_error": max((o.max_error for o in owners), default=0),
-                "owners": [o.to_json() for o in owners],
+                "owners": [
+                    {
+                        **o.to_json(),
+                        "truth": "desired pods" if o.owner in self.desired_owners else "lifecycles",
+                    }
+                    for o in owners
+                ],
             },
             "timeline": {
                 "replay": [
@@ -175,12 +192,19 @@ class ReplayReport:
         samples = sum(o.samples for o in owners)
         within = sum(o.within_one for o in owners)
         worst = max(owners, key=lambda o: o.max_error)
+        truth = "recorded lifecycles"
+        if self.desired_owners:
+            truth = (
+                f"recorded lifecycles, or for {len(self.desired_owners)} owner(s) without them the pods "
+                f"they asked for (spec.replicas), allowed {self.desired_settle_ms / 1000 / self.speed:g} s "
+                "more to be Running"
+            )
         lines = [
             f"  fidelity: {verdict.verdict.upper()}: {len(owners)} recorded owner(s), "
             f"{within}/{samples} samples within {BOUND_PODS} pod ({100 * within / max(samples, 1):.0f}%), "
             f"largest error {worst.max_error} pod(s) ({worst.owner})",
             f"    (a sample compares an owner's Running pods in the replay with its recorded count over "
-            f"the preceding {resolution_s:g} s of wall time)",
+            f"the preceding {resolution_s:g} s of wall time; recorded counts: {truth})",
         ]
         lines += [f"    {reason}" for reason in verdict.reasons]
         return lines

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+from pipeline.model.events import Event
+from pipeline.model.keys import ObjectKey
 from pipeline.replay.fidelity import (
     BOUND_PODS,
     FidelityVerdict,
@@ -11,6 +16,10 @@ from pipeline.replay.fidelity import (
     range_over,
     value_at,
 )
+from pipeline.replay.plan import desired_timelines, load_trace, plan_replay
+from pipeline.replay.report import ReplayReport
+
+T = 1_800_000_000_000
 
 WEB = [(0, 2), (10_000, 5), (20_000, 3), (30_000, 0)]
 
@@ -88,3 +97,66 @@ def test_a_count_the_recording_never_had_is_a_failure_whatever_the_settle_time()
 def test_a_recording_without_lifecycles_is_unmeasured() -> None:
     verdict = judge({}, [OwnerSample(0, {"web": 2})], RESOLUTION_MS, speed=SPEED, lateness_p99_ms=1.0)
     assert verdict.verdict == "unmeasured"
+
+
+# ---- truth for owners without lifecycles: the pods they asked for ------------------------------------
+def _deployment(replicas: int | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {} if replicas is None else {"replicas": replicas}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": spec,
+    }
+
+
+def _pod(name: str, *, owned: bool = False, phase: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "shop"}
+    if owned:
+        meta["ownerReferences"] = [
+            {"kind": "ReplicaSet", "name": "web-1", "apiVersion": "apps/v1", "uid": "u"}
+        ]
+    obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": []}}
+    if phase:
+        obj["status"] = {"phase": phase}
+    return obj
+
+
+def test_owners_without_lifecycles_are_judged_by_the_pods_they_asked_for() -> None:
+    web, batch = ObjectKey("apps/Deployment/shop/web"), ObjectKey("core/Pod/shop/batch")
+    events = [
+        Event.applied(T, web, _deployment(None), 1),  # unset replicas: Kubernetes defaults to 1
+        Event.applied(T + 1_000, batch, _pod("batch"), 1),
+        Event.applied(T + 1_000, ObjectKey("core/Pod/shop/web-1-x"), _pod("web-1-x", owned=True), 1),
+        Event.applied(T + 10_000, web, _deployment(5), 1),
+        Event.applied(T + 12_000, batch, _pod("batch", phase="Succeeded"), 1),
+        Event.applied(T + 20_000, web, _deployment(5), 1),  # no change: no new step
+        Event.deleted(T + 30_000, web, {}),
+        Event.deleted(T + 31_000, ObjectKey("core/Pod/shop/never-seen"), {}),
+    ]
+    timelines = desired_timelines(events, T, lifecycle_kinds=set())
+    assert timelines == {
+        str(web): [(0, 1), (10_000, 5), (30_000, 0)],
+        str(batch): [(1_000, 1), (12_000, 0)],
+    }
+    # kinds whose lifecycles were tracked are judged by them (a pod without one never ran)
+    assert desired_timelines(events, T, lifecycle_kinds={("apps", "Deployment")}).keys() == {str(batch)}
+
+
+def test_a_simkube_trace_without_lifecycles_gets_a_measured_verdict(simkube_traces: Path) -> None:
+    plan = plan_replay(load_trace(simkube_traces / "simkube-trace.json"), speed=10)
+    assert plan.desired_owners, "the Deployments of the trace are owners with desired pods"
+    assert set(plan.desired_owners) <= set(plan.recorded_by_owner or {})
+    report = ReplayReport("r", "simkube-trace.json", 10.0)
+    report.recorded_by_owner = dict(plan.recorded_by_owner or {})
+    report.desired_owners = plan.desired_owners
+    report.desired_settle_ms = 20_000.0
+    report.fidelity_resolution_ms = 10_000.0
+    # the replay followed every owner's spec.replicas, each change reaching Running 1.5 wall s late
+    for t in range(0, 120_000, 2_500):
+        running = {o: value_at(tl, t - 15_000) for o, tl in report.recorded_by_owner.items()}
+        report.owner_samples.append(OwnerSample(t, {o: n for o, n in running.items() if n}))
+    doc = report.to_json()["owner_fidelity"]
+    assert doc["verdict"] == "held", doc
+    assert {o["truth"] for o in doc["owners"]} == {"desired pods"}
+    assert "pods they asked for (spec.replicas), allowed 2 s more" in report.summary()
