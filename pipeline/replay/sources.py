@@ -12,12 +12,20 @@
   gets the median duration seen so far when its object is (re)applied.
 
 Redelivered records (Kafka is at least once) are byte-identical to the first delivery and are skipped.
+
+Following runs for months, so nothing here grows with the topic: redeliveries are recognized within a
+window of the last :data:`DEDUP_WINDOW` records (a producer's retry lands next to the original); each
+owner's durations are a fixed-size uniform reservoir (:data:`DURATION_SAMPLES`), whose median is the
+exact median while an owner has fewer pods than that; and only the :data:`MAX_OWNERS` owners seen most
+recently are remembered (an owner forgotten learns its lifetime again from its next pods).
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 import time
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from statistics import median
 
@@ -33,16 +41,26 @@ from pipeline.replay.plan import ReplayPlan, initial_events, plan_replay, pods_e
 from pipeline.replay.schedule import ScheduledStep
 
 Warn = Callable[[str], None]
+Tail = Callable[[KafkaSettings, str, int], AsyncIterator[list[TopicRecord]]]
+
+DEDUP_WINDOW = 100_000
+"""Records whose digests are remembered to recognize redeliveries (about 10 MB)."""
+DURATION_SAMPLES = 64
+"""Pod durations kept per owner (a uniform reservoir sample of all seen)."""
+MAX_OWNERS = 50_000
+"""Owners whose durations and self-ending flag are remembered (least recently seen forgotten first)."""
 
 
 class _Decoder:
     """Decodes records once each: malformed ones are reported (topic, partition, offset) and skipped."""
 
-    def __init__(self, topic: str, warn: Warn) -> None:
+    def __init__(self, topic: str, warn: Warn, window: int = DEDUP_WINDOW) -> None:
         self.topic = topic
         self.warn = warn
         self.skipped = 0
         self._seen: set[bytes] = set()
+        self._order: deque[bytes] = deque()  # the digests in _seen, oldest first
+        self._window = window
 
     def decode(self, records: Iterable[TopicRecord]) -> list[Event]:
         events = []
@@ -53,6 +71,9 @@ class _Decoder:
             if digest in self._seen:
                 continue
             self._seen.add(digest)
+            self._order.append(digest)
+            if len(self._order) > self._window:
+                self._seen.discard(self._order.popleft())
             try:
                 events.append(
                     decode_event(record.value, f"topic {self.topic} p{record.partition} @{record.offset}")
@@ -80,6 +101,30 @@ async def read_topic_trace(
     return assemble_window(None, events, start_ms, end_ms, config=config or TracerConfig.default())
 
 
+class DurationSample:
+    """A uniform reservoir of at most ``size`` durations out of all added (Vitter's algorithm R)."""
+
+    __slots__ = ("_rng", "_size", "seen", "values")
+
+    def __init__(self, size: int, rng: random.Random) -> None:
+        self._size = size
+        self._rng = rng
+        self.seen = 0
+        self.values: list[int] = []
+
+    def add(self, value: int) -> None:
+        self.seen += 1
+        if len(self.values) < self._size:
+            self.values.append(value)
+            return
+        slot = self._rng.randrange(self.seen)
+        if slot < self._size:
+            self.values[slot] = value
+
+    def median(self) -> float:
+        return float(median(self.values))
+
+
 class FollowSource:
     """The live topic as a stream of scheduler steps with a fixed lag (see the module docstring)."""
 
@@ -92,7 +137,9 @@ class FollowSource:
         config: TracerConfig | None = None,
         warn: Warn = lambda _: None,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        tail: Tail = tail_topic,
     ) -> None:
+        """``tail``: the topic's records from a time on (a seam for tests and benchmarks)."""
         self.settings = settings
         self.topic = topic
         self.lag_ms = lag_ms
@@ -101,8 +148,10 @@ class FollowSource:
         self._now_ms = now_ms
         self.start_ms = now_ms() - lag_ms
         self.plan: ReplayPlan | None = None
-        self._durations: dict[ObjectKey, list[int]] = {}
-        self._self_ending: set[ObjectKey] = set()
+        self._tail = tail
+        self._rng = random.Random(0)  # reproducible samples
+        self._durations: OrderedDict[ObjectKey, DurationSample] = OrderedDict()  # least recent first
+        self._self_ending: OrderedDict[ObjectKey, None] = OrderedDict()
 
     async def initial_plan(self) -> ReplayPlan:
         """The state at ``now − lag`` (every retained record before it, folded) as the replay's first
@@ -125,7 +174,7 @@ class FollowSource:
         assert self.plan is not None, "initial_plan() first"
         for step in self.plan.steps:
             yield step
-        async for batch in tail_topic(self.settings, self.topic, self.start_ms):
+        async for batch in self._tail(self.settings, self.topic, self.start_ms):
             for event in sorted(self._decoder.decode(batch), key=lambda e: e.ts_ms):
                 self._learn(event)
                 if event.type in (EventType.APPLIED, EventType.DELETED):
@@ -135,13 +184,35 @@ class FollowSource:
         assert self.plan is not None
         if event.type is EventType.APPLIED and event.obj is not None:
             if pods_end_by_themselves(event.obj, self.config):
-                self._self_ending.add(event.key)
+                self._self_ending[event.key] = None
+                self._self_ending.move_to_end(event.key)
+                if len(self._self_ending) > MAX_OWNERS:
+                    self._self_ending.popitem(last=False)
             else:
-                self._self_ending.discard(event.key)
+                self._self_ending.pop(event.key, None)
         elif event.type is EventType.POD_LIFECYCLE and event.pod_end_ms is not None:
             assert event.owner_key is not None
             assert event.pod_start_ms is not None
-            durations = self._durations.setdefault(event.owner_key, [])
-            durations.append(event.pod_end_ms - event.pod_start_ms)
-            if event.owner_key in self._self_ending:
-                self.plan.lifetimes_ms[event.owner_key] = median(durations)
+            owner = event.owner_key
+            durations = self._durations.get(owner)
+            if durations is None:
+                durations = self._durations[owner] = DurationSample(DURATION_SAMPLES, self._rng)
+                if len(self._durations) > MAX_OWNERS:
+                    forgotten, _ = self._durations.popitem(last=False)
+                    self.plan.lifetimes_ms.pop(forgotten, None)
+            else:
+                self._durations.move_to_end(owner)
+            durations.add(event.pod_end_ms - event.pod_start_ms)
+            if owner in self._self_ending:
+                self.plan.lifetimes_ms[owner] = durations.median()
+
+    def memory_figures(self) -> dict[str, int]:
+        """Sizes of everything this source keeps (each bounded; for benchmarks and tests)."""
+        assert self.plan is not None
+        return {
+            "dedup_digests": len(self._decoder._seen),
+            "owners_with_durations": len(self._durations),
+            "durations": sum(len(d.values) for d in self._durations.values()),
+            "self_ending_owners": len(self._self_ending),
+            "lifetimes": len(self.plan.lifetimes_ms),
+        }
