@@ -17,6 +17,15 @@ The :class:`Shaper` holds what was already published — the latest sanitized ob
   published together with the owner — also when the pod was deleted meanwhile (it is finished at its
   deletion time). Which stream comes first never decides whether lifecycles are recorded.
 
+Event time is when the watcher observed the change, unless the watcher saw it late (after a restart, a
+broker outage, a re-list) and the object carries better evidence: for an applied object the latest of
+``metadata.creationTimestamp`` and the ``metadata.managedFields[].time`` of writes other than to a
+status subresource, for a deleted one its ``deletionTimestamp`` — used when it is at least
+:data:`LATE_AFTER_MS` before the observation (Kubernetes times have 1 s resolution, so a timely
+observation is never that far behind) and not before the key's previous event. The event then says so:
+its object carries the annotation :data:`TIME_SOURCE_ANNOTATION` naming the source (``managedFields``,
+``creationTimestamp`` or ``deletionTimestamp``); without it the time is the observation's.
+
 Each method returns a :class:`Shaped`: the events and every record (events, state, resume) to publish as
 one unit.
 """
@@ -32,7 +41,7 @@ from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType, decode_event, encode_event
 from pipeline.model.hashing import object_spec_hash, pod_spec_hash
 from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, parse_object_key
-from pipeline.model.lifecycle import PodLifecycle, derive_lifecycle, finish_on_delete
+from pipeline.model.lifecycle import PodLifecycle, derive_lifecycle, finish_on_delete, parse_k8s_time
 from pipeline.model.sanitize import deletion_stub, sanitize
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.watch.owners import Owner, OwnerResolver
@@ -40,6 +49,11 @@ from pipeline.watch.ports import Cluster
 
 LIFECYCLE_PREFIX = "lifecycle/"
 """Resume-topic key prefix of a pod's last published lifecycle (value: the encoded event)."""
+TIME_SOURCE_ANNOTATION = "kubetape.dev/time-source"
+"""Set on a published object whose event time comes from the object's own evidence, not observation."""
+LATE_AFTER_MS = 1500
+"""An observation this much after the object's evidence of the change is late (evidence has 1 s
+resolution, so a timely observation is up to 1 s after it, plus clock skew)."""
 
 
 @dataclass(slots=True)
@@ -50,6 +64,7 @@ class Published:
     resource_version: str
     spec_hash: int
     obj: dict[str, Any]
+    ts_ms: int = 0  # the event time of the last event published for the key
 
 
 @dataclass(slots=True)
@@ -85,6 +100,51 @@ def rv_older(candidate: str, published: str) -> bool:
     if candidate.isdigit() and published.isdigit():
         return int(candidate) < int(published)
     return False
+
+
+def _time_ms(value: Any) -> int | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        ms = parse_k8s_time(value)
+    except (ValueError, OverflowError):
+        return None
+    return ms if ms >= 0 else None
+
+
+def change_evidence(obj: Mapping[str, Any], *, deleted: bool) -> tuple[int, str] | None:
+    """The object's own evidence of when its last change happened, and its source, or None."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    if deleted:
+        at = _time_ms(meta.get("deletionTimestamp"))
+        return None if at is None else (at, "deletionTimestamp")
+    best: tuple[int, str] | None = None
+    created = _time_ms(meta.get("creationTimestamp"))
+    if created is not None:
+        best = (created, "creationTimestamp")
+    entries = meta.get("managedFields")
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, Mapping) or entry.get("subresource"):
+            continue  # a status write is not a change of the object's spec
+        at = _time_ms(entry.get("time"))
+        if at is not None and (best is None or at > best[0]):
+            best = (at, "managedFields")
+    return best
+
+
+def event_time(
+    observed_ms: int, evidence: tuple[int, str] | None, not_before_ms: int
+) -> tuple[int, str | None]:
+    """The event time (and the evidence's source, None for the observation) of a change observed at
+    ``observed_ms``; see the module docstring."""
+    if evidence is None:
+        return observed_ms, None
+    at, source = evidence
+    if observed_ms - at < LATE_AFTER_MS or at < not_before_ms:
+        return observed_ms, None
+    return at, source
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -136,7 +196,7 @@ class Shaper:
                 continue
             if event.type is EventType.APPLIED and event.obj is not None:
                 self.index[event.key] = Published(
-                    event.uid, event.resource_version, event.spec_hash, event.obj
+                    event.uid, event.resource_version, event.spec_hash, event.obj, event.ts_ms
                 )
         for key, value in resume.items():
             if not key.startswith(LIFECYCLE_PREFIX):
@@ -168,7 +228,8 @@ class Shaper:
         if event_type == "DELETED" or not self.config.is_object_allowed(obj):
             if prev is None or (uid and prev.uid and uid != prev.uid):
                 return Shaped()
-            return self._delete(key, prev, ts_ms, rv)
+            evidence = change_evidence(obj, deleted=True) if event_type == "DELETED" else None
+            return self._delete(key, prev, ts_ms, rv, evidence)
         clean = sanitize(obj, self.config)
         spec_hash = object_spec_hash(clean)
         out = Shaped()
@@ -178,8 +239,13 @@ class Shaper:
         if prev is not None and prev.spec_hash == spec_hash:
             prev.resource_version = rv or prev.resource_version
             return out  # status/metadata-only churn
+        ts_ms, source = event_time(
+            ts_ms, change_evidence(obj, deleted=False), prev.ts_ms if prev is not None else 0
+        )
+        if source is not None:
+            clean["metadata"]["annotations"][TIME_SOURCE_ANNOTATION] = source  # sanitize made both dicts
         event = Event.applied(ts_ms, key, clean, spec_hash, uid=uid, resource_version=rv)
-        self.index[key] = Published(uid, rv, spec_hash, clean)
+        self.index[key] = Published(uid, rv, spec_hash, clean, ts_ms)
         out.events.append(event)
         encoded = encode_event(event)
         out.records += [Record(EVENTS_TOPIC, key, encoded, ts_ms), Record(STATE_TOPIC, key, encoded, ts_ms)]
@@ -187,11 +253,15 @@ class Shaper:
             out.extend(self._owner_published(key, ts_ms))
         return out
 
-    def _delete(self, key: ObjectKey, prev: Published, ts_ms: int, rv: str) -> Shaped:
+    def _delete(
+        self, key: ObjectKey, prev: Published, ts_ms: int, rv: str, evidence: tuple[int, str] | None = None
+    ) -> Shaped:
         del self.index[key]
-        event = Event.deleted(
-            ts_ms, key, deletion_stub(prev.obj), prev.spec_hash, uid=prev.uid, resource_version=rv
-        )
+        stub = deletion_stub(prev.obj)
+        ts_ms, source = event_time(ts_ms, evidence, prev.ts_ms)
+        if source is not None:
+            stub["metadata"]["annotations"] = {TIME_SOURCE_ANNOTATION: source}
+        event = Event.deleted(ts_ms, key, stub, prev.spec_hash, uid=prev.uid, resource_version=rv)
         return Shaped(
             [event],
             [Record(EVENTS_TOPIC, key, encode_event(event), ts_ms), Record(STATE_TOPIC, key, None, ts_ms)],
