@@ -98,6 +98,18 @@ def register(subparsers: Any) -> None:
         default=1.0,
         help="wall seconds between samples of the replay's pods for the report (default 1)",
     )
+    parser.add_argument(
+        "--desired-settle",
+        type=float,
+        default=2.0,
+        help="wall seconds, on top of the one-second resolution, that owners judged by spec.replicas "
+        "(traces without lifecycles) may take to have their pods Running (default 2)",
+    )
+    parser.add_argument(
+        "--require-fidelity",
+        action="store_true",
+        help="exit 3 unless the fidelity verdict is 'held' (degraded, failed or unmeasured replays fail)",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the simulated objects in the cluster")
     parser.add_argument("--report-json", type=Path, default=None, help="write the fidelity report here")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -129,6 +141,8 @@ def _run(args: argparse.Namespace) -> int:
     _check_source_arguments(args)
     if args.sample_interval <= 0:
         raise ConfigError(f"--sample-interval must be positive, got {args.sample_interval}")
+    if args.desired_settle < 0:
+        raise ConfigError(f"--desired-settle must be 0 or more, got {args.desired_settle}")
     if args.follow and args.speed != 1.0:
         raise ConfigError("--follow shadows the live topic at speed 1; drop --speed")
     pools = [parse_nodes(text) for text in args.nodes]
@@ -145,6 +159,7 @@ def _run(args: argparse.Namespace) -> int:
         more_node_pools=tuple(pools[1:]),
         keep=args.keep,
         sample_interval_s=args.sample_interval,
+        desired_settle_s=args.desired_settle,
     )
     if args.follow:
         report = asyncio.run(_replay(args, settings, None))
@@ -154,6 +169,13 @@ def _run(args: argparse.Namespace) -> int:
     print(report.summary())
     if args.report_json is not None:
         args.report_json.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    verdict = report.verdict().verdict
+    if args.require_fidelity and verdict != "held":
+        print(
+            f"kubetape replay: --require-fidelity: the fidelity verdict is {verdict!r}, not 'held'",
+            file=sys.stderr,
+        )
+        return 3
     return 0
 
 

@@ -75,3 +75,8 @@ def test_an_unreachable_trace_url_is_a_clear_error(capsys: pytest.CaptureFixture
     # port 9 on loopback: nothing listens there
     assert main(["replay", "--trace", "http://127.0.0.1:9/t.sktrace", "--kubeconfig", "k"]) == 1
     assert "cannot download the trace" in capsys.readouterr().err
+
+
+def test_a_negative_desired_settle_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "--trace", "t", "--kubeconfig", "k", "--desired-settle", "-1"]) == 2
+    assert "--desired-settle must be 0 or more" in capsys.readouterr().err
