@@ -65,17 +65,101 @@ default keeps it. Only bodies over 2 MiB gain (at level 3, no slower: 0.4 % on b
 3.5 % on a 26 MB one). A streaming decoder buffers at most this window (zstd decoders accept 2**27 by
 default); a body smaller than it is a single-segment frame, whose window is the body's size."""
 MAX_BODY_BYTES = 1 << 31
-"""Refuse bodies that would decompress beyond this (protects readers from corrupt length fields)."""
+"""The hard ceiling of :class:`DecodeLimits` (the body length field is a u32)."""
+DEFAULT_MAX_INFLATED_BYTES = 1 << 30
+"""Default of :attr:`DecodeLimits.max_inflated_bytes` (1 GiB; env ``KUBETAPE_MAX_INFLATED_BYTES``)."""
+DEFAULT_MAX_INFLATE_RATIO = 1000
+"""Default of :attr:`DecodeLimits.max_ratio` (env ``KUBETAPE_MAX_INFLATE_RATIO``). kubetape bodies
+inflate 3-30x (events), up to ~150x (keyframes of near-identical objects); a zstd bomb ~10^5x."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeLimits:
+    """What a decoder accepts before it inflates a body: checked on the zstd frame header alone, so a
+    crafted file (a "decompression bomb": a few KB declaring gigabytes) is refused before any memory is
+    allocated for it.
+
+    ``max_inflated_bytes``: the largest decompressed body (default 1 GiB, at most 2 GiB);
+    ``max_ratio``: the largest decompressed/compressed size ratio (default 1000). A body whose frame does
+    not declare its size is refused (kubetape always writes it). Every reader of segments and kubetape
+    traces goes through :func:`decode_segment` (``kubetape inspect``, ``replay --trace FILE|URL``, a
+    Simulation's ``traceURL``, export, the sink's restore), so these limits hold for all of them.
+    :meth:`from_env` reads ``KUBETAPE_MAX_INFLATED_BYTES`` and ``KUBETAPE_MAX_INFLATE_RATIO`` to raise
+    them for an exceptional trace."""
+
+    max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES
+    max_ratio: int = DEFAULT_MAX_INFLATE_RATIO
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> DecodeLimits:
+        """The limits with the environment's overrides (invalid values raise ConfigError)."""
+        import os
+
+        env = os.environ if environ is None else environ
+
+        def read(name: str, default: int, ceiling: int) -> int:
+            text = env.get(name)
+            if text is None or not text.strip():
+                return default
+            try:
+                value = int(text.strip())
+            except ValueError:
+                raise ConfigError(f"${name}={text!r}: expected a whole number") from None
+            if not 1 <= value <= ceiling:
+                raise ConfigError(f"${name}={value}: must be between 1 and {ceiling}")
+            return value
+
+        return cls(
+            read("KUBETAPE_MAX_INFLATED_BYTES", DEFAULT_MAX_INFLATED_BYTES, MAX_BODY_BYTES),
+            read("KUBETAPE_MAX_INFLATE_RATIO", DEFAULT_MAX_INFLATE_RATIO, 1 << 30),
+        )
+
+    def check(self, body: bytes, source: str) -> int:
+        """The declared decompressed size of the zstd frame ``body``; FormatError if it breaks a limit."""
+        try:
+            declared = zstandard.frame_content_size(body)
+        except zstandard.ZstdError as exc:
+            raise FormatError(f"{source}: undecodable body (not a zstd frame: {exc})") from None
+        if declared < 0:
+            raise FormatError(f"{source}: the body does not declare its decompressed size; refused")
+        if declared > min(self.max_inflated_bytes, MAX_BODY_BYTES):
+            raise FormatError(
+                f"{source}: the body would inflate to {declared} bytes, over the limit of "
+                f"{self.max_inflated_bytes} (raise $KUBETAPE_MAX_INFLATED_BYTES for a trace this large)"
+            )
+        if declared > max(len(body), 1) * self.max_ratio and declared > 1 << 20:
+            raise FormatError(
+                f"{source}: the body would inflate {declared // max(len(body), 1)}x ({len(body)} -> "
+                f"{declared} bytes), over the limit of {self.max_ratio}x: a crafted file? (raise "
+                "$KUBETAPE_MAX_INFLATE_RATIO if it is a genuine trace)"
+            )
+        return int(declared)
+
+
+_limits_from_env: DecodeLimits | None = None
+
+
+def default_limits() -> DecodeLimits:
+    """:meth:`DecodeLimits.from_env`, read once per process."""
+    global _limits_from_env  # noqa: PLW0603 - a per-process cache of the environment
+    if _limits_from_env is None:
+        _limits_from_env = DecodeLimits.from_env()
+    return _limits_from_env
+
 
 _PREAMBLE = struct.Struct(">4sHII")
 _BODY_PREAMBLE = struct.Struct(">II")
 
 
 class SegmentKind(enum.Enum):
-    """A sink segment (one partition range) or an assembled trace (a window, state folded at its start)."""
+    """A sink segment (one partition range), an assembled trace (a window, state folded at its start),
+    or a gap marker: the sink's explicit record that the offsets of its partition range were lost (the
+    topic no longer held them when the store needed them); it has no events and no keyframe, and
+    ``gap_reason`` says what happened. Readers older than gap markers report such a file as unreadable."""
 
     SEGMENT = "segment"
     TRACE = "trace"
+    GAP = "gap"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +211,10 @@ class Keyframe:
     at_ms: int
     objects: Mapping[ObjectKey, Event] = field(default_factory=dict)
     lifecycles: Mapping[ObjectKey, Event] = field(default_factory=dict)
+    tombstones: Mapping[ObjectKey, Event] = field(default_factory=dict)
+    """The sink's recent deletes (DELETED events, objects reduced to stubs): they are not state, they
+    let a restored sink still recognize a stale re-publish of a deleted object (see
+    :meth:`pipeline.sink.state.ObjectState.settle`). Empty in traces."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +230,22 @@ class SegmentHeader:
     keyframe_at_ms: int | None = None
     keyframe_objects: int = 0
     keyframe_lifecycles: int = 0
+    keyframe_tombstones: int = 0
+    keyframe_offset: int | None = None
+    keyframe_time: int | None = None
+    source: str | None = None
+    writer_epoch: int | None = None
+    gap_reason: str | None = None
+
+    @property
+    def is_gap(self) -> bool:
+        """A gap marker: the offsets of :attr:`partitions` were lost (see :data:`SegmentKind.GAP`)."""
+        return self.kind is SegmentKind.GAP
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready summary (for ``kubetape inspect --json`` and logs)."""
-        return {
+        """A JSON-ready summary (for ``kubetape inspect --json`` and logs); the fields of sink identity,
+        keyframe position and gaps appear only when the segment has them."""
+        out = {
             "format_version": self.format_version,
             "kind": self.kind.value,
             "start_ms": self.start_ms,
@@ -169,6 +269,16 @@ class SegmentHeader:
             "keyframe_objects": self.keyframe_objects,
             "keyframe_lifecycles": self.keyframe_lifecycles,
         }
+        optional = {
+            "keyframe_tombstones": self.keyframe_tombstones or None,
+            "keyframe_offset": self.keyframe_offset,
+            "keyframe_time": self.keyframe_time,
+            "source": self.source,
+            "writer_epoch": self.writer_epoch,
+            "gap_reason": self.gap_reason,
+        }
+        out.update({k: v for k, v in optional.items() if v is not None})
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +314,7 @@ def build_segment(
         keyframe_at_ms=keyframe.at_ms if keyframe else None,
         keyframe_objects=len(keyframe.objects) if keyframe else 0,
         keyframe_lifecycles=len(keyframe.lifecycles) if keyframe else 0,
+        keyframe_tombstones=len(keyframe.tombstones) if keyframe else 0,
     )
     segment = Segment(header, ordered, keyframe, config)
     problem = _consistency_problem(segment)
@@ -228,6 +339,7 @@ class WireSegment:
     events: bytes
     keyframe_objects: bytes = b""
     keyframe_lifecycles: bytes = b""
+    keyframe_tombstones: bytes = b""
     config: TracerConfig | None = None
 
 
@@ -240,6 +352,11 @@ def build_wire_segment(
     keyframe: tuple[int, Iterable[EventHead], Iterable[EventHead]] | None = None,
     config: TracerConfig | None = None,
     in_time_order: bool = False,
+    keyframe_offset: int | None = None,
+    keyframe_time: int | None = None,
+    keyframe_tombstones: Iterable[EventHead] = (),
+    source: str | None = None,
+    writer_epoch: int | None = None,
 ) -> WireSegment:
     """The wire form of :func:`build_segment`: heads stably sorted by time, header counts computed.
 
@@ -248,7 +365,12 @@ def build_wire_segment(
 
     ``keyframe`` is ``(at_ms, objects, lifecycles)``, as in :class:`Keyframe` (the caller guarantees
     one APPLIED head per object key and one POD_LIFECYCLE head per pod key, sorted by key). Raises
-    FormatError if a head lies outside ``[start_ms, end_ms)`` or the keyframe is after ``start_ms``."""
+    FormatError if a head lies outside ``[start_ms, end_ms)`` or the keyframe is after ``start_ms``.
+
+    The sink's own segments also say exactly what their keyframe is (``keyframe_offset``: the state
+    after every offset up to it; ``keyframe_time``: every event in that state is before it), where the
+    partition's events came from (``source``: the topic's identity) and who wrote them
+    (``writer_epoch``); see :mod:`pipeline.sink.compactor`."""
     ordered = heads if in_time_order and isinstance(heads, list) else sorted(heads, key=_ts)
     if start_ms > end_ms:
         raise FormatError(f"inconsistent segment: start_ms {start_ms} is after end_ms {end_ms}")
@@ -259,6 +381,7 @@ def build_wire_segment(
         )
     kf_at, kf_objects, kf_lifecycles = (None, (), ()) if keyframe is None else keyframe
     objects, lifecycles = list(map(_wire_of, kf_objects)), list(map(_wire_of, kf_lifecycles))
+    tombstones = [] if kf_at is None else list(map(_wire_of, keyframe_tombstones))
     if kf_at is not None and kf_at > start_ms:
         raise FormatError(f"inconsistent segment: keyframe at {kf_at} is after start_ms {start_ms}")
     header = SegmentHeader(
@@ -271,10 +394,46 @@ def build_wire_segment(
         keyframe_at_ms=kf_at,
         keyframe_objects=len(objects),
         keyframe_lifecycles=len(lifecycles),
+        keyframe_tombstones=len(tombstones),
+        keyframe_offset=None if kf_at is None else keyframe_offset,
+        keyframe_time=None if kf_at is None or keyframe_offset is None else keyframe_time,
+        source=source,
+        writer_epoch=writer_epoch,
     )
     return WireSegment(
-        header, b"".join(map(_wire_of, ordered)), b"".join(objects), b"".join(lifecycles), config
+        header,
+        b"".join(map(_wire_of, ordered)),
+        b"".join(objects),
+        b"".join(lifecycles),
+        b"".join(tombstones),
+        config,
     )
+
+
+def build_gap_marker(
+    lost: PartitionRange,
+    *,
+    start_ms: int,
+    end_ms: int,
+    reason: str,
+    source: str | None = None,
+    writer_epoch: int | None = None,
+) -> WireSegment:
+    """A gap marker (:data:`SegmentKind.GAP`): the offsets of ``lost`` are gone for good, for ``reason``.
+    ``[start_ms, end_ms)`` bounds when the lost events may have happened (from the last event the
+    store holds before them to when the loss was found)."""
+    header = SegmentHeader(
+        format_version=SEGMENT_FORMAT_VERSION,
+        kind=SegmentKind.GAP,
+        start_ms=start_ms,
+        end_ms=max(start_ms, end_ms),
+        partitions=(lost,),
+        counts=EventCounts(),
+        source=source,
+        writer_epoch=writer_epoch,
+        gap_reason=reason,
+    )
+    return WireSegment(header, b"")
 
 
 def _consistency_problem(seg: Segment) -> str | None:
@@ -290,6 +449,8 @@ def _consistency_problem(seg: Segment) -> str | None:
         return f"event at {seg.events[-1].ts_ms} is not before end_ms {h.end_ms}"
     if h.counts != EventCounts.of(seg.events):
         return f"header counts {h.counts} do not match the events"
+    if h.kind is SegmentKind.GAP and (seg.events or seg.keyframe is not None or h.gap_reason is None):
+        return "a gap marker holds no events and no keyframe, and says why"
     kf = seg.keyframe
     if (kf.at_ms if kf else None) != h.keyframe_at_ms:
         return "header keyframe time does not match the keyframe"
@@ -301,6 +462,11 @@ def _consistency_problem(seg: Segment) -> str | None:
         for key, e in kf.objects.items():
             if e.type is not EventType.APPLIED or e.key != key:
                 return f"keyframe object {key} is not an APPLIED event with that key"
+        if len(kf.tombstones) != h.keyframe_tombstones:
+            return "header keyframe tombstone count does not match the keyframe"
+        for key, e in kf.tombstones.items():
+            if e.type is not EventType.DELETED or e.key != key:
+                return f"keyframe tombstone {key} is not a DELETED event with that key"
         for key, e in kf.lifecycles.items():
             if e.type is not EventType.POD_LIFECYCLE or e.key != key:
                 return f"keyframe lifecycle {key} is not a POD_LIFECYCLE event with that key"
@@ -317,6 +483,11 @@ def _header_to_wire(h: SegmentHeader) -> dict[str, Any]:
         "partitions": [[p.topic, p.partition, p.first_offset, p.last_offset] for p in h.partitions],
         "counts": [h.counts.applied, h.counts.deleted, h.counts.pod_lifecycle, h.counts.gap],
         "keyframe": [h.keyframe_at_ms, h.keyframe_objects, h.keyframe_lifecycles],
+        **({} if not h.keyframe_tombstones else {"kf_tombstones": h.keyframe_tombstones}),
+        **({} if h.keyframe_offset is None else {"kf_after": [h.keyframe_offset, h.keyframe_time]}),
+        **({} if h.source is None else {"source": h.source}),
+        **({} if h.writer_epoch is None else {"epoch": h.writer_epoch}),
+        **({} if h.gap_reason is None else {"gap": h.gap_reason}),
     }
 
 
@@ -337,6 +508,8 @@ def encode_segment(
     kf = seg.keyframe
     header = dataclasses.replace(seg.header, format_version=format_version)
     if format_version == 1:
+        if kf is not None and kf.tombstones:
+            raise ValueError("segment format version 1 cannot hold keyframe tombstones")
         body = {
             "events": events_to_columns(seg.events, seg.header.start_ms),
             "keyframe": None
@@ -356,7 +529,8 @@ def encode_segment(
         _concatenated_wires(seg.events, wires),
         b"" if kf is None else _concatenated_wires(kf.objects.values()),
         b"" if kf is None else _concatenated_wires(kf.lifecycles.values()),
-        seg.config,
+        b"" if kf is None else _concatenated_wires(kf.tombstones.values()),
+        config=seg.config,
     )
     return encode_wire_segment(wire, level)
 
@@ -388,6 +562,7 @@ def encode_wire_segment(seg: WireSegment, level: int = ZSTD_LEVEL) -> bytes:
             "at_ms": h.keyframe_at_ms,
             "objects": seg.keyframe_objects,
             "lifecycles": seg.keyframe_lifecycles,
+            **({"tombstones": seg.keyframe_tombstones} if h.keyframe_tombstones else {}),
         },
         "config": seg.config.to_mapping() if seg.config is not None else None,
     }
@@ -451,23 +626,63 @@ def _split_header(data: bytes, source: str) -> tuple[SegmentHeader, int]:
     return header, end
 
 
+_TIME_MAX = (1 << 63) - 1  # event times are 0..2**63-1 ms (pipeline.model.events); an end is exclusive
+_COUNT_MAX = 1 << 32
+
+
+def _int(value: Any, what: str, low: int, high: int) -> int:
+    if type(value) is not int or not low <= value <= high:
+        raise FormatError(f"header {what} {value!r} is not an integer in [{low}, {high}]")
+    return value
+
+
 def _header_from_wire(raw: Any, version: int) -> SegmentHeader:
+    """Every field checked for type and range: a header is read before anything else (inspect, the
+    catalog), so a crafted one must fail here with a FormatError, not later as a crash."""
     if not isinstance(raw, dict) or raw.get("v") != version:
         raise FormatError("header version does not match the preamble")
     kf_at, kf_objects, kf_lifecycles = raw["keyframe"]
     applied, deleted, lifecycle, gap = raw["counts"]
+    start_ms = _int(raw["start_ms"], "start_ms", 0, _TIME_MAX)
+    end_ms = _int(raw["end_ms"], "end_ms", 0, _TIME_MAX + 1)
+    if start_ms > end_ms:
+        raise FormatError(f"header start_ms {start_ms} is after end_ms {end_ms}")
+    partitions = []
+    for t, p, f, last in raw["partitions"]:
+        if not isinstance(t, str):
+            raise FormatError(f"header topic {t!r} is not a string")
+        first = _int(f, "first offset", 0, _TIME_MAX)
+        partitions.append(
+            PartitionRange(
+                t, _int(p, "partition", 0, 1 << 31), first, _int(last, "last offset", 0, _TIME_MAX)
+            )
+        )
+    kf_after = raw.get("kf_after")
+    kf_offset = kf_time = None
+    if kf_after is not None:
+        kf_offset = _int(kf_after[0], "keyframe offset", -1, _TIME_MAX)
+        kf_time = _int(kf_after[1], "keyframe time", 0, _TIME_MAX + 1)
+    source, epoch, gap_reason = raw.get("source"), raw.get("epoch"), raw.get("gap")
+    if source is not None and not isinstance(source, str):
+        raise FormatError(f"header source {source!r} is not a string")
+    if gap_reason is not None and not isinstance(gap_reason, str):
+        raise FormatError(f"header gap reason {gap_reason!r} is not a string")
     return SegmentHeader(
         format_version=version,
         kind=SegmentKind(raw["kind"]),
-        start_ms=int(raw["start_ms"]),
-        end_ms=int(raw["end_ms"]),
-        partitions=tuple(
-            PartitionRange(str(t), int(p), int(f), int(last)) for t, p, f, last in raw["partitions"]
-        ),
-        counts=EventCounts(int(applied), int(deleted), int(lifecycle), int(gap)),
-        keyframe_at_ms=None if kf_at is None else int(kf_at),
-        keyframe_objects=int(kf_objects),
-        keyframe_lifecycles=int(kf_lifecycles),
+        start_ms=start_ms,
+        end_ms=end_ms,
+        partitions=tuple(partitions),
+        counts=EventCounts(*(_int(n, "count", 0, _COUNT_MAX) for n in (applied, deleted, lifecycle, gap))),
+        keyframe_at_ms=None if kf_at is None else _int(kf_at, "keyframe time", 0, _TIME_MAX),
+        keyframe_objects=_int(kf_objects, "keyframe object count", 0, _COUNT_MAX),
+        keyframe_lifecycles=_int(kf_lifecycles, "keyframe lifecycle count", 0, _COUNT_MAX),
+        keyframe_tombstones=_int(raw.get("kf_tombstones", 0), "keyframe tombstone count", 0, _COUNT_MAX),
+        keyframe_offset=kf_offset,
+        keyframe_time=kf_time,
+        source=source,
+        writer_epoch=None if epoch is None else _int(epoch, "writer epoch", 0, _TIME_MAX),
+        gap_reason=gap_reason,
     )
 
 
@@ -489,13 +704,20 @@ def read_segment_header(path: Path) -> SegmentHeader:
 
 
 def decode_segment(
-    data: bytes, source: str = "segment", *, with_keyframe: bool = True, wires: EventWires | None = None
+    data: bytes,
+    source: str = "segment",
+    *,
+    with_keyframe: bool = True,
+    wires: EventWires | None = None,
+    limits: DecodeLimits | None = None,
 ) -> Segment:
     """Decode :func:`encode_segment`'s bytes; raises FormatError/UnknownVersionError naming ``source``.
 
     ``with_keyframe=False`` leaves the keyframe out (``Segment.keyframe`` is None whatever the header
     says): readers that start from an earlier state skip the most expensive part of the body.
-    ``wires`` collects the bytes of each event (not of keyframe events; version-2 segments only)."""
+    ``wires`` collects the bytes of each event (not of keyframe events; version-2 segments only).
+    ``limits`` (default: :func:`default_limits`) are checked before the body is inflated."""
+    limits = limits or default_limits()
     header, offset = _split_header(data, source)
     if len(data) < offset + _BODY_PREAMBLE.size:
         raise FormatError(f"{source}: truncated: the body is missing")
@@ -514,8 +736,11 @@ def decode_segment(
     gc.disable()
     try:
         try:
-            raw_body = zstandard.ZstdDecompressor().decompress(body, max_output_size=MAX_BODY_BYTES)
+            declared = limits.check(body, source)
+            raw_body = zstandard.ZstdDecompressor().decompress(body, max_output_size=max(declared, 1))
             raw = msgpack.unpackb(raw_body, raw=False, strict_map_key=False)
+        except FormatError:
+            raise
         except Exception as exc:  # zstd and msgpack raise their own types for corrupt data
             raise FormatError(f"{source}: undecodable body ({type(exc).__name__}: {exc})") from None
         segment = _body_from_wire(raw, header, source, with_keyframe=with_keyframe, wires=wires)
@@ -523,7 +748,15 @@ def decode_segment(
         if gc_was_enabled:
             gc.enable()
     if not with_keyframe and header.keyframe_at_ms is not None:
-        header = dataclasses.replace(header, keyframe_at_ms=None, keyframe_objects=0, keyframe_lifecycles=0)
+        header = dataclasses.replace(
+            header,
+            keyframe_at_ms=None,
+            keyframe_objects=0,
+            keyframe_lifecycles=0,
+            keyframe_tombstones=0,
+            keyframe_offset=None,
+            keyframe_time=None,
+        )
         segment = dataclasses.replace(segment, header=header)
     problem = _consistency_problem(segment)
     if problem:
@@ -557,7 +790,19 @@ def _body_from_wire(
             lifecycles = _events_from_wires(
                 kf.get("lifecycles"), header.keyframe_lifecycles, f"{source}: keyframe lifecycle"
             )
-        keyframe = Keyframe(at_ms, {e.key: e for e in objects}, {e.key: e for e in lifecycles})
+        tombstones = (
+            _events_from_wires(
+                kf.get("tombstones"), header.keyframe_tombstones, f"{source}: keyframe tombstone"
+            )
+            if header.keyframe_tombstones and not v1
+            else []
+        )
+        keyframe = Keyframe(
+            at_ms,
+            {e.key: e for e in objects},
+            {e.key: e for e in lifecycles},
+            {e.key: e for e in tombstones},
+        )
     config = None
     if raw.get("config") is not None:
         try:

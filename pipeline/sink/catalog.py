@@ -33,8 +33,35 @@ class CatalogEntry:
     def last_offset(self) -> int:
         return max((p.last_offset for p in self.header.partitions), default=self.first_offset)
 
+    @property
+    def is_gap(self) -> bool:
+        """A gap marker: offsets the sink found lost (no events)."""
+        return self.header.is_gap
+
     def overlaps(self, start_ms: int, end_ms: int) -> bool:
         return self.header.start_ms < end_ms and start_ms < self.header.end_ms
+
+
+def keyframe_times(chain: list[CatalogEntry]) -> list[int | None]:
+    """For each segment of one partition's chain (offset order), the time T of its keyframe (None
+    without one): every event inside the keyframe's state is before T, so the keyframe can start a
+    window ``[A, B)`` with T <= A (see :mod:`pipeline.sink.compactor`).
+
+    Segments of older releases stamped their keyframe with its window's start although the state held
+    the earlier parts of that window; for them T is bounded from the headers alone: every event in the
+    state came from an earlier segment, so it is before the latest end of those."""
+    times: list[int | None] = []
+    ends_before = -1
+    for e in chain:
+        h = e.header
+        if h.keyframe_at_ms is None:
+            times.append(None)
+        elif h.keyframe_time is not None:
+            times.append(h.keyframe_time)
+        else:
+            times.append(max(h.keyframe_at_ms, ends_before))
+        ends_before = max(ends_before, h.end_ms)
+    return times
 
 
 class SegmentCatalog:
@@ -45,6 +72,13 @@ class SegmentCatalog:
         self._entries: dict[SegmentName, tuple[str, CatalogEntry]] = {}
         self.corrupt: dict[SegmentName, str] = {}
         self._corrupt_versions: dict[SegmentName, str] = {}
+        self.verified: dict[SegmentName, str] = {}
+        """Segments read back whole, by version (retention checks its anchors once)."""
+
+    def version(self, name: SegmentName) -> str | None:
+        """The store's version token of a readable segment as last refreshed."""
+        cached = self._entries.get(name)
+        return cached[0] if cached is not None else None
 
     def refresh(self) -> None:
         """Re-list the store; read headers of new or changed files only."""
@@ -92,23 +126,50 @@ class SegmentCatalog:
         return sorted({e.partition for e in self.entries()})
 
     def of_partition(self, partition: int) -> list[CatalogEntry]:
-        return [e for e in self.entries() if e.partition == partition]
+        """The readable segments of ``partition`` holding events (not gap markers), by first offset."""
+        return [e for e in self.entries() if e.partition == partition and not e.is_gap]
+
+    def gaps(self, partition: int | None = None) -> list[CatalogEntry]:
+        """The gap markers (of ``partition``, or of every partition)."""
+        return [e for e in self.entries() if e.is_gap and partition in (None, e.partition)]
+
+    def next_offset(self, partition: int) -> int:
+        """The first offset of ``partition`` the store does not hold (segments and gap markers alike,
+        readable or not: a file's name gives its first offset)."""
+        ends = [e.last_offset + 1 for e in self.entries() if e.partition == partition]
+        for name in self.corrupt:
+            parsed = parse_segment_name(name)
+            if parsed is not None and parsed[0] == partition:
+                ends.append(parsed[1] + 1)
+        return max(ends, default=0)
 
     def covering(self, start_ms: int, end_ms: int) -> list[CatalogEntry]:
         """Segments holding any event in ``[start_ms, end_ms)``."""
-        return [e for e in self.entries() if e.overlaps(start_ms, end_ms)]
+        return [e for e in self.entries() if not e.is_gap and e.overlaps(start_ms, end_ms)]
 
-    def plan(self, partition: int, start_ms: int, end_ms: int) -> list[CatalogEntry]:
-        """The segments of ``partition`` to read to rebuild ``[start_ms, end_ms)`` on their own: from
-        the latest keyframe at or before ``start_ms`` (or the first segment) to the last one starting
-        before ``end_ms``, in offset order."""
-        chain = [e for e in self.of_partition(partition) if e.header.start_ms < end_ms]
+    def plan(
+        self, partition: int, start_ms: int, end_ms: int, *, unusable: frozenset[str] = frozenset()
+    ) -> list[CatalogEntry]:
+        """The segments of ``partition`` to read to rebuild ``[start_ms, end_ms)`` on their own, in
+        offset order: from the latest keyframe whose time T is at or before ``start_ms`` (or the first
+        segment), then every later segment starting before ``end_ms`` (a later segment can hold late
+        events before ``start_ms``: they belong to the state at the start).
+
+        ``unusable``: names of keyframe segments found unreadable, so the plan starts from an earlier
+        keyframe instead of continuing from an empty state."""
+        full = self.of_partition(partition)
+        times = keyframe_times(full)
+        chain = [e for e in full if e.name not in unusable]
+        times = [t for e, t in zip(full, times, strict=True) if e.name not in unusable]
+        if not chain:
+            return []
         begin = 0
-        for i, e in enumerate(chain):
-            kf = e.header.keyframe_at_ms
-            if kf is not None and kf <= start_ms:
+        for i, kf_time in enumerate(times):
+            if kf_time is not None and kf_time <= start_ms:
                 begin = i
-        return _without_covered(chain[begin:])
+        return _without_covered(
+            [chain[begin], *(e for e in chain[begin + 1 :] if e.header.start_ms < end_ms)]
+        )
 
 
 def _without_covered(entries: Iterable[CatalogEntry]) -> list[CatalogEntry]:

@@ -11,8 +11,18 @@ in), so every rule is unit-testable:
   window start) stays in the open segment, whose start is lowered to cover it.
 * :meth:`PartitionCompactor.close_if_idle` closes a segment that received nothing for ``idle_close_s``
   of wall-clock time: an idle topic still makes its data durable and its offsets committed.
-* Every ``keyframe_every``-th segment of a partition (and the first one) carries a keyframe: the state
-  before its first event, so export and replay can start there without reading older segments.
+* Every ``keyframe_every``-th segment of a partition (and the first one) carries a keyframe. A keyframe
+  means exactly one thing: **the state after offset N** (``keyframe_offset``: every offset of the
+  partition up to N folded in offset order, nothing after it), **at event time T** (``keyframe_time``:
+  every event folded into it is before T). It is *not* the state at the window start: a window is split
+  routinely (idle close, rebalance flush, size cap), and the earlier parts of the window are inside the
+  state. A reader rebuilding ``[A, B)`` may start from a keyframe only if T <= A, and then folds every
+  later segment (late events before A included); see :meth:`pipeline.sink.catalog.SegmentCatalog.plan`.
+  The header's ``keyframe_at_ms`` (what a reader of one file sees) is ``min(T, start_ms)``.
+* Once a segment is closed the state forgets what only it needed (tombstones; ended lifecycles of pods
+  that are gone, see :meth:`ObjectState.settle`): the state and keyframes follow live objects.
+* Each segment names the topic it came from (``source``, the topic's identity) and the fencing epoch
+  of its writer (``writer_epoch``, see :mod:`pipeline.io.segment_store`).
 
 Events arrive as :class:`~pipeline.model.events.EventHead` values (checked, body not decoded) and leave
 as their wire bytes in a :class:`~pipeline.formats.segment.WireSegment`: no object body is decoded or
@@ -21,6 +31,7 @@ re-encoded on the way from Kafka to disk.
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -50,6 +61,9 @@ class CompactionSettings:
     ``idle_close_s``: wall-clock seconds without events after which an open segment is closed (10 s).
     ``keyframe_every``: a keyframe in every N-th segment of a partition (10); 1 = in every segment.
     ``max_events``: an open segment is closed once it holds this many events (bounds memory; 200 000).
+    ``tombstone_horizon_ms``: event time for which a deleted object (and an ended pod's lifecycle) is
+    still remembered after its segment closed, to refuse stale re-publishes of it (10 min; see
+    :meth:`~pipeline.sink.state.ObjectState.settle`): the state holds live objects plus this much churn.
     """
 
     topic: str = DEFAULT_TOPIC
@@ -57,6 +71,7 @@ class CompactionSettings:
     idle_close_s: float = 10.0
     keyframe_every: int = 10
     max_events: int = 200_000
+    tombstone_horizon_ms: int = 600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +108,7 @@ class _OpenSegment:
     window_end: int
     min_ts: int
     last_ts: int
-    keyframe: tuple[int, list[EventHead], list[EventHead]] | None
+    keyframe: tuple[int, list[EventHead], list[EventHead], list[EventHead]] | None  # T, state
     last_add: float
     events: list[EventHead] = field(default_factory=list)
     ordered: bool = True  # events arrived in time order: the segment needs no sort
@@ -110,13 +125,21 @@ class PartitionCompactor:
         state: ObjectState | None = None,
         next_offset: int = 0,
         segments_since_keyframe: int | None = None,
+        max_ts: int = -1,
+        source: str | None = None,
+        epoch: int | None = None,
     ) -> None:
-        """``state``, ``next_offset`` and ``segments_since_keyframe`` restore a partition from its stored
-        segments (see :func:`pipeline.sink.restore.restore_partition`); None means no keyframe yet."""
+        """``state``, ``next_offset``, ``segments_since_keyframe`` and ``max_ts`` (the latest event time
+        folded into ``state``, -1 for none) restore a partition from its stored segments (see
+        :func:`pipeline.sink.history.restore_partition`); None means no keyframe yet. ``source`` and
+        ``epoch`` are written into every segment's header (topic identity, writer fencing epoch)."""
         self.partition = partition
         self.settings = settings
         self.state = state if state is not None else ObjectState()
         self.next_offset = next_offset
+        self.max_ts = max_ts
+        self.source = source
+        self.epoch = epoch
         self._since_keyframe = segments_since_keyframe
         self._open: _OpenSegment | None = None
         self.duplicates = 0
@@ -235,9 +258,11 @@ class PartitionCompactor:
         window_start = ts_ms - ts_ms % window
         keyframe = None
         if self._since_keyframe is None or self._since_keyframe + 1 >= self.settings.keyframe_every:
-            keyframe = (window_start, *self.state.keyframe_heads())
+            # the state after offset next_offset - 1 (this segment's first offset is next_offset or
+            # later: only covered offsets lie between), at event time T = one past the latest event in it
+            keyframe = (self.max_ts + 1, *self.state.keyframe_heads())
         self._open = _OpenSegment(
-            first_offset=offset,
+            first_offset=self.next_offset if self.next_offset <= offset else offset,
             last_offset=offset,
             window_start=window_start,
             window_end=window_start + window,
@@ -254,9 +279,12 @@ class PartitionCompactor:
         self._open = None
         start = min(current.window_start, current.min_ts)
         keyframe = current.keyframe
+        keyframe_time = None
+        tombstones: list[EventHead] = []
+        wire_keyframe = None
         if keyframe is not None:
-            at_ms, objects, lifecycles = keyframe
-            keyframe = (min(at_ms, start), objects, lifecycles)
+            keyframe_time, objects, lifecycles, tombstones = keyframe
+            wire_keyframe = (min(keyframe_time, start), objects, lifecycles)
             self._since_keyframe = 0
         else:
             self._since_keyframe = (self._since_keyframe or 0) + 1
@@ -267,8 +295,20 @@ class PartitionCompactor:
             partitions=[
                 PartitionRange(self.settings.topic, self.partition, current.first_offset, current.last_offset)
             ],
-            keyframe=keyframe,
+            keyframe=wire_keyframe,
             in_time_order=current.ordered,
+            keyframe_offset=current.first_offset - 1,
+            keyframe_time=keyframe_time,
+            keyframe_tombstones=tombstones,
+            source=self.source,
+            writer_epoch=self.epoch,
         )
+        events = current.events
+        if events:
+            self.max_ts = max(self.max_ts, events[-1].ts_ms if current.ordered else max(map(_ts, events)))
+        self.state.settle(self.max_ts + 1, self.settings.tombstone_horizon_ms)
         self.next_offset = current.last_offset + 1
         return ClosedSegment(segment_name(self.partition, current.first_offset), self.partition, wire)
+
+
+_ts = operator.attrgetter("ts_ms")

@@ -16,7 +16,8 @@ from pipeline.formats.segment import EventWires, Segment, decode_segment
 from pipeline.io.segment_store import SegmentStore
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
-from pipeline.sink.catalog import CatalogEntry, SegmentCatalog
+from pipeline.model.keys import ObjectKey
+from pipeline.sink.catalog import CatalogEntry, SegmentCatalog, keyframe_times
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.state import ObjectState
 
@@ -36,32 +37,88 @@ def load_segment(
 
 
 def restore_partition(
-    catalog: SegmentCatalog, partition: int, settings: CompactionSettings
+    catalog: SegmentCatalog,
+    partition: int,
+    settings: CompactionSettings,
+    *,
+    source: str | None = None,
+    epoch: int | None = None,
 ) -> PartitionCompactor:
-    """A compactor that continues ``partition`` where its stored segments end."""
+    """A compactor that continues ``partition`` where its stored segments end: the state after the
+    store's last offset, folded from the latest readable keyframe through every later segment, settled
+    at each segment boundary exactly as the sink settled it (so it equals the state the sink had).
+
+    An unreadable keyframe segment is never replaced by an empty state: the restore starts again from
+    the keyframe before it (or from the first segment). An unreadable segment without a keyframe is
+    logged as an error (its events are missing from the state; exports name it too)."""
     chain = catalog.of_partition(partition)
-    begin = None
-    for i, e in enumerate(chain):
-        if e.header.keyframe_at_ms is not None:
-            begin = i
+    times = keyframe_times(chain)
+    candidates = [i for i, e in enumerate(chain) if e.header.keyframe_at_ms is not None]
+    while True:
+        begin = candidates.pop() if candidates else None
+        restored = _fold_chain(catalog, partition, chain, times, begin, settings=settings)
+        if restored is not None:
+            break
+    state, max_ts = restored
+    since = None if begin is None else len(chain) - begin - 1
+    return PartitionCompactor(
+        partition,
+        settings,
+        state=state,
+        next_offset=catalog.next_offset(partition),
+        segments_since_keyframe=since,
+        max_ts=max_ts,
+        source=source,
+        epoch=epoch,
+    )
+
+
+def _fold_chain(
+    catalog: SegmentCatalog,
+    partition: int,
+    chain: list[CatalogEntry],
+    times: list[int | None],
+    begin: int | None,
+    *,
+    settings: CompactionSettings,
+) -> tuple[ObjectState, int] | None:
+    """The state and latest event time after folding ``chain[begin:]`` (None if ``chain[begin]``, the
+    keyframe to start from, cannot be read)."""
     state = ObjectState()
-    next_offset = 0
-    for entry in chain[begin or 0 :]:
+    max_ts = -1
+    start = 0 if begin is None else begin
+    for index in range(start, len(chain)):
+        entry = chain[index]
         try:
-            segment = load_segment(catalog.store, entry)
+            segment = load_segment(catalog.store, entry, with_keyframe=index == begin)
         except FormatError as exc:
-            log.warning("skipping corrupt segment while restoring partition %d: %s", partition, exc)
+            if index == begin:
+                log.error(
+                    "keyframe segment unreadable while restoring partition %d; restoring from an earlier "
+                    "keyframe instead: %s",
+                    partition,
+                    exc,
+                )
+                return None
+            log.error(
+                "segment unreadable while restoring partition %d: offsets %d..%d are missing from the "
+                "restored state (exports name this file too): %s",
+                partition,
+                entry.first_offset,
+                entry.last_offset,
+                exc,
+            )
             continue
         if segment.keyframe is not None:
             state = ObjectState.from_keyframe(segment.keyframe)
+            kf_time = times[index]
+            max_ts = -1 if kf_time is None else kf_time - 1
         for event in segment.events:
             state.offer(event)
-    if chain:
-        next_offset = max(e.last_offset for e in chain) + 1
-    since = None if begin is None else len(chain) - begin - 1
-    return PartitionCompactor(
-        partition, settings, state=state, next_offset=next_offset, segments_since_keyframe=since
-    )
+        if segment.events:
+            max_ts = max(max_ts, segment.events[-1].ts_ms)
+        state.settle(max_ts + 1, settings.tombstone_horizon_ms)
+    return state, max_ts
 
 
 @dataclass(slots=True)
@@ -93,29 +150,89 @@ def rebuild_window(
     for name, reason in sorted(catalog.corrupt.items()):
         _skip(window, warn, f"segment {catalog.store.describe(name)} is corrupt and was skipped: {reason}")
     for partition in catalog.partitions():  # ascending: the tie order of equal times (see below)
-        fold = _PartitionFold(start_ms, end_ms)
-        for index, entry in enumerate(catalog.plan(partition, start_ms, end_ms)):
-            # plan() starts at the latest keyframe at or before start_ms; when retention removed older
-            # history, the first remaining keyframe is the best known state. Later keyframes are not
-            # needed (the fold already holds that state) and are most of a segment's decoding cost.
-            kf_at = entry.header.keyframe_at_ms
-            use_keyframe = kf_at is not None and (index == 0 or kf_at <= start_ms)
-            try:
-                segment = load_segment(catalog.store, entry, with_keyframe=use_keyframe, wires=wires)
-            except FormatError as exc:
-                _skip(window, warn, f"segment {entry.name} is corrupt and was skipped: {exc}")
-                fold.hole()
-                continue
-            fold.add(entry, segment)
+        fold = _fold_partition(catalog, window, partition, warn, wires)
         window.state.objects.update(fold.at_start.objects)
         window.state.lifecycles.update(fold.at_start.lifecycles)
         window.events += fold.in_window
+        window.events += _gap_events(catalog, window, partition, warn)
     # Partitions hold disjoint keys, so their states merge without conflict; events interleave by time,
     # ties broken by partition then offset order, which does not depend on where segments were cut.
     # The list is in (partition, offset) order already, so a stable sort by time alone gives that order
     # (and finds each partition's run already sorted).
     window.events.sort(key=_ts)
     return window
+
+
+def _fold_partition(
+    catalog: SegmentCatalog, window: Window, partition: int, warn: WarnFn | None, wires: EventWires | None
+) -> _PartitionFold:
+    """One partition's part of the window, from the plan's keyframe. plan() starts at the latest
+    keyframe whose time is at or before the start (when retention removed older history, the first
+    remaining keyframe is the best known state); later keyframes are not needed (the fold already
+    holds that state) and are most of a segment's decoding cost. An unreadable keyframe segment makes
+    the plan start again from an earlier keyframe, never from an empty state."""
+    unusable: set[str] = set()
+    while True:
+        fold = _PartitionFold(window.start_ms, window.end_ms)
+        replan = False
+        for index, entry in enumerate(
+            catalog.plan(partition, window.start_ms, window.end_ms, unusable=frozenset(unusable))
+        ):
+            use_keyframe = index == 0 and entry.header.keyframe_at_ms is not None
+            try:
+                segment = load_segment(catalog.store, entry, with_keyframe=use_keyframe, wires=wires)
+            except FormatError as exc:
+                if use_keyframe:
+                    unusable.add(entry.name)
+                    replan = True
+                    _skip(
+                        window,
+                        warn,
+                        f"segment {entry.name} is corrupt and was skipped (its keyframe too: the window "
+                        f"is rebuilt from an earlier keyframe): {exc}",
+                    )
+                    break
+                _skip(window, warn, f"segment {entry.name} is corrupt and was skipped: {exc}")
+                fold.hole()
+                continue
+            fold.add(entry, segment)
+        if not replan:
+            return fold
+
+
+def gap_key(topic: str, partition: int) -> str:
+    """The key of the GAP events that stand for a store gap marker of ``topic``/``partition``."""
+    return f"kubetape.dev/TopicPartition/{topic.replace('/', '_') or '_'}/{partition}"
+
+
+def _gap_events(catalog: SegmentCatalog, window: Window, partition: int, warn: WarnFn | None) -> list[Event]:
+    """Each gap marker of ``partition`` that can matter to the window (it starts before the window's
+    end: what it lost may be missing from the state at the start or from the window) as a warning and
+    as a GAP event inside the window, so the exported trace itself says so (inspect and replay report
+    it)."""
+    out = []
+    for gap in catalog.gaps(partition):
+        h = gap.header
+        if h.start_ms >= window.end_ms:
+            continue
+        lost = h.partitions[0]
+        message = (
+            f"partition {partition}: offsets {lost.first_offset}..{lost.last_offset} of {lost.topic} were "
+            f"lost ({h.gap_reason}); changes between {h.start_ms} and {h.end_ms} ms may be missing from "
+            "this export"
+        )
+        _skip(window, warn, message)
+        ts = min(max(h.start_ms, window.start_ms), window.end_ms - 1)
+        out.append(
+            Event.gap(
+                ts,
+                ObjectKey(gap_key(lost.topic, partition)),
+                reason=f"kubetape store gap: {h.gap_reason}",
+                from_rv=f"offset {lost.first_offset}",
+                to_rv=f"offset {lost.last_offset}",
+            )
+        )
+    return out
 
 
 _ts = operator.attrgetter("ts_ms")

@@ -1,32 +1,66 @@
 """Retention: remove segments older than a configured age without breaking later ranges.
 
 A segment can only go if a later keyframe of its partition still reconstructs the state it contributed
-to: per partition, everything before the latest keyframe segment that starts at or before the cutoff
-(and ends before it) is removed; that keyframe segment and everything after it stay.
+to. Per partition, the anchor is the latest keyframe segment starting at or before the cutoff whose
+keyframe time T is at or before it too (so every window starting at or after the cutoff can start
+from it, see :mod:`pipeline.sink.compactor`) and that reads back whole. Everything before the anchor
+that ends by the cutoff is removed; the anchor and everything after it stay. A keyframe that does not
+decode is never an anchor: the history before it is what an export or a restore falls back to
+(:mod:`pipeline.sink.history`). Gap markers before the anchor go with the segments around them.
 """
 
 from __future__ import annotations
 
+import logging
+
 from pipeline.io.segment_store import SegmentName
-from pipeline.sink.catalog import SegmentCatalog
+from pipeline.model.errors import FormatError
+from pipeline.sink.catalog import CatalogEntry, SegmentCatalog, keyframe_times
+from pipeline.sink.history import load_segment
+
+log = logging.getLogger("kubetape.sink")
 
 
 def expired_segments(catalog: SegmentCatalog, cutoff_ms: int) -> list[SegmentName]:
-    """Names of segments that can be deleted: all their events are before ``cutoff_ms`` and a later
-    keyframe of the same partition, also at or before the cutoff, makes them unnecessary."""
+    """Names of segments that can be deleted: all their events are before ``cutoff_ms`` and a later,
+    readable keyframe of the same partition, with its time at or before the cutoff, makes them
+    unnecessary."""
     catalog.refresh()
     expired: list[SegmentName] = []
     for partition in catalog.partitions():
         chain = catalog.of_partition(partition)
-        anchor = None
-        for i, e in enumerate(chain):
-            kf = e.header.keyframe_at_ms
-            if kf is not None and e.header.start_ms <= cutoff_ms:
-                anchor = i
+        times = keyframe_times(chain)
+        candidates = [
+            i
+            for i, t in enumerate(times)
+            if t is not None and t <= cutoff_ms and chain[i].header.start_ms <= cutoff_ms
+        ]
+        anchor = next((i for i in reversed(candidates) if _readable(catalog, chain[i])), None)
         if anchor is None:
             continue
+        first_kept = chain[anchor].first_offset
         expired += [e.name for e in chain[:anchor] if e.header.end_ms <= cutoff_ms]
-    return expired
+        expired += [
+            g.name
+            for g in catalog.gaps(partition)
+            if g.last_offset < first_kept and g.header.end_ms <= cutoff_ms
+        ]
+    return sorted(expired)
+
+
+def _readable(catalog: SegmentCatalog, entry: CatalogEntry) -> bool:
+    """Whether the keyframe segment decodes whole (remembered per version of the file)."""
+    version = catalog.version(entry.name)
+    if version is not None and catalog.verified.get(entry.name) == version:
+        return True
+    try:
+        load_segment(catalog.store, entry)
+    except FormatError as exc:
+        log.error("retention keeps the history before an unreadable keyframe segment: %s", exc)
+        return False
+    if version is not None:
+        catalog.verified[entry.name] = version
+    return True
 
 
 def apply_retention(catalog: SegmentCatalog, cutoff_ms: int) -> list[SegmentName]:

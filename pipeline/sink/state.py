@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pipeline.formats.segment import Keyframe
 from pipeline.model.events import Event, EventHead, EventType
 from pipeline.model.keys import ObjectKey
+from pipeline.model.sanitize import deletion_stub
 
 AnyEvent = Event | EventHead
 """An event decoded or not: the state treats both alike."""
@@ -34,7 +35,7 @@ class ObjectState:
 
     @classmethod
     def from_keyframe(cls, keyframe: Keyframe) -> ObjectState:
-        return cls(dict(keyframe.objects), dict(keyframe.lifecycles))
+        return cls(dict(keyframe.objects), dict(keyframe.lifecycles), dict(keyframe.tombstones))
 
     def keyframe(self, at_ms: int) -> Keyframe:
         """A keyframe of the current state, keys sorted so equal states give equal bytes."""
@@ -44,10 +45,12 @@ class ObjectState:
             {k: _decoded(self.lifecycles[k]) for k in sorted(self.lifecycles)},
         )
 
-    def keyframe_heads(self) -> tuple[list[EventHead], list[EventHead]]:
-        """The keyframe's objects and lifecycles as heads (wire bytes), sorted by key like
-        :meth:`keyframe`: what the sink writes without decoding anything."""
-        return _sorted_heads(self.objects), _sorted_heads(self.lifecycles)
+    def keyframe_heads(self) -> tuple[list[EventHead], list[EventHead], list[EventHead]]:
+        """The keyframe's objects, lifecycles and tombstones as heads (wire bytes), sorted by key like
+        :meth:`keyframe`: what the sink writes without decoding objects or lifecycles. Tombstones are
+        written with their objects reduced to stubs (only what the duplicate rule reads)."""
+        tombstones = [self.tombstones[k] for k in sorted(self.tombstones)]
+        return _sorted_heads(self.objects), _sorted_heads(self.lifecycles), [_stub(e) for e in tombstones]
 
     def is_duplicate(self, e: AnyEvent) -> bool:
         """Whether ``e`` would leave the state unchanged (a redelivery or a re-list of a known version)."""
@@ -93,6 +96,39 @@ class ObjectState:
         else:
             self.gaps[e.key] = e
 
+    def settle(self, before_ms: int, horizon_ms: int) -> None:
+        """Forget history once a segment is closed (durable for the sink; read back for a restore), so
+        the state's size (and every keyframe's) follows the live cluster, not its history. Every event
+        folded so far is before ``before_ms``, so every later keyframe time and window start is at or
+        after it. What leaves:
+
+        * a tombstone (and a gap marker) older than ``horizon_ms`` of event time before ``before_ms``:
+          a delete is remembered only to refuse a stale re-publish of the deleted object (an apply
+          of an older version, the same delete again), which comes within seconds, not hours;
+        * a pod's lifecycle that ended before ``before_ms``, recorded more than ``horizon_ms`` before
+          it, while its pod object is not live: it cannot overlap a later window, and no live pod
+          needs it to be left out of one.
+
+        Live objects and running (or recently ended) lifecycles stay. The sink and a restore settle at
+        the same segment boundaries, so a restored state equals the one the sink had (keyframes carry
+        the tombstones still remembered). Exports never settle: they only read states."""
+        forget_before = before_ms - horizon_ms
+        for dicts in (self.tombstones, self.gaps):
+            old = [k for k, e in dicts.items() if e.ts_ms < forget_before]
+            for k in old:
+                del dicts[k]
+        lifecycles, objects = self.lifecycles, self.objects
+        ended = [
+            k
+            for k, e in lifecycles.items()
+            if e.pod_end_ms is not None
+            and e.pod_end_ms < before_ms
+            and e.ts_ms < forget_before
+            and k not in objects
+        ]
+        for k in ended:
+            del lifecycles[k]
+
     def offer(self, e: AnyEvent) -> bool:
         """Apply ``e`` unless it is a duplicate; returns whether it was new."""
         if self.is_duplicate(e):
@@ -133,6 +169,17 @@ def _sorted_heads(events: dict[ObjectKey, AnyEvent]) -> list[EventHead]:
     if set(map(type, ordered)) <= {EventHead}:
         return ordered  # type: ignore[return-value]  # every item is an EventHead, checked just above
     return [_head(e) for e in ordered]
+
+
+def _stub(e: AnyEvent) -> EventHead:
+    """A tombstone with its object reduced to SimKube's deletion stub (keyframes carry it)."""
+    full = _decoded(e)
+    obj = deletion_stub(full.obj) if full.obj is not None else {}
+    return EventHead.of(
+        Event.deleted(
+            full.ts_ms, full.key, obj, full.spec_hash, uid=full.uid, resource_version=full.resource_version
+        )
+    )
 
 
 def _decoded(e: AnyEvent) -> Event:

@@ -192,7 +192,7 @@ def segments(draw: st.DrawFn) -> Segment:
             max_size=3,
         )
     )
-    kind = draw(st.sampled_from(SegmentKind))
+    kind = draw(st.sampled_from([SegmentKind.SEGMENT, SegmentKind.TRACE]))  # a GAP holds no events
     config = draw(st.none() | st.just(TracerConfig.default()))
     return build_segment(
         evs, start_ms=start, end_ms=end, partitions=partitions, keyframe=keyframe, config=config, kind=kind

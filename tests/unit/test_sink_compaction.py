@@ -195,7 +195,10 @@ def test_keyframes_hold_the_state_before_the_segment() -> None:
     assert [s.segment.keyframe is not None for s in segments] == [True, False, True, False]
     kf = segments[2].segment.keyframe
     assert kf is not None
-    assert kf.at_ms == T0 + 2_000
+    # the state after offset 1, at event time T: one past the latest event in it (not the window start)
+    assert kf.at_ms == T0 + 1_001
+    header = segments[2].segment.header
+    assert (header.keyframe_offset, header.keyframe_time) == (1, T0 + 1_001)
     assert sorted(kf.objects) == ["apps/Deployment/ns/d0", "apps/Deployment/ns/d1"]
 
 
