@@ -19,7 +19,7 @@ The :class:`Shaper` holds what was already published — the latest sanitized ob
 
 Event time is when the watcher observed the change, unless the watcher saw it late (after a restart, a
 broker outage, a re-list) and the object carries better evidence: for an applied object the latest of
-``metadata.creationTimestamp`` and the ``metadata.managedFields[].time`` of writes other than to a
+``metadata.creationTimestamp`` and the ``metadata.managedFields[].time`` of writes other than to the
 status subresource, for a deleted one its ``deletionTimestamp`` — used when it is at least
 :data:`LATE_AFTER_MS` before the observation (Kubernetes times have 1 s resolution, so a timely
 observation is never that far behind) and not before the key's previous event. The event then says so:
@@ -126,8 +126,8 @@ def change_evidence(obj: Mapping[str, Any], *, deleted: bool) -> tuple[int, str]
         best = (created, "creationTimestamp")
     entries = meta.get("managedFields")
     for entry in entries if isinstance(entries, list) else []:
-        if not isinstance(entry, Mapping) or entry.get("subresource"):
-            continue  # a status write is not a change of the object's spec
+        if not isinstance(entry, Mapping) or entry.get("subresource") == "status":
+            continue  # a status write is not a change of the object (writes through /scale are)
         at = _time_ms(entry.get("time"))
         if at is not None and (best is None or at > best[0]):
             best = (at, "managedFields")

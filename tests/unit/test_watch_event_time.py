@@ -27,7 +27,14 @@ def deployment(rv: int, replicas: int, *, deleted: bool = False) -> dict[str, An
         "resourceVersion": str(rv),
         "creationTimestamp": "2026-01-01T00:00:00Z",
         "managedFields": [
-            {"manager": "kubectl", "operation": "Update", "time": "2026-01-01T00:00:30Z"},
+            {"manager": "kubectl", "operation": "Update", "time": "2026-01-01T00:00:20Z"},
+            # kubectl scale writes through the scale subresource: a change of the spec
+            {
+                "manager": "kubectl",
+                "operation": "Update",
+                "subresource": "scale",
+                "time": "2026-01-01T00:00:30Z",
+            },
             # a later status write is not a change of the spec
             {"manager": "kube-controller-manager", "subresource": "status", "time": "2026-01-01T00:05:00Z"},
         ],
@@ -104,7 +111,7 @@ async def test_a_relist_after_a_restart_stamps_changes_with_their_evidence() -> 
     # while the watcher is away, the Deployment is scaled (kubectl writes at 00:01:00); 10 min later
     # the watcher restarts
     later = deployment(9, 5)
-    later["metadata"]["managedFields"][0]["time"] = "2026-01-01T00:01:00Z"
+    later["metadata"]["managedFields"][1]["time"] = "2026-01-01T00:01:00Z"
     cluster.objects["Deployment"] = [later]
     bus = FakeBus()
     restarted = Watcher(CONFIG, cluster, bus, Metrics(), settings=FAST, clock=lambda: SCALED + 600_000)
