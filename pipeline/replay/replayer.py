@@ -127,6 +127,8 @@ class ReplaySettings:
     where the trace has no lifecycles): the simulated controller, scheduler and KWOK must first turn
     the change into Running pods, which a recorded lifecycle already includes."""
     cleanup_timeout_s: float = 180.0
+    cleanup_progress_every_s: float = 5.0
+    """How often a long cleanup logs how far it is (thousands of pods take minutes)."""
     node_ready_timeout_s: float = 30.0
     node_settle_s: float = 1.0
     """Wait after the virtual nodes are Ready, before trace time starts (see _create_virtual_nodes)."""
@@ -387,7 +389,11 @@ class Replayer:
             await self._cluster.delete(
                 ROOT_API_VERSION, ROOT_KIND, None, self._root.name, propagation="Foreground"
             )
+            next_report = time.monotonic() + self.settings.cleanup_progress_every_s
             while await self._cluster.get(ROOT_API_VERSION, ROOT_KIND, None, self._root.name) is not None:
+                if time.monotonic() >= next_report:
+                    next_report += self.settings.cleanup_progress_every_s
+                    await self._report_cleanup_progress("the garbage collector removes the rest", begun)
                 if time.monotonic() > deadline:
                     self.report.cleanup = (
                         f"incomplete after {self.settings.cleanup_timeout_s:.0f} s: {ROOT_KIND} "
@@ -403,11 +409,29 @@ class Replayer:
     async def _delete_own_namespaces(self, deadline: float) -> None:
         own = [ns for ns in self._namespaces if namespace_is_replays(ns, self._rewrite)]
         await asyncio.gather(*(self._cluster.delete("v1", "Namespace", None, ns) for ns in own))
+        begun = time.monotonic()
+        next_report = begun + self.settings.cleanup_progress_every_s
         while own and time.monotonic() < deadline:
             remaining = await asyncio.gather(*(self._cluster.get("v1", "Namespace", None, ns) for ns in own))
             own = [ns for ns, live in zip(own, remaining, strict=True) if live is not None]
+            if own and time.monotonic() >= next_report:
+                next_report += self.settings.cleanup_progress_every_s
+                await self._report_cleanup_progress(f"{len(own)} namespace(s) still terminating", begun)
             if own:
                 await asyncio.sleep(0.25)
+
+    async def _report_cleanup_progress(self, phase: str, begun: float) -> None:
+        """A line every few seconds: cleaning up thousands of pods takes minutes, and silence for that
+        long looks like a hang."""
+        try:
+            pods = await self._cluster.list_objects("v1", "Pod", label_selector=f"{REPLAY_LABEL}={self.name}")
+            left = f"{len(pods)} pod(s) left"
+        except KubeApiError as exc:
+            left = f"pods left unknown ({exc})"
+        log.info(
+            f"cleanup of {self.name}: {phase}, {left}, {time.monotonic() - begun:.0f} s so far",
+            extra={"ctx": {"replay": self.name}},
+        )
 
     # ---- one step ---------------------------------------------------------------------------------
     async def _run_step(self, step: ScheduledStep[Event]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -391,3 +392,32 @@ async def test_an_annotation_on_the_root_pauses_the_trace_clock_until_removed() 
     report = await asyncio.wait_for(run, 5)
     assert ("Pod", "kubetape-prod", "second") in cluster.objects
     assert report.failed == 0
+
+
+class SlowGarbageCluster(MemoryCluster):
+    """The root lingers for a while after its delete, as with thousands of dependents."""
+
+    def __init__(self, lingering_gets: int) -> None:
+        super().__init__()
+        self.lingering_gets = lingering_gets
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        if kind == "ClusterRole" and self.lingering_gets > 0:
+            self.lingering_gets -= 1
+            await asyncio.sleep(0.01)
+            return {"metadata": {"name": name}}
+        return await super().get(api_version, kind, namespace, name)
+
+
+async def test_a_long_cleanup_says_how_far_it_is(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="pipeline.replay.replayer")
+    cluster = SlowGarbageCluster(lingering_gets=3)  # the cleanup polls every 0.5 s
+    settings = replace(fast(cleanup_progress_every_s=0.02), cleanup_timeout_s=30)
+    report = await Replayer(cluster, plan_replay(trace([applied(0, pod("p1"))]), speed=1000), settings).run()
+    assert report.cleanup.startswith("done"), report.cleanup
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cleanup of t1:")]
+    assert progress, [r.getMessage() for r in caplog.records]
+    assert "the garbage collector removes the rest" in progress[0]
+    assert "pod(s) left" in progress[0]
