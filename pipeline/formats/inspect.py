@@ -120,9 +120,11 @@ def _span(start_ms: int | None, end_ms: int | None) -> str:
         return "empty"
 
     def iso(ms: int) -> str:
-        return (
-            datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        )
+        try:
+            moment = datetime.fromtimestamp(ms / 1000, UTC)
+        except (ValueError, OverflowError, OSError):  # beyond the calendar: say so, do not crash
+            return f"{ms} ms (not a calendar date)"
+        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
     return f"{iso(start_ms)} → {iso(end_ms)} ({(end_ms - start_ms) / 1000:.3f} s)"
 

@@ -619,8 +619,8 @@ def _split_header(data: bytes, source: str) -> tuple[SegmentHeader, int]:
     try:
         raw = msgpack.unpackb(header_bytes, raw=False)
         header = _header_from_wire(raw, version)
-    except FormatError:
-        raise
+    except FormatError as exc:
+        raise FormatError(f"{source}: malformed header ({exc})") from None
     except Exception as exc:  # msgpack or malformed fields: checksummed, so written by a broken encoder
         raise FormatError(f"{source}: malformed header ({type(exc).__name__}: {exc})") from None
     return header, end

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.formats.simkube import SimkubeTrace
+from pipeline.formats.segment import decode_segment, encode_segment, is_segment
+from pipeline.formats.simkube import read_simkube_trace
 from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.model.errors import ConfigError
 from pipeline.model.tracer_config import load_tracer_config
@@ -23,7 +26,7 @@ from pipeline.sink.export import (
 )
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
-from pipeline.validate.tracefile import AnyTrace, read_any_trace, write_trace_file
+from pipeline.validate.tracefile import encode_trace
 from pipeline.validate.transform import Transform, load_transform
 from services.commands.sink import add_store_argument
 
@@ -92,19 +95,31 @@ def _run(args: argparse.Namespace) -> int:
     transform = load_transform(args.transform) if args.transform else None
     catalog = SegmentCatalog(LocalSegmentStore(args.segment_dir))
     result = export_window(catalog, request, lambda w: print(f"kubetape: warning: {w}", file=sys.stderr))
-    tmp = args.output.with_name(args.output.name + ".partial")
-    tmp.write_bytes(result.data)
-    if transform is not None:
-        _transform_in_place(tmp, transform)
-    tmp.replace(args.output)
-    print(f"wrote {args.output}: {result.events} events, {len(result.data)} bytes", file=sys.stderr)
+    # The transform runs on the bytes in memory: nothing of the raw trace reaches the disk, not even a
+    # temporary file, so a transform that fails leaves no unredacted copy behind.
+    data = result.data if transform is None else _transformed(result.data, transform, args.output)
+    _write_atomically(args.output, data)
+    print(f"wrote {args.output}: {result.events} events, {len(data)} bytes", file=sys.stderr)
     return 0
 
 
-def _transform_in_place(path: Path, transform: Transform) -> None:
-    trace = read_any_trace(path)
-    if isinstance(trace, SimkubeTrace):
-        transformed: AnyTrace = apply_transform(trace, transform)[0]
-    else:
-        transformed = apply_transform_to_segment(trace, transform)[0]
-    write_trace_file(transformed, path)
+def _transformed(data: bytes, transform: Transform, output: Path) -> bytes:
+    if is_segment(data):
+        return encode_segment(apply_transform_to_segment(decode_segment(data, "export"), transform)[0])
+    trace = read_simkube_trace(data, "export")
+    return encode_trace(apply_transform(trace, transform)[0], as_json=output.suffix.lower() == ".json")
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Temp file beside ``path``, fsync, rename: a reader sees no file or the whole one."""
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise ConfigError(f"{path}: cannot write the export ({exc.strerror or exc})") from None

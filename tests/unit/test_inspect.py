@@ -125,3 +125,101 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
         inspect_file(tmp_path / "absent.sktrace")
     with pytest.raises(FormatError, match="is a directory"):
         inspect_file(tmp_path)
+
+
+def _crafted(header: dict[str, object], body: bytes = b"") -> bytes:
+    """A segment file around ``header`` with valid checksums (what an attacker can write)."""
+    import struct
+    import zlib
+
+    import msgpack
+
+    raw: bytes = msgpack.packb(header)
+    return (
+        struct.pack(">4sHII", b"KTSG", 2, len(raw), zlib.crc32(raw))
+        + raw
+        + struct.pack(">II", len(body), zlib.crc32(body))
+        + body
+    )
+
+
+@pytest.mark.parametrize(
+    ("start_ms", "end_ms"),
+    [(-(2**63), 0), (0, 2**63 + 5), (0, 10**18), ("0", 5)],
+)
+def test_a_crafted_header_is_a_clear_format_error_not_a_traceback(
+    tmp_path: Path, start_ms: object, end_ms: object
+) -> None:
+    header = {
+        "v": 2,
+        "kind": "segment",
+        "start_ms": start_ms,
+        "end_ms": end_ms,
+        "partitions": [],
+        "counts": [0, 0, 0, 0],
+        "keyframe": [None, 0, 0],
+    }
+    path = tmp_path / "crafted.kseg"
+    path.write_bytes(_crafted(header))
+    if end_ms == 10**18:  # representable: inspected, the span printed as numbers beyond the calendar
+        with pytest.raises(FormatError, match=r"crafted\.kseg"):
+            inspect_file(path)  # the body is missing
+        return
+    with pytest.raises(FormatError, match=r"crafted\.kseg: malformed header .*(start_ms|end_ms)"):
+        inspect_file(path)
+
+
+def test_a_span_beyond_the_calendar_is_printed_not_crashed_on() -> None:
+    from pipeline.formats.inspect import _span
+
+    assert "not a calendar date" in _span(0, 10**18)
+
+
+def test_a_decompression_bomb_is_refused_before_it_is_inflated(tmp_path: Path) -> None:
+    """A few KB of zstd declaring hundreds of MB: refused from the frame header, nothing allocated."""
+    import resource
+
+    import zstandard
+
+    body = zstandard.ZstdCompressor(level=19, write_content_size=True).compress(b"\0" * (256 << 20))
+    assert len(body) < 64 << 10
+    header = {
+        "v": 2,
+        "kind": "segment",
+        "start_ms": 0,
+        "end_ms": 1,
+        "partitions": [],
+        "counts": [0, 0, 0, 0],
+        "keyframe": [None, 0, 0],
+    }
+    path = tmp_path / "bomb.kseg"
+    path.write_bytes(_crafted(header, body))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(FormatError, match=r"bomb\.kseg: the body would inflate .* over the limit"):
+        inspect_file(path)
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 64 << 10  # far below the 256 MiB the body declares
+
+
+def test_decode_limits_are_configurable_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.formats.segment import DecodeLimits, decode_segment
+    from pipeline.model.errors import ConfigError
+
+    seg = build_segment(
+        [Event.applied(5, key_of(_pod("a")), _pod("a"), 1)],
+        start_ms=0,
+        end_ms=10,
+        config=TracerConfig.default(),
+    )
+    data = encode_segment(seg)
+    assert decode_segment(data) == seg
+    with pytest.raises(FormatError, match="over the limit of 100"):
+        decode_segment(data, "tiny", limits=DecodeLimits(max_inflated_bytes=100))
+    limits = DecodeLimits.from_env({"KUBETAPE_MAX_INFLATED_BYTES": "4096", "KUBETAPE_MAX_INFLATE_RATIO": "7"})
+    assert limits == DecodeLimits(4096, 7)
+    with pytest.raises(ConfigError, match="KUBETAPE_MAX_INFLATE_RATIO"):
+        DecodeLimits.from_env({"KUBETAPE_MAX_INFLATE_RATIO": "lots"})
+
+
+def _pod(name: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}, "spec": {}}

@@ -58,3 +58,32 @@ def test_export_and_sink_explain_bad_input(tmp_path: Path, capsys: pytest.Captur
     assert "range is empty" in capsys.readouterr().err
     assert main(["sink", "--bootstrap", "", "--segment-dir", str(tmp_path)]) == 2
     assert "no Kafka bootstrap" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["kubetape", "simkube"])
+def test_a_failing_transform_leaves_no_raw_trace_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    """The transform runs in memory, before any byte of the trace reaches the disk: when it fails,
+    neither the output nor a temporary file holds the unredacted export."""
+    import services.commands.export as export_command
+    from pipeline.model.errors import ConfigError
+
+    _fill(tmp_path / "segments")
+    out = tmp_path / "out"
+    out.mkdir()
+    seen: list[int] = []
+
+    def failing(trace: object, transform: object) -> object:
+        seen.append(len(list(out.iterdir())))  # what is on disk while the transform runs
+        raise ConfigError("the transform failed")
+
+    monkeypatch.setattr(export_command, "apply_transform_to_segment", failing)
+    monkeypatch.setattr(export_command, "apply_transform", failing)
+    transform = Path(__file__).resolve().parents[2] / "examples" / "transforms" / "redact.yaml"
+    args = ["export", "--segment-dir", str(tmp_path / "segments"), "--format", fmt]
+    args += ["--from", str(T0), "--to", str(T0 + 240_000), "--transform", str(transform)]
+    assert main([*args, "-o", str(out / "trace")]) == 2
+    assert "the transform failed" in capsys.readouterr().err
+    assert seen == [0]
+    assert list(out.iterdir()) == []
