@@ -143,15 +143,23 @@ def env(
 
 
 # ---- helpers ----------------------------------------------------------------------------------------
-async def eventually(check: Callable[[], Awaitable[T | None]], what: str, timeout_s: float = 60.0) -> T:
-    """Poll ``check`` until it returns something truthy (state, not timing, is what the tests assert)."""
+async def eventually(
+    check: Callable[[], Awaitable[T | None]],
+    what: str,
+    timeout_s: float = 60.0,
+    last_seen: Callable[[], object] = lambda: "nothing",
+) -> T:
+    """Poll ``check`` until it returns something truthy (state, not timing, is what the tests assert);
+    on time-out, the message names ``what`` and ``last_seen()``."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         value = await check()
         if value:
             return value
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(
+                f"timed out after {timeout_s:.0f} s waiting for {what}; last seen: {last_seen()}"
+            )
         await asyncio.sleep(0.5)
 
 
@@ -160,11 +168,20 @@ def simulation(name: str, trace: Path, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": body}
 
 
-async def phase_of(kube: KubeControllerClient, name: str, phase: str) -> dict[str, Any] | None:
-    sim = await kube.get(API_VERSION, KIND, None, name)
-    if sim is not None and (sim.get("status") or {}).get("phase") == phase:
-        return sim
-    return None
+async def until_phase(
+    kube: KubeControllerClient, name: str, phase: str, timeout_s: float = 60.0
+) -> dict[str, Any]:
+    """The Simulation once its status says ``phase``; the status last seen is in the time-out message."""
+    seen: dict[str, Any] = {}
+
+    async def check() -> dict[str, Any] | None:
+        sim = await kube.get(API_VERSION, KIND, None, name)
+        seen["status"] = "no such Simulation" if sim is None else sim.get("status")
+        if sim is not None and (sim.get("status") or {}).get("phase") == phase:
+            return sim
+        return None
+
+    return await eventually(check, f"Simulation {name} {phase}", timeout_s, lambda: seen.get("status"))
 
 
 async def job_for(kube: KubeControllerClient, name: str) -> dict[str, Any] | None:
@@ -275,13 +292,13 @@ async def test_a_simulation_runs_its_repetition_as_a_job_and_succeeds(env: Env, 
     await kube.create(simulation("bare-pods", trace, nodePools=[{"skeleton": _skeleton(), "count": 2}]))
     await kube.create(simulation("queued", trace))
 
-    running = await eventually(lambda: phase_of(kube, "bare-pods", "Running"), "bare-pods Running")
+    running = await until_phase(kube, "bare-pods", "Running")
     job = await eventually(lambda: job_for(kube, "bare-pods-r1"), "Job bare-pods-r1")
     assert job["metadata"]["ownerReferences"][0]["uid"] == running["metadata"]["uid"]
     lease = await kube.get("coordination.k8s.io/v1", "Lease", NS, "kubetape-simulation")
     assert lease is not None
     assert lease["spec"]["holderIdentity"] == "ctrl-main"
-    queued = await eventually(lambda: phase_of(kube, "queued", "Pending"), "queued Pending")
+    queued = await until_phase(kube, "queued", "Pending")
     assert "waiting for Simulation bare-pods" in queued["status"]["message"]
     assert await job_for(kube, "queued-r1") is None  # one simulation at a time
 
@@ -291,7 +308,7 @@ async def test_a_simulation_runs_its_repetition_as_a_job_and_succeeds(env: Env, 
     assert code == 0, report_text
     report = json.loads(report_text)
 
-    done = await eventually(lambda: phase_of(kube, "bare-pods", "Succeeded"), "bare-pods Succeeded", 90)
+    done = await until_phase(kube, "bare-pods", "Succeeded", 90)
     status = done["status"]
     assert status["completedRepetitions"] == 1
     (result,) = status["repetitions"]
@@ -305,7 +322,7 @@ async def test_a_simulation_runs_its_repetition_as_a_job_and_succeeds(env: Env, 
     assert "Succeeded" in events
 
     # the cluster is free again: the queued Simulation goes Pending → Running
-    await eventually(lambda: phase_of(kube, "queued", "Running"), "queued Running")
+    await until_phase(kube, "queued", "Running")
 
     async def lease_names_queued() -> bool:
         lease = await kube.get("coordination.k8s.io/v1", "Lease", NS, "kubetape-simulation")
@@ -372,7 +389,7 @@ async def test_a_bad_source_or_a_failing_replay_fails_the_simulation_with_the_re
     env.start_controller("ctrl-bad")
     segments = {"segments": {"claimName": "no-such-claim", "from": "-30m", "to": "now"}}
     await kube.create(simulation("no-volume", Path("/unused"), source=segments))
-    failed = await eventually(lambda: phase_of(kube, "no-volume", "Failed"), "no-volume Failed")
+    failed = await until_phase(kube, "no-volume", "Failed")
     assert "PersistentVolumeClaim 'no-such-claim' does not exist" in failed["status"]["message"]
     assert await job_for(kube, "no-volume-r1") is None
 
@@ -380,7 +397,7 @@ async def test_a_bad_source_or_a_failing_replay_fails_the_simulation_with_the_re
     await kube.create(simulation("no-trace", missing))
     code, _log_tail = await finish_repetition(kube, kubectl, "no-trace-r1", env.kubeconfig, env.tmp / "pod")
     assert code != 0
-    failed = await eventually(lambda: phase_of(kube, "no-trace", "Failed"), "no-trace Failed", 90)
+    failed = await until_phase(kube, "no-trace", "Failed", 90)
     message = failed["status"]["message"]
     assert "repetition 1" in message
     assert "kubetape: error:" in message
@@ -413,7 +430,7 @@ async def test_a_restarted_controller_continues_and_a_second_instance_waits(
     assert lease["spec"]["holderIdentity"] == "ctrl-second"
     assert lease["spec"]["leaseTransitions"] >= 1
     await finish_repetition(kube, kubectl, "survivor-r2", env.kubeconfig, env.tmp / "pod-2")
-    done = await eventually(lambda: phase_of(kube, "survivor", "Succeeded"), "survivor Succeeded", 90)
+    done = await until_phase(kube, "survivor", "Succeeded", 90)
     assert [r["index"] for r in done["status"]["repetitions"]] == [1, 2]
     jobs = await kube.list_objects(
         "batch/v1", "Job", namespace=NS, label_selector="kubetape.dev/simulation=survivor"
@@ -464,16 +481,16 @@ async def test_the_sim_commands_create_pause_resume_list_and_delete(env: Env, si
 
     trace = simkube_traces / "bare-pods.sktrace"
     sim("run", "by-cli", "--trace", str(trace), "--speed", "10", "--repetitions", "2", "--paused")
-    paused = await eventually(lambda: phase_of(kube, "by-cli", "Paused"), "by-cli Paused")
+    paused = await until_phase(kube, "by-cli", "Paused")
     assert "paused before repetition 1 of 2" in paused["status"]["message"]
     assert await job_for(kube, "by-cli-r1") is None
     assert re.search(r"^by-cli\s+Paused\s+0/2\s+10\s", sim("list"), re.MULTILINE)
 
     sim("resume", "by-cli")
-    await eventually(lambda: phase_of(kube, "by-cli", "Running"), "by-cli Running")
+    await until_phase(kube, "by-cli", "Running")
     await eventually(lambda: job_for(kube, "by-cli-r1"), "Job by-cli-r1")
     sim("pause", "by-cli")  # the running repetition's trace clock stops; no further one starts
-    paused = await eventually(lambda: phase_of(kube, "by-cli", "Paused"), "by-cli Paused while running")
+    paused = await until_phase(kube, "by-cli", "Paused")
     assert "repetition 1 of 2 holds its trace clock" in paused["status"]["message"]
 
     listed = json.loads(sim("list", "--json"))

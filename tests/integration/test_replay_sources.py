@@ -23,6 +23,7 @@ from pipeline.replay.replayer import Replayer, ReplaySettings
 from pipeline.replay.rewrite import REPLAY_LABEL
 from pipeline.replay.sources import FollowSource, read_topic_trace
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
+from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -122,10 +123,8 @@ async def test_following_the_live_topic_applies_each_new_event_a_fixed_lag_later
                 for p in await cluster.list_objects("v1", "Pod", label_selector=selector)
             }
 
-        deadline = time.monotonic() + 60
-        while "existing" not in await pod_names():  # the state before now − lag is created at once
-            assert time.monotonic() < deadline, "the initial state was not replayed"
-            await asyncio.sleep(0.1)
+        # the state before now − lag is created at once
+        await eventually(pod_names, lambda names: "existing" in names, "the initial state", interval_s=0.1)
 
         live = pod("live")
         recorded_at = int(time.time() * 1000)
@@ -134,9 +133,7 @@ async def test_following_the_live_topic_applies_each_new_event_a_fixed_lag_later
             topic,
             [(encode_event(Event.applied(recorded_at, key_of(live), live, 1)), recorded_at)],
         )
-        while "live" not in await pod_names():
-            assert time.monotonic() < deadline, "the live event was never replayed"
-            await asyncio.sleep(0.05)
+        await eventually(pod_names, lambda names: "live" in names, "the live event replayed", interval_s=0.05)
         delay_ms = time.time() * 1000 - recorded_at
         # not before the lag; and not much after it (polling, the apply itself)
         assert lag_ms <= delay_ms < lag_ms + 10_000, delay_ms  # bounded, with slack for busy machines
