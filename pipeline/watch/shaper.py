@@ -313,8 +313,9 @@ class Shaper:
             if owner is None:
                 if wait_for is not None and track.chain is not None:
                     # the owner exists but is not published yet: keep what is seen until it is
-                    track.seen = _keep_first_start(derive_lifecycle(pod), track.seen)
-                    track.seen_rv = rv
+                    seen = _keep_first_start(derive_lifecycle(pod), track.seen)
+                    if seen is not None and seen.supersedes(track.seen):  # never regresses, as published
+                        track.seen, track.seen_rv = seen, rv
                     track.waiting_for = wait_for
                     self.waiting.setdefault(wait_for, set()).add(key)
                 return out

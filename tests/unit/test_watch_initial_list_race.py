@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.io.metrics import Metrics
 from pipeline.io.watch_types import RESUME_TOPIC, ListResult, ResourceInfo, ResourceVersion, WatchEvent
@@ -226,3 +228,60 @@ async def test_waiting_pods_deleted_meanwhile_are_bounded() -> None:
     assert ends == [NOW_MS] * 3, "finished at their deletion"
     assert shaper.gone_waiting == {}
     assert shaper.waiting == {}
+
+
+# ---- any interleaving against the owner-first order -------------------------------------------------
+POD_STEPS = st.lists(
+    st.tuples(st.integers(0, 3), st.sampled_from(["start", "finish", "delete", "recreate"])),
+    min_size=1,
+    max_size=25,
+)
+
+
+async def final_state(steps: list[tuple[int, str]], owner_at: int) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Run the pod ``steps`` with the owner published before step ``owner_at``; the last lifecycle per
+    pod (start, end, owner) and what the resume topic keeps."""
+    shaper = Shaper(CONFIG, GetOnlyCluster([replicaset(), deployment(10)]))
+    published: dict[str, Any] = {}
+    resume: dict[str, bytes] = {}
+    rv = 20
+    generation: dict[int, int] = {}
+    for i, (n, action) in enumerate([*steps, (-1, "end")]):
+        outs = []
+        if i == owner_at:
+            outs.append(shaper.observe_object("ADDED", deployment(10), 5000 + i))
+        if action != "end":
+            rv += 1
+            name = f"web-abc-{n}"
+            if action == "recreate":  # a new pod under the same name (StatefulSets): a new uid
+                generation[n] = generation.get(n, 0) + 1
+            if action == "delete":
+                p = pod(name, rv, OWNER)
+            else:
+                finished = "2026-01-01T00:00:09Z" if action == "finish" else None
+                p = pod(name, rv, OWNER, started="2026-01-01T00:00:01Z", finished=finished)
+            p["metadata"]["uid"] = f"u-{name}-{generation.get(n, 0)}"
+            kind = "DELETED" if action == "delete" else "MODIFIED"
+            outs.append(await shaper.observe_pod(kind, p, S + 10_000 + i))
+        for out in outs:
+            for e in out.events:
+                if e.type is EventType.POD_LIFECYCLE:
+                    published[e.key] = (e.pod_start_ms, e.pod_end_ms, e.owner_key)
+            for r in out.records:
+                if r.topic == RESUME_TOPIC:
+                    if r.value is None:
+                        resume.pop(r.key, None)
+                    else:
+                        resume[r.key] = r.value
+    return published, {k: decode_event(v).pod_end_ms for k, v in resume.items()}  # type: ignore[misc]
+
+
+@settings(max_examples=300, deadline=None)
+@given(POD_STEPS, st.data())
+def test_any_interleaving_gives_the_lifecycles_of_owner_first(
+    steps: list[tuple[int, str]], data: Any
+) -> None:
+    owner_at = data.draw(st.integers(0, len(steps)))
+    reference = asyncio.run(final_state(steps, 0))
+    raced = asyncio.run(final_state(steps, owner_at))
+    assert raced == reference, f"owner published before step {owner_at}"
