@@ -276,7 +276,11 @@ def _simkube_events(events: Iterable[Event], start_s: int) -> list[SimkubeEvent]
             if current.ts != ts or current.deleted_objs:
                 current = SimkubeEvent(ts)
                 out.append(current)
-            current.applied_objs.append(obj)
+            # SimKube traces carry no status (its validator flags one with W0000, and the replay drops
+            # it anyway); kubetape's own format keeps it, for analytics and desired-pod truth
+            current.applied_objs.append(
+                {k: v for k, v in obj.items() if k != "status"} if "status" in obj else obj
+            )
         else:
             if current.ts != ts:
                 current = SimkubeEvent(ts)

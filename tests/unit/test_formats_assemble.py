@@ -23,6 +23,7 @@ from pipeline.model.events import Event, EventType
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import ObjectKey, key_of, object_key
 from pipeline.model.tracer_config import TracerConfig
+from pipeline.validate.rules import validate_trace
 
 A, B = 100_000, 200_000
 
@@ -309,3 +310,16 @@ def test_fold_keyframe_keeps_what_a_later_window_needs() -> None:
     assert {k.rsplit("/", 1)[1] for k in later.lifecycles} == {"web-1"}
     with pytest.raises(FormatError, match="cannot fold"):
         fold_keyframe(keyframe, [], 4_000)
+
+
+def test_simkube_export_carries_no_status_and_validates_without_w0000() -> None:
+    # SimKube's own example traces hold no status, and its validator flags every object with one
+    live = {**_obj("Deployment", "web", {"replicas": 2}), "status": {"replicas": 2, "readyReplicas": 2}}
+    trace = assemble_window(None, [_applied(A, live)], A, B, config=TracerConfig.default())
+    sk = trace_to_simkube(trace)
+    applied = [obj for event in sk.events for obj in event.applied_objs]
+    assert [obj["metadata"]["name"] for obj in applied] == ["web"]
+    assert all("status" not in obj for obj in applied)
+    assert [f for f in validate_trace(sk) if f.code == "W0000"] == []
+    # kubetape's own format keeps the status (analytics read it)
+    assert next(e.obj for e in trace.events if e.obj is not None)["status"]["readyReplicas"] == 2
