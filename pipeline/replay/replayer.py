@@ -30,7 +30,6 @@ from typing import Any, Protocol, TypeVar
 from pipeline.io.kube_apply import ApiResource, ApiUnavailableError, KubeApiError
 from pipeline.model.errors import ConfigError, KubetapeError
 from pipeline.model.events import Event, EventType
-from pipeline.replay.fidelity import OwnerSample
 from pipeline.replay.plan import ReplayPlan, load_trace, plan_replay
 from pipeline.replay.report import ReplayFailure, ReplayProgress, ReplayReport
 from pipeline.replay.rewrite import (
@@ -268,6 +267,8 @@ class Replayer:
                     await sampler
             await self._sample_once()
             self.report.lateness_ms = list(stats.lateness_ms)
+            self.report.lateness_count = stats.lateness_count
+            self.report.lateness_max_ms = stats.lateness_max_ms
             self.report.skipped_after_duration = stats.skipped_after_duration
             self.report.not_started = stats.not_started
         finally:
@@ -576,13 +577,12 @@ class Replayer:
         ]
         nodes = {(p.get("spec") or {}).get("nodeName") for p in running} - {None}
         at = self._scheduler.sim_elapsed_ms()
-        self.report.replay_timeline.append((at, len(running), len(nodes)))
         by_owner: dict[str, int] = {}
         for pod in running:
             owner = ((pod.get("metadata") or {}).get("annotations") or {}).get(RECORDED_OWNER_ANNOTATION)
             if isinstance(owner, str):
                 by_owner[owner] = by_owner.get(owner, 0) + 1
-        self.report.owner_samples.append(OwnerSample(at, by_owner))
+        self.report.add_sample(at, len(running), len(nodes), by_owner)
         if self._on_progress is not None:
             stats = self._scheduler.stats
             self._on_progress(

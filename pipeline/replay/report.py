@@ -17,6 +17,9 @@ from pipeline.replay.fidelity import (
 )
 from pipeline.replay.schedule import percentile
 
+MAX_SAMPLES = 20_000
+"""Samples of the replay's pods kept (thinned beyond, see :meth:`ReplayReport.add_sample`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ReplayFailure:
@@ -44,6 +47,9 @@ class ReplayReport:
     failures: list[ReplayFailure] = field(default_factory=list)
     cluster_scoped: list[str] = field(default_factory=list)
     lateness_ms: list[float] = field(default_factory=list)
+    """Every step's lateness, or a uniform sample of them on a long run (see ScheduleStats)."""
+    lateness_count: int = 0
+    lateness_max_ms: float | None = None
     replay_timeline: list[tuple[float, int, int]] = field(default_factory=list)
     """(trace offset ms, pods running, nodes used) sampled during the replay."""
     recorded_timeline: list[tuple[int, int]] = field(default_factory=list)
@@ -64,6 +70,16 @@ class ReplayReport:
     trace_span_ms: int = 0
     stopped_early: bool = False
     cleanup: str = "not run"
+
+    def add_sample(self, at_ms: float, running: int, nodes: int, by_owner: dict[str, int]) -> None:
+        """One sample of the replay's pods. Past :data:`MAX_SAMPLES`, every other sample is dropped
+        (half the resolution over the whole run), so a replay following a live topic stays bounded."""
+        self.replay_timeline.append((at_ms, running, nodes))
+        self.owner_samples.append(OwnerSample(at_ms, by_owner))
+        if len(self.owner_samples) > MAX_SAMPLES:
+            # the last sample stays: it is the replay's final state
+            self.replay_timeline = [*self.replay_timeline[:-1:2], self.replay_timeline[-1]]
+            self.owner_samples = [*self.owner_samples[:-1:2], self.owner_samples[-1]]
 
     def owner_fidelity(self) -> list[OwnerFidelity]:
         return compare_owners(
@@ -112,8 +128,8 @@ class ReplayReport:
             "lateness_ms": {
                 "p50": pct(0.5),
                 "p99": pct(0.99),
-                "max": pct(1.0),
-                "count": len(self.lateness_ms),
+                "max": pct(1.0) if self.lateness_max_ms is None else round(self.lateness_max_ms, 3),
+                "count": max(self.lateness_count, len(self.lateness_ms)),
             },
             "wall_seconds": round(self.wall_seconds, 3),
             "setup_seconds": round(self.setup_seconds, 3),

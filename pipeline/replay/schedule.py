@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import random
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -64,9 +65,15 @@ class ScheduledStep(Generic[T]):
     payload: T
 
 
+LATENESS_SAMPLES = 100_000
+"""Lateness values kept: a replay following a live topic runs for months, its memory must not grow."""
+
+
 @dataclass(slots=True)
 class ScheduleStats:
-    """What the scheduler did; ``lateness_ms`` holds one value per started step, in start order."""
+    """What the scheduler did. ``lateness_ms`` holds one value per started step, in start order, up to
+    :data:`LATENESS_SAMPLES` steps; beyond, a uniform sample of that size of all of them (so quantiles
+    stay representative), while ``lateness_count`` and ``lateness_max_ms`` stay exact."""
 
     started: int = 0
     finished: int = 0
@@ -74,6 +81,21 @@ class ScheduleStats:
     not_started: int = 0
     lateness_ms: list[float] = field(default_factory=list)
     trace_position_ms: int = 0
+    lateness_count: int = 0
+    lateness_max_ms: float | None = None
+    _rng: random.Random = field(default_factory=lambda: random.Random(0), repr=False, compare=False)
+
+    def add_lateness(self, value_ms: float) -> None:
+        """Count one step's lateness (reservoir sampling once the list is full: Vitter's algorithm R)."""
+        self.lateness_count += 1
+        if self.lateness_max_ms is None or value_ms > self.lateness_max_ms:
+            self.lateness_max_ms = value_ms
+        if len(self.lateness_ms) < LATENESS_SAMPLES:
+            self.lateness_ms.append(value_ms)
+            return
+        slot = self._rng.randrange(self.lateness_count)
+        if slot < LATENESS_SAMPLES:
+            self.lateness_ms[slot] = value_ms
 
     def lateness_percentile(self, q: float) -> float | None:
         """The ``q`` quantile (0..1, nearest rank) of lateness in ms, or None if nothing ran."""
@@ -269,7 +291,7 @@ class Scheduler(Generic[T]):
             if previous is not None:
                 # one object's changes stay in order; the predecessor's outcome is its own business
                 await asyncio.gather(previous, return_exceptions=True)
-            self.stats.lateness_ms.append((self.clock.now() - self.deadline(offset_ms)) * 1000.0)
+            self.stats.add_lateness((self.clock.now() - self.deadline(offset_ms)) * 1000.0)
             self.stats.started += 1
             await self._run_step(step)
             self.stats.finished += 1

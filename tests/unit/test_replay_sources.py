@@ -15,8 +15,11 @@ from pipeline.io.kafka_range import TopicRecord
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import ObjectKey
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.replay import sources
+from pipeline.replay import report as report_module
+from pipeline.replay import schedule, sources
 from pipeline.replay.plan import plan_replay
+from pipeline.replay.report import ReplayReport
+from pipeline.replay.schedule import ScheduleStats
 from pipeline.replay.sources import FollowSource, _Decoder
 
 T0 = 1_767_225_600_000
@@ -111,3 +114,43 @@ async def test_durations_and_owners_stay_bounded(monkeypatch: pytest.MonkeyPatch
     assert source.plan is not None
     assert 5000 <= source.plan.lifetimes_ms[job_key("busy")] <= 5010, "the sample's median is representative"
     assert figures["lifetimes"] <= 20
+
+
+def test_lateness_is_a_bounded_sample_with_exact_count_and_max(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schedule, "LATENESS_SAMPLES", 1000)
+    stats = ScheduleStats()
+    for i in range(50_000):
+        stats.add_lateness(float(i % 100))  # uniform over 0..99
+    stats.add_lateness(5000.0)  # one outlier: the maximum is exact, not sampled
+    assert len(stats.lateness_ms) == 1000
+    assert stats.lateness_count == 50_001
+    assert stats.lateness_max_ms == 5000.0
+    p50 = stats.lateness_percentile(0.5)
+    assert p50 is not None
+    assert 40 <= p50 <= 60, "the sample's median is representative"
+    report = ReplayReport("r", "t", 1.0, lateness_ms=list(stats.lateness_ms))
+    report.lateness_count, report.lateness_max_ms = stats.lateness_count, stats.lateness_max_ms
+    lateness = report.to_json()["lateness_ms"]
+    assert (lateness["count"], lateness["max"]) == (50_001, 5000.0)
+
+
+def test_short_runs_keep_every_lateness_value() -> None:
+    stats = ScheduleStats()
+    for v in (3.0, 1.0, 2.0):
+        stats.add_lateness(v)
+    assert stats.lateness_ms == [3.0, 1.0, 2.0]
+    report = ReplayReport("r", "t", 1.0, lateness_ms=[3.0, 1.0, 2.0])  # as before: count from the list
+    assert report.to_json()["lateness_ms"]["count"] == 3
+
+
+def test_samples_of_the_replay_are_thinned_not_grown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report_module, "MAX_SAMPLES", 100)
+    report = ReplayReport("r", "t", 1.0)
+    for i in range(10_000):
+        report.add_sample(float(i * 1000), i % 5, 1, {"apps/Deployment/ns/d": i % 5})
+    assert len(report.owner_samples) <= 101
+    assert len(report.replay_timeline) == len(report.owner_samples)
+    assert report.owner_samples[0].trace_ms == 0.0, "the whole run is still covered"
+    assert report.owner_samples[-1].trace_ms == 9_999_000.0, "the last (final) sample is kept"
+    times = [s.trace_ms for s in report.owner_samples]
+    assert times == sorted(times)
