@@ -1,9 +1,33 @@
 """Where the sink keeps its segment files: a small store protocol, a local directory and an in-memory store.
 
 Segment names are deterministic from partition and first offset (``p0003-000000000123456.kseg``), so a
-segment rewritten after a crash lands on the same name and replaces, never duplicates, the earlier copy.
-:meth:`LocalSegmentStore.put` is atomic and durable: temp file in the same directory, fsync, rename,
-fsync of the directory. A reader therefore sees either the old complete file or the new complete file.
+segment rewritten after a crash lands on the same name. :meth:`LocalSegmentStore.put` is atomic and
+durable: temp file in the same directory, fsync, rename, fsync of the directory. A reader therefore sees
+either the old complete file or the new complete file.
+
+**Fencing.** Kafka hands a partition to a new group member while an evicted one may still be running
+(it missed its heartbeats, it is paused, its network is cut): both can write the same partition. The
+store, the source of truth, fences writers itself, with two rules checked atomically with the rename:
+
+1. *Epochs.* A sink takes a partition with :meth:`SegmentStore.acquire_epoch`, which raises the
+   partition's epoch in the store and returns it; each segment it writes carries that epoch
+   (:class:`WriteFence`, also recorded in the segment's header). A write under an older epoch than the
+   partition's current one is refused with :class:`StaleWriterError` and a log line naming both epochs:
+   the writer was fenced out by a newer owner. The epoch is the store's own counter rather than
+   Kafka's group generation, because a generation restarts when the group is deleted or renamed and
+   is not known to tools, while the store's counter only grows, whoever writes.
+2. *Never less.* A write never replaces a segment with one covering fewer offsets (a stale writer's
+   shorter segment under the same name as a newer, longer one); an unreadable file may be replaced.
+
+What an older writer may still add (before the new owner took the epoch) covers offsets of the same
+topic, so it overlaps what the new owner writes and readers take each offset once
+(:mod:`pipeline.sink.catalog`): overlaps cost space, never data. This needs the lock to be shared by
+every writer: a local directory uses ``flock`` on ``.lock`` (one host, or one volume mounted by one
+pod); an object store would use conditional writes (``If-Match`` on an epoch object, ``If-None-Match``
+or a generation precondition on segments).
+
+The store also records the identity of the topic it was filled from (:meth:`SegmentStore.claim_source`),
+so a sink pointed at another or a recreated topic refuses to start instead of mixing histories.
 
 An object store (S3, GCS) fits the same protocol: ``put`` is one PUT (atomic by nature), ``head`` a
 ranged GET of the first bytes, ``stat`` the object's size and ETag/mtime.
@@ -12,15 +36,22 @@ ranged GET of the first bytes, ``stat`` the object's size and ETag/mtime.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
+import logging
 import os
 import re
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NewType, Protocol
 
-from pipeline.model.errors import ConfigError, FormatError
+from pipeline.formats.segment import decode_segment_header
+from pipeline.model.errors import ConfigError, FormatError, TransientError
+
+log = logging.getLogger("kubetape.sink")
 
 SegmentName = NewType("SegmentName", str)
 """A segment file name, ``p{partition:04d}-{first_offset:015d}.kseg``."""
@@ -53,11 +84,41 @@ class StoredSegment:
     version: str
 
 
+@dataclass(frozen=True, slots=True)
+class WriteFence:
+    """What a fenced write claims: ``partition`` offsets ``first_offset``..``last_offset`` (inclusive),
+    written under the partition's fencing ``epoch`` (see the module docstring)."""
+
+    partition: int
+    first_offset: int
+    last_offset: int
+    epoch: int
+
+
+class StaleWriterError(TransientError):
+    """A fenced write was refused: a newer owner holds the partition, or the write would replace a
+    segment with less. The writer must drop the partition (its new owner carries on)."""
+
+
+STORE_META = "kubetape-store.json"
+"""The store's own record: the topic identity it was filled from and each partition's fencing epoch."""
+_LOCK = ".lock"
+
+
 class SegmentStore(Protocol):
     """The seam between the sink/export logic and where segment bytes live."""
 
-    def put(self, name: SegmentName, data: bytes) -> None:
-        """Store ``data`` under ``name`` atomically and durably (replacing any earlier copy)."""
+    def put(self, name: SegmentName, data: bytes, fence: WriteFence | None = None) -> None:
+        """Store ``data`` under ``name`` atomically and durably (replacing any earlier copy). With a
+        ``fence``, refuse (:class:`StaleWriterError`) a write under an epoch older than the partition's
+        or one that would replace a segment covering more offsets."""
+
+    def acquire_epoch(self, partition: int) -> int:
+        """Raise ``partition``'s fencing epoch and return it: writes under older epochs are refused."""
+
+    def claim_source(self, identity: str) -> str:
+        """Record ``identity`` as the topic this store is filled from if none is recorded yet; return
+        the recorded one (the caller refuses to go on when it differs)."""
 
     def get(self, name: SegmentName) -> bytes:
         """The bytes of ``name``; raises FormatError if it cannot be read."""
@@ -85,6 +146,7 @@ class LocalSegmentStore:
         self._durable_renames = 0
         self._rename_lock = threading.Lock()
         self._dir_sync_lock = threading.Lock()
+        self._meta_lock = threading.Lock()
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -93,7 +155,7 @@ class LocalSegmentStore:
                 "choose a writable --segment-dir"
             ) from None
 
-    def put(self, name: SegmentName, data: bytes) -> None:
+    def put(self, name: SegmentName, data: bytes, fence: WriteFence | None = None) -> None:
         final = self.root / name
         fd, tmp_path = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.root)
         try:
@@ -101,24 +163,28 @@ class LocalSegmentStore:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            with self._rename_lock:
-                os.replace(tmp_path, final)
-                self._renames += 1
-                mine = self._renames
+            # the checks and the rename under one lock: no other writer acts in between
+            with self._locked() if fence is not None else contextlib.nullcontext():
+                if fence is not None:
+                    _check_fence(name, fence, self._meta(), self._existing_header(name), self.describe(name))
+                with self._rename_lock:
+                    os.replace(tmp_path, final)
+                    self._renames += 1
+                    mine = self._renames
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_path)
             raise
         self._sync_directory(mine)
 
-    def _sync_directory(self, rename: int) -> None:
+    def _sync_directory(self, rename: int, *, force: bool = False) -> None:
         """Make the ``rename``-th rename durable: the entry is on disk only once the directory is.
 
         Puts run in several threads; one directory fsync covers every rename done before it started, so
         a put whose rename an fsync already covered returns at once (a group commit: with 4 writers this
         halves the fsyncs per segment, which bound the sink on small segments)."""
         with self._dir_sync_lock:
-            if self._durable_renames >= rename:
+            if self._durable_renames >= rename and not force:
                 return
             with self._rename_lock:
                 covered = self._renames
@@ -127,7 +193,66 @@ class LocalSegmentStore:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
-            self._durable_renames = covered
+            self._durable_renames = max(self._durable_renames, covered)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Exclusive across this process's threads and every process using the directory."""
+        with self._meta_lock:
+            fd = os.open(self.root / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # releases the flock
+
+    def _meta(self) -> dict[str, object]:
+        try:
+            raw = json.loads((self.root / STORE_META).read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"{self.root / STORE_META}: unreadable store record ({exc}); restore it or remove it "
+                "(the sink then records the topic it reads and restarts the epochs)"
+            ) from None
+        return raw if isinstance(raw, dict) else {}
+
+    def _write_meta(self, meta: dict[str, object]) -> None:
+        path = self.root / STORE_META
+        tmp = self.root / f".{STORE_META}.tmp"
+        with tmp.open("w") as f:
+            json.dump(meta, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self._sync_directory(0, force=True)
+
+    def _existing_header(self, name: SegmentName) -> bytes | None:
+        try:
+            return self.head(name, 1 << 16)
+        except FormatError:
+            return None
+
+    def acquire_epoch(self, partition: int) -> int:
+        with self._locked():
+            meta = self._meta()
+            epochs = meta.setdefault("epochs", {})
+            assert isinstance(epochs, dict)
+            epoch = int(epochs.get(str(partition), 0)) + 1
+            epochs[str(partition)] = epoch
+            self._write_meta(meta)
+            return epoch
+
+    def claim_source(self, identity: str) -> str:
+        with self._locked():
+            meta = self._meta()
+            recorded = meta.get("source")
+            if isinstance(recorded, str):
+                return recorded
+            meta["source"] = identity
+            self._write_meta(meta)
+            return identity
 
     def get(self, name: SegmentName) -> bytes:
         try:
@@ -188,11 +313,37 @@ class MemorySegmentStore:
         self.files: dict[SegmentName, bytes] = {}
         self._versions: dict[SegmentName, int] = {}
         self.puts = 0
+        self.epochs: dict[int, int] = {}
+        self.source: str | None = None
+        self._lock = threading.Lock()
 
-    def put(self, name: SegmentName, data: bytes) -> None:
-        self.files[name] = bytes(data)
-        self.puts += 1
-        self._versions[name] = self.puts
+    def put(self, name: SegmentName, data: bytes, fence: WriteFence | None = None) -> None:
+        with self._lock:
+            if fence is not None:
+                meta: dict[str, object] = {"epochs": {str(p): e for p, e in self.epochs.items()}}
+                _check_fence(name, fence, meta, self.files.get(name), self.describe(name))
+            self.files[name] = bytes(data)
+            self.puts += 1
+            self._versions[name] = self.puts
+
+    def acquire_epoch(self, partition: int) -> int:
+        with self._lock:
+            self.epochs[partition] = self.epochs.get(partition, 0) + 1
+            return self.epochs[partition]
+
+    def claim_source(self, identity: str) -> str:
+        with self._lock:
+            if self.source is None:
+                self.source = identity
+            return self.source
+
+    def wipe(self) -> None:
+        """Lose everything, as a new or wiped directory would (tests)."""
+        with self._lock:
+            self.files.clear()
+            self._versions.clear()
+            self.epochs.clear()
+            self.source = None
 
     def get(self, name: SegmentName) -> bytes:
         try:
@@ -211,3 +362,37 @@ class MemorySegmentStore:
 
     def describe(self, name: SegmentName) -> str:
         return f"memory://{name}"
+
+
+def _check_fence(
+    name: SegmentName, fence: WriteFence, meta: dict[str, object], existing: bytes | None, where: str
+) -> None:
+    """The two fencing rules of the module docstring; raises StaleWriterError (and logs why)."""
+    epochs = meta.get("epochs")
+    current = int(epochs.get(str(fence.partition), 0)) if isinstance(epochs, dict) else 0
+    reason = None
+    if fence.epoch < current:
+        reason = (
+            f"written under fencing epoch {fence.epoch}, but epoch {current} owns partition "
+            f"{fence.partition} since: this sink lost the partition to a newer owner (rebalance)"
+        )
+    elif existing is not None:
+        try:
+            header = decode_segment_header(existing, where)
+        except FormatError:
+            header = None  # an unreadable file holds nothing to keep
+        if header is not None and header.partitions:
+            held = header.partitions[0]
+            if held.last_offset > fence.last_offset:
+                reason = (
+                    f"would replace offsets {held.first_offset}..{held.last_offset} with "
+                    f"{fence.first_offset}..{fence.last_offset}: a write never replaces a segment with less"
+                )
+    if reason is not None:
+        log.warning(
+            "stale segment write refused",
+            extra={
+                "ctx": {"segment": where, "epoch": fence.epoch, "partition_epoch": current, "why": reason}
+            },
+        )
+        raise StaleWriterError(f"{where}: refused: {reason}")

@@ -18,6 +18,7 @@ from typing import NamedTuple, Protocol
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
+from aiokafka.protocol.metadata import MetadataRequest
 
 from pipeline.io.kafka import KafkaSettings, new_consumer, new_producer
 from pipeline.model.errors import TransientError
@@ -190,6 +191,22 @@ class KafkaSinkSource:
 
     async def seek(self, partition: int, offset: int) -> None:
         self.consumer.seek(self._tp(partition), offset)
+
+    async def identity(self) -> str | None:
+        """``kafka:<cluster id>/<topic>``: what the store records and checks (None if the broker
+        does not tell its cluster id). A new broker (``stack down`` deletes Kafka) has a new cluster
+        id; a topic recreated on the same cluster is caught by its offsets (see the sink)."""
+        client = self.consumer._client  # aiokafka has no public call for the cluster id
+        response = await client.send(client.get_random_node(), MetadataRequest([self.topic]))
+        cluster_id = getattr(response, "cluster_id", None)
+        return f"kafka:{cluster_id}/{self.topic}" if cluster_id else None
+
+    async def offset_bounds(self, partition: int) -> tuple[int, int]:
+        """The partition's log start offset (older ones were deleted by retention) and end offset."""
+        tp = self._tp(partition)
+        start = await self.consumer.beginning_offsets([tp])
+        end = await self.consumer.end_offsets([tp])
+        return int(start[tp]), int(end[tp])
 
     async def dead_letter(self, message: SourceMessage, error: str) -> None:
         if self._producer is None:

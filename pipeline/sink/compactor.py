@@ -45,7 +45,7 @@ from pipeline.formats.segment import (
     decode_segment,
     encode_wire_segment,
 )
-from pipeline.io.segment_store import SegmentName, segment_name
+from pipeline.io.segment_store import SegmentName, WriteFence, segment_name
 from pipeline.model import wirescan
 from pipeline.model.events import Event, EventHead
 from pipeline.sink.state import ObjectState
@@ -89,6 +89,14 @@ class ClosedSegment:
     @property
     def next_offset(self) -> int:
         return self.wire.header.partitions[0].last_offset + 1
+
+    @property
+    def fence(self) -> WriteFence | None:
+        """What writing it claims (None for a compactor without a fencing epoch: tools, tests)."""
+        epoch = self.wire.header.writer_epoch
+        if epoch is None:
+            return None
+        return WriteFence(self.partition, self.first_offset, self.next_offset - 1, epoch)
 
     def encode(self, level: int = ZSTD_LEVEL) -> bytes:
         """The file bytes (CPU-bound: zstd; run it in a thread from async code)."""

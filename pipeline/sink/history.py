@@ -227,9 +227,12 @@ def _gap_events(catalog: SegmentCatalog, window: Window, partition: int, warn: W
             Event.gap(
                 ts,
                 ObjectKey(gap_key(lost.topic, partition)),
-                reason=f"kubetape store gap: {h.gap_reason}",
-                from_rv=f"offset {lost.first_offset}",
-                to_rv=f"offset {lost.last_offset}",
+                reason=(
+                    f"kubetape store gap: offsets {lost.first_offset}..{lost.last_offset} of {lost.topic} "
+                    f"partition {partition} were lost ({h.gap_reason})"
+                ),
+                from_rv=str(lost.first_offset),
+                to_rv=str(lost.last_offset),
             )
         )
     return out

@@ -9,8 +9,19 @@ in unit tests against in-memory fakes. The order inside one round is what makes 
 3. write every closed segment (temp, fsync, rename) and only then commit, per partition, the first
    offset not yet inside a durable segment.
 
-A crash anywhere re-reads from the last commit; offsets already inside a durable segment are skipped
+A crash anywhere re-reads what the store lacks; offsets already inside a durable segment are skipped
 (the compactor is restored from the store on assignment), the rest is rebuilt identically.
+
+The store is the source of truth, reconciled with the topic on every assignment:
+
+* the sink resumes each partition at the store's next offset, whatever the group committed (a new or
+  wiped store is filled again from the topic instead of silently starting at the group's offset);
+* where the topic no longer holds what the store lacks (its retention deleted it meanwhile), the sink
+  writes a gap marker for those offsets, which exports and replays report, and goes on after them;
+* where the topic is not the one the store was filled from (another cluster, or the topic ends below
+  what the store holds: recreated), the sink refuses to start with :class:`TopicIdentityError`;
+* each assignment takes a new fencing epoch in the store; a write refused as stale (see
+  :mod:`pipeline.io.segment_store`) drops the partition from this member, which lost it.
 
 Throughput: each partition's batch is checked and folded into the compactor's state by the C code of
 :mod:`pipeline.model.wirescan` (object bodies are walked, never built), and the message bytes go into
@@ -28,11 +39,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pipeline.formats.segment import PartitionRange, build_gap_marker, encode_wire_segment
 from pipeline.io.metrics import Metrics
-from pipeline.io.segment_store import SegmentStore
+from pipeline.io.segment_store import SegmentStore, StaleWriterError, WriteFence, segment_name
 from pipeline.io.sink_consumer import PartitionBatch, SourceMessage
 from pipeline.model import wirescan
-from pipeline.model.errors import FormatError
+from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import EventHead, WireProbe
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import ClosedSegment, CompactionSettings, PartitionCompactor
@@ -61,6 +73,16 @@ class EventSource(Protocol):
 
     async def dead_letter(self, message: SourceMessage, error: str) -> None:
         """Publish ``message`` to the dead-letter topic and wait for the broker's acknowledgement."""
+
+    async def identity(self) -> str | None:
+        """The topic's identity (cluster and topic), or None if the broker does not tell."""
+
+    async def offset_bounds(self, partition: int) -> tuple[int, int]:
+        """``(log start offset, end offset)`` of ``partition``: what the topic still holds."""
+
+
+class TopicIdentityError(ConfigError):
+    """The topic is not the one the store was filled from: the sink refuses to mix their histories."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +113,8 @@ def declare_metrics(metrics: Metrics) -> None:
     metrics.counter("sink_commits_total", "Offset commits after durable writes")
     metrics.gauge("sink_assigned_partitions", "Partitions currently assigned to this sink")
     metrics.gauge("sink_open_segments", "Segments open (not yet durable)")
+    metrics.counter("sink_gap_markers_total", "Gap markers written: offsets the topic no longer held")
+    metrics.counter("sink_fenced_total", "Partitions dropped after a stale write was refused")
 
 
 class Sink:
@@ -118,6 +142,7 @@ class Sink:
         self._commit_task: asyncio.Task[None] | None = None
         self._writer = SegmentWriter(store, settings.zstd_level, settings.write_concurrency)
         self._probe = WireProbe()
+        self._fatal: BaseException | None = None
 
     # ---- rebalance -------------------------------------------------------------------------------
     async def on_assigned(self, partitions: Iterable[int]) -> None:
@@ -126,18 +151,46 @@ class Sink:
         Kafka's eager rebalance revokes everything first and restarts every assigned partition at its
         committed offset, so each one is restored afresh, even one this member owned before."""
         async with self._lock:
-            await self._assign(partitions)
+            try:
+                await self._assign(partitions)
+            except TopicIdentityError as exc:
+                # Kafka's rebalance callbacks cannot stop the consumer: the loop raises it instead.
+                log.error("the sink refuses to start", extra={"ctx": {"error": str(exc)}})
+                self._fatal = exc
+                raise
 
     async def _assign(self, partitions: Iterable[int]) -> None:
         self.catalog.refresh()
+        identity = await self.source.identity()
+        if identity is not None:
+            recorded = await asyncio.to_thread(self.store.claim_source, identity)
+            if recorded != identity:
+                raise TopicIdentityError(
+                    f"the segment store was filled from {recorded}, but this sink reads {identity}: another "
+                    "Kafka cluster, or the topic was recreated. Start this sink with a new --segment-dir "
+                    "(keep the old one for exports of its past), or point it at the topic it recorded"
+                )
         for p in sorted(partitions):
-            compactor = await asyncio.to_thread(restore_partition, self.catalog, p, self.settings.compaction)
-            self.compactors[p] = compactor
+            epoch = await asyncio.to_thread(self.store.acquire_epoch, p)
+            compactor = await asyncio.to_thread(
+                restore_partition, self.catalog, p, self.settings.compaction, source=identity, epoch=epoch
+            )
             committed = await self.source.committed(p)
+            log_start, log_end = await self.source.offset_bounds(p)
+            store_next = compactor.next_offset
+            if store_next > log_end:
+                raise TopicIdentityError(
+                    f"partition {p}: the segment store holds offsets up to {store_next - 1} of "
+                    f"{identity or self.settings.compaction.topic}, but the topic ends at offset {log_end}: "
+                    "it was recreated or truncated. Start this sink with a new --segment-dir (keep the old "
+                    "one for exports of its past)"
+                )
+            if store_next < log_start:
+                await self._write_gap(compactor, log_start)
+            self.compactors[p] = compactor
             self._committed[p] = committed if committed is not None else -1
-            if compactor.next_offset > max(committed or 0, 0):
-                # The store is ahead of the group (crash between write and commit): no need to re-read.
-                await self.source.seek(p, compactor.next_offset)
+            # The store is the source of truth: resume where it ends, whatever the group committed.
+            await self.source.seek(p, compactor.next_offset)
             log.info(
                 "partition assigned",
                 extra={
@@ -145,15 +198,40 @@ class Sink:
                         "partition": p,
                         "committed": committed,
                         "store_next_offset": compactor.next_offset,
+                        "epoch": epoch,
                     }
                 },
             )
         self.metrics.set("sink_assigned_partitions", float(len(self.compactors)))
 
+    async def _write_gap(self, compactor: PartitionCompactor, log_start: int) -> None:
+        """Record that offsets ``compactor.next_offset`` .. ``log_start - 1`` are gone from the topic
+        before the store got them, and continue after them."""
+        first, p = compactor.next_offset, compactor.partition
+        topic = self.settings.compaction.topic
+        epoch = compactor.epoch
+        marker = build_gap_marker(
+            PartitionRange(topic, p, first, log_start - 1),
+            start_ms=compactor.max_ts + 1,
+            end_ms=int(time.time() * 1000),
+            reason="the topic's retention deleted them before the store got them",
+            source=compactor.source,
+            writer_epoch=epoch,
+        )
+        fence = None if epoch is None else WriteFence(p, first, log_start - 1, epoch)
+        await asyncio.to_thread(self.store.put, segment_name(p, first), encode_wire_segment(marker), fence)
+        compactor.next_offset = log_start
+        self.metrics.inc("sink_gap_markers_total")
+        log.warning(
+            "gap marker written: offsets lost before the store got them",
+            extra={"ctx": {"partition": p, "first_offset": first, "last_offset": log_start - 1}},
+        )
+
     async def on_revoked(self, partitions: Iterable[int]) -> None:
         """Flush the open segments of partitions leaving this member, commit them, forget them."""
         async with self._lock:
             revoked = [p for p in partitions if p in self.compactors]
+            self._in_flight = [(w, c) for w, c in self._in_flight if c.partition in self.compactors]
             closed = [c for p in revoked if (c := self.compactors[p].flush()) is not None]
             try:
                 await self._write(closed)
@@ -171,7 +249,11 @@ class Sink:
     # ---- the loop --------------------------------------------------------------------------------
     async def run_round(self) -> int:
         """One batch: consume, compact, write, commit. Returns the number of messages consumed."""
+        if self._fatal is not None:
+            raise self._fatal
         batches = await self.source.getmany(self.settings.poll_timeout_ms, self.settings.batch_max_records)
+        if self._fatal is not None:
+            raise self._fatal
         async with self._lock:
             closed: list[ClosedSegment] = []
             now = self.clock()
@@ -263,13 +345,32 @@ class Sink:
 
     def _collect_done(self) -> None:
         still = []
+        fenced: dict[int, BaseException] = {}
         for write, c in self._in_flight:
-            if write.done():
-                # a failed write stops the sink before anything after it is committed
-                self._written(write.result())
-            else:
+            if not write.done():
                 still.append((write, c))
-        self._in_flight = still
+            elif c.partition in fenced:
+                continue  # later segments of a partition this member lost
+            elif isinstance(write.exception(), StaleWriterError):
+                fenced[c.partition] = write.exception()  # type: ignore[assignment]
+            else:
+                # any other failed write stops the sink before anything after it is committed
+                self._written(write.result())
+        self._in_flight = [(w, c) for w, c in still if c.partition not in fenced]
+        for p, why in fenced.items():
+            self._fenced_out(p, why)
+
+    def _fenced_out(self, partition: int, why: BaseException) -> None:
+        """A write of ``partition`` was refused as stale: a newer owner has it. Forget it (nothing more
+        is written or committed for it here); the group moves it away from this member."""
+        self.compactors.pop(partition, None)
+        self._committed.pop(partition, None)
+        self.metrics.inc("sink_fenced_total")
+        self.metrics.set("sink_assigned_partitions", float(len(self.compactors)))
+        log.warning(
+            "partition dropped: this sink was fenced out of it",
+            extra={"ctx": {"partition": partition, "error": str(why)}},
+        )
 
     def _written(self, written: WrittenSegment) -> None:
         c = written.segment
@@ -307,6 +408,8 @@ class Sink:
             await task  # a failure other than a refused commit (those return False) is raised here
         offsets = {}
         for p in partitions:
+            if p not in self.compactors:
+                continue  # fenced out meanwhile
             offset = min(
                 [self.compactors[p].committable_offset]
                 + [c.first_offset for _, c in self._in_flight if c.partition == p]

@@ -74,7 +74,7 @@ class SegmentWriter:
         self, segment: ClosedSegment, data: bytes, durable: concurrent.futures.Future[WrittenSegment]
     ) -> None:
         try:
-            self.store.put(segment.name, data)
+            self.store.put(segment.name, data, segment.fence)
         except BaseException as exc:
             durable.set_exception(exc)
             return

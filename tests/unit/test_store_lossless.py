@@ -7,6 +7,10 @@ with history, a corrupt keyframe restarting the state from nothing.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment import decode_segment, encode_segment
 from pipeline.io.segment_store import MemorySegmentStore, SegmentName
@@ -17,8 +21,10 @@ from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
 from pipeline.sink.history import restore_partition
 from pipeline.sink.retention import apply_retention
+from pipeline.sink.sink import Sink, SinkSettings, TopicIdentityError
 from pipeline.sink.state import ObjectState
 from pipeline.sink.synthetic import applied, deleted, deployment
+from tests.unit.test_sink_compaction import SETTINGS, Clock, FakeSource, drain
 
 T0 = 1_763_700_000_000
 T0 -= T0 % 60_000
@@ -196,3 +202,140 @@ def test_retention_never_deletes_the_history_before_an_unreadable_keyframe() -> 
     without_lost = [e for e in events if e.ts_ms != T0 + 6_000]
     result = export_window(SegmentCatalog(store), ExportRequest(T0 + 7_000, T0 + 10_000))
     assert result.data == direct(without_lost, T0 + 7_000, T0 + 10_000)
+
+
+# ---- defect 2: a stale writer never replaces a newer segment ---------------------------------------
+def _one_window_log(n: int) -> tuple[list[Event], dict[int, list[bytes]]]:
+    from pipeline.model.events import encode_event
+
+    events = [applied(T0 + i * 100, deployment("ns", f"d{i}", 1), 1_000 + i) for i in range(n)]
+    return events, {0: [encode_event(e) for e in events]}
+
+
+async def test_a_stale_sink_cannot_overwrite_the_segment_of_the_partitions_new_owner(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A holds offsets 0-149 open and is cut off; B takes over, writes 0-299 and commits 300; A's idle
+    close is refused (with a log line saying why) and A drops the partition."""
+    events, log = _one_window_log(300)
+    store = MemorySegmentStore()
+    settings = SinkSettings(CompactionSettings(idle_close_s=5.0), batch_max_records=150)
+    a_source, a_clock = FakeSource(log), Clock()
+    a = Sink(a_source, store, settings, clock=a_clock)
+    await a.on_assigned([0])
+    assert await a.run_round() == 150  # 0-149 in A's open segment
+    b_source = FakeSource(log)
+    b = Sink(b_source, store, settings, clock=Clock())
+    await b.on_assigned([0])  # the group gave the partition to B; A has not noticed
+    await drain(b, b_source)
+    assert b_source.commits == {0: 300}
+    a_clock.now = 100.0
+    with caplog.at_level("WARNING", logger="kubetape.sink"):
+        await a.run_round()  # A's idle close: its write is refused
+        await a.flush_all()
+    assert "stale segment write refused" in caplog.text
+    assert 0 not in a.compactors
+    assert a.metrics.value("sink_fenced_total") == 1
+    result = export_window(SegmentCatalog(store), ExportRequest(T0, T0 + 60_000))
+    assert result.events == 300
+    assert result.data == direct(events, T0, T0 + 60_000)
+
+
+def test_the_store_never_replaces_a_segment_with_less_and_refuses_old_epochs(tmp_path: Path) -> None:
+    from pipeline.io.segment_store import LocalSegmentStore, StaleWriterError, WriteFence, segment_name
+
+    events, _ = _one_window_log(20)
+    store = LocalSegmentStore(tmp_path)
+    epoch = store.acquire_epoch(0)
+    long, short = (
+        PartitionCompactor(0, CompactionSettings(), epoch=epoch),
+        PartitionCompactor(0, CompactionSettings(), epoch=epoch),
+    )
+    for offset, e in enumerate(events):
+        long.add(offset, e, 0.0)
+        if offset < 10:
+            short.add(offset, e, 0.0)
+    whole, part = long.flush(), short.flush()
+    assert whole is not None
+    assert part is not None
+    store.put(whole.name, whole.encode(3), whole.fence)
+    with pytest.raises(StaleWriterError, match="never replaces a segment with less"):
+        store.put(part.name, part.encode(3), part.fence)
+    assert store.acquire_epoch(0) == epoch + 1  # a new owner: the old epoch is refused from now on
+    with pytest.raises(StaleWriterError, match=f"epoch {epoch}, but epoch {epoch + 1}"):
+        store.put(segment_name(0, 20), b"whatever", WriteFence(0, 20, 25, epoch))
+    assert [s.name for s in store.list()] == [whole.name]
+    assert LocalSegmentStore(tmp_path).acquire_epoch(0) == epoch + 2  # the epochs are in the store
+
+
+# ---- defect 3: the store is the source of truth, reconciled with the topic --------------------------
+async def test_a_wiped_store_is_filled_again_from_the_topic_not_from_the_group_offset() -> None:
+    events, log = _one_window_log(300)
+    store = MemorySegmentStore()
+    source = FakeSource(log)
+    sink = Sink(source, store, SETTINGS, clock=Clock())
+    await sink.on_assigned([0])
+    await drain(sink, source)
+    assert source.commits == {0: 300}
+    store.wipe()
+    source.restart()
+    again = Sink(source, store, SETTINGS, clock=Clock())
+    await again.on_assigned([0])
+    await drain(again, source)
+    assert export_window(SegmentCatalog(store), ExportRequest(T0, T0 + 60_000)).data == direct(
+        events, T0, T0 + 60_000
+    )
+
+
+async def test_offsets_the_topic_no_longer_holds_become_an_explicit_gap_that_exports_report() -> None:
+    events, log = _one_window_log(300)
+    store = MemorySegmentStore()
+    source = FakeSource({0: log[0][:100]})
+    sink = Sink(source, store, SETTINGS, clock=Clock())
+    await sink.on_assigned([0])
+    await drain(sink, source)
+    # while the sink is down, 200 more events arrive and the topic's retention deletes offsets < 150
+    source.log[0] = log[0]
+    source.log_start[0] = 150
+    source.restart()
+    again = Sink(source, store, SETTINGS, clock=Clock())
+    await again.on_assigned([0])
+    await drain(again, source)
+    assert again.metrics.value("sink_gap_markers_total") == 1
+    warnings: list[str] = []
+    result = export_window(SegmentCatalog(store), ExportRequest(T0, T0 + 60_000), warnings.append)
+    assert any("offsets 100..149" in w and "lost" in w for w in warnings)
+    trace = decode_segment(result.data)
+    gaps = [e for e in trace.events if e.type.value == "gap"]
+    assert len(gaps) == 1
+    assert (gaps[0].gap_from_rv, gaps[0].gap_to_rv) == ("100", "149")
+    assert gaps[0].gap_reason is not None
+    assert "offsets 100..149" in gaps[0].gap_reason
+    kept = events[:100] + events[150:]
+    assert {e.key for e in trace.events if e.type.value == "applied"} == {e.key for e in kept}
+
+
+async def test_a_recreated_topic_or_another_cluster_is_refused_naming_both_identities() -> None:
+    _, log = _one_window_log(500)
+    store = MemorySegmentStore()
+    source = FakeSource(log)
+    sink = Sink(source, store, SETTINGS, clock=Clock())
+    await sink.on_assigned([0])
+    await drain(sink, source)
+    # the topic is recreated (same cluster): 300 new events, below the 500 the store holds
+    recreated = FakeSource({0: log[0][:300]})
+    fresh = Sink(recreated, store, SETTINGS, clock=Clock())
+    with pytest.raises(
+        TopicIdentityError, match=r"holds offsets up to 499 .* ends at offset 300: it was recreated"
+    ):
+        await fresh.on_assigned([0])
+    with pytest.raises(TopicIdentityError):
+        await fresh.run_round()  # the loop refuses too (Kafka's callbacks cannot stop the consumer)
+    assert recreated.commits == {}
+    other = Sink(FakeSource(log, cluster="c2"), store, SETTINGS, clock=Clock())
+    with pytest.raises(
+        TopicIdentityError,
+        match=r"filled from kafka:c1/kubetape\.events, but this sink reads "
+        r"kafka:c2/kubetape\.events.*new --segment-dir",
+    ):
+        await other.on_assigned([0])
