@@ -22,7 +22,9 @@ refuses) must not stop publishing: it is *dead-lettered* — a description (topi
 never the value) goes to ``kubetape.deadletter``, it is counted and logged, and everything else goes
 on. Records larger than ``max_batch_bytes`` are refused before sending; a batch the broker refuses
 as too large is resent one record per batch, so only the records that are too large on their own
-are set aside.
+are set aside. A refused batch has used up sequence numbers of the idempotent producer that the broker
+never saw, so every later batch of its partition would be refused as out of order: the producer is
+replaced (a new producer id, sequences from zero) once no send is in flight.
 
 :meth:`KafkaPublisher.seconds_without_ack` tells how long changes have been waiting with no
 acknowledgement from the broker: aiokafka's idempotent producer retries through a broker outage
@@ -36,7 +38,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from aiokafka import errors as kafka_errors
@@ -78,6 +80,19 @@ def refused(exc: BaseException) -> bool:
     return isinstance(exc, REFUSED_ERRORS)
 
 
+def producer_state_lost(exc: BaseException) -> bool:
+    """Whether the idempotent producer's sequence numbers no longer match the broker's."""
+    return isinstance(exc, kafka_errors.OutOfOrderSequenceNumber | kafka_errors.InvalidProducerEpoch)
+
+
+class _Outcome(NamedTuple):
+    """What one round of sending left: records to send again, the first error, batches refused."""
+
+    again: list[Record]
+    error: KafkaError | None
+    refused: int
+
+
 class KafkaPublisher:
     """Ordered, at-least-once publishing of record units; ``async with`` starts and stops it."""
 
@@ -91,14 +106,20 @@ class KafkaPublisher:
         clock: Callable[[], float] = time.monotonic,
         events_topic: str = EVENTS_TOPIC,
         deadletter_topic: str = DEADLETTER_TOPIC,
+        producer_factory: Callable[[KafkaSettings], Any] = new_producer,
     ) -> None:
         """``events_topic``: the topic whose records are acknowledged before any other is sent;
-        ``deadletter_topic``: where records the broker can never take are described."""
+        ``deadletter_topic``: where records the broker can never take are described;
+        ``producer_factory``: makes the aiokafka producer (a seam for tests)."""
         self._settings = settings
+        self._new_producer = producer_factory
+        # sends in flight, and whether the producer is being replaced (which waits for none in flight)
+        self._flight = asyncio.Condition()
+        self._in_flight = 0
+        self._renewing = False
         self._events_topic = events_topic
         self._deadletter_topic = deadletter_topic
         self._max_record_bytes = settings.max_batch_bytes - RECORD_OVERHEAD_BYTES
-        self._alone: set[int] = set()  # ids of records to send in batches of their own (see _send_batches)
         self.dead_lettered = 0
         self._metrics = metrics
         self._queue: asyncio.Queue[Sequence[Record]] = asyncio.Queue(max_pending_units)
@@ -106,7 +127,7 @@ class KafkaPublisher:
         # events topic runs at most two batches ahead of the state and resume topics (bounded memory)
         self._second_phase: asyncio.Queue[tuple[list[Record], int]] = asyncio.Queue(1)
         self._max_batch = max_batch_records
-        self._producer = new_producer(settings)
+        self._producer = producer_factory(settings)
         self._tasks: list[asyncio.Task[None]] = []
         self._partitions: dict[str, list[int]] = {}
         self._partition_cache: dict[bytes, int] = {}  # key → murmur2 hash (pure Python, ~6 µs a key)
@@ -136,23 +157,55 @@ class KafkaPublisher:
         """Connect (retrying while the broker is unreachable) and start the sender task."""
         if self._started:
             return
-        delay = _RETRY_MIN_S
-        while True:
-            try:
-                await self._producer.start()
-                break
-            except KafkaError as exc:
-                self._count_error(exc)
-                log.warning("Kafka at %s unreachable (%s); retrying", self._settings.bootstrap, exc)
-                await self._producer.stop()
-                self._producer = new_producer(self._settings)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_MAX_S)
+        await self._connect()
         self._started = self.connected = True
         self._tasks = [
             asyncio.create_task(self._send_events_loop(), name="kubetape-publisher-events"),
             asyncio.create_task(self._send_second_phase_loop(), name="kubetape-publisher-state"),
         ]
+
+    async def _connect(self) -> None:
+        delay = _RETRY_MIN_S
+        while True:
+            try:
+                await self._producer.start()
+                return
+            except KafkaError as exc:
+                self._count_error(exc)
+                log.warning("Kafka at %s unreachable (%s); retrying", self._settings.bootstrap, exc)
+                await self._producer.stop()
+                self._producer = self._new_producer(self._settings)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+
+    async def _renew_producer(self) -> None:
+        """Replace the producer (see the module docstring) once the other sender has nothing in flight."""
+        async with self._flight:
+            if self._renewing:  # the other sender is replacing it already
+                await self._flight.wait_for(lambda: not self._renewing)
+                return
+            self._renewing = True
+            await self._flight.wait_for(lambda: self._in_flight == 0)
+        try:
+            log.info("replacing the Kafka producer: its sequence numbers no longer match the broker's")
+            await self._producer.stop()
+            self._producer = self._new_producer(self._settings)
+            await self._connect()
+        finally:
+            async with self._flight:
+                self._renewing = False
+                self._flight.notify_all()
+
+    async def _send_in_flight(self, records: list[Record], alone: set[int]) -> _Outcome:
+        async with self._flight:
+            await self._flight.wait_for(lambda: not self._renewing)
+            self._in_flight += 1
+        try:
+            return await self._send_batches(records, alone)
+        finally:
+            async with self._flight:
+                self._in_flight -= 1
+                self._flight.notify_all()
 
     async def submit(self, unit: Sequence[Record]) -> None:
         """Queue one unit of records; waits (backpressure) while the queue is full."""
@@ -227,39 +280,40 @@ class KafkaPublisher:
     async def _send_until_acked(self, records: list[Record]) -> None:
         pending = records
         delay = _RETRY_MIN_S
-        try:
-            while pending:
-                try:
-                    pending, error = await self._send_batches(pending)
-                except KafkaError as exc:  # before anything was sent (partition metadata)
-                    error = exc
-                if error is None:
-                    break
-                self._count_error(error)
-                if refused(error):
-                    continue  # the refused batches are split up at once; nothing to wait for
-                # at-least-once: the failed batches may have been written, so their records may repeat
-                self._partitions.clear()  # partitions may have been added meanwhile
-                self.connected = False
-                log.warning(
-                    "publishing %d records failed (%s); retrying in %.1fs", len(pending), error, delay
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_MAX_S)
-        finally:
-            self._alone.clear()
+        alone: set[int] = set()  # ids of records to send in batches of their own (see _send_batches)
+        while pending:
+            try:
+                outcome = await self._send_in_flight(pending, alone)
+            except KafkaError as exc:  # before anything was sent (partition metadata)
+                outcome = _Outcome(pending, exc, 0)
+            pending, error = outcome.again, outcome.error
+            if outcome.refused or (error is not None and producer_state_lost(error)):
+                await self._renew_producer()
+            if error is None:
+                break
+            self._count_error(error)
+            if refused(error) or producer_state_lost(error):
+                continue  # nothing to wait for: split up, or sent again with a fresh producer
+            # at-least-once: the failed batches may have been written, so their records may repeat
+            self._partitions.clear()  # partitions may have been added meanwhile
+            self.connected = False
+            log.warning("publishing %d records failed (%s); retrying in %.1fs", len(pending), error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX_S)
         self.connected = True
         self._last_progress = self._clock()
 
-    async def _send_batches(self, records: list[Record]) -> tuple[list[Record], KafkaError | None]:
+    async def _send_batches(self, records: list[Record], alone: set[int]) -> _Outcome:
         """Send ``records`` as record batches per partition (in order) and wait for every ack.
 
         Returns the records to send again (those of a failed batch and of the later batches of its
-        partition, in order) and the first error. Records too large to send, or refused by the broker
-        in a batch of their own, are dead-lettered instead. Filling aiokafka's BatchBuilder directly
-        costs a fraction of one ``send()`` per record, which is what lets the publishing path keep up
-        with bursts; partitions are chosen exactly as Kafka's default partitioner does (murmur2 of the
-        key), so other producers agree on where a key lives.
+        partition, in order), the first error and how many batches were refused. Records too large to
+        send, or refused by the broker in a batch of their own, are dead-lettered instead; the records
+        of a larger refused batch are added to ``alone``, to go again one per batch.
+
+        Filling aiokafka's BatchBuilder directly costs a fraction of one ``send()`` per record, which is
+        what lets the publishing path keep up with bursts; partitions are chosen exactly as Kafka's
+        default partitioner does (murmur2 of the key), so other producers agree on where a key lives.
         """
         for topic in {r.topic for r in records} - self._partitions.keys():
             self._partitions[topic] = sorted(await self._producer.partitions_for(topic))
@@ -273,27 +327,12 @@ class KafkaPublisher:
                 )
                 continue
             by_partition.setdefault((r.topic, self._partition_of(r.topic, key)), []).append((key, r))
-        sent: list[tuple[tuple[str, int], list[Record], asyncio.Future[Any]]] = []
-        for (topic, partition), items in by_partition.items():
-            batch = self._producer.create_batch()
-            in_batch: list[Record] = []
-            for key, r in items:
-                alone = id(r) in self._alone
-                if in_batch and (alone or batch.append(key=key, value=r.value, timestamp=r.ts_ms) is None):
-                    sent.append(((topic, partition), in_batch, await self._send_now(batch, topic, partition)))
-                    batch, in_batch = self._producer.create_batch(), []
-                if not in_batch:  # an empty batch takes any record
-                    batch.append(key=key, value=r.value, timestamp=r.ts_ms)
-                in_batch.append(r)
-                if alone:
-                    sent.append(((topic, partition), in_batch, await self._send_now(batch, topic, partition)))
-                    batch, in_batch = self._producer.create_batch(), []
-            if in_batch:
-                sent.append(((topic, partition), in_batch, await self._send_now(batch, topic, partition)))
+        sent = await self._send_partitioned(by_partition, alone)
         results = await asyncio.gather(*(future for _, _, future in sent), return_exceptions=True)
         again: list[Record] = []
         failed: set[tuple[str, int]] = set()
         first_error: KafkaError | None = None
+        refusals = 0
         delivered: dict[str, int] = {}
         for (tp, batch_records, _), result in zip(sent, results, strict=True):
             if tp in failed:  # after a failed batch: sent again to keep the partition's order
@@ -306,6 +345,8 @@ class KafkaPublisher:
             if not isinstance(result, KafkaError):
                 raise result
             first_error = first_error or result
+            if refused(result):
+                refusals += 1
             if refused(result) and len(batch_records) == 1:
                 # certainly not written, and never will be: the partition's later batches stand
                 r = batch_records[0]
@@ -313,12 +354,35 @@ class KafkaPublisher:
                 continue
             failed.add(tp)
             if refused(result):  # which record is refused is unknown: each goes again on its own
-                self._alone.update(id(r) for r in batch_records)
+                alone.update(id(r) for r in batch_records)
             again += batch_records
         if self._metrics is not None:
             for topic, n in delivered.items():
                 self._metrics.inc("records_published_total", n, {"topic": topic})
-        return again, first_error
+        return _Outcome(again, first_error, refusals)
+
+    async def _send_partitioned(
+        self, by_partition: dict[tuple[str, int], list[tuple[bytes, Record]]], alone: set[int]
+    ) -> list[tuple[tuple[str, int], list[Record], asyncio.Future[Any]]]:
+        """Fill and send the batches of each partition, in order: (partition, its records, ack future)."""
+        sent: list[tuple[tuple[str, int], list[Record], asyncio.Future[Any]]] = []
+        for (topic, partition), items in by_partition.items():
+            batch = self._producer.create_batch()
+            in_batch: list[Record] = []
+            for key, r in items:
+                single = id(r) in alone
+                if in_batch and (single or batch.append(key=key, value=r.value, timestamp=r.ts_ms) is None):
+                    sent.append(((topic, partition), in_batch, await self._send_now(batch, topic, partition)))
+                    batch, in_batch = self._producer.create_batch(), []
+                if not in_batch:  # an empty batch takes any record
+                    batch.append(key=key, value=r.value, timestamp=r.ts_ms)
+                in_batch.append(r)
+                if single:
+                    sent.append(((topic, partition), in_batch, await self._send_now(batch, topic, partition)))
+                    batch, in_batch = self._producer.create_batch(), []
+            if in_batch:
+                sent.append(((topic, partition), in_batch, await self._send_now(batch, topic, partition)))
+        return sent
 
     async def _dead_letter(self, r: Record, size: int, reason: str) -> None:
         """Set ``r`` aside: log it, count it, and describe it (never its value) on the dead-letter topic."""

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
+from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, OutOfOrderSequenceNumber
 
 from pipeline.io.kafka import KafkaSettings
 from pipeline.io.metrics import Metrics
@@ -37,7 +37,9 @@ class FakeBatch:
 
 class FakeProducer:
     """Partitions by the publisher's choice; ``broker_limit`` refuses batches larger than it (as
-    ``max.message.bytes``); ``fail`` may fail a batch once with any error."""
+    ``max.message.bytes``); ``fail`` may fail a batch once with any error. As aiokafka's idempotent
+    producer, a refused batch leaves a gap in its partition's sequence numbers: every later batch of
+    that partition is refused as out of order until the producer is started anew."""
 
     def __init__(self, partitions: int = 3, broker_limit: int = 10_000, batch_bytes: int = 1 << 20) -> None:
         self.partitions = partitions
@@ -46,10 +48,13 @@ class FakeProducer:
         self.log: dict[tuple[str, int], list[str]] = {}  # acknowledged keys per partition, in order
         self.deadletters: list[tuple[bytes, dict[str, Any], dict[str, bytes]]] = []
         self.attempts = 0
+        self.starts = 0
+        self.gaps: set[tuple[str, int]] = set()
         self.fail: Callable[[str, int, FakeBatch], Exception | None] = lambda _t, _p, _b: None
 
     async def start(self) -> None:
-        pass
+        self.starts += 1
+        self.gaps.clear()  # a new producer id: sequences start from zero
 
     async def stop(self) -> None:
         pass
@@ -64,8 +69,11 @@ class FakeProducer:
         self.attempts += 1
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         error = self.fail(topic, partition, batch)
+        if error is None and (topic, partition) in self.gaps:
+            error = OutOfOrderSequenceNumber()
         if error is None and batch.size > self.broker_limit:
             error = MessageSizeTooLargeError()
+            self.gaps.add((topic, partition))
         if error is not None:
             future.set_exception(error)
         else:
@@ -84,10 +92,8 @@ class FakeProducer:
 
 
 async def publisher_with(producer: FakeProducer, max_batch_bytes: int = 1 << 20) -> KafkaPublisher:
-    pub = KafkaPublisher(KafkaSettings("unused:9092", max_batch_bytes=max_batch_bytes), Metrics())
-    await pub._producer.stop()  # never started; closed so that it does not warn
-    pub._producer = producer  # the seam: everything else is the real publisher
-    return pub
+    settings = KafkaSettings("unused:9092", max_batch_bytes=max_batch_bytes)
+    return KafkaPublisher(settings, Metrics(), producer_factory=lambda _settings: producer)
 
 
 def unit(key: str, size: int = 10) -> list[Record]:
@@ -122,6 +128,7 @@ async def test_a_record_the_broker_refuses_is_dead_lettered_and_publishing_goes_
         assert b"xxxx" not in orjson.dumps(d)
     assert pub.dead_lettered == 2
     assert pub.seconds_without_ack() == 0.0
+    assert producer.starts > 1, "the producer was replaced after the refusal (sequence gap)"
 
 
 async def test_a_record_larger_than_a_batch_is_refused_before_sending() -> None:
