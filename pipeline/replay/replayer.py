@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 from pipeline.io.kube_apply import ApiResource, ApiUnavailableError, KubeApiError
 from pipeline.model.errors import ConfigError, KubetapeError
 from pipeline.model.events import Event, EventType
+from pipeline.replay.governor import ConvergenceGovernor, PodCounts, count_pods
 from pipeline.replay.plan import ReplayPlan, load_trace, plan_replay
 from pipeline.replay.report import ReplayFailure, ReplayProgress, ReplayReport
 from pipeline.replay.rewrite import (
@@ -61,6 +62,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+CONVERGENCE = "convergence"
+"""The scheduler's pause reason while the governor holds the trace clock."""
 R = TypeVar("R")
 
 ROOT_API_VERSION = "rbac.authorization.k8s.io/v1"
@@ -125,6 +128,13 @@ class ReplaySettings:
     """Further wall seconds allowed to owners judged by the pods they asked for (``spec.replicas``,
     where the trace has no lifecycles): the simulated controller, scheduler and KWOK must first turn
     the change into Running pods, which a recorded lifecycle already includes."""
+    max_lag_s: float | None = None
+    """Convergence-aware time scaling: hold the trace clock while the simulated cluster is more than
+    this many trace seconds behind the recording (see :mod:`pipeline.replay.governor`); None: never."""
+    max_hold_s: float = 60.0
+    """Wall seconds one hold may last before the owners still behind are given up on."""
+    max_lag_tolerance: int = 1
+    """Pods an owner may be off the recording without holding the clock (the fidelity bound)."""
     cleanup_timeout_s: float = 180.0
     cleanup_progress_every_s: float = 5.0
     """How often a long cleanup logs how far it is (thousands of pods take minutes)."""
@@ -209,10 +219,19 @@ class Replayer:
         self._started = self._clock.now()
         self._namespaces: dict[str, asyncio.Task[None]] = {}
         self._stop_requested = asyncio.Event()
-        self._paused_by_root = False
         self.report = ReplayReport(self.name, source, settings.speed, steps=len(plan.steps), gaps=plan.gaps)
         self.report.recorded_timeline = list(plan.recorded_running)
         self.report.recorded_by_owner = dict(plan.recorded_by_owner or {})
+        self._governor = (
+            None
+            if settings.max_lag_s is None
+            else ConvergenceGovernor(
+                self.report.recorded_by_owner,
+                max_lag_ms=settings.max_lag_s * 1000.0,
+                max_hold_s=settings.max_hold_s,
+                tolerance=settings.max_lag_tolerance,
+            )
+        )
         self.report.fidelity_resolution_ms = settings.fidelity_resolution_s * 1000.0 * settings.speed
         self.report.desired_owners = plan.desired_owners
         self.report.desired_settle_ms = settings.desired_settle_s * 1000.0 * settings.speed
@@ -266,6 +285,11 @@ class Replayer:
                 with contextlib.suppress(asyncio.CancelledError):
                     await sampler
             await self._sample_once()
+            if self._governor is not None:
+                self._governor.finish(self._clock.now())
+                self.report.convergence = self._governor.report.to_json(
+                    self._governor.max_lag_ms, self.settings.speed
+                )
             self.report.lateness_ms = list(stats.lateness_ms)
             self.report.lateness_count = stats.lateness_count
             self.report.lateness_max_ms = stats.lateness_max_ms
@@ -553,14 +577,26 @@ class Replayer:
             return  # next sample
         annotations = ((root or {}).get("metadata") or {}).get("annotations") or {}
         wanted = annotations.get(PAUSE_ANNOTATION) == "true"
-        if wanted and not self._scheduler.paused:
-            self._paused_by_root = True
-            self._scheduler.pause()
+        if wanted and not self._scheduler.paused_for("root annotation"):
+            self._scheduler.pause("root annotation")
             log.info("paused by the root's annotation", extra={"ctx": {"replay": self.name}})
-        elif not wanted and self._paused_by_root:
-            self._paused_by_root = False
-            self._scheduler.resume()
+        elif not wanted and self._scheduler.paused_for("root annotation"):
+            self._scheduler.resume("root annotation")
             log.info("resumed: the root's pause annotation is gone", extra={"ctx": {"replay": self.name}})
+
+    def _govern(self, trace_ms: float, counts: Mapping[str, PodCounts]) -> None:
+        """Hold or release the trace clock as the convergence governor says (if there is one)."""
+        if self._governor is None or self._scheduler.started_at is None:
+            return
+        hold = self._governor.observe(self._clock.now(), trace_ms, counts)
+        if hold and not self._scheduler.paused_for(CONVERGENCE):
+            self._scheduler.pause(CONVERGENCE)
+            log.info(
+                f"trace clock held at {trace_ms / 1000:.1f} s: the simulated cluster is behind the recording",
+                extra={"ctx": {"replay": self.name}},
+            )
+        elif not hold and self._scheduler.paused_for(CONVERGENCE):
+            self._scheduler.resume(CONVERGENCE)
 
     async def _sample_once(self) -> None:
         await self._follow_root_pause()
@@ -577,12 +613,10 @@ class Replayer:
         ]
         nodes = {(p.get("spec") or {}).get("nodeName") for p in running} - {None}
         at = self._scheduler.sim_elapsed_ms()
-        by_owner: dict[str, int] = {}
-        for pod in running:
-            owner = ((pod.get("metadata") or {}).get("annotations") or {}).get(RECORDED_OWNER_ANNOTATION)
-            if isinstance(owner, str):
-                by_owner[owner] = by_owner.get(owner, 0) + 1
+        counts = count_pods(pods, RECORDED_OWNER_ANNOTATION)
+        by_owner = {owner: c.running for owner, c in counts.items() if c.running}
         self.report.add_sample(at, len(running), len(nodes), by_owner)
+        self._govern(at, counts)
         if self._on_progress is not None:
             stats = self._scheduler.stats
             self._on_progress(

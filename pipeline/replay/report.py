@@ -69,6 +69,8 @@ class ReplayReport:
     """Creating the root, the virtual nodes and the namespaces, before trace time starts."""
     trace_span_ms: int = 0
     stopped_early: bool = False
+    convergence: dict[str, Any] | None = None
+    """What convergence-aware time scaling did (None when it was off): see ``pipeline.replay.governor``."""
     cleanup: str = "not run"
 
     def add_sample(self, at_ms: float, running: int, nodes: int, by_owner: dict[str, int]) -> None:
@@ -135,6 +137,7 @@ class ReplayReport:
             "setup_seconds": round(self.setup_seconds, 3),
             "trace_span_ms": self.trace_span_ms,
             "stopped_early": self.stopped_early,
+            "convergence": self.convergence,
             "cleanup": self.cleanup,
             "failures": [{"key": f.key, "ts_ms": f.ts_ms, "reason": f.reason} for f in self.failures],
             "cluster_scoped_objects": self.cluster_scoped,
@@ -179,6 +182,7 @@ class ReplayReport:
             f"{self.wall_seconds:.1f} s wall for {self.trace_span_ms / 1000:.1f} s of trace"
             + (" (stopped early)" if self.stopped_early else ""),
             *self._fidelity_lines(),
+            *self._convergence_lines(),
             f"  events: {self.applied} applied, {self.deleted} deleted, {self.failed} failed, "
             f"{self.deletes_missed} deletes of nothing, {self.skipped_after_duration + self.not_started} "
             f"not replayed, {self.retries} retries",
@@ -193,6 +197,24 @@ class ReplayReport:
         if len(self.failures) > 20:
             lines.append(f"  … and {len(self.failures) - 20} more failures (see the JSON report)")
         return "\n".join(lines)
+
+    def _convergence_lines(self) -> list[str]:
+        if self.convergence is None:
+            return []
+        c = self.convergence
+        achieved = c["achieved_speed"]["overall"]
+        line = (
+            f"  time scaling: speed {self.speed:g} requested, "
+            + ("achieved unknown" if achieved is None else f"{achieved:g} achieved")
+            + f"; the trace clock waited for the cluster {c['holds']} time(s), {c['held_seconds']:g} s in all"
+        )
+        if c["bottleneck_share"]:
+            shares = ", ".join(f"{k} {100 * v:.0f}%" for k, v in c["bottleneck_share"].items())
+            line += f" (behind in: {shares})"
+        lines = [line]
+        if c["given_up_owners"]:
+            lines.append(f"    never caught up: {', '.join(list(c['given_up_owners'])[:10])}")
+        return lines
 
     def _fidelity_lines(self) -> list[str]:
         """The headline: per-owner fidelity and what it means.

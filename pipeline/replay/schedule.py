@@ -140,22 +140,31 @@ class Scheduler(Generic[T]):
         self._t0: float | None = None
         self._paused_total = 0.0
         self._paused_at: float | None = None
+        self._pause_reasons: set[str] = set()
         self._stopped = False
         self._wakeup = asyncio.Event()  # set on pause, resume and stop: wakes a sleeping dispatcher
 
     # ---- control (safe from any task of the loop) -----------------------------------------------
-    def pause(self) -> None:
-        """Stop the trace clock; started steps finish, no new step starts until :meth:`resume`."""
+    def pause(self, reason: str = "requested") -> None:
+        """Stop the trace clock; started steps finish, no new step starts until :meth:`resume`.
+
+        Pauses have reasons (a person, the Simulation controller, the cluster falling behind): the
+        clock runs again only once every reason that paused it has resumed it."""
+        self._pause_reasons.add(reason)
         if self._paused_at is None:
             self._paused_at = self.clock.now()
             self._wakeup.set()
 
-    def resume(self) -> None:
-        """Restart the trace clock where it was paused."""
-        if self._paused_at is not None:
+    def resume(self, reason: str = "requested") -> None:
+        """Withdraw ``reason``'s pause; the trace clock restarts where it stopped once none is left."""
+        self._pause_reasons.discard(reason)
+        if self._paused_at is not None and not self._pause_reasons:
             self._paused_total += self.clock.now() - self._paused_at
             self._paused_at = None
             self._wakeup.set()
+
+    def paused_for(self, reason: str) -> bool:
+        return reason in self._pause_reasons
 
     def stop(self) -> None:
         """Start no further step; :meth:`run` returns once started steps finished. Safe to call twice."""

@@ -106,6 +106,14 @@ def register(subparsers: Any) -> None:
         "(traces without lifecycles) may take to have their pods Running (default 2)",
     )
     parser.add_argument(
+        "--max-lag",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="convergence-aware time scaling: hold the trace clock while the simulated cluster is more "
+        "than SECONDS of trace time behind the recording (default: off, the clock never waits)",
+    )
+    parser.add_argument(
         "--require-fidelity",
         action="store_true",
         help="exit 3 unless the fidelity verdict is 'held' (degraded, failed or unmeasured replays fail)",
@@ -143,6 +151,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--sample-interval must be positive, got {args.sample_interval}")
     if args.desired_settle < 0:
         raise ConfigError(f"--desired-settle must be 0 or more, got {args.desired_settle}")
+    if args.max_lag is not None and args.max_lag <= 0:
+        raise ConfigError(f"--max-lag must be positive, got {args.max_lag}")
     if args.follow and args.speed != 1.0:
         raise ConfigError("--follow shadows the live topic at speed 1; drop --speed")
     pools = [parse_nodes(text) for text in args.nodes]
@@ -160,6 +170,7 @@ def _run(args: argparse.Namespace) -> int:
         keep=args.keep,
         sample_interval_s=args.sample_interval,
         desired_settle_s=args.desired_settle,
+        max_lag_s=args.max_lag,
     )
     if args.follow:
         report = asyncio.run(_replay(args, settings, None))

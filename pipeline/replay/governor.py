@@ -1,0 +1,183 @@
+"""Convergence-aware time scaling: the trace clock waits for a simulated cluster that falls behind.
+
+A replay at speed 10 asks the simulated control plane for ten times the recorded rate of change. When
+the scheduler, the controllers or KWOK cannot keep up, the replay's pods trail the recording further
+and further, and from then on the run simulates nothing of the recording: its figures measure the
+machine. The governor compares each sample of the replay's pods with the recording (per owner, as
+:mod:`pipeline.replay.fidelity` does) and holds the trace clock while an owner is more than
+:data:`~pipeline.replay.fidelity.BOUND_PODS` off every count the recording took during the last
+``max_lag_ms`` of trace time. The clock runs again once every owner has caught up.
+
+An owner that cannot converge at all (too few virtual nodes for its pods, an object the apiserver
+refused) would hold the clock for ever; so a hold ends after ``max_hold_s`` of wall time, and the
+owners still behind then are given up on: they no longer hold the clock, and the report names them.
+
+Each hold also says where the cluster was behind, from the replay's pods at that sample:
+
+* ``scheduling``: pods pending without a node (the scheduler is the bottleneck);
+* ``kwok``: pods bound to a node but not Running yet (KWOK's stages are);
+* ``controllers``: pods missing altogether (the replayed controllers, or the replayer's writes, are).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from pipeline.replay.fidelity import BOUND_PODS, Timeline, range_over
+
+
+@dataclass(frozen=True, slots=True)
+class PodCounts:
+    """The replay's pods of one owner at one sample, by how far they got."""
+
+    running: int = 0
+    unscheduled: int = 0
+    bound: int = 0
+    """Bound to a node, not Running yet."""
+
+
+def count_pods(pods: Iterable[Mapping[str, Any]], owner_of: str) -> dict[str, PodCounts]:
+    """Per recorded owner (the pod annotation ``owner_of``), pods Running, unscheduled and bound; pods
+    being deleted are left out, as the fidelity sample leaves them out."""
+    running: Counter[str] = Counter()
+    unscheduled: Counter[str] = Counter()
+    bound: Counter[str] = Counter()
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        owner = (meta.get("annotations") or {}).get(owner_of)
+        if not isinstance(owner, str) or meta.get("deletionTimestamp"):
+            continue
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == "Running":
+            running[owner] += 1
+        elif phase in (None, "Pending"):
+            if (pod.get("spec") or {}).get("nodeName"):
+                bound[owner] += 1
+            else:
+                unscheduled[owner] += 1
+    owners = set(running) | set(unscheduled) | set(bound)
+    return {o: PodCounts(running[o], unscheduled[o], bound[o]) for o in owners}
+
+
+@dataclass(slots=True)
+class GovernorReport:
+    """What the governor did, for the replay report."""
+
+    holds: int = 0
+    held_s: float = 0.0
+    bottlenecks: Counter[str] = field(default_factory=Counter)
+    """Samples taken while holding, by where the cluster was behind."""
+    given_up: dict[str, float] = field(default_factory=dict)
+    """Owners that never caught up, with the trace ms at which the governor gave up on them."""
+    achieved: list[tuple[float, float]] = field(default_factory=list)
+    """(wall seconds since trace start, trace ms reached), once per sample: the achieved speed."""
+
+    def to_json(self, max_lag_ms: float, speed: float) -> dict[str, Any]:
+        total = sum(self.bottlenecks.values())
+        return {
+            "max_lag_ms": max_lag_ms,
+            "holds": self.holds,
+            "held_seconds": round(self.held_s, 3),
+            "bottleneck_share": {k: round(v / total, 3) for k, v in sorted(self.bottlenecks.items())},
+            "given_up_owners": dict(sorted(self.given_up.items())),
+            "achieved_speed": _speeds(self.achieved, speed),
+        }
+
+
+def _speeds(achieved: list[tuple[float, float]], requested: float) -> dict[str, Any]:
+    """Overall achieved speed and per-interval speeds at about ten points of the run."""
+    if len(achieved) < 2:
+        return {"overall": None, "requested": requested, "over_time": []}
+    (w0, t0), (w1, t1) = achieved[0], achieved[-1]
+    step = max(1, len(achieved) // 10)
+    points = achieved[::step] + ([achieved[-1]] if (len(achieved) - 1) % step else [])
+    over_time = [
+        {"wall_s": round(b[0] - w0, 2), "speed": round((b[1] - a[1]) / 1000 / (b[0] - a[0]), 3)}
+        for a, b in pairwise(points)
+        if b[0] > a[0]
+    ]
+    overall = (t1 - t0) / 1000 / (w1 - w0) if w1 > w0 else None
+    return {
+        "overall": None if overall is None else round(overall, 3),
+        "requested": requested,
+        "over_time": over_time,
+    }
+
+
+MAX_POINTS = 20_000
+"""Achieved-speed points kept (thinned to half beyond)."""
+
+
+class ConvergenceGovernor:
+    """Decides, at each sample, whether the trace clock must wait for the cluster (module docstring)."""
+
+    def __init__(
+        self,
+        recorded: Mapping[str, Timeline],
+        *,
+        max_lag_ms: float,
+        max_hold_s: float = 60.0,
+        tolerance: int = BOUND_PODS,
+    ) -> None:
+        self._recorded = recorded
+        self.tolerance = tolerance
+        self.max_lag_ms = max_lag_ms
+        self.max_hold_s = max_hold_s
+        self._held_since: float | None = None
+        self.report = GovernorReport()
+
+    @property
+    def holding(self) -> bool:
+        return self._held_since is not None
+
+    def behind(self, trace_ms: float, counts: Mapping[str, PodCounts]) -> list[str]:
+        """Owners whose Running pods are more than ``tolerance`` (by default the fidelity bound) off
+        every count of the recording's last ``max_lag_ms``."""
+        out = []
+        for owner, timeline in self._recorded.items():
+            if owner in self.report.given_up:
+                continue
+            low, high = range_over(timeline, trace_ms - self.max_lag_ms, trace_ms)
+            running = counts.get(owner, PodCounts()).running
+            if running < low - self.tolerance or running > high + self.tolerance:
+                out.append(owner)
+        return out
+
+    def observe(self, wall_s: float, trace_ms: float, counts: Mapping[str, PodCounts]) -> bool:
+        """One sample at ``wall_s`` (the clock, seconds) and trace time ``trace_ms``: whether to hold."""
+        self.report.achieved.append((wall_s, trace_ms))
+        if len(self.report.achieved) > MAX_POINTS:  # a followed topic runs for months: thin, keep the ends
+            self.report.achieved = [*self.report.achieved[:-1:2], self.report.achieved[-1]]
+        behind = self.behind(trace_ms, counts)
+        if behind and self._held_since is not None and wall_s - self._held_since > self.max_hold_s:
+            for owner in behind:
+                self.report.given_up[owner] = trace_ms
+            behind = []
+        if behind:
+            self.report.bottlenecks[_bottleneck(behind, counts)] += 1
+            if self._held_since is None:
+                self._held_since = wall_s
+                self.report.holds += 1
+            return True
+        if self._held_since is not None:
+            self.report.held_s += wall_s - self._held_since
+            self._held_since = None
+        return False
+
+    def finish(self, wall_s: float) -> None:
+        """Close a hold still open when the replay ends."""
+        if self._held_since is not None:
+            self.report.held_s += wall_s - self._held_since
+            self._held_since = None
+
+
+def _bottleneck(owners: list[str], counts: Mapping[str, PodCounts]) -> str:
+    unscheduled = sum(counts.get(o, PodCounts()).unscheduled for o in owners)
+    bound = sum(counts.get(o, PodCounts()).bound for o in owners)
+    if unscheduled == 0 and bound == 0:
+        return "controllers"
+    return "scheduling" if unscheduled >= bound else "kwok"

@@ -1,0 +1,114 @@
+"""Convergence-aware time scaling: the trace clock waits while the simulated cluster is behind."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+from pipeline.model.events import Event
+from pipeline.model.keys import key_of
+from pipeline.replay.governor import ConvergenceGovernor, PodCounts, count_pods
+from pipeline.replay.replayer import Replayer, plan_replay
+from tests.unit.test_replay_replayer import MemoryCluster, applied, fast, pod, trace
+
+WEB = [(0, 2), (10_000, 5), (20_000, 3)]
+
+
+def test_an_owner_behind_the_recordings_last_max_lag_holds_the_clock() -> None:
+    governor = ConvergenceGovernor({"web": WEB}, max_lag_ms=5_000)
+    # 12 s: the recording had 2 and 5 over the last 5 s, so 2 running is not behind (yet)
+    assert governor.observe(0.0, 12_000, {"web": PodCounts(running=2, unscheduled=3)}) is False
+    # 16 s: the recording has been at 5 for longer than the lag; 3 pods still wait for a node
+    assert governor.observe(1.0, 16_000, {"web": PodCounts(running=2, unscheduled=3)}) is True
+    assert governor.observe(1.5, 16_000, {"web": PodCounts(running=2, bound=3)}) is True
+    assert governor.observe(2.5, 16_000, {"web": PodCounts(running=5)}) is False
+    report = governor.report.to_json(5_000, 10.0)
+    assert (report["holds"], report["held_seconds"]) == (1, 1.5)
+    assert report["bottleneck_share"] == {"kwok": 0.5, "scheduling": 0.5}
+    assert report["given_up_owners"] == {}
+
+
+def test_too_many_pods_are_behind_too_and_a_missing_pod_is_the_controllers() -> None:
+    governor = ConvergenceGovernor({"web": WEB}, max_lag_ms=1_000)
+    assert governor.observe(0.0, 25_000, {"web": PodCounts(running=5)}) is True  # scale-down not done
+    assert governor.observe(0.1, 25_000, {}) is True  # no pod at all: 0 against 3
+    assert governor.report.bottlenecks == {"controllers": 2}
+
+
+def test_an_owner_that_never_converges_is_given_up_after_the_longest_hold() -> None:
+    governor = ConvergenceGovernor({"web": WEB, "api": [(0, 3)]}, max_lag_ms=1_000, max_hold_s=10)
+    counts = {"web": PodCounts(running=0, unscheduled=5), "api": PodCounts(running=3)}
+    assert governor.observe(0.0, 15_000, counts) is True
+    assert governor.observe(9.0, 15_000, counts) is True
+    assert governor.observe(10.5, 15_000, counts) is False  # given up: the clock runs on
+    assert governor.report.given_up == {"web": 15_000}
+    assert governor.observe(11.0, 16_000, counts) is False  # and web no longer holds it
+    assert governor.observe(11.5, 17_000, {"web": PodCounts(running=5), "api": PodCounts(running=2)}) is False
+    assert (
+        governor.observe(11.6, 17_000, {"web": PodCounts(running=5), "api": PodCounts()}) is True
+    )  # api: 0 of 3
+
+
+def test_pods_are_counted_by_recorded_owner_and_progress() -> None:
+    def p(owner: str, phase: str | None, node: str | None = None, deleting: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"annotations": {"o": owner}}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        return {"metadata": meta, "spec": {"nodeName": node} if node else {}, "status": {"phase": phase}}
+
+    pods = [p("a", "Running", "n"), p("a", "Pending"), p("a", "Pending", "n"), p("a", "Running", "n", True)]
+    pods += [p("b", "Succeeded", "n"), {"metadata": {}}]
+    assert count_pods(pods, "o") == {"a": PodCounts(running=1, unscheduled=1, bound=1)}
+
+
+class SlowKwokCluster(MemoryCluster):
+    """Pods run ``delay_s`` after they are applied, as on an overloaded control plane."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+        self.applied_at: dict[str, float] = {}
+
+    async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]:
+        live = await super().apply(obj, force=force)
+        if obj["kind"] == "Pod":
+            name = obj["metadata"]["name"]
+            self.applied_at[name] = asyncio.get_running_loop().time()
+            live["status"] = {"phase": "Pending"}
+            asyncio.get_running_loop().call_later(self.delay_s, live["status"].update, {"phase": "Running"})
+        return live
+
+
+def _lifecycle(ts: int, name: str) -> Event:
+    key = key_of(pod(name))
+    return Event.pod_lifecycle(ts, key, owner_key=key, pod_spec_hash=1, start_ms=ts, end_ms=None)
+
+
+async def test_the_trace_clock_waits_for_a_slow_cluster_and_the_report_says_so() -> None:
+    # two pods 100 ms of trace apart at speed 1; each takes 0.4 s to run: without the governor the
+    # second is applied while the first is still pending, with it (no pod of tolerance, so that one
+    # pod can be behind) only once the first runs
+    events = [
+        applied(0, pod("first")),
+        _lifecycle(0, "first"),
+        applied(100, pod("second")),
+        _lifecycle(100, "second"),
+    ]
+    plan = plan_replay(trace(events), speed=1)
+    settings = replace(fast(keep=True), speed=1, sample_interval_s=0.02, max_lag_s=0.05, max_lag_tolerance=0)
+    cluster = SlowKwokCluster(delay_s=0.4)
+    report = await Replayer(cluster, plan, settings).run()
+
+    assert report.failed == 0
+    assert cluster.applied_at["second"] - cluster.applied_at["first"] >= 0.35
+    assert report.convergence is not None
+    assert report.convergence["holds"] >= 1
+    assert report.convergence["held_seconds"] >= 0.25
+    assert report.convergence["achieved_speed"]["requested"] == 1
+    assert "the trace clock waited for the cluster" in report.summary()
+
+    unguarded_cluster = SlowKwokCluster(delay_s=0.4)
+    unguarded = await Replayer(unguarded_cluster, plan, replace(settings, max_lag_s=None)).run()
+    assert unguarded.convergence is None
+    assert unguarded_cluster.applied_at["second"] - unguarded_cluster.applied_at["first"] < 0.35
