@@ -160,6 +160,10 @@ class Sink:
                 raise
 
     async def _assign(self, partitions: Iterable[int]) -> None:
+        partitions = sorted(partitions)
+        # Epochs first: a write of the previous owner either landed before (the refresh below sees it)
+        # or is refused (it cannot replace what this member writes from the restored state).
+        epochs = {p: await asyncio.to_thread(self.store.acquire_epoch, p) for p in partitions}
         self.catalog.refresh()
         identity = await self.source.identity()
         if identity is not None:
@@ -170,8 +174,8 @@ class Sink:
                     "Kafka cluster, or the topic was recreated. Start this sink with a new --segment-dir "
                     "(keep the old one for exports of its past), or point it at the topic it recorded"
                 )
-        for p in sorted(partitions):
-            epoch = await asyncio.to_thread(self.store.acquire_epoch, p)
+        for p in partitions:
+            epoch = epochs[p]
             compactor = await asyncio.to_thread(
                 restore_partition, self.catalog, p, self.settings.compaction, source=identity, epoch=epoch
             )
