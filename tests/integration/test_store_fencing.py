@@ -25,8 +25,19 @@ def _events(t0: int, n: int, tag: str) -> list:  # type: ignore[type-arg]
     return [applied(t0 + i * 100, deployment("ns", f"{tag}-{i}", 1), 1_000 + i) for i in range(n)]
 
 
-def _sink(bootstrap: str, topic: str, group: str, dlq: str, segment_dir: Path, **kw: object) -> Sink:
-    settings = SinkSettings(CompactionSettings(topic=topic, idle_close_s=600.0), **kw)  # type: ignore[arg-type]
+def _sink(
+    bootstrap: str,
+    topic: str,
+    group: str,
+    dlq: str,
+    segment_dir: Path,
+    *,
+    idle_close_s: float,
+    batch: int = 2_000,
+) -> Sink:
+    settings = SinkSettings(
+        CompactionSettings(topic=topic, idle_close_s=idle_close_s), batch_max_records=batch
+    )
     source = KafkaSinkSource(KafkaSettings(bootstrap=bootstrap), topic, group_id=group, deadletter_topic=dlq)
     sink = Sink(source, LocalSegmentStore(segment_dir), settings, Metrics())
     source.on_assigned = sink.on_assigned
@@ -54,7 +65,7 @@ async def test_a_sink_cut_off_from_its_group_cannot_overwrite_the_new_owners_seg
     t0 = _t0()
     events = _events(t0, 300, "d")
     await produce(kafka_bootstrap, topic, events[:150])
-    a = _sink(kafka_bootstrap, topic, group, dlq, tmp_path, batch_max_records=150)
+    a = _sink(kafka_bootstrap, topic, group, dlq, tmp_path, idle_close_s=600.0, batch=150)  # holds 0-149 open
     a_source = a.source
     assert isinstance(a_source, KafkaSinkSource)
 
@@ -69,7 +80,7 @@ async def test_a_sink_cut_off_from_its_group_cannot_overwrite_the_new_owners_seg
     finally:
         await a_source.stop()
     await produce(kafka_bootstrap, topic, events[150:])
-    b = _sink(kafka_bootstrap, topic, group, dlq, tmp_path)
+    b = _sink(kafka_bootstrap, topic, group, dlq, tmp_path, idle_close_s=1.0)
     stop = asyncio.Event()
     async with b.source:  # type: ignore[attr-defined]
         task = asyncio.create_task(b.run(stop))
@@ -98,7 +109,7 @@ async def test_a_recreated_topic_is_refused_instead_of_its_events_being_dropped(
     await ensure_topic(kafka, dlq, 1)
     t0 = _t0()
     await produce(kafka_bootstrap, topic, _events(t0, 500, "old"))
-    first = _sink(kafka_bootstrap, topic, group, dlq, tmp_path)
+    first = _sink(kafka_bootstrap, topic, group, dlq, tmp_path, idle_close_s=1.0)
     stop = asyncio.Event()
     async with first.source:  # type: ignore[attr-defined]
         task = asyncio.create_task(first.run(stop))
@@ -114,7 +125,7 @@ async def test_a_recreated_topic_is_refused_instead_of_its_events_being_dropped(
             await asyncio.sleep(0.5)
     await ensure_topic(kafka, topic, 1)
     await produce(kafka_bootstrap, topic, _events(t0 + 120_000, 300, "new"))
-    second = _sink(kafka_bootstrap, topic, group, dlq, tmp_path)
+    second = _sink(kafka_bootstrap, topic, group, dlq, tmp_path, idle_close_s=1.0)
     stop = asyncio.Event()
     async with second.source:  # type: ignore[attr-defined]
         with pytest.raises(TopicIdentityError, match=r"holds offsets up to 499 .* ends at offset 300"):
