@@ -5,7 +5,8 @@ Per run (:func:`run_metrics`), from its timelines in trace seconds:
 * ``node_hours`` — nodes present, summed over trace seconds, in hours (the cost of a configuration);
 * ``pending_pod_seconds`` — pods pending, summed over trace seconds (unreliability);
 * ``peak_running``, ``scheduling_delay_p50_s``/``p95_s`` — from the replay's pod times;
-* ``owner_error_max`` / ``owner_error_mean`` — per-owner running-pod error against the recording.
+* ``owner_error_max`` / ``owner_error_mean`` — per-owner running-pod error against the recording: the
+  replayer's own figures where its report has them (:func:`run_owner_errors`), else the timelines'.
 
 The per-owner error at second ``t`` is the distance of the replay's count to the range the recording
 took over ``[t − window, t + window]``: a replay trails the recording by the simulated controllers'
@@ -97,18 +98,42 @@ def owner_errors(
     return out
 
 
+def run_owner_errors(run: Run, window_s: int | None = None) -> list[OwnerError]:
+    """A run's per-owner errors: the replayer's own, where its report has them, else the timelines'.
+
+    The replayer samples its pods often and judges them against the recording (lifecycles, or the pods
+    each owner asked for) with its verdict on whether the machine kept up; the run's timeline is
+    observed beside the replay at a coarser grain. One replay must not get two different fidelity
+    figures, so the replayer's measure wins; the timeline measure serves runs without one. An explicit
+    ``window_s`` (``kubetape compare --window``) asks for the timeline measure at that window."""
+    owners = (run.report.get("owner_fidelity") or {}).get("owners")
+    if owners is None or window_s is not None:
+        window = window_s if window_s is not None else max(round(run.info.speed), 1)
+        return owner_errors(run.recorded, run.timeline, window)
+    return [
+        OwnerError(
+            str(o["owner"]),
+            float(o["max_error"]),
+            float(o.get("mean_error", 0.0)),
+            int(o.get("samples", 0)),
+            float(o.get("recorded_peak", 0)),
+            float(o.get("replay_peak", 0)),
+        )
+        for o in owners
+    ]
+
+
 def scheduling_delays(pods: Sequence[PodTimes]) -> list[float]:
     return [d for d in (p.scheduling_delay_s for p in pods) if d is not None]
 
 
 def run_metrics(run: Run, window_s: int | None = None) -> dict[str, float]:
     """The per-run metrics named in :data:`METRICS` (delays are 0 when no pod ran)."""
-    window = window_s if window_s is not None else max(round(run.info.speed), 1)
     nodes = series(run.timeline, CLUSTER_OWNER, "nodes")
     pending = series(run.timeline, CLUSTER_OWNER, "pending")
     running = series(run.timeline, CLUSTER_OWNER, "running")
     delays = scheduling_delays(run.pods)
-    errors = owner_errors(run.recorded, run.timeline, window)
+    errors = run_owner_errors(run, window_s)
     return {
         "node_hours": sum(nodes.values()) / 3600,
         "pending_pod_seconds": sum(pending.values()),
@@ -209,9 +234,8 @@ def compare_runs(runs: Sequence[Run], confidence: float = 0.95, window_s: int | 
     by_config: dict[str, list[str]] = defaultdict(list)
     for run in runs:
         name = run.info.name
-        window = window_s if window_s is not None else max(round(run.info.speed), 1)
-        per_run[name] = run_metrics(run, window)
-        fidelity[name] = owner_errors(run.recorded, run.timeline, window)
+        per_run[name] = run_metrics(run, window_s)
+        fidelity[name] = run_owner_errors(run, window_s)
         delays[name] = {
             **{f"replay_{k}": v for k, v in _delay_summary(run.pods).items()},
             **{f"recorded_{k}": v for k, v in _delay_summary(run.recorded_pods).items()},

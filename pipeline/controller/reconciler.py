@@ -317,8 +317,23 @@ class Reconciler:
         if not isinstance(repetitions, int) or not 1 <= repetitions <= MAX_REPETITIONS:
             repetitions = MAX_REPETITIONS
         names = ",".join(job_name(meta["name"], i) for i in range(1, repetitions + 1))
+        selector = f"{REPLAY_LABEL} in ({names})"
+        # The replays' namespaces go first, while their virtual nodes still exist: KWOK finishes the
+        # deletion of pods on nodes it manages at once, but a pod whose node went first stays
+        # Terminating until the pod garbage collector force-deletes it, a minute or more later (the
+        # root's foreground deletion would remove nodes and namespaces together). The replayer's own
+        # cleanup keeps the same order; this is for a replayer that could not clean up (killed).
+        namespaces = await self._cluster.list_objects("v1", "Namespace", label_selector=selector)
+        if namespaces:
+            for namespace in namespaces:
+                if not namespace["metadata"].get("deletionTimestamp"):
+                    await self._cluster.delete("v1", "Namespace", None, namespace["metadata"]["name"])
+            log.info(
+                "simulation %s: waiting for %d replay namespaces to be deleted", meta["name"], len(namespaces)
+            )
+            return  # the next pass looks again; the roots go once the namespaces are gone
         roots = await self._cluster.list_objects(
-            REPLAY_ROOT_API_VERSION, REPLAY_ROOT_KIND, label_selector=f"{REPLAY_LABEL} in ({names})"
+            REPLAY_ROOT_API_VERSION, REPLAY_ROOT_KIND, label_selector=selector
         )
         if roots:
             for root in roots:

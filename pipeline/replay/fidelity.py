@@ -38,12 +38,14 @@ class OwnerFidelity:
     within_one: int
     recorded_peak: int
     replay_peak: int
+    mean_error: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         return {
             "owner": self.owner,
             "samples": self.samples,
             "max_error": self.max_error,
+            "mean_error": round(self.mean_error, 4),
             "samples_within_one_pod": self.within_one,
             "recorded_peak": self.recorded_peak,
             "replay_peak": self.replay_peak,
@@ -92,6 +94,7 @@ def compare_owners(
                 sum(1 for e in errors if e <= 1),
                 max((count for _, count in timeline), default=0),
                 max((s.running.get(owner, 0) for s in samples), default=0),
+                sum(errors) / len(errors) if errors else 0.0,
             )
         )
     return out
@@ -154,6 +157,7 @@ def judge(
     speed: float,
     lateness_p99_ms: float | None,
     settle_ms: Mapping[str, float] | None = None,
+    largest_sample_gap_s: float = 0.0,
 ) -> FidelityVerdict:
     """The verdict on a replay: ``resolution_ms`` and ``settle_ms`` (see :func:`compare_owners`) are in
     trace time, ``lateness_p99_ms`` in wall time."""
@@ -165,6 +169,12 @@ def judge(
         reasons.append(
             f"the replayer's writes ran late: lateness p99 {lateness_p99_ms:.0f} ms is beyond the "
             f"{resolution_wall_s:g} s resolution"
+        )
+    if largest_sample_gap_s > resolution_wall_s:
+        reasons.append(
+            f"the replay's pods could not be sampled as often as asked: {largest_sample_gap_s:.1f} s passed "
+            f"between two samples, beyond the {resolution_wall_s:g} s resolution, so what happened in "
+            "between was not seen"
         )
     settle = settle_needed(recorded, samples, resolution_ms, settle_ms)
     if settle is None:

@@ -219,6 +219,7 @@ class Replayer:
         self._started = self._clock.now()
         self._namespaces: dict[str, asyncio.Task[None]] = {}
         self._stop_requested = asyncio.Event()
+        self._last_sample_at: float | None = None
         self.report = ReplayReport(self.name, source, settings.speed, steps=len(plan.steps), gaps=plan.gaps)
         self.report.recorded_timeline = list(plan.recorded_running)
         self.report.recorded_by_owner = dict(plan.recorded_by_owner or {})
@@ -247,6 +248,10 @@ class Replayer:
         """End a followed stream where it is (its planned end, not an interruption)."""
         self._stop_requested.set()
         self._scheduler.stop()
+
+    def trace_elapsed_ms(self) -> float:
+        """Trace time covered so far (pauses and convergence holds excluded), in ms since the start."""
+        return self._scheduler.sim_elapsed_ms()
 
     @property
     def trace_started_at(self) -> float | None:
@@ -563,9 +568,15 @@ class Replayer:
 
     # ---- sampling ---------------------------------------------------------------------------------
     async def _sample_forever(self) -> None:
+        """Sample at fixed deadlines, not a fixed sleep after each sample: on a busy machine a sample
+        takes a while, and sleeping after it would stretch the interval by that much every time."""
+        interval = self.settings.sample_interval_s
+        due = self._clock.now() + interval
         while True:
-            await asyncio.sleep(self.settings.sample_interval_s)
+            await self._clock.sleep_until(due)
             await self._sample_once()
+            # a sample that took longer than the interval: the next one at once, missed slots skipped
+            due = max(due + interval, self._clock.now())
 
     async def _follow_root_pause(self) -> None:
         """Pause or resume as the root's :data:`PAUSE_ANNOTATION` says (a signal pause is left alone)."""
@@ -613,6 +624,12 @@ class Replayer:
         ]
         nodes = {(p.get("spec") or {}).get("nodeName") for p in running} - {None}
         at = self._scheduler.sim_elapsed_ms()
+        now = self._clock.now()
+        if self._last_sample_at is not None and self._scheduler.started_at is not None:
+            self.report.largest_sample_gap_s = max(
+                self.report.largest_sample_gap_s, now - self._last_sample_at
+            )
+        self._last_sample_at = now
         counts = count_pods(pods, RECORDED_OWNER_ANNOTATION)
         by_owner = {owner: c.running for owner, c in counts.items() if c.running}
         self.report.add_sample(at, len(running), len(nodes), by_owner)

@@ -69,6 +69,8 @@ class ReplayReport:
     """Creating the root, the virtual nodes and the namespaces, before trace time starts."""
     trace_span_ms: int = 0
     stopped_early: bool = False
+    largest_sample_gap_s: float = 0.0
+    """The longest wall time between two samples of the replay's pods (a busy machine stretches it)."""
     convergence: dict[str, Any] | None = None
     """What convergence-aware time scaling did (None when it was off): see ``pipeline.replay.governor``."""
     cleanup: str = "not run"
@@ -100,6 +102,7 @@ class ReplayReport:
             speed=self.speed,
             lateness_p99_ms=percentile(self.lateness_ms, 0.99),
             settle_ms=self._settle_ms(),
+            largest_sample_gap_s=self.largest_sample_gap_s,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -137,6 +140,7 @@ class ReplayReport:
             "setup_seconds": round(self.setup_seconds, 3),
             "trace_span_ms": self.trace_span_ms,
             "stopped_early": self.stopped_early,
+            "largest_sample_gap_seconds": round(self.largest_sample_gap_s, 3),
             "convergence": self.convergence,
             "cleanup": self.cleanup,
             "failures": [{"key": f.key, "ts_ms": f.ts_ms, "reason": f.reason} for f in self.failures],

@@ -18,14 +18,20 @@ import itertools
 import json
 import logging
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.analytics.runs import NodePool, Run, RunInfo
 from pipeline.model.errors import ConfigError
+
+if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when a sweep runs
+    from pipeline.analytics.snapshots import SnapshotEvents
+    from pipeline.analytics.timeline import TimelineFolder, TimelineRow
+    from pipeline.io.kube_apply import KubeApplier
+    from pipeline.model.events import Event
+    from pipeline.replay.replayer import Replayer
 
 log = logging.getLogger("kubetape.sweep")
 
@@ -62,6 +68,65 @@ def node_pool(name: str, skeleton: Mapping[str, Any], count: int) -> NodePool:
 
 
 # ---- one replay → one run -------------------------------------------------------------------------
+class _RunObserver:
+    """Lists the replay's pods, nodes and controllers beside the replay and folds them into the run's
+    timeline (the pods first and the controllers after, so every listed pod's ReplicaSet or Job, created
+    before the pod, is in the later listing; the controllers are folded first, so each pod's owner chain
+    is known when the pod is folded)."""
+
+    LISTING_ORDER = (("v1", "Pod"), ("v1", "Node"), ("apps/v1", "ReplicaSet"), ("batch/v1", "Job"))
+
+    def __init__(
+        self,
+        cluster: KubeApplier,
+        replayer: Replayer,
+        folder: TimelineFolder,
+        snapshots: SnapshotEvents,
+        *,
+        start_ms: int,
+        end_ms: int,
+    ) -> None:
+        from pipeline.replay.rewrite import REPLAY_LABEL
+
+        self._cluster = cluster
+        self._replayer = replayer
+        self._folder = folder
+        self._snapshots = snapshots
+        self._start_ms = start_ms
+        self._end_ms = end_ms
+        self._selector = f"{REPLAY_LABEL}={replayer.name}"
+        self.rows: list[TimelineRow] = []
+
+    async def _list(self, api_version: str, kind: str) -> list[dict[str, Any]] | None:
+        from pipeline.io.kube_apply import KubeApiError
+
+        try:
+            listed = await self._cluster.list_objects(api_version, kind, label_selector=self._selector)
+        except KubeApiError as exc:
+            log.warning("cannot list %s of %s: %s", kind, self._replayer.name, exc)
+            return None
+        return listed
+
+    async def observe(self) -> None:
+        if self._replayer.trace_started_at is None:
+            return  # still setting up: trace time has not begun
+        (pod_version, pod_kind), *owner_kinds = self.LISTING_ORDER
+        pods = await self._list(pod_version, pod_kind)
+        # stamped when the pods were listed (they make the counts): on a busy machine a listing takes
+        # a while, and a time taken before it would date the pods too early
+        at_ms = self._start_ms + round(self._replayer.trace_elapsed_ms())
+        if at_ms > self._end_ms:
+            return  # the replay is past the trace (cleaning up): not part of the run
+        others = await asyncio.gather(*(self._list(v, k) for v, k in owner_kinds))
+        listings: dict[str, list[Event]] = {}
+        for (api_version, kind), listed in zip(self.LISTING_ORDER, [pods, *others], strict=True):
+            if listed is not None:
+                listings[kind] = self._snapshots.observe(at_ms, api_version, kind, listed)
+        for kind in ("ReplicaSet", "Job", "Node", "Pod"):
+            self._folder.add_all(listings.get(kind, []))
+        self.rows.extend(self._folder.advance(at_ms))
+
+
 async def replay_to_run(
     kubeconfig: Path,
     trace_path: Path,
@@ -78,13 +143,11 @@ async def replay_to_run(
     named by its ``metadata.name``."""
     from pipeline.analytics.runs import write_run
     from pipeline.analytics.snapshots import SnapshotEvents, strip_prefix
-    from pipeline.analytics.timeline import TimelineFolder, TimelineRow, fold_events
+    from pipeline.analytics.timeline import TimelineFolder, fold_events
     from pipeline.analytics.tracefile import trace_events
     from pipeline.io.kube import kube_api
-    from pipeline.io.kube_apply import KubeApiError, KubeApplier
-    from pipeline.model.events import Event
+    from pipeline.io.kube_apply import KubeApplier
     from pipeline.replay.replayer import Replayer, load_trace, plan_replay
-    from pipeline.replay.rewrite import REPLAY_LABEL
 
     if pool is None and settings.node_skeleton is not None and settings.node_count > 0:
         skeleton_name = str((settings.node_skeleton.get("metadata") or {}).get("name") or "node")
@@ -96,42 +159,17 @@ async def replay_to_run(
     recorded = fold_events(trace_events(trace), origin_ms=plan.start_ms, end_ms=end_ms)
     folder = TimelineFolder(origin_ms=plan.start_ms)
     snapshots = SnapshotEvents(strip_prefix(settings.namespace_prefix))
-    rows: list[TimelineRow] = []
     async with kube_api(kubeconfig, context) as api:
         cluster = KubeApplier(api)
         replayer = Replayer(cluster, plan, settings, source=str(trace_path))
-        selector = f"{REPLAY_LABEL}={replayer.name}"
-        # Pods are listed first and controllers after, so every listed pod's ReplicaSet/Job (created
-        # before the pod) is in the later listing; their events are folded first, so the pod's owner
-        # chain is known when the pod is folded.
-        listing_order = (("v1", "Pod"), ("v1", "Node"), ("apps/v1", "ReplicaSet"), ("batch/v1", "Job"))
-
-        async def observe() -> None:
-            started = replayer.trace_started_at
-            if started is None:
-                return  # still setting up: trace time has not begun
-            at_ms = plan.start_ms + round((time.monotonic() - started) * settings.speed * 1000)
-            if at_ms > end_ms:
-                return  # the replay is past the trace (cleaning up): not part of the run
-            listings: dict[str, list[Event]] = {}
-            for api_version, kind in listing_order:
-                try:
-                    listed = await cluster.list_objects(api_version, kind, label_selector=selector)
-                except KubeApiError as exc:
-                    log.warning("cannot list %s of %s: %s", kind, replayer.name, exc)
-                    continue
-                listings[kind] = snapshots.observe(at_ms, api_version, kind, listed)
-            for kind in ("ReplicaSet", "Job", "Node", "Pod"):
-                folder.add_all(listings.get(kind, []))
-            rows.extend(folder.advance(at_ms))
-
+        observer = _RunObserver(cluster, replayer, folder, snapshots, start_ms=plan.start_ms, end_ms=end_ms)
         interval_s = max(1.0 / settings.speed, 0.05)  # one observation per trace second at most
         task = asyncio.create_task(replayer.run(), name=f"replay {replayer.name}")
         while not task.done():
-            await observe()
+            await observer.observe()
             await asyncio.wait({task}, timeout=interval_s)
         report = task.result()
-    rows.extend(folder.finish(end_ms))
+    rows = [*observer.rows, *folder.finish(end_ms)]
     info = RunInfo(
         name=run_dir.name,
         trace=str(trace_path),

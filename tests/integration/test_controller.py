@@ -368,16 +368,23 @@ async def test_deleting_a_running_simulation_removes_its_job_and_every_replayed_
     replay.kill()  # what the kubelet does to a deleted Job's pod (worst case: no chance to clean up)
     await replay.wait()
 
+    leftovers: list[str] = []
+
     async def all_gone() -> bool:
-        leftovers = [
-            *await replayed_pods(),
-            *await kube.list_objects("v1", "Node", label_selector=selector),
-            *await kube.list_objects("v1", "Namespace", label_selector=selector),
-            *await kube.list_objects("rbac.authorization.k8s.io/v1", "ClusterRole", label_selector=selector),
+        kinds = (
+            ("v1", "Pod"),
+            ("v1", "Node"),
+            ("v1", "Namespace"),
+            ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+        )
+        leftovers[:] = [
+            f"{kind} {o['metadata']['name']}"
+            for api_version, kind in kinds
+            for o in await kube.list_objects(api_version, kind, label_selector=selector)
         ]
         return not leftovers
 
-    await eventually(all_gone, "every replayed object removed", 90)
+    await eventually(all_gone, "every replayed object removed", 90, lambda: leftovers)
     await eventually(lambda: gone(kube, API_VERSION, KIND, None, "doomed"), "Simulation doomed gone")
     await eventually(lambda: gone(kube, "v1", "ConfigMap", NS, "doomed-node-pools"), "node pools gone")
 

@@ -188,3 +188,27 @@ def test_sweep_refuses_an_unknown_reliability_metric_before_replaying(
     argv = ["sweep", "--trace", "t", "--kubeconfig", "k", "--out", "o", "--nodes", "none"]
     assert main([*argv, "--reliability", "happiness"]) == 2
     assert "choose one of node_hours, pending_pod_seconds" in capsys.readouterr().err
+
+
+def test_a_run_with_a_replay_report_is_judged_by_the_replayers_own_figures() -> None:
+    # the observed timeline is coarse (here: stale by three pods); the replayer's samples are the measure
+    run = make_run("r", [0, 2, 2, 2, 2, 2, 2, 2], recorded=[0, 2, 2, 2, 5, 5, 5, 5], speed=1.0)
+    owner = {"owner": OWNER, "samples": 30, "max_error": 1, "mean_error": 0.1, "samples_within_one_pod": 30}
+    verdict = {"verdict": "held", "reasons": [], "settle_ms": 10_000.0, "owners": [owner]}
+    judged = Run(
+        run.path,
+        run.info,
+        run.timeline,
+        run.pods,
+        run.recorded,
+        run.recorded_pods,
+        {"owner_fidelity": verdict},
+    )
+    comparison = compare_runs([judged])
+    assert comparison.fidelity["r"][0].max_error == 1
+    assert comparison.verdicts["r"]["verdict"] == "held"
+    # an explicit window asks for the timeline measure
+    assert compare_runs([judged], window_s=1).fidelity["r"][0].max_error == 3
+    # a run without the replayer's figures (older runs) is judged by its timelines
+    assert compare_runs([run]).fidelity["r"][0].max_error == 3
+    assert compare_runs([run]).verdicts["r"]["verdict"] == "unknown"

@@ -537,3 +537,28 @@ async def test_the_controller_loop_reconciles_until_stopped_then_gives_the_lease
     assert lease is not None
     assert lease["spec"]["holderIdentity"] == ""  # released: a successor need not wait for the expiry
     assert lease["metadata"]["annotations"]["kubetape.dev/active-simulation"] == "demo"
+
+
+async def test_a_deleted_simulation_loses_its_replay_namespaces_before_its_replay_root(
+    cluster: FakeCluster,
+) -> None:
+    # a replayer killed without cleaning up: its namespace and root are left behind; deleting the root
+    # first would delete the virtual nodes with it, and pods on a deleted KWOK node stay Terminating
+    cluster.add(simulation("demo"))
+    reconciler = Reconciler(cluster, SETTINGS)
+    await reconciler.reconcile_all()
+    labels = {REPLAY_LABEL: "demo-r1"}
+    cluster.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sim-shop", "labels": labels}})
+    cluster.add(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "kubetape-demo-r1", "labels": labels},
+        }
+    )
+    await cluster.delete(API_VERSION, KIND, None, "demo")
+    await reconciler.reconcile_all()
+    assert cluster.find("v1", "Namespace", None, "sim-shop") is None
+    assert cluster.find("rbac.authorization.k8s.io/v1", "ClusterRole", None, "kubetape-demo-r1") is not None
+    await reconciler.reconcile_all()  # namespaces gone: now the root
+    assert cluster.find("rbac.authorization.k8s.io/v1", "ClusterRole", None, "kubetape-demo-r1") is None

@@ -160,3 +160,12 @@ def test_a_simkube_trace_without_lifecycles_gets_a_measured_verdict(simkube_trac
     assert doc["verdict"] == "held", doc
     assert {o["truth"] for o in doc["owners"]} == {"desired pods"}
     assert "pods they asked for (spec.replicas), allowed 2 s more" in report.summary()
+
+
+def test_samples_too_far_apart_to_see_the_resolution_degrade_the_verdict() -> None:
+    samples = [OwnerSample(t, {"web": value_at(WEB, t)}) for t in range(0, 40_000, 2_500)]
+    verdict = judge(
+        {"web": WEB}, samples, RESOLUTION_MS, speed=SPEED, lateness_p99_ms=5.0, largest_sample_gap_s=1.6
+    )
+    assert verdict.verdict == "degraded"
+    assert "1.6 s passed between two samples" in verdict.reasons[0]
