@@ -153,6 +153,8 @@ def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[
         args += ["--duration", f"{spec.duration_s:g}"]
     if spec.namespace_prefix is not None:
         args += ["--namespace-prefix", spec.namespace_prefix]
+    if spec.max_lag_s is not None:
+        args += ["--max-lag", f"{spec.max_lag_s:g}"]
     for i, pool in enumerate(spec.node_pools):
         args += ["--nodes", f"{NODE_POOLS_MOUNT}/pool-{i}.yaml:{pool.count}"]
     args += ["--report-json", TERMINATION_LOG]

@@ -71,6 +71,8 @@ class SimulationSpec:
     namespace_prefix: str | None = None
     node_pools: tuple[NodePool, ...] = ()
     paused: bool = False
+    max_lag_s: float | None = None
+    """Convergence-aware time scaling (``kubetape replay --max-lag``): None, the clock never waits."""
 
 
 def parse_duration(text: str, where: str) -> float:
@@ -111,6 +113,7 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
             f"spec.repetitions: {repetitions!r} must be a whole number from 1 to {MAX_REPETITIONS}"
         )
     duration = spec.get("duration")
+    max_lag = spec.get("maxLag")
     prefix = spec.get("namespacePrefix")
     if prefix is not None and not isinstance(prefix, str):
         raise SimulationSpecError(f"spec.namespacePrefix: {prefix!r} must be a string")
@@ -122,7 +125,16 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
         namespace_prefix=prefix,
         node_pools=_parse_node_pools(spec.get("nodePools") or []),
         paused=bool(spec.get("paused", False)),
+        max_lag_s=None
+        if max_lag is None
+        else _positive(parse_duration(str(max_lag), "spec.maxLag"), "spec.maxLag"),
     )
+
+
+def _positive(seconds: float, where: str) -> float:
+    if seconds <= 0:
+        raise SimulationSpecError(f"{where}: must be a duration above 0, e.g. 5s")
+    return seconds
 
 
 def _parse_source(source: Any) -> TraceSourceSpec:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.controller.objects import job_name, label_value, node_pools_name, replay_root_name
+from pipeline.controller.objects import job_name, label_value, node_pools_name, replay_args, replay_root_name
 from pipeline.controller.progress import repetition_result
 from pipeline.controller.spec import SimulationSpecError, TopicSource, parse_duration, parse_spec
 from services.cli import main
@@ -43,6 +43,7 @@ def test_a_topic_source_reads_with_its_defaults() -> None:
             "skeleton",
         ),
         ({"source": {"segments": {"from": "-1h", "to": "now"}}}, "spec.source.segments"),
+        ({"source": {"traceURL": "/t"}, "maxLag": "0s"}, "spec.maxLag"),
     ],
 )
 def test_a_spec_error_names_its_field(spec: dict[str, object], field: str) -> None:
@@ -114,3 +115,11 @@ def test_the_controller_refuses_a_lease_that_would_expire_between_renewals(
         == 2
     )
     assert "--renew-interval 5 must be above 0 and below --lease-duration 5" in capsys.readouterr().err
+
+
+def test_a_simulation_with_max_lag_runs_its_replays_with_the_trace_clock_waiting() -> None:
+    spec = parse_spec({"spec": {"source": {"traceURL": "/t"}, "speed": 10, "maxLag": "5s"}})
+    assert spec.max_lag_s == 5
+    args = replay_args("demo", 1, spec)
+    assert args[args.index("--max-lag") + 1] == "5"
+    assert "--max-lag" not in replay_args("demo", 1, parse_spec({"spec": {"source": {"traceURL": "/t"}}}))
