@@ -25,9 +25,10 @@ import pytest
 from pipeline.io.kafka import KafkaSettings, new_consumer
 from pipeline.io.resume_store import topic_partitions
 from pipeline.io.watch_types import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
-from pipeline.model.events import Event, EventType, decode_event
+from pipeline.model.events import Event, EventType, decode_event, encode_event
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack, StackInfo
+from pipeline.watch.shaper import TIME_SOURCE_ANNOTATION
 from tests.polling import crd_established
 
 REPO = Path(__file__).resolve().parents[2]
@@ -632,7 +633,7 @@ async def test_forced_410_relists_publishes_a_gap_and_the_right_final_state(
         w.apply(deployment("change", 1, "app:1"))
         w.apply(deployment("vanish", 1, "app:1"))
         await w.wait_running("app=vanish", 1)
-        await wait_events(
+        first_run = await wait_events(
             stack_info.bootstrap, ns, lambda ev: len({e.key for e in ev if "Deployment" in e.key}) == 3
         )
         assert await watcher.terminate() == 0
@@ -668,12 +669,26 @@ async def test_forced_410_relists_publishes_a_gap_and_the_right_final_state(
     assert gaps[0].gap_reason == "expired"
     assert gaps[0].gap_to_rv is not None
     assert int(gaps[0].gap_to_rv) > int(stored_rv)
-    after = [e for e in events if e.ts_ms >= gaps[0].ts_ms and e.key.startswith(f"apps/Deployment/{ns}/")]
+    # what the restarted watcher published: the differences, nothing twice. Selected by publication, not
+    # by event time: changes made while no watcher ran are stamped with the objects' own evidence of when
+    # they happened, which is before the gap marker (stamped when the re-list ran)
+    published_before = {encode_event(e) for e in first_run}
+    after = [
+        e
+        for e in events
+        if e.key.startswith(f"apps/Deployment/{ns}/") and encode_event(e) not in published_before
+    ]
     assert sorted((e.type.value, e.key.rsplit("/", 1)[1]) for e in after) == [
         ("applied", "change"),
         ("applied", "fresh"),
         ("deleted", "vanish"),
     ]
+    for e in after:
+        if e.type is EventType.APPLIED:
+            assert e.obj is not None
+            source = e.obj["metadata"]["annotations"].get(TIME_SOURCE_ANNOTATION)
+            assert source in {"managedFields", "creationTimestamp"}, (e.key, source)
+            assert e.ts_ms < gaps[0].ts_ms, "stamped when it happened, not when the re-list saw it"
     assert 'kubetape_relists_total{kind="apps/v1.Deployment",reason="expired"} 1' in metrics
 
     # the compacted state now holds exactly the live Deployments of the namespace
