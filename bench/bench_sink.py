@@ -20,10 +20,17 @@ Targets (issue 5): sink >= 70 % of the raw consumer, >= 20k events/s; export of 
 CPU figures (process CPU per event; export: its thread's CPU) are printed beside the wall-clock ones,
 with the load average: on a shared machine, wall-clock times stretch with the load, CPU much less.
 
+``--churn``: a day of Job churn instead (50 short pods a minute for 24 h of event time: each pod
+created, its lifecycle ended 20 s later, deleted 10 s after that; 216k events). It reports the keyframe
+bytes and the sink's RSS after the first hour of the day and at its end (both must stay flat: the
+state holds live objects and 10 minutes of churn, not history), and the sink's rate as a ratio of the
+raw consumer's in the same run.
+
 Usage::
 
     .venv/bin/python -m bench.bench_sink                  # starts a private Kafka (~30 s)
     .venv/bin/python -m bench.bench_sink --bootstrap H:P  # reuse a running broker
+    .venv/bin/python -m bench.bench_sink --churn          # a day of Job churn
 """
 
 from __future__ import annotations
@@ -272,15 +279,157 @@ async def _main(bootstrap: str, n: int) -> dict[str, Any]:
     }
 
 
+def churn_events(start_ms: int, minutes: int, per_minute: int) -> list[Any]:
+    """A day of Job churn: every pod is created, ends 20 s later, and is deleted 10 s after that."""
+    from pipeline.model.events import Event
+    from pipeline.model.keys import object_key
+
+    events = []
+    for minute in range(minutes):
+        job = object_key("batch/v1", "Job", "batch", f"job-{minute}")
+        for i in range(per_minute):
+            name = f"job-{minute}-{i}"
+            at = start_ms + minute * 60_000 + i * (60_000 // per_minute)
+            key, uid = object_key("v1", "Pod", "batch", name), f"uid-{minute}-{i}"
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "batch", "labels": {"job-name": f"job-{minute}"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+            }
+            rv = str(minute * per_minute * 3 + i * 3 + 1)
+            events.append(Event.applied(at, key, pod, 1, uid=uid, resource_version=rv))
+            events.append(
+                Event.pod_lifecycle(
+                    at + 20_000, key, owner_key=job, pod_spec_hash=7, start_ms=at, end_ms=at + 20_000, uid=uid
+                )
+            )
+            events.append(Event.deleted(at + 30_000, key, pod, uid=uid, resource_version=str(int(rv) + 2)))
+    events.sort(key=lambda e: e.ts_ms)
+    return events
+
+
+async def _fill_with(bootstrap: str, topic: str, events: list[Any]) -> dict[int, int]:
+    producer = new_producer(KafkaSettings(bootstrap, client_id="bench-sink-producer", linger_ms=50))
+    await producer.start()
+    try:
+        pending = []
+        for e in events:
+            pending.append(
+                await producer.send(topic, encode_event(e), key=e.key.encode(), timestamp_ms=e.ts_ms)
+            )
+            if len(pending) >= 5_000:
+                await asyncio.gather(*pending)
+                pending = []
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+    consumer = new_consumer(KafkaSettings(bootstrap), group_id=None)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    finally:
+        await consumer.stop()
+    return {tp.partition: int(o) for tp, o in ends.items()}
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+async def _churn(bootstrap: str, minutes: int, per_minute: int) -> dict[str, Any]:
+    tune_gc_for_throughput()
+    topic = f"bench.churn.{uuid.uuid4().hex[:8]}"
+    await ensure_topic(KafkaSettings(bootstrap), topic, PARTITIONS)
+    now = int(time.time() * 1000) - 3_600_000
+    start_ms = now - now % 60_000 - minutes * 60_000
+    events = churn_events(start_ms, minutes, per_minute)
+    ends = await _fill_with(bootstrap, topic, events)
+    del events
+    total = sum(ends.values())
+    raw = await bench_raw(bootstrap, topic, total)
+    settings = SinkSettings(CompactionSettings(topic=topic, keyframe_every=10), batch_max_records=10_000)
+    source = KafkaSinkSource(KafkaSettings(bootstrap), topic, group_id=f"bench-churn-{uuid.uuid4().hex[:6]}")
+    metrics = Metrics()
+    with tempfile.TemporaryDirectory(prefix="kubetape-bench-churn-") as tmp:
+        sink = Sink(source, LocalSegmentStore(Path(tmp)), settings, metrics)
+        source.on_assigned = sink.on_assigned
+        source.on_revoked = sink.on_revoked
+        first, rss_first_hour = None, None
+        async with source:
+            while len(sink.compactors) < PARTITIONS or any(
+                sink.compactors[p].consumed_offset < end for p, end in ends.items()
+            ):
+                if await sink.run_round() and first is None:
+                    first = time.perf_counter()
+                if (
+                    rss_first_hour is None
+                    and sink.compactors
+                    and min(c.max_ts for c in sink.compactors.values()) >= start_ms + 3_600_000
+                ):
+                    rss_first_hour = _rss_mib()
+            elapsed = time.perf_counter() - (first or time.perf_counter())
+            await sink.flush_all()
+        rss_end = _rss_mib()
+        state = {
+            "objects": sum(len(c.state.objects) for c in sink.compactors.values()),
+            "lifecycles": sum(len(c.state.lifecycles) for c in sink.compactors.values()),
+            "tombstones": sum(len(c.state.tombstones) for c in sink.compactors.values()),
+        }
+        sink.close()
+        catalog = SegmentCatalog(LocalSegmentStore(Path(tmp)))
+        catalog.refresh()
+        keyframes = [
+            (e.header.keyframe_time or 0, s.size)
+            for e in catalog.entries()
+            if e.header.keyframe_at_ms is not None
+            for s in catalog.store.list()
+            if s.name == e.name
+        ]
+    hour_one = [size for t, size in keyframes if start_ms + 1_800_000 <= t < start_ms + 3_600_000]
+    last_hour = [size for t, size in keyframes if t >= start_ms + (minutes - 60) * 60_000]
+    stored = metrics.value("sink_events_stored_total")
+    return {
+        "benchmark": "sink_job_churn",
+        "minutes": minutes,
+        "pods_per_minute": per_minute,
+        "events": total,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "raw_consumer": raw,
+        "sink": {
+            "events_stored": int(stored),
+            "seconds": round(elapsed, 3),
+            "events_per_s": round(stored / elapsed),
+        },
+        "sink_vs_raw": round(stored / elapsed / raw["events_per_s"], 3),
+        "keyframe_bytes_mean": {
+            "first_hour": round(sum(hour_one) / max(len(hour_one), 1)),
+            "last_hour": round(sum(last_hour) / max(len(last_hour), 1)),
+        },
+        "sink_rss_mib": {"after_first_hour": rss_first_hour, "end_of_day": rss_end},
+        "state_at_end": state,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--bootstrap", default=None, help="a running broker (default: start a private one)")
     parser.add_argument("--events", type=int, default=100_000, help="events in the topic (100000)")
+    parser.add_argument("--churn", action="store_true", help="a day of Job churn (keyframes, RSS, rate)")
+    parser.add_argument("--churn-minutes", type=int, default=1440, help="minutes of churn (1440: a day)")
+    parser.add_argument("--pods-per-minute", type=int, default=50, help="short pods a minute (50)")
     args = parser.parse_args()
     with _broker(args) as bootstrap:
-        result = asyncio.run(_main(bootstrap, args.events))
+        if args.churn:
+            result = asyncio.run(_churn(bootstrap, args.churn_minutes, args.pods_per_minute))
+        else:
+            result = asyncio.run(_main(bootstrap, args.events))
     print(json.dumps(result, indent=2))
 
 
