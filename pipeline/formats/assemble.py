@@ -251,18 +251,21 @@ def _namespaced_name(obj: dict[str, Any]) -> str:
     return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta["name"])
 
 
-def trace_to_simkube(trace: Segment, config: TracerConfig | None = None) -> SimkubeTrace:
+def trace_to_simkube(
+    trace: Segment, config: TracerConfig | None = None, *, keep_status: bool = False
+) -> SimkubeTrace:
     """SimKube v2 form of an assembled trace (see the module docstring). ``config`` defaults to the
-    trace's own, else an empty one."""
+    trace's own, else an empty one. Objects lose their ``status``, as in SimKube's own traces (its
+    validator flags a status with W0000), unless ``keep_status`` (validation looks at the trace as is)."""
     config = config or trace.config or TracerConfig()
     gvks = _GvkCache()
-    events = _simkube_events(trace.events, to_seconds(trace.header.start_ms))
+    events = _simkube_events(trace.events, to_seconds(trace.header.start_ms), keep_status=keep_status)
     index, api_versions = _simkube_index(trace.events, gvks)
     lifecycles = _simkube_lifecycles(trace.events, api_versions, gvks)
     return SimkubeTrace(SIMKUBE_TRACE_VERSION, config.to_simkube_mapping(), events, index, lifecycles)
 
 
-def _simkube_events(events: Iterable[Event], start_s: int) -> list[SimkubeEvent]:
+def _simkube_events(events: Iterable[Event], start_s: int, *, keep_status: bool) -> list[SimkubeEvent]:
     """Objects applied and deleted, grouped by second (see the module docstring)."""
     out = [SimkubeEvent(start_s)]
     current = out[0]
@@ -278,9 +281,9 @@ def _simkube_events(events: Iterable[Event], start_s: int) -> list[SimkubeEvent]
                 out.append(current)
             # SimKube traces carry no status (its validator flags one with W0000, and the replay drops
             # it anyway); kubetape's own format keeps it, for analytics and desired-pod truth
-            current.applied_objs.append(
-                {k: v for k, v in obj.items() if k != "status"} if "status" in obj else obj
-            )
+            if "status" in obj and not keep_status:
+                obj = {k: v for k, v in obj.items() if k != "status"}
+            current.applied_objs.append(obj)
         else:
             if current.ts != ts:
                 current = SimkubeEvent(ts)

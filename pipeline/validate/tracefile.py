@@ -45,7 +45,7 @@ def as_simkube(trace: AnyTrace) -> SimkubeTrace:
             config=trace.config,
             suppress_owned=False,
         )
-    return trace_to_simkube(trace)
+    return trace_to_simkube(trace, keep_status=True)  # validate the objects as the trace holds them
 
 
 def read_trace_file(path: Path) -> SimkubeTrace:
