@@ -212,7 +212,7 @@ class Keyframe:
     objects: Mapping[ObjectKey, Event] = field(default_factory=dict)
     lifecycles: Mapping[ObjectKey, Event] = field(default_factory=dict)
     tombstones: Mapping[ObjectKey, Event] = field(default_factory=dict)
-    """The sink's recent deletes (DELETED events, objects reduced to stubs): they are not state, they
+    """The sink's recent deletes (DELETED events as recorded): they are not state, they
     let a restored sink still recognize a stale re-publish of a deleted object (see
     :meth:`pipeline.sink.state.ObjectState.settle`). Empty in traces."""
 

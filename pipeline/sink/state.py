@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pipeline.formats.segment import Keyframe
 from pipeline.model.events import Event, EventHead, EventType
 from pipeline.model.keys import ObjectKey
-from pipeline.model.sanitize import deletion_stub
 
 AnyEvent = Event | EventHead
 """An event decoded or not: the state treats both alike."""
@@ -47,10 +46,10 @@ class ObjectState:
 
     def keyframe_heads(self) -> tuple[list[EventHead], list[EventHead], list[EventHead]]:
         """The keyframe's objects, lifecycles and tombstones as heads (wire bytes), sorted by key like
-        :meth:`keyframe`: what the sink writes without decoding objects or lifecycles. Tombstones are
-        written with their objects reduced to stubs (only what the duplicate rule reads)."""
-        tombstones = [self.tombstones[k] for k in sorted(self.tombstones)]
-        return _sorted_heads(self.objects), _sorted_heads(self.lifecycles), [_stub(e) for e in tombstones]
+        :meth:`keyframe`: what the sink writes without decoding anything. Tombstones keep their
+        deleted object as recorded: reducing each to a stub cost more CPU than the whole ingest of a
+        Job-churn workload, for bytes the horizon already bounds."""
+        return _sorted_heads(self.objects), _sorted_heads(self.lifecycles), _sorted_heads(self.tombstones)
 
     def is_duplicate(self, e: AnyEvent) -> bool:
         """Whether ``e`` would leave the state unchanged (a redelivery or a re-list of a known version)."""
@@ -169,17 +168,6 @@ def _sorted_heads(events: dict[ObjectKey, AnyEvent]) -> list[EventHead]:
     if set(map(type, ordered)) <= {EventHead}:
         return ordered  # type: ignore[return-value]  # every item is an EventHead, checked just above
     return [_head(e) for e in ordered]
-
-
-def _stub(e: AnyEvent) -> EventHead:
-    """A tombstone with its object reduced to SimKube's deletion stub (keyframes carry it)."""
-    full = _decoded(e)
-    obj = deletion_stub(full.obj) if full.obj is not None else {}
-    return EventHead.of(
-        Event.deleted(
-            full.ts_ms, full.key, obj, full.spec_hash, uid=full.uid, resource_version=full.resource_version
-        )
-    )
 
 
 def _decoded(e: AnyEvent) -> Event:
