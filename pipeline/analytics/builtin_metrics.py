@@ -9,7 +9,10 @@ Series (prefix ``kubetape_analytics_``):
 * ``consumer_lag_messages`` — messages between this consumer and the end of ``kubetape.events``;
 * ``event_age_seconds`` — wall time since the newest consumed event happened: how far the whole
   pipeline (watcher → Kafka → this consumer) trails the cluster;
-* ``undecodable_messages_total``.
+* ``undecodable_messages_total``;
+* ``future_dated_events_total`` — events dated more than an hour past this consumer's clock (a skewed
+  clock): counted, but neither folded into ``pods`` nor taken as the newest event for
+  ``event_age_seconds`` (see :data:`~pipeline.analytics.timeline.FUTURE_HORIZON_MS`).
 
 The series reveal namespaces and kinds, so the service serves them only with a bearer token.
 """
@@ -21,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from pipeline.analytics.consumer import BatchContext
-from pipeline.analytics.timeline import CLUSTER_OWNER, PHASES, TimelineFolder
+from pipeline.analytics.timeline import CLUSTER_OWNER, FUTURE_HORIZON_MS, PHASES, TimelineFolder
 from pipeline.io.metrics import Metrics
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import parse_object_key
@@ -38,7 +41,7 @@ class MetricsConsumer:
         self._objects: dict[str, tuple[str, str]] = {}
         self._newest_ms: int | None = None
         self._recent: deque[tuple[float, int]] = deque()
-        self._folder = TimelineFolder()
+        self._folder = TimelineFolder(clock_ms=lambda: int(self._clock() * 1000))
         m = self.metrics
         m.counter("events_total", "events consumed from kubetape.events, by type and kind")
         m.gauge("event_rate_per_second", "events consumed per second over the last minute")
@@ -47,15 +50,21 @@ class MetricsConsumer:
         m.gauge("consumer_lag_messages", "messages not yet consumed up to the end of the topic")
         m.gauge("event_age_seconds", "wall seconds since the newest consumed event happened")
         m.counter("undecodable_messages_total", "messages skipped because they could not be decoded")
+        m.counter("future_dated_events_total", "events dated beyond the clock's horizon, set aside")
 
     def on_batch(self, events: Sequence[Event], context: BatchContext) -> None:
         m = self.metrics
+        horizon_end_ms = int(self._clock() * 1000) + FUTURE_HORIZON_MS
         for event in events:
             parsed = parse_object_key(event.key)
             m.inc("events_total", labels={"type": event.type.value, "kind": parsed.kind})
             self._count_object(event, parsed.kind, parsed.namespace or "")
-            self._newest_ms = max(self._newest_ms or event.ts_ms, event.ts_ms)
+            if event.ts_ms <= horizon_end_ms:  # a future-dated event would pin the age at 0
+                self._newest_ms = max(self._newest_ms or event.ts_ms, event.ts_ms)
+        future_before = self._folder.future_dated
         self._folder.add_all(events)
+        if self._folder.future_dated > future_before:
+            m.inc("future_dated_events_total", float(self._folder.future_dated - future_before))
         rows = self._folder.advance()
         cluster = [row for row in rows if row.owner == CLUSTER_OWNER]
         if cluster:

@@ -12,13 +12,19 @@ Each checkpoint rewrites the files atomically (state last, then the runner commi
 Events of different partitions arrive interleaved, not in time order. Rows are therefore emitted only at
 checkpoints and only for seconds older than the newest event by ``lateness_ms`` (30 s by default); an
 event later than that is applied to the next open second.
+
+Reading a live topic, an event dated more than an hour past the wall clock (a skewed clock) is set
+aside and logged rather than folded: it would hold every row back until its date
+(:data:`~pipeline.analytics.timeline.FUTURE_HORIZON_MS`). Offline runs over a whole trace
+(``final=True``) fold every event, whatever its date.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pipeline.analytics.consumer import BatchContext
@@ -38,22 +44,31 @@ class TimelineConsumer:
 
     name = "timeline"
 
-    def __init__(self, out_dir: Path, *, final: bool = False, lateness_ms: int = 30_000) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        *,
+        final: bool = False,
+        lateness_ms: int = 30_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.out_dir = out_dir
         self.final = final
         self.lateness_ms = lateness_ms
         self.rows: list[TimelineRow] = []
+        # a live fold refuses events dated beyond the wall clock's horizon; an offline one takes all
+        clock_ms = None if final else (lambda: int(clock() * 1000))
         state_path = out_dir / STATE_FILE
         if state_path.exists():
             try:
                 state = json.loads(state_path.read_text())
             except (OSError, ValueError) as exc:
                 raise FormatError(f"{state_path}: unreadable timeline state ({exc}); delete it") from None
-            self.folder = TimelineFolder.from_state(state, str(state_path))
+            self.folder = TimelineFolder.from_state(state, str(state_path), clock_ms=clock_ms)
             if (out_dir / TIMELINE_FILE).exists():
                 self.rows = read_timeline(out_dir / TIMELINE_FILE)
         else:
-            self.folder = TimelineFolder()
+            self.folder = TimelineFolder(clock_ms=clock_ms)
 
     def on_batch(self, events: Sequence[Event], context: BatchContext) -> None:
         del context

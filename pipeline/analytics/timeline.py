@@ -19,6 +19,21 @@ What each event contributes:
 
 Rows are emitted once a second is complete: every transition before its end has been applied. The
 fold is pure and deterministic; the ``timeline`` consumer writes its rows to Parquet.
+
+The work of :meth:`TimelineFolder.advance` is bounded by the changes, not by the seconds it spans, so
+one event dated far ahead (a skewed clock, a bogus lifecycle end in an imported trace) cannot make it
+walk, and emit a row for, every second up to that date:
+
+* **Quiet stretches are cut short.** After ``max_idle_s`` seconds in a row without any change (default
+  :data:`MAX_IDLE_S`, a day), the identical rows stop and the timeline resumes at the second of the next
+  change. A second without a row after a row therefore has the state of that row. Folding a year of
+  nothing costs a day of rows, not 31 million seconds.
+* **Live folds refuse the future.** Given a clock (``clock_ms``, as the live ``metrics`` and
+  ``timeline`` consumers do), an event dated more than ``horizon_ms`` (default
+  :data:`FUTURE_HORIZON_MS`, an hour) after the clock's now — its time, or its lifecycle's start or
+  end — is set aside: counted in :attr:`TimelineFolder.future_dated`, logged with its key and time, and
+  not folded, so it neither moves the watermark nor freezes the rows at its date. Offline folds of a
+  trace (no clock) take every event: their times are trace times, not wall times.
 """
 
 from __future__ import annotations
@@ -26,7 +41,7 @@ from __future__ import annotations
 import heapq
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +59,10 @@ ACTIVE_PHASES = ("Pending", "Running")
 _NODE_ADDED, _NODE_GONE = "node+", "node-"  # transition "phases" of nodes
 STATE_VERSION = 1
 """Version of :meth:`TimelineFolder.to_state`'s document."""
+FUTURE_HORIZON_MS = 3_600_000
+"""How far past a live fold's clock an event may be dated before it is set aside (see the module doc)."""
+MAX_IDLE_S = 86_400
+"""Seconds without any change after which identical rows stop until the next change (module doc)."""
 """Phases in which a pod holds its requested resources (the scheduler's view)."""
 
 
@@ -222,10 +241,24 @@ class TimelineFolder:
 
     ``origin_ms`` is second 0 (default: the earliest time seen before the first rows are emitted,
     floored to a second; events of several partitions arrive in no particular time order).
+    ``clock_ms`` (wall milliseconds), ``horizon_ms`` and ``max_idle_s`` bound the work against events
+    dated far ahead, as the module docstring describes.
     """
 
-    def __init__(self, origin_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        origin_ms: int | None = None,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        horizon_ms: int = FUTURE_HORIZON_MS,
+        max_idle_s: int = MAX_IDLE_S,
+    ) -> None:
+        if max_idle_s < 1 or horizon_ms < 0:
+            raise ValueError("max_idle_s must be at least 1 and horizon_ms not negative")
         self.origin_ms = origin_ms
+        self.clock_ms = clock_ms
+        self.horizon_ms = horizon_ms
+        self.max_idle_s = max_idle_s
         self._pods: dict[str, _Pod] = {}
         self._totals: dict[str, _Totals] = {}
         self._nodes: set[str] = set()
@@ -237,12 +270,34 @@ class TimelineFolder:
         self._watermark_ms: int | None = None
         self._created: dict[str, tuple[str, int]] = {}
         self._running: dict[str, int] = {}
+        self._quiet = 0  # seconds emitted in a row without a change
         self.skipped = 0
         """Events left out because their object had an unexpected shape."""
+        self.future_dated = 0
+        """Events set aside because they are dated beyond the horizon of the clock (live folds)."""
 
     # ---- input ------------------------------------------------------------------------------------
     def add(self, event: Event) -> None:
-        """Fold one event; an object of unexpected shape is counted in :attr:`skipped` and left out."""
+        """Fold one event; an object of unexpected shape is counted in :attr:`skipped` and left out,
+        one dated beyond the clock's horizon in :attr:`future_dated` (see the module docstring)."""
+        if self.clock_ms is not None:
+            limit = self.clock_ms() + self.horizon_ms
+            latest = max(event.ts_ms, event.pod_start_ms or 0, event.pod_end_ms or 0)
+            if latest > limit:
+                self.future_dated += 1
+                log.warning(
+                    "timeline set aside an event dated beyond the horizon (a skewed clock?)",
+                    extra={
+                        "ctx": {
+                            "key": event.key,
+                            "type": event.type.value,
+                            "ts_ms": event.ts_ms,
+                            "latest_ms": latest,
+                            "horizon_end_ms": limit,
+                        }
+                    },
+                )
+                return
         try:
             self._add(event)
         except (AttributeError, TypeError, ValueError, FormatError) as exc:
@@ -396,18 +451,32 @@ class TimelineFolder:
 
     # ---- output -----------------------------------------------------------------------------------
     def advance(self, until_ms: int | None = None) -> list[TimelineRow]:
-        """Rows of every complete second before ``until_ms`` (default: the latest event time seen)."""
+        """Rows of every complete second before ``until_ms`` (default: the latest event time seen),
+        but none past ``max_idle_s`` quiet seconds in a row (see the module docstring)."""
         until = self._watermark_ms if until_ms is None else until_ms
         if until is None:
             return []
         if self.origin_ms is None:
             earliest = min([self._watermark_ms or until, *(t.at_ms for t in self._queue)])
             self.origin_ms = earliest - earliest % 1000
+        origin = self.origin_ms
+        complete = (until - origin) // 1000  # seconds 0 .. complete-1 end at or before ``until``
         rows: list[TimelineRow] = []
-        while self.origin_ms + (self._next_second + 1) * 1000 <= until:
-            end_ms = self.origin_ms + (self._next_second + 1) * 1000
+        while self._next_second < complete:
+            end_ms = origin + (self._next_second + 1) * 1000
+            changed = False
             while self._queue and self._queue[0].at_ms < end_ms:
                 self._apply(heapq.heappop(self._queue))
+                changed = True
+            if changed:
+                self._quiet = 0
+            elif self._quiet >= self.max_idle_s:
+                # quiet for long enough: skip to the second of the next change (or past ``until``)
+                next_change = (self._queue[0].at_ms - origin) // 1000 if self._queue else complete
+                self._next_second = min(max(next_change, self._next_second + 1), complete)
+                continue
+            else:
+                self._quiet += 1
             rows.extend(self._snapshot(self._next_second))
             self._next_second += 1
         return rows
@@ -439,6 +508,7 @@ class TimelineFolder:
             "version": STATE_VERSION,
             "origin_ms": self.origin_ms,
             "next_second": self._next_second,
+            "quiet": self._quiet,
             "watermark_ms": self._watermark_ms,
             "seq": self._seq,
             "pods": {
@@ -466,16 +536,26 @@ class TimelineFolder:
         }
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any], where: str = "timeline state") -> TimelineFolder:
-        """The folder :meth:`to_state` described; FormatError naming ``where`` if it does not fit."""
+    def from_state(
+        cls,
+        state: Mapping[str, Any],
+        where: str = "timeline state",
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        horizon_ms: int = FUTURE_HORIZON_MS,
+        max_idle_s: int = MAX_IDLE_S,
+    ) -> TimelineFolder:
+        """The folder :meth:`to_state` described (with these limits, which are settings, not state);
+        FormatError naming ``where`` if it does not fit."""
         if state.get("version") != STATE_VERSION:
             raise FormatError(
                 f"{where}: timeline state version {state.get('version')!r} is not {STATE_VERSION}; "
                 f"delete it to start the timeline afresh"
             )
         try:
-            folder = cls(state["origin_ms"])
+            folder = cls(state["origin_ms"], clock_ms=clock_ms, horizon_ms=horizon_ms, max_idle_s=max_idle_s)
             folder._next_second = int(state["next_second"])
+            folder._quiet = int(state.get("quiet", 0))  # absent in states written before it existed
             folder._watermark_ms = state["watermark_ms"]
             folder._seq = int(state["seq"])
             folder._pods = {

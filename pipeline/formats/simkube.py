@@ -214,11 +214,16 @@ def _parse_events(value: Any, where: str) -> list[SimkubeEvent]:
 
 
 def _parse_gvk(text: Any, where: str) -> str:
+    """``text`` if it is a GVK string; FormatError naming ``where`` and the value otherwise (a float
+    ``1.5`` is not a GVK even though its repr would parse as one)."""
+    if not isinstance(text, str):
+        raise FormatError(
+            f"{where} {text!r} is a {type(text).__name__}, not a GVK string (group/version.Kind)"
+        )
     try:
-        GroupVersionKind.parse(text if isinstance(text, str) else repr(text))
+        GroupVersionKind.parse(text)
     except FormatError as exc:
         raise FormatError(f"{where}: {exc}") from None
-    assert isinstance(text, str)
     return text
 
 

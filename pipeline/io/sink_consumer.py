@@ -21,6 +21,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.protocol.metadata import MetadataRequest
 
 from pipeline.io.kafka import KafkaSettings, new_consumer, new_producer
+from pipeline.io.publisher import refused
 from pipeline.model.errors import TransientError
 
 log = logging.getLogger("kubetape.sink")
@@ -217,10 +218,31 @@ class KafkaSinkSource:
             ("kubetape.source.offset", str(message.offset).encode()),
             ("kubetape.error", error.encode()[:4096]),
         ]
-        await self._producer.send_and_wait(
-            self.deadletter_topic,
-            value=message.value,
-            key=message.key,
-            headers=headers,
-            timestamp_ms=message.timestamp_ms,
-        )
+        try:
+            await self._producer.send_and_wait(
+                self.deadletter_topic,
+                value=message.value,
+                key=message.key,
+                headers=headers,
+                timestamp_ms=message.timestamp_ms,
+            )
+        except KafkaError as exc:
+            if not refused(exc):
+                raise
+            # the message with the reason beside it is more than the broker takes (a message already
+            # at the size limit): set it aside without its value, rather than stop on it for ever
+            size = len(message.value or b"")
+            log.warning(
+                "dead letter without its value (refused whole: %s): partition %s offset %s, %d bytes",
+                type(exc).__name__,
+                message.partition,
+                message.offset,
+                size,
+            )
+            await self._producer.send_and_wait(
+                self.deadletter_topic,
+                value=None,
+                key=message.key[:4096] if message.key else message.key,
+                headers=[*headers, ("kubetape.value-omitted-bytes", str(size).encode())],
+                timestamp_ms=message.timestamp_ms,
+            )

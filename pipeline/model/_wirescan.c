@@ -8,7 +8,8 @@
  * pipeline.sink.state.ObjectState). This module only takes the common, unambiguous cases and answers
  * "not mine" for everything else, so the callers fall back to the Python rules one event at a time:
  *   scan  -> None for any message it does not accept outright (the probe then accepts or refuses it
- *            with the usual error message), never a head the probe would refuse;
+ *            with the usual error message), never a head the probe would refuse: the same types,
+ *            time range (TS_MAX_MS), key form and resourceVersion form as pipeline.model.events;
  *   fold  -> stops at any event whose duplicate test it cannot decide alone (content comparison,
  *            state entries that are decoded events, non-ASCII resourceVersions).
  * tests/unit/test_wirescan.py checks both against the Python rules on generated and corrupted input.
@@ -140,10 +141,141 @@ static int skip(reader *r, int depth) {
     return 1;
 }
 
-static int three_slashes(const uint8_t *s, Py_ssize_t n) {
+/* pipeline.model.keys.is_object_key on UTF-8 bytes: exactly three '/' and no empty part ('/' is one
+ * byte in UTF-8 and never part of another character, so counting bytes counts characters). */
+static int object_key_ok(const uint8_t *s, Py_ssize_t n) {
+    if (n < 7 || s[0] == '/' || s[n - 1] == '/') return 0;
     int count = 0;
-    for (Py_ssize_t i = 0; i < n; i++) count += s[i] == '/';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] != '/') continue;
+        if (s[i + 1] == '/') return 0; /* i < n - 1: the last byte is not '/' */
+        count++;
+    }
     return count == 3;
+}
+
+/* The resourceVersion rule of pipeline.model.events (_is_rv): empty, or at most RV_MAX_DIGITS ASCII
+ * digits (a non-ASCII character is at least two bytes >= 0x80, never a digit here). */
+#define RV_MAX_DIGITS 20
+static int rv_ok(const uint8_t *s, Py_ssize_t n) {
+    if (n > RV_MAX_DIGITS) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+/* ---- the object a body names (pipeline.model.events.object_problem, read as WireProbe reads it) ---- */
+/* A map header: its entry count. Returns 0 if the next value is not a map. */
+static int read_map(reader *r, uint64_t *entries) {
+    if (!need(r, 1)) return 0;
+    uint8_t b = *r->p;
+    if ((b & 0xf0) == 0x80) { *entries = b & 0x0f; r->p += 1; return 1; }
+    if (b == 0xde && need(r, 3)) { *entries = be(r->p + 1, 2); r->p += 3; return 1; }
+    if (b == 0xdf && need(r, 5)) { *entries = be(r->p + 1, 4); r->p += 5; return 1; }
+    return 0;
+}
+
+enum { ABSENT = 0, STRING = 1, NIL = 2, OTHER = 3 };
+typedef struct {
+    int state; /* the last entry's value: ABSENT, STRING, NIL or OTHER (as a dict keeps the last) */
+    const uint8_t *s;
+    Py_ssize_t n;
+} field;
+
+static int is_key(const uint8_t *k, Py_ssize_t kn, const char *name) {
+    Py_ssize_t n = (Py_ssize_t)strlen(name);
+    return kn == n && memcmp(k, name, n) == 0;
+}
+
+/* One entry's value into ``f``: a str is kept (not decoded), nil noted, anything else skipped. */
+static int read_field(reader *r, field *f, int depth) {
+    if (read_str(r, &f->s, &f->n)) { f->state = STRING; return 1; }
+    if (is_nil(r)) { r->p += 1; f->state = NIL; return 1; }
+    f->state = OTHER;
+    return skip(r, depth);
+}
+
+/* Whether the bytes are valid UTF-8 as Python decodes it (strict); ASCII, the usual case, in C alone. */
+static int utf8_ok(const uint8_t *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n && s[i] < 0x80) i++;
+    if (i == n) return 1;
+    PyObject *o = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    if (o == NULL) { PyErr_Clear(); return 0; }
+    Py_DECREF(o);
+    return 1;
+}
+
+/* A map entry's key, which must be a str of valid UTF-8 (WireProbe decodes it; object_problem refuses
+ * other keys). Returns 0 otherwise. */
+static int entry_key(reader *r, const uint8_t **k, Py_ssize_t *kn) {
+    return read_str(r, k, kn) && utf8_ok(*k, *kn);
+}
+
+/* Walk the body map (as skip does) and tell whether it is the object ``key`` names: its keys and its
+ * metadata's keys strs, apiVersion a non-empty str, kind a str, metadata a map whose name is a str
+ * and namespace a str, nil or absent,
+ * and key == group/kind/namespace/name (group "core" for apiVersion "v1", namespace "_" when nil,
+ * absent or empty). The key is already known to be four non-empty parts, so a kind, namespace or name
+ * holding '/' or empty cannot match it. 1 yes, 0 no or malformed (the probe decides, and refuses). */
+static int object_of_key(reader *r, const uint8_t *key, Py_ssize_t key_n) {
+    uint64_t entries;
+    if (!read_map(r, &entries)) return 0;
+    field api = {ABSENT, NULL, 0}, kind = {ABSENT, NULL, 0}, name = {ABSENT, NULL, 0}, ns = {ABSENT, NULL, 0};
+    int meta = ABSENT;
+    for (uint64_t i = 0; i < entries; i++) {
+        const uint8_t *k;
+        Py_ssize_t kn;
+        if (!entry_key(r, &k, &kn)) return 0;
+        if (is_key(k, kn, "apiVersion")) { if (!read_field(r, &api, 1)) return 0; }
+        else if (is_key(k, kn, "kind")) { if (!read_field(r, &kind, 1)) return 0; }
+        else if (is_key(k, kn, "metadata")) {
+            uint64_t meta_entries;
+            name.state = ns.state = ABSENT; /* a later metadata replaces an earlier one whole */
+            if (!read_map(r, &meta_entries)) {
+                meta = OTHER;
+                if (!skip(r, 1)) return 0;
+                continue;
+            }
+            meta = STRING; /* here: "a map" */
+            for (uint64_t j = 0; j < meta_entries; j++) {
+                const uint8_t *mk;
+                Py_ssize_t mkn;
+                if (!entry_key(r, &mk, &mkn)) return 0;
+                if (is_key(mk, mkn, "name")) { if (!read_field(r, &name, 2)) return 0; }
+                else if (is_key(mk, mkn, "namespace")) { if (!read_field(r, &ns, 2)) return 0; }
+                else if (!skip(r, 2)) return 0;
+            }
+        } else if (!skip(r, 1)) return 0;
+    }
+    if (api.state != STRING || api.n == 0 || kind.state != STRING || meta != STRING) return 0;
+    if (name.state != STRING || ns.state == OTHER) return 0;
+    /* apiVersion is decoded by the probe (strict UTF-8); kind, namespace and name are parts of the key,
+     * whose UTF-8 is checked when its str is built */
+    if (!utf8_ok(api.s, api.n)) return 0;
+    const uint8_t *group = (const uint8_t *)"core";
+    Py_ssize_t group_n = 4;
+    for (Py_ssize_t i = api.n - 1; i >= 0; i--) {
+        if (api.s[i] == '/') {
+            if (i > 0) { group = api.s; group_n = i; }
+            break;
+        }
+    }
+    const uint8_t *space = (const uint8_t *)"_";
+    Py_ssize_t space_n = 1;
+    if (ns.state == STRING && ns.n > 0) { space = ns.s; space_n = ns.n; }
+    const uint8_t *parts[4] = {group, kind.s, space, name.s};
+    Py_ssize_t lens[4] = {group_n, kind.n, space_n, name.n};
+    const uint8_t *p = key, *end = key + key_n;
+    for (int i = 0; i < 4; i++) {
+        if (end - p < lens[i] || memcmp(p, parts[i], lens[i]) != 0) return 0;
+        p += lens[i];
+        if (i < 3) {
+            if (p == end || *p != '/') return 0;
+            p++;
+        }
+    }
+    return p == end;
 }
 
 /* A Python str from UTF-8, or NULL with no exception set when the bytes are not valid UTF-8. */
@@ -153,7 +285,13 @@ static PyObject *text(const uint8_t *s, Py_ssize_t n) {
     return o;
 }
 
-#define I64_MAX ((uint64_t)INT64_MAX)
+/* The version of the ingest rules this file implements: pipeline.model.wirescan refuses to use a build
+ * of another version (a stale build would silently admit what the Python definition refuses). */
+#define INGEST_RULES 2
+
+/* pipeline.model.events.TS_MAX_MS: the last millisecond of year 9999, the latest time an event may
+ * carry (the module exports it; tests/unit/test_wirescan.py checks it equals the Python one). */
+#define TS_MAX_MS 253402300799999ULL
 
 /* The head of one message, a new reference; Py_None (new ref) when the Python probe must decide;
  * NULL only on a Python error (out of memory). */
@@ -174,31 +312,34 @@ static PyObject *scan_one(PyObject *value) {
     if (!read_int(&r, &code, &neg) || neg || code < 1 || code > 4) Py_RETURN_NONE;
     static const Py_ssize_t length_of[5] = {0, 8, 8, 12, 11};
     if (fields != length_of[code]) Py_RETURN_NONE;
-    if (!read_int(&r, &ts, &neg) || neg || ts > I64_MAX) Py_RETURN_NONE;
-    if (!read_str(&r, &key, &key_n) || !three_slashes(key, key_n)) Py_RETURN_NONE;
-    if (!read_str(&r, &uid, &uid_n) || !read_str(&r, &rv, &rv_n)) Py_RETURN_NONE;
+    if (!read_int(&r, &ts, &neg) || neg || ts > TS_MAX_MS) Py_RETURN_NONE;
+    if (!read_str(&r, &key, &key_n) || !object_key_ok(key, key_n)) Py_RETURN_NONE;
+    if (!read_str(&r, &uid, &uid_n) || !read_str(&r, &rv, &rv_n) || !rv_ok(rv, rv_n)) Py_RETURN_NONE;
     if (code <= 2) {
         if (!need(&r, 1)) Py_RETURN_NONE;
         b = *r.p;
-        if (!((b & 0xf0) == 0x80 || b == 0xde || b == 0xdf)) Py_RETURN_NONE; /* the body is a map */
-        if (!skip(&r, 0)) Py_RETURN_NONE;
+        /* the body is a map, the object the key names */
+        if (!object_of_key(&r, key, key_n)) {
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
     } else {
         if (!is_nil(&r)) Py_RETURN_NONE; /* lifecycles and gaps carry no body */
         r.p += 1;
     }
     if (!read_int(&r, &spec_hash, &neg) || neg) Py_RETURN_NONE;
     if (code == 3) {
-        if (!read_str(&r, &owner, &owner_n) || !three_slashes(owner, owner_n)) Py_RETURN_NONE;
+        if (!read_str(&r, &owner, &owner_n) || !object_key_ok(owner, owner_n)) Py_RETURN_NONE;
         if (!read_int(&r, &pod_hash, &neg) || neg) Py_RETURN_NONE;
-        if (!read_int(&r, &start, &neg) || neg || start > I64_MAX) Py_RETURN_NONE;
+        if (!read_int(&r, &start, &neg) || neg || start > TS_MAX_MS) Py_RETURN_NONE;
         if (is_nil(&r)) r.p += 1;
-        else if (!read_int(&r, &end_ms, &neg) || neg || end_ms < start || end_ms > I64_MAX) Py_RETURN_NONE;
+        else if (!read_int(&r, &end_ms, &neg) || neg || end_ms < start || end_ms > TS_MAX_MS) Py_RETURN_NONE;
         else has_end = 1;
     } else if (code == 4) {
         if (is_nil(&r)) r.p += 1;
-        else if (!read_str(&r, &from, &from_n)) Py_RETURN_NONE;
+        else if (!read_str(&r, &from, &from_n) || !rv_ok(from, from_n)) Py_RETURN_NONE;
         if (is_nil(&r)) r.p += 1;
-        else if (!read_str(&r, &to, &to_n)) Py_RETURN_NONE;
+        else if (!read_str(&r, &to, &to_n) || !rv_ok(to, to_n)) Py_RETURN_NONE;
         if (!read_str(&r, &reason, &reason_n)) Py_RETURN_NONE;
     }
     if (r.p != r.end) Py_RETURN_NONE; /* bytes after the event */
@@ -464,5 +605,17 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wirescan",
 PyMODINIT_FUNC PyInit__wirescan(void) {
     zero = PyLong_FromLong(0);
     if (zero == NULL) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    /* the limits compiled in, for the Python side to check against its own (pipeline.model.wirescan) */
+    PyObject *ts_max = PyLong_FromUnsignedLongLong(TS_MAX_MS);
+    int failed = ts_max == NULL || PyModule_AddObjectRef(m, "TS_MAX_MS", ts_max) < 0 ||
+                 PyModule_AddIntConstant(m, "RV_MAX_DIGITS", RV_MAX_DIGITS) < 0 ||
+                 PyModule_AddIntConstant(m, "INGEST_RULES", INGEST_RULES) < 0;
+    Py_XDECREF(ts_max);
+    if (failed) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -14,7 +14,26 @@ Unix epoch):
   changes between ``gap_from_rv`` and ``gap_to_rv`` were recovered by a re-list, not observed one by one.
   ``key`` is usually a kind-wide key (:func:`pipeline.model.keys.kind_key`). ``obj`` is ``None``.
 
-Every :class:`Event` is validated on construction (a malformed one cannot exist). The wire encoding is a
+Every :class:`Event` is validated on construction (a malformed one cannot exist), and by the same rules
+(:func:`_problem`) when decoded and when the sink checks a message at ingest; whatever those rules let
+in, every later stage can handle. Beyond the types, they bound what later stages compute with:
+
+* times (``ts_ms``, ``pod_start_ms``, ``pod_end_ms``) lie in ``0..``:data:`TS_MAX_MS`, the last
+  millisecond of year 9999: a segment window end or a datetime stays in range for any accepted time;
+* a resourceVersion (``resource_version``, ``gap_from_rv``, ``gap_to_rv``) is empty or at most
+  :data:`RV_MAX_DIGITS` ASCII digits, which is what etcd-backed apiservers issue (an int64 revision),
+  so ordering versions as integers never fails (``"²"`` is a digit to ``str.isdigit`` but not to
+  ``int``);
+* keys (``key``, ``owner_key``) follow :func:`pipeline.model.keys.is_object_key`, the rule that
+  exports and every other reader of keys apply.
+
+The sink admits a message by one more rule, :func:`object_problem` (checked by :class:`WireProbe`
+without decoding the body): an applied or deleted event's body is the Kubernetes object its key names
+(``apiVersion``, ``kind``, ``metadata.name`` and ``metadata.namespace`` as :func:`~pipeline.model.keys.key_of`
+reads them). Exports, their filters and SimKube's format read those fields of every object. Events built
+in code are not held to it (tools and tests build events with partial bodies).
+
+The wire encoding is a
 msgpack array whose first element is :data:`WIRE_VERSION`. msgpack was chosen over orjson after
 measuring both (``bench/bench_codec.py``): values are a fifth smaller, encoding is faster, decoding
 is as fast, and u64 hashes and binary-safe strings need no special handling.
@@ -31,13 +50,18 @@ from typing import Any, NamedTuple
 import msgpack
 
 from pipeline.model.errors import FormatError, UnknownVersionError
-from pipeline.model.keys import ObjectKey
+from pipeline.model.keys import ObjectKey, is_object_key, key_of, key_problem
 
 WIRE_VERSION = 1
 """Version of the event wire encoding written by :func:`encode_event`."""
 
 U64_MAX = (1 << 64) - 1
-I64_MAX = (1 << 63) - 1
+TS_MAX_MS = 253_402_300_799_999
+"""The latest time an event may carry: 9999-12-31T23:59:59.999Z in milliseconds since the Unix epoch.
+Far below int64's end, so a segment window end (time + window) never overflows (the C fold takes it as
+a ``long long``), and every accepted time is a valid ``datetime``."""
+RV_MAX_DIGITS = 20
+"""A resourceVersion has at most this many ASCII digits (a u64 has 20; etcd revisions are int64)."""
 
 
 class EventType(enum.Enum):
@@ -219,11 +243,20 @@ def _is_opt_str(value: object) -> bool:
     return value is None or type(value) is str
 
 
+_RV_RULE = f"must be empty or at most {RV_MAX_DIGITS} ASCII digits"
+
+
+def _is_rv(rv: str) -> bool:
+    """A non-empty resourceVersion that later stages can order as an integer (see the module docstring)."""
+    return len(rv) <= RV_MAX_DIGITS and rv.isascii() and rv.isdigit()
+
+
 def _problem(e: Event | EventHead, obj: object = _FROM_EVENT) -> str | None:
     """What is wrong with ``e``, or None. Runs on every construction, so the common case is kept fast.
 
     ``obj`` stands in for ``e.obj`` when ``e`` is an :class:`EventHead` (whose body is not decoded):
-    an empty dict for a map, None for nil, the type byte for anything else."""
+    a dict of the identity fields for a map (see :func:`_identity`), None for nil, the type byte for
+    anything else."""
     # fields are re-typed as object: decoded input is checked here, so the annotations are not trusted yet
     if obj is _FROM_EVENT:
         obj = e.obj
@@ -231,12 +264,15 @@ def _problem(e: Event | EventHead, obj: object = _FROM_EVENT) -> str | None:
     ts: object = e.ts_ms
     key: object = e.key
     spec_hash: object = e.spec_hash
-    if type(ts) is not int or not 0 <= ts <= I64_MAX:
-        return f"ts_ms must be a non-negative int64 of milliseconds, got {ts!r}"
-    if type(key) is not str or key.count("/") != 3:
-        return f"key must be group/Kind/namespace/name, got {key!r}"
-    if type(e.uid) is not str or type(e.resource_version) is not str:
+    if type(ts) is not int or not 0 <= ts <= TS_MAX_MS:
+        return f"ts_ms must be a non-negative int of milliseconds up to {TS_MAX_MS} (year 9999), got {ts!r}"
+    if type(key) is not str or not is_object_key(key):
+        return f"key {key_problem(key)}"
+    rv: object = e.resource_version
+    if type(e.uid) is not str or type(rv) is not str:
         return "uid and resource_version must be strings"
+    if rv and not _is_rv(rv):
+        return f"resource_version {_RV_RULE}, got {rv!r}"
     if type(spec_hash) is not int or not 0 <= spec_hash <= U64_MAX:
         return f"spec_hash must be an unsigned 64-bit int, got {spec_hash!r}"
     if event_type is EventType.APPLIED or event_type is EventType.DELETED:
@@ -253,6 +289,9 @@ def _problem(e: Event | EventHead, obj: object = _FROM_EVENT) -> str | None:
         return _lifecycle_problem(e)
     if not isinstance(e.gap_reason, str) or not _is_opt_str(e.gap_from_rv) or not _is_opt_str(e.gap_to_rv):
         return "gap_reason must be a string and gap_from_rv/gap_to_rv strings or None"
+    for name, value in (("gap_from_rv", e.gap_from_rv), ("gap_to_rv", e.gap_to_rv)):
+        if value and not _is_rv(value):
+            return f"{name} {_RV_RULE}, got {value!r}"
     if e.owner_key is not None or e.pod_start_ms is not None:
         return "lifecycle fields set on a gap event"
     return None
@@ -263,16 +302,35 @@ def _lifecycle_problem(e: Event | EventHead) -> str | None:
     pod_hash: object = e.pod_spec_hash
     start: object = e.pod_start_ms
     end: object = e.pod_end_ms
-    if type(owner) is not str or owner.count("/") != 3:
-        return f"owner_key must be group/Kind/namespace/name, got {owner!r}"
+    if type(owner) is not str or not is_object_key(owner):
+        return f"owner_key {key_problem(owner)}"
     if type(pod_hash) is not int or not 0 <= pod_hash <= U64_MAX:
         return f"pod_spec_hash must be an unsigned 64-bit int, got {pod_hash!r}"
-    if type(start) is not int or not 0 <= start <= I64_MAX:
-        return f"pod_start_ms must be a non-negative int, got {start!r}"
-    if end is not None and (type(end) is not int or not start <= end <= I64_MAX):
-        return f"pod_end_ms must be None or an int >= pod_start_ms, got {end!r}"
+    if type(start) is not int or not 0 <= start <= TS_MAX_MS:
+        return f"pod_start_ms must be a non-negative int up to {TS_MAX_MS} (year 9999), got {start!r}"
+    if end is not None and (type(end) is not int or not start <= end <= TS_MAX_MS):
+        return f"pod_end_ms must be None or an int from pod_start_ms up to {TS_MAX_MS}, got {end!r}"
     if e.gap_reason is not None or e.gap_from_rv is not None or e.gap_to_rv is not None:
         return "gap fields set on a lifecycle event"
+    return None
+
+
+def object_problem(key: str, obj: Any) -> str | None:
+    """Why ``obj``, the body of an applied or deleted event, is not the Kubernetes object ``key`` names
+    (see the module docstring), or None. Looked at: the keys of the body and of its metadata (strings,
+    as JSON has them) and the fields :func:`~pipeline.model.keys.key_of` reads: ``apiVersion``,
+    ``kind``, ``metadata.name``, ``metadata.namespace``."""
+    if type(obj) is not dict:
+        return "obj must be the (sanitized) object body"
+    meta = obj.get("metadata")
+    if any(type(k) is not str for k in obj) or (type(meta) is dict and any(type(k) is not str for k in meta)):
+        return "obj's keys and its metadata's keys must be strings, as in a Kubernetes object"
+    try:
+        named = key_of(obj)
+    except FormatError as exc:
+        return f"obj is not a Kubernetes object ({exc})"
+    if named != key:
+        return f"obj is the object {named!r}, not the one its key names"
     return None
 
 
@@ -402,17 +460,17 @@ _make_head = tuple.__new__
 _TYPE_BY_CODE: tuple[EventType | None, ...] = (None, *(_TYPE_OF_CODE[c] for c in (1, 2, 3, 4)))
 _MAP_BYTES = frozenset((*range(0x80, 0x90), 0xDE, 0xDF))
 _NIL_BYTE = 0xC0
-_EMPTY_MAP: dict[str, Any] = {}
 
 
 class WireProbe:
     """Checks event wire bytes as :func:`decode_event` does, without building the object body.
 
     msgpack's C unpacker walks the whole message (so truncated or malformed msgpack is caught) but only
-    the small fields become Python objects; the body is skipped after checking that it is a map. That
-    is 3-6x cheaper than a full decode. Not checked here: the text inside the body being valid UTF-8
-    (segment readers replace invalid bytes by U+FFFD; no kubetape watcher writes such text). One probe
-    per consumer: it is not thread-safe.
+    the small fields become Python objects; of the body (a map) only its keys, ``apiVersion``, ``kind``
+    and ``metadata``'s keys, ``name`` and ``namespace`` are decoded, for :func:`object_problem`; the
+    rest is skipped. That is several times cheaper than a full decode. Not checked here: the rest of the
+    text inside the body being valid UTF-8 (segment readers replace invalid bytes by U+FFFD; no kubetape
+    watcher writes such text). One probe per consumer: it is not thread-safe.
     """
 
     def __init__(self) -> None:
@@ -438,7 +496,9 @@ class WireProbe:
             uid = up.unpack()
             rv = up.unpack()
             body_at = up.tell() - start
-            up.skip()
+            identity = _identity(up, data, start) if data[body_at] in _MAP_BYTES else None
+            if identity is None:
+                up.skip()
             spec_hash = up.unpack()
             rest = [up.unpack() for _ in range(n - 8)] if n > 8 else []
             end = up.tell()
@@ -460,14 +520,16 @@ class WireProbe:
             and type(version) is int
             and type(code) is int
             and type(ts_ms) is int
-            and 0 <= ts_ms <= I64_MAX
+            and 0 <= ts_ms <= TS_MAX_MS
             and type(key) is str
-            and key.count("/") == 3  # group/Kind/namespace/name
+            and is_object_key(key)  # group/Kind/namespace/name
             and type(uid) is str
             and type(rv) is str
+            and (not rv or (len(rv) <= RV_MAX_DIGITS and rv.isascii() and rv.isdigit()))
             and type(spec_hash) is int
             and 0 <= spec_hash <= U64_MAX
-            and data[body_at] in _MAP_BYTES
+            and identity is not None
+            and object_problem(key, identity) is None
         ):
             fields = (
                 _TYPE_BY_CODE[code],
@@ -486,7 +548,50 @@ class WireProbe:
             )
             return _make_head(EventHead, (*fields, data))
         # lifecycles, gaps, and anything wrong (raises naming the problem)
-        return _checked_head(data, where, version, code, ts_ms, key, uid, rv, data[body_at], spec_hash, rest)
+        body = identity if identity is not None else None if data[body_at] == _NIL_BYTE else data[body_at]
+        return _checked_head(data, where, version, code, ts_ms, key, uid, rv, body, spec_hash, rest)
+
+
+def _identity(up: Any, data: bytes, start: int) -> dict[Any, Any]:
+    """From the body map the unpacker ``up`` is at: its ``apiVersion``, ``kind`` and ``metadata`` (only
+    ``name`` and ``namespace``), as a dict of the whole body would hold them (the last of equal keys
+    wins), for :func:`object_problem`; every other value is skipped, not decoded. A key that is not a
+    str is noted (:data:`_NON_STRING_KEY`), as object_problem refuses it. ``_wirescan.c`` reads bodies
+    the same way. (Written for speed: it runs per message on the Python path; ``tell()`` is slow.)"""
+    found: dict[Any, Any] = {}
+    unpack, skip = up.unpack, up.skip
+    for _ in range(up.read_map_header()):
+        name = unpack()
+        if type(name) is not str:
+            found[_NON_STRING_KEY] = True
+            skip()
+        elif name == "metadata":
+            if data[up.tell() - start] in _MAP_BYTES:
+                meta: dict[Any, Any] = {}
+                for _ in range(up.read_map_header()):
+                    meta_name = unpack()
+                    if type(meta_name) is not str:
+                        meta[_NON_STRING_KEY] = True
+                        skip()
+                    elif meta_name == "name" or meta_name == "namespace":  # noqa: PLR1714 - faster
+                        meta[meta_name] = unpack()
+                    else:
+                        skip()
+                found[name] = meta
+            else:
+                skip()
+                found[name] = _NOT_A_MAP
+        elif name == "apiVersion" or name == "kind":  # noqa: PLR1714 - faster
+            found[name] = unpack()
+        else:
+            skip()
+    return found
+
+
+_NON_STRING_KEY = ("a key that is not a string",)
+"""Stands for map keys that are not strings in what :func:`_identity` returns."""
+_NOT_A_MAP = ("not a map",)
+"""Stands for a skipped ``metadata`` that is not a map (:func:`~pipeline.model.keys.key_of` refuses it)."""
 
 
 def _checked_head(  # noqa: PLR0917 - the wire fields, in wire order
@@ -498,7 +603,7 @@ def _checked_head(  # noqa: PLR0917 - the wire fields, in wire order
     key: Any,
     uid: Any,
     rv: Any,
-    body_byte: int,
+    body: object,
     spec_hash: Any,
     rest: list[Any],
 ) -> EventHead:
@@ -524,8 +629,9 @@ def _checked_head(  # noqa: PLR0917 - the wire fields, in wire order
     else:  # a gap: from, to, reason
         fields = (event_type, ts_ms, key, uid, rv, spec_hash, None, 0, None, None, *rest, data)
     head: EventHead = _make_head(EventHead, fields)
-    body: object = _EMPTY_MAP if body_byte in _MAP_BYTES else None if body_byte == _NIL_BYTE else body_byte
-    problem = _problem(head, body)
+    problem = _problem(head, body)  # body: the identity fields of a map, None for nil, else its type byte
+    if problem is None and length == 8:
+        problem = object_problem(key, body)
     if problem is not None:
         raise FormatError(f"{where}: invalid {event_type.value} event for {key!r} at {ts_ms!r}: {problem}")
     return head

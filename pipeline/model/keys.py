@@ -33,6 +33,27 @@ ANY_NAME = "*"
 """Namespace and name of a kind-wide key (:func:`kind_key`), e.g. for gap markers of one watch."""
 
 
+def is_object_key(key: object) -> bool:
+    """Whether ``key`` is a well-formed :data:`ObjectKey`: a string of exactly four non-empty parts
+    separated by ``/`` (a kind-wide key's ``*`` parts included).
+
+    The one rule for keys, applied wherever a key enters or is read: on construction and decoding of
+    every event (so the sink's ingest check refuses other keys to the dead-letter topic), by
+    :func:`parse_object_key` (exports, analytics), and byte for byte by the sink's C scanner
+    (``pipeline/model/_wirescan.c``, compared with this one in ``tests/unit/test_wirescan.py``).
+    Kubernetes itself never produces a name, namespace or kind that is empty or holds a ``/``."""
+    return (
+        isinstance(key, str) and key.count("/") == 3 and key[0] != "/" and key[-1] != "/" and "//" not in key
+    )
+
+
+def key_problem(key: object) -> str | None:
+    """Why ``key`` is not an :data:`ObjectKey` (:func:`is_object_key`), or None."""
+    if is_object_key(key):
+        return None
+    return f"must be group/Kind/namespace/name (four non-empty parts), got {key!r}"
+
+
 def group_of(api_version: str) -> str:
     """The API group of an ``apiVersion`` (``""`` for the core group: ``v1``)."""
     group, sep, _version = api_version.rpartition("/")
@@ -89,10 +110,9 @@ class ParsedObjectKey:
 
 def parse_object_key(key: str) -> ParsedObjectKey:
     """Split an :data:`ObjectKey` into its parts. Raises FormatError naming the key if malformed."""
-    parts = key.split("/")
-    if len(parts) != 4 or not all(parts):
+    if not is_object_key(key):
         raise FormatError(f"malformed object key {key!r}: expected group/Kind/namespace/name")
-    group, kind, ns, name = parts
+    group, kind, ns, name = key.split("/")
     return ParsedObjectKey(
         group="" if group == CORE_GROUP else group,
         kind=kind,

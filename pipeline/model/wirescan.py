@@ -12,13 +12,28 @@ which path it runs.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple
 
-from pipeline.model.events import EventHead, EventType
+from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, EventHead, EventType
 
 try:
     from pipeline.model import _wirescan  # type: ignore[attr-defined]  # a C extension, no stubs
 except ImportError:  # pragma: no cover - only without a compiler at install time
+    _wirescan = None
+
+INGEST_RULES = 2
+"""The version of the ingest rules (events.py's definition) that ``_wirescan.c`` must implement: raise
+both together whenever a rule changes."""
+_LIMITS = {"TS_MAX_MS": TS_MAX_MS, "RV_MAX_DIGITS": RV_MAX_DIGITS, "INGEST_RULES": INGEST_RULES}
+_STALE = _wirescan is not None and any(getattr(_wirescan, k, None) != v for k, v in _LIMITS.items())
+if _STALE:  # pragma: no cover - a build whose rules differ from the definition must not be used
+    warnings.warn(
+        "pipeline.model._wirescan was built from another version of _wirescan.c (its rules or limits "
+        "differ from pipeline.model.events); using the Python rules. Reinstall kubetape to rebuild it.",
+        RuntimeWarning,
+        stacklevel=1,
+    )
     _wirescan = None
 
 NATIVE: bool = _wirescan is not None

@@ -9,6 +9,7 @@ import pytest
 from pipeline.analytics.snapshots import SnapshotEvents, strip_prefix
 from pipeline.analytics.timeline import (
     CLUSTER_OWNER,
+    MAX_IDLE_S,
     TimelineFolder,
     TimelineRow,
     fold_events,
@@ -16,7 +17,7 @@ from pipeline.analytics.timeline import (
 )
 from pipeline.analytics.tracefile import read_trace, trace_events
 from pipeline.model.errors import FormatError
-from pipeline.model.events import Event
+from pipeline.model.events import TS_MAX_MS, Event
 from pipeline.model.keys import ObjectKey, key_of
 from tests.data import SIMKUBE_TRACES
 
@@ -227,3 +228,92 @@ def test_a_lifecycle_published_after_its_pod_object_still_counts_from_its_start(
     per_second = cluster(fold_events(events, origin_ms=T0, end_ms=T0 + 7000).rows)
     assert [per_second[s].running for s in range(7)] == [0, 1, 1, 1, 1, 0, 0]
     assert per_second[5].succeeded == 1
+
+
+# ---- events dated far ahead: bounded work ---------------------------------------------------------
+YEAR_MS = 365 * 86_400_000
+
+
+def test_a_live_fold_sets_aside_an_event_dated_past_the_horizon_and_goes_on() -> None:
+    """A skewed clock a year ahead: the event is counted and left out, and rows keep following the
+    real events instead of waiting a year for the watermark it would have set."""
+    now_ms = T0 + 10_000
+    folder = TimelineFolder(clock_ms=lambda: now_ms)
+    folder.add(applied(0, pod("a", phase="Running", node="n1")))
+    folder.add(applied(YEAR_MS / 1000, pod("skewed", phase="Running", node="n1")))
+    skewed_key = ObjectKey("core/Pod/web/late-end")
+    folder.add(  # a lifecycle whose end is far ahead is just as skewed
+        Event.pod_lifecycle(
+            T0 + 1000, skewed_key, owner_key=skewed_key, pod_spec_hash=1, start_ms=T0, end_ms=T0 + YEAR_MS
+        )
+    )
+    folder.add(applied(5, pod("b", phase="Running", node="n1")))
+    assert folder.future_dated == 2
+    assert folder.watermark_ms == T0 + 5000
+    per_second = cluster(folder.advance())
+    assert sorted(per_second) == [0, 1, 2, 3, 4]
+    assert [per_second[s].running for s in range(5)] == [1, 1, 1, 1, 1]
+    folder.add(applied(6, pod("c", phase="Running", node="n1")))
+    assert cluster(folder.advance())[5].running == 2  # the pod of second 5 counts
+
+
+def test_an_event_within_the_horizon_is_folded() -> None:
+    folder = TimelineFolder(clock_ms=lambda: T0, horizon_ms=60_000)
+    folder.add(applied(0, pod("a", phase="Running")))
+    folder.add(applied(59, pod("b", phase="Running")))
+    folder.add(applied(61, pod("c", phase="Running")))
+    assert folder.future_dated == 1
+    assert folder.watermark_ms == T0 + 59_000
+
+
+@pytest.mark.parametrize("ahead_ms", [YEAR_MS, TS_MAX_MS - T0])
+def test_an_offline_fold_over_a_huge_quiet_stretch_costs_a_bounded_number_of_rows(ahead_ms: int) -> None:
+    """Without a clock every event is folded, but after ``max_idle_s`` quiet seconds the identical rows
+    stop: a year (or everything up to year 9999) is not walked second by second."""
+    events = [applied(0, pod("a", phase="Running")), applied(ahead_ms / 1000, pod("b", phase="Running"))]
+    folded = fold_events(events, origin_ms=T0)  # before: 31 million (or 250 billion) seconds walked
+    per_second = cluster(folded.rows)
+    assert len(per_second) <= MAX_IDLE_S + 3
+    assert all(per_second[s].running == 1 for s in range(MAX_IDLE_S))
+    ahead_s = ahead_ms // 1000
+    assert per_second[ahead_s].running == 2  # the rows resume at the next change, with it applied
+    assert max(per_second) == ahead_s  # and end where the fold ends (the second after the last event)
+
+
+def test_a_lifecycle_ending_in_year_9999_does_not_hang_finish() -> None:
+    key = ObjectKey("core/Pod/web/forever")
+    folder = TimelineFolder(origin_ms=T0, max_idle_s=10)
+    folder.add(Event.pod_lifecycle(T0, key, owner_key=key, pod_spec_hash=1, start_ms=T0, end_ms=TS_MAX_MS))
+    per_second = cluster(folder.finish())
+    assert [per_second[s].running for s in range(11)] == [1] * 11  # the start, then 10 quiet seconds
+    end_s = (TS_MAX_MS - T0) // 1000
+    assert sorted(per_second)[11:] == [end_s]  # nothing between: the pod runs, unchanged
+    assert per_second[end_s].succeeded == 1
+
+
+def test_quiet_rows_stop_and_resume_across_advances_and_restarts() -> None:
+    """The quiet count survives ``advance`` calls and a restart from the saved state."""
+    folder = TimelineFolder(origin_ms=T0, max_idle_s=3)
+    folder.add(applied(0, pod("a", phase="Running")))
+    assert sorted(cluster(folder.advance(T0 + 2000))) == [0, 1]
+    resumed = TimelineFolder.from_state(folder.to_state(), max_idle_s=3)
+    assert sorted(cluster(resumed.advance(T0 + 10_000))) == [2, 3]  # seconds 1..3 are quiet: 3 rows
+    resumed.add(applied(20.5, pod("b", phase="Running")))
+    rows = cluster(resumed.advance(T0 + 30_000))
+    assert sorted(rows) == [20, 21, 22, 23]
+    assert rows[20].running == 2
+
+
+def test_the_metrics_consumer_counts_future_dated_events_and_keeps_its_gauges_current() -> None:
+    from pipeline.analytics.builtin_metrics import MetricsConsumer
+    from pipeline.analytics.consumer import BatchContext
+
+    now_s = (T0 + 10_000) / 1000
+    consumer = MetricsConsumer(clock=lambda: now_s)
+    batch = [applied(0, pod("a", phase="Running")), applied(YEAR_MS / 1000, pod("skewed", phase="Running"))]
+    consumer.on_batch(batch, BatchContext("memory", 0, 0))
+    consumer.on_batch([applied(5, pod("b", phase="Running"))], BatchContext("memory", 0, 0))
+    text = consumer.metrics.render()
+    assert "kubetape_analytics_future_dated_events_total 1" in text
+    assert 'kubetape_analytics_pods{phase="Running"} 1' in text  # second 4 is the last complete one
+    assert consumer.metrics.value("event_age_seconds") == pytest.approx(5.0)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeline.formats.assemble import simkube_to_trace
 from pipeline.formats.simkube import (
     SimkubeEvent,
     SimkubeLifecycle,
@@ -18,7 +20,7 @@ from pipeline.formats.simkube import (
     simkube_compatibility_problems,
     write_simkube_trace,
 )
-from pipeline.model.errors import FormatError, UnknownVersionError
+from pipeline.model.errors import FormatError, KubetapeError, UnknownVersionError
 from tests.unit.test_model_events import NAMES, U64, k8s_objects
 
 SKTRACES = ["cronjob.sktrace", "bare-pods.sktrace"]
@@ -142,6 +144,99 @@ def test_malformed_traces_name_the_problem(simkube_traces: Path, mutate: Any, me
     mutate(raw)
     with pytest.raises(FormatError, match=message):
         read_simkube_trace(msgpack.packb(raw, use_bin_type=True), "bad.sktrace")
+
+
+@pytest.mark.parametrize("key", [1.5, 2, True, None, b"apps/v1.Deployment", (1, 2)])
+def test_an_index_key_that_is_not_a_string_is_a_format_error_naming_it(
+    simkube_traces: Path, key: Any
+) -> None:
+    """A float key reprs as ``1.5``, which parses as the GVK ``v1.5``: it must still be refused."""
+    raw = _raw(simkube_traces / "cronjob.sktrace")
+    raw["index"][key] = {"default/x": 1}
+    with pytest.raises(FormatError, match=r"bad\.sktrace: index key .* is a .*, not a GVK string") as info:
+        read_simkube_trace(msgpack.packb(raw, use_bin_type=True), "bad.sktrace")
+    assert repr(key) in str(info.value)
+
+
+def test_a_lifecycle_owner_gvk_that_is_not_a_string_is_a_format_error(simkube_traces: Path) -> None:
+    raw = _raw(simkube_traces / "cronjob.sktrace")
+    raw["pod_lifecycles"][(1.5, "default/x")] = {1: [{"Running": 1}]}
+    with pytest.raises(FormatError, match="pod_lifecycles key"):
+        read_simkube_trace(msgpack.packb(raw, use_bin_type=True), "bad.sktrace")
+
+
+# Anything msgpack can hold, including what JSON cannot (bytes, float keys, tuple keys, huge ints).
+ODD = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(1 << 63), max_value=(1 << 64) - 1)
+    | st.floats()
+    | st.text(max_size=8)
+    | st.binary(max_size=4)
+    | st.sampled_from(["v1.Pod", "apps/v1.Deployment", "Empty", "Running", "ns/name", "", "/"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.one_of(st.text(max_size=4), st.integers(-2, 2), st.floats(), st.booleans()), inner, max_size=3
+        )
+        | st.dictionaries(st.sampled_from(["Running", "Finished"]), inner, min_size=1, max_size=1)
+    ),
+    max_leaves=8,
+)
+
+
+def _paths(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a decoded trace: ("v", key) for a map value, ("k", key) for a map key."""
+    out = [path]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out.append((*path, ("k", k)))
+            out += _paths(v, (*path, ("v", k)))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += _paths(v, (*path, ("v", i)))
+    return out
+
+
+def _replace(node: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    (how, at), rest = path[0], path[1:]
+    if isinstance(node, list):
+        return [_replace(v, rest, new) if i == at else v for i, v in enumerate(node)]
+    if how == "k":  # replace the key, keep the value (a key msgpack can pack must be hashable here)
+        try:
+            hash(new)
+        except TypeError:
+            new = repr(new)
+        return {(new if k == at else k): v for k, v in node.items()}
+    return {k: (_replace(v, rest, new) if k == at else v) for k, v in node.items()}
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.sampled_from(["cronjob.sktrace", "bare-pods.sktrace"]), st.data())
+def test_a_trace_with_any_field_of_any_shape_raises_only_format_errors(
+    name: str, data: st.DataObject
+) -> None:
+    """Structure-aware: one place of a real trace (a value or a map key) gets a value of another shape.
+    Reading it, and turning it into kubetape events, either works or raises FormatError, never an
+    AssertionError, TypeError, KeyError or OverflowError."""
+    from tests.data import SIMKUBE_TRACES
+
+    raw = _raw(SIMKUBE_TRACES / name)
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(_paths(raw)))
+        raw = _replace(raw, path, data.draw(ODD))
+    try:
+        packed = msgpack.packb(raw, use_bin_type=True)
+    except (OverflowError, TypeError, ValueError):
+        return  # not a msgpack document: nothing a file could hold
+    try:
+        trace = read_simkube_trace(packed, "fuzz.sktrace")
+    except FormatError:
+        return
+    with contextlib.suppress(KubetapeError):
+        simkube_to_trace(trace)
 
 
 def test_writer_refuses_what_simkube_would_refuse() -> None:

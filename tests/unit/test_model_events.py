@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from pipeline.model.errors import FormatError, KubetapeError, UnknownVersionError
 from pipeline.model.events import (
+    RV_MAX_DIGITS,
+    TS_MAX_MS,
     WIRE_VERSION,
     Event,
     EventHead,
@@ -24,6 +26,7 @@ from pipeline.model.events import (
     decode_event,
     encode_event,
     event_to_wire,
+    object_problem,
 )
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import ObjectKey, key_of, kind_key, object_key
@@ -82,8 +85,8 @@ def events(draw: st.DrawFn, ts: st.SearchStrategy[int] = TS_MS) -> Event:
         draw(ts),
         kind_key("v1", "Pod"),
         reason=draw(st.text(max_size=20)),
-        from_rv=draw(st.none() | st.text(max_size=8)),
-        to_rv=draw(st.none() | st.text(max_size=8)),
+        from_rv=draw(st.none() | st.text(string.digits, max_size=8)),
+        to_rv=draw(st.none() | st.text(string.digits, max_size=8)),
     )
 
 
@@ -143,10 +146,17 @@ def test_unknown_wire_version_is_rejected_with_the_version_named() -> None:
         ([WIRE_VERSION, 9, 0, "a/B/c/d", "", "", None, 0], "unknown event type code 9"),
         ([WIRE_VERSION, 1, 0, "a/B/c/d", "", "", {}, 0, "extra"], "has 8 fields, got 9"),
         ([WIRE_VERSION, 1, -5, "a/B/c/d", "", "", {}, 0], "ts_ms must be a non-negative"),
+        ([WIRE_VERSION, 1, TS_MAX_MS + 1, "a/B/c/d", "", "", {}, 0], "ts_ms must be .* up to"),
+        ([WIRE_VERSION, 1, (1 << 63) - 60_000, "a/B/c/d", "", "", {}, 0], "ts_ms must be .*year 9999"),
+        ([WIRE_VERSION, 1, 0, "core/ConfigMap//x", "", "", {}, 0], "key must be .*four non-empty parts"),
+        ([WIRE_VERSION, 1, 0, "a/B/c/d", "", "²", {}, 0], "resource_version must be empty or .* digits"),
         ([WIRE_VERSION, 1, 0, "no-slashes", "", "", {}, 0], "key must be group/Kind/namespace/name"),
         ([WIRE_VERSION, 1, 0, "a/B/c/d", "", "", None, 0], "obj must be the"),
         ([WIRE_VERSION, 1, 0, "a/B/c/d", "", "", {}, -1], "spec_hash must be an unsigned 64-bit"),
         ([WIRE_VERSION, 3, 0, "a/B/c/d", "", "", None, 0, "o/B/c/d", 1, 10, 5], "pod_end_ms must be"),
+        ([WIRE_VERSION, 3, 0, "a/B/c/d", "", "", None, 0, "o/B//d", 1, 10, None], "owner_key must be"),
+        ([WIRE_VERSION, 3, 0, "a/B/c/d", "", "", None, 0, "o/B/c/d", 1, TS_MAX_MS + 1, None], "pod_start_ms"),
+        ([WIRE_VERSION, 4, 0, "a/B/*/*", "", "", None, 0, "1", "x", "410"], "gap_to_rv must be"),
         (["1", 1], "not a kubetape event"),
     ],
 )
@@ -226,19 +236,21 @@ def test_the_probe_refuses_what_decoding_refuses_and_recovers_after_each_error(
     position = data.draw(st.integers(min_value=0, max_value=len(encoded) - 1))
     encoded[position] ^= data.draw(st.integers(min_value=1, max_value=255))
     try:
-        decode_event(bytes(encoded))
-        decodes = True
+        decoded = decode_event(bytes(encoded))
+        # what decodes is admitted unless its body is not the object its key names
+        admissible = decoded.obj is None or object_problem(decoded.key, decoded.obj) is None
     except UnicodeDecodeError:  # pragma: no cover - decode_event turns it into FormatError
         raise
     except KubetapeError:
-        decodes = False
+        admissible = False
     try:
-        probe.head(bytes(encoded))
-        probed = True
+        head = probe.head(bytes(encoded))
     except KubetapeError:
-        probed = False
+        head = None
     # The probe does not decode the body's text: a flipped byte inside it may only break its UTF-8.
-    assert probed or not decodes
+    assert head is not None or not admissible
+    if head is not None and admissible:
+        assert _head_fields(head) == _head_fields(EventHead.of(decoded))
     assert _head_fields(probe.head(encode_event(event))) == _head_fields(EventHead.of(event))
 
 
@@ -247,3 +259,109 @@ def test_a_body_that_is_not_a_map_is_refused_without_decoding_it() -> None:
     wire[6] = [1, 2, 3]
     with pytest.raises(FormatError, match="obj must be the"):
         WireProbe().head(msgpack.packb(wire), "p0@1")
+
+
+# ---- what later stages can handle: the limits every event is held to ------------------------------
+@pytest.mark.parametrize(
+    ("ts_ms", "ok"),
+    [
+        (0, True),
+        (TS_MAX_MS, True),
+        (TS_MAX_MS + 1, False),
+        ((1 << 63) - 60_000, False),
+        ((1 << 63) - 1, False),
+    ],
+)
+def test_event_times_end_with_year_9999(ts_ms: int, ok: bool) -> None:
+    """A window end (time + 60 s) of any accepted time fits the C fold's ``long long``."""
+    obj = _deployment()
+    if ok:
+        assert decode_event(encode_event(Event.applied(ts_ms, key_of(obj), obj, 0))).ts_ms == ts_ms
+        assert ts_ms + 3_600_000 < (1 << 63)
+        return
+    with pytest.raises(FormatError, match="ts_ms must be"):
+        Event.applied(ts_ms, key_of(obj), obj, 0)
+    wire = event_to_wire(Event.applied(0, key_of(obj), obj, 0))
+    wire[2] = ts_ms
+    with pytest.raises(FormatError, match="ts_ms must be"):
+        WireProbe().head(msgpack.packb(wire))
+
+
+@pytest.mark.parametrize(
+    ("rv", "ok"),
+    [
+        ("", True),
+        ("0", True),
+        ("007", True),
+        ("9" * RV_MAX_DIGITS, True),
+        ("9" * (RV_MAX_DIGITS + 1), False),  # int() would still work; etcd never issues it
+        ("1" * 5000, False),  # past Python's int() digit limit
+        ("²", False),  # a digit to str.isdigit, not to int()
+        ("٣", False),  # a decimal digit to int(), but not ASCII
+        ("12a", False),
+        (" 12", False),
+        ("-1", False),
+    ],
+)
+def test_resource_versions_are_empty_or_ascii_digits(rv: str, ok: bool) -> None:
+    obj = _deployment()
+    wire = event_to_wire(Event.applied(5, key_of(obj), obj, 0))
+    wire[5] = rv
+    gap = event_to_wire(Event.gap(5, kind_key("v1", "Pod"), reason="410"))
+    gap[8] = rv
+    for value in (wire, gap):
+        data = msgpack.packb(value)
+        if ok:
+            assert decode_event(data) == WireProbe().head(data).to_event()
+            continue
+        with pytest.raises(FormatError, match="must be empty or at most 20 ASCII digits"):
+            decode_event(data)
+        with pytest.raises(FormatError, match="must be empty or at most 20 ASCII digits"):
+            WireProbe().head(data)
+
+
+def _body_of(key: str) -> dict[str, Any]:
+    """The smallest object body a key names (for any string split at '/', well formed or not)."""
+    group, kind, namespace, name = ([*key.split("/"), "", "", "", ""])[:4]
+    meta = {"name": name} if namespace == "_" else {"name": name, "namespace": namespace}
+    return {"apiVersion": "v1" if group == "core" else f"{group}/v1", "kind": kind, "metadata": meta}
+
+
+@pytest.mark.parametrize(
+    ("key", "ok"),
+    [
+        ("core/ConfigMap/ns/x", True),
+        ("core/Node/_/n", True),
+        ("core/Pod/*/*", True),  # a kind-wide key (gaps)
+        ("core/ConfigMap/ns/é", True),  # not a Kubernetes name, but nothing downstream breaks on it
+        ("core/ConfigMap//x", False),
+        ("/ConfigMap/ns/x", False),
+        ("core/ConfigMap/ns/", False),
+        ("core//ns/x", False),
+        ("core/ConfigMap/ns/x/y", False),
+        ("core/ConfigMap/ns", False),
+        ("", False),
+        ("///", False),
+    ],
+)
+def test_keys_follow_the_rule_exports_apply(key: str, ok: bool) -> None:
+    """One rule: what ingest lets in, ``parse_object_key`` (exports, analytics) reads."""
+    from pipeline.model.keys import is_object_key, parse_object_key
+
+    assert is_object_key(key) is ok
+    wires = [
+        [WIRE_VERSION, 1, 0, key, "", "", _body_of(key), 0],
+        [WIRE_VERSION, 3, 0, "core/Pod/ns/p", "", "", None, 0, key, 1, 10, None],
+    ]
+    for wire in wires:
+        data = msgpack.packb(wire)
+        if ok:
+            WireProbe().head(data)
+            event = decode_event(data)
+            parse_object_key(event.key)
+            parse_object_key(event.owner_key or event.key)
+            continue
+        with pytest.raises(FormatError, match="key must be group/Kind/namespace/name"):
+            WireProbe().head(data)
+        with pytest.raises(FormatError, match="malformed object key"):
+            parse_object_key(key)

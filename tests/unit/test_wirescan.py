@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import string
 from typing import Any
 
 import msgpack
@@ -18,8 +19,16 @@ from hypothesis import strategies as st
 
 from pipeline.model import wirescan
 from pipeline.model.errors import KubetapeError
-from pipeline.model.events import Event, EventHead, WireProbe, encode_event, event_to_wire
-from pipeline.model.keys import object_key
+from pipeline.model.events import (
+    RV_MAX_DIGITS,
+    TS_MAX_MS,
+    Event,
+    EventHead,
+    WireProbe,
+    encode_event,
+    event_to_wire,
+)
+from pipeline.model.keys import is_object_key, key_of, object_key
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.state import ObjectState
 from tests.unit.test_model_events import JSON, events
@@ -33,6 +42,23 @@ pytestmark = pytest.mark.skipif(
 def test_the_c_extension_is_built() -> None:
     """In CI the extension must exist: a silent fallback would hide a broken build and a 10x slower sink."""
     assert wirescan.NATIVE
+
+
+def test_the_c_limits_are_the_python_ones() -> None:
+    """The limits are compiled into the scanner; a build from another _wirescan.c is not used at all."""
+    from pipeline.model import _wirescan as native  # type: ignore[attr-defined]  # a C extension
+
+    assert wirescan.NATIVE
+    assert (native.TS_MAX_MS, native.RV_MAX_DIGITS) == (TS_MAX_MS, RV_MAX_DIGITS)
+    assert native.INGEST_RULES == wirescan.INGEST_RULES
+
+
+def obj_of(key: str, **extra: Any) -> dict[str, Any]:
+    """The smallest object body ``key`` names (any string split at '/'), plus ``extra`` fields."""
+    group, kind, namespace, name = ([*key.split("/"), "", "", "", ""])[:4]
+    meta = {"name": name} if namespace == "_" else {"name": name, "namespace": namespace}
+    api_version = "v1" if group == "core" else f"{group}/v1"
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta, **extra}
 
 
 def _probe(data: bytes | None) -> EventHead | None:
@@ -102,6 +128,179 @@ def test_scan_agrees_with_the_probe_on_arbitrary_wire_lists(version: int, code: 
     _same_head(head, value)
 
 
+# ---- the limits of what later stages can handle: time range, key form, resourceVersions ------------
+# Each field on either side of its limit: mostly just inside (so most messages are valid and the
+# accepting side is compared too), sometimes just outside.
+GOOD_TIMES = st.sampled_from([0, 1, TS_MAX_MS - 1, TS_MAX_MS]) | st.integers(0, TS_MAX_MS)
+BAD_TIMES = st.sampled_from([TS_MAX_MS + 1, (1 << 63) - 60_000, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, -1])
+BAD_TIMES |= st.integers(min_value=-(1 << 63), max_value=-1) | st.integers(TS_MAX_MS + 1, (1 << 64) - 1)
+GOOD_RVS = st.sampled_from(["", "0", "007", "9" * RV_MAX_DIGITS]) | st.text(
+    string.digits, max_size=RV_MAX_DIGITS
+)
+BAD_RVS = st.sampled_from(["9" * (RV_MAX_DIGITS + 1), "²", "٣", "1²", "x", " 1", "-1", "1" * 5000])
+BAD_RVS |= st.text(string.digits + "²٣x ", min_size=1, max_size=RV_MAX_DIGITS + 2).filter(
+    lambda rv: not (len(rv) <= RV_MAX_DIGITS and rv.isascii() and rv.isdigit())
+)
+PART = st.sampled_from(
+    ["core", "apps", "ConfigMap", "Pod", "_", "*", "é", "名", "a b", "\x00", "\u2215", "x" * 300]
+)
+PART |= st.text(min_size=1, max_size=4).filter(lambda t: "/" not in t)
+GOOD_KEYS = st.builds("/".join, st.lists(PART, min_size=4, max_size=4))
+BAD_KEYS = st.sampled_from(["", "/", "///", "core/ConfigMap//x", "/a/b/c", "a/b/c/", "a/b/c", "a/b/c/d/e"])
+BAD_KEYS |= st.builds("/".join, st.lists(PART | st.just(""), min_size=1, max_size=6)).filter(
+    lambda k: not is_object_key(k)
+)
+TEXTS = st.sampled_from(["", "é", "\x00", "名前", "x" * 40]) | st.text(max_size=6)
+GOOD_HASHES = st.sampled_from([0, 1, (1 << 64) - 1]) | st.integers(0, (1 << 64) - 1)
+BAD_HASHES = st.sampled_from([-1, -(1 << 63)])
+
+
+def pick(draw: st.DrawFn, good: st.SearchStrategy[Any], bad: st.SearchStrategy[Any]) -> Any:
+    """A value from ``good``, or one time in six from ``bad``."""
+    return draw(bad if draw(st.integers(0, 5)) == 0 else good)
+
+
+ODD_VALUES = st.sampled_from([None, "", 0, -1, 1.5, True, b"bytes", [], {}, ["x"], {"name": "x"}, "é", "a/b"])
+
+
+@st.composite
+def bodies(draw: st.DrawFn, key: str) -> dict[Any, Any]:
+    """The object ``key`` names, mostly; else with one identity field missing, of another type or
+    value (apiVersion forms, cluster scope spellings), plus odd content elsewhere."""
+    body: dict[Any, Any] = obj_of(key)
+    meta: dict[Any, Any] = body["metadata"]
+    change = draw(st.integers(0, 9))
+    if change == 1:
+        target = draw(st.sampled_from(["apiVersion", "kind", "metadata", "name", "namespace"]))
+        (meta if target in ("name", "namespace") else body).pop(target, None)
+    elif change == 2:
+        target = draw(st.sampled_from(["apiVersion", "kind", "metadata", "name", "namespace"]))
+        (meta if target in ("name", "namespace") else body)[target] = draw(ODD_VALUES)
+    elif change == 3:
+        group = key.split("/", maxsplit=1)[0]
+        forms = ["v1", "/v1", "", "apps/", f"{group}/v2", f"x/{group}/v1", f"{group}/", "é/v1"]
+        body["apiVersion"] = draw(st.sampled_from(forms))
+    elif change == 4 and key.split("/")[2:3] == ["_"]:
+        meta["namespace"] = draw(st.sampled_from([None, "", "_"]))
+    elif change == 5:
+        meta["name"] = meta.get("name", "") + draw(st.sampled_from(["", "x", "/", "é"]))
+    if draw(st.booleans()):  # odd content beside the identity: non-string keys, bytes, deep or huge
+        body[draw(st.sampled_from(["spec", 7, b"metadata", 1.5]))] = draw(
+            st.sampled_from([{"x": "y" * 70_000}, {1: [b"\x00"]}, {"a": {"b": {"c": []}}}, "é"])
+        )
+    if draw(st.booleans()):
+        meta[draw(st.sampled_from(["labels", 3, b"name"]))] = draw(ODD_VALUES)
+    return body
+
+
+@st.composite
+def edge_wires(draw: st.DrawFn) -> list[Any]:
+    """Well-shaped event lists whose every field sits at, or just past, the edge of what is accepted."""
+    code = draw(st.integers(1, 4))
+    key = pick(draw, GOOD_KEYS, BAD_KEYS)
+    head = [1, code, pick(draw, GOOD_TIMES, BAD_TIMES), key]
+    if code <= 2:
+        body = draw(bodies(key))
+        return [*head, draw(TEXTS), pick(draw, GOOD_RVS, BAD_RVS), body, pick(draw, GOOD_HASHES, BAD_HASHES)]
+    rv = pick(draw, GOOD_RVS, BAD_RVS)
+    if code == 3:
+        start = pick(draw, GOOD_TIMES, BAD_TIMES)
+        after = (
+            st.integers(min_value=max(start, 0), max_value=TS_MAX_MS)
+            if 0 <= start <= TS_MAX_MS
+            else BAD_TIMES
+        )
+        lowest = -(1 << 63)
+        before = st.integers(lowest, min(start - 1, (1 << 64) - 1)) if start > lowest else BAD_TIMES
+        end = pick(draw, st.none() | st.just(start) | after, before | BAD_TIMES)
+        owner = pick(draw, GOOD_KEYS, BAD_KEYS)
+        spec_hash, pod_hash = (pick(draw, GOOD_HASHES, BAD_HASHES) for _ in range(2))
+        return [*head, draw(TEXTS), rv, None, spec_hash, owner, pod_hash, start, end]
+    rvs = st.none() | GOOD_RVS
+    return [*head, "", "", None, 0, pick(draw, rvs, BAD_RVS), pick(draw, rvs, BAD_RVS), draw(TEXTS)]
+
+
+@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@given(edge_wires())
+def test_scan_and_probe_draw_the_same_line_at_every_limit(wire: list[Any]) -> None:
+    """Times past year 9999 (a window end past int64), keys with an empty part, resourceVersions that
+    are not ASCII digits: both refuse them, both accept everything inside, and neither leaves a valid
+    event to the slow path."""
+    value = msgpack.packb(wire, use_bin_type=True)
+    (head,), undecided = wirescan.scan([value])
+    probed = _probe(value)
+    _same_head(head, value)
+    assert (head is None) == (probed is None), f"scanner and probe disagree on {wire!r}"
+    assert undecided == ([] if head is not None else [0])
+    if probed is None:
+        return
+    ts_fields = [probed.ts_ms, probed.pod_start_ms, probed.pod_end_ms]
+    assert all(t is None or 0 <= t <= TS_MAX_MS for t in ts_fields)
+    assert is_object_key(probed.key)
+    assert probed.owner_key is None or is_object_key(probed.owner_key)
+    if probed.obj is not None:  # exports read these fields of every object
+        assert key_of(probed.obj) == probed.key
+    for rv in (probed.resource_version, probed.gap_from_rv, probed.gap_to_rv):
+        assert not rv or (rv.isascii() and rv.isdigit() and int(rv) >= 0)
+
+
+def _map(*entries: tuple[bytes, bytes]) -> bytes:
+    """A msgpack map from packed keys and values, duplicates allowed (a dict cannot hold them)."""
+    return bytes([0x80 | len(entries)]) + b"".join(k + v for k, v in entries)
+
+
+def _p(value: Any) -> bytes:
+    return bytes(msgpack.packb(value, use_bin_type=True))
+
+
+NAME_D = (_p("name"), _p("d"))
+META = (_p("metadata"), _map(NAME_D, (_p("namespace"), _p("ns"))))
+API = (_p("apiVersion"), _p("apps/v1"))
+KIND = (_p("kind"), _p("Deployment"))
+
+
+@pytest.mark.parametrize(
+    ("body", "admitted"),
+    [
+        (_map(API, KIND, META), True),
+        (_map((_p("apiVersion"), _p("v2")), API, KIND, META), True),  # the last of equal keys wins
+        (_map(API, KIND, META, (_p("kind"), _p(5))), False),
+        (_map(API, KIND, META, (_p("metadata"), _map(NAME_D))), False),  # a later metadata, another ns
+        (_map(API, KIND, META, (_p("metadata"), _p([1]))), False),
+        (_map(API, KIND, (_p("metadata"), _map(NAME_D, (_p("namespace"), _p(None)))), META), True),
+        (
+            _map(API, KIND, (_p("metadata"), _map((b"\xd9\x04name", _p("d")), (_p("namespace"), _p("ns"))))),
+            True,
+        ),
+        (_map(API, KIND, META, (_p("spec"), _p({7: b"x", "a": {(1, 2): 3}}))), True),  # deeper: anything
+        (_map(API, KIND, META, (_p(b"metadata"), _p(7))), False),  # keys are strings, as in JSON
+        (_map(API, KIND, META, (_p(7), _p(b"x"))), False),
+        (_map(API, KIND, META, (_p([1, 2]), _p({3: 4}))), False),
+        (_map(API, KIND, META, (b"\xa1\xff", _p(1))), False),  # a key that is not UTF-8
+        (_map(API, KIND, META, (_p("é"), _p(1))), True),
+        (_map(API, KIND, (_p("metadata"), _map(NAME_D, (_p("namespace"), _p("ns")), (_p(1), _p(2))))), False),
+        (
+            _map(API, KIND, (_p("metadata"), _map((_p("name"), b"\xa1\xff"), (_p("namespace"), _p("ns"))))),
+            False,
+        ),
+        (_map((_p("apiVersion"), b"\xa6apps/\xff"), KIND, META), False),  # apiVersion is decoded
+        (_map((_p("apiVersion"), _p("")), KIND, META), False),
+        (_map((_p("apiVersion"), _p("/apps/v1")), KIND, META), False),  # group "/apps"
+        (_map(KIND, META), False),
+        (_map(API, META), False),
+        (_map(API, KIND), False),
+    ],
+)
+def test_scan_and_probe_read_the_object_of_the_key_alike(body: bytes, admitted: bool) -> None:
+    """The identity fields of a body: duplicates, odd keys, non-minimal encodings, invalid text."""
+    head = [1, 1, 5, "apps/Deployment/ns/d", "u", "7"]
+    value = b"\x98" + msgpack.packb(head)[1:] + body + msgpack.packb(3)
+    (scanned,), _ = wirescan.scan([value])
+    _same_head(scanned, value)
+    assert (scanned is not None) is admitted
+    assert (_probe(value) is not None) is admitted
+
+
 def _body(depth: int) -> dict[str, Any]:
     body: Any = "leaf"
     for _ in range(depth):
@@ -125,7 +324,10 @@ def _body(depth: int) -> dict[str, Any]:
 )
 def test_scan_walks_bodies_as_the_probe_does(body_bytes: bytes) -> None:
     head = [1, 1, 5, "apps/Deployment/ns/d", "u", "7"]
-    value = b"\x98" + msgpack.packb(head)[1:] + body_bytes + msgpack.packb(3)
+    identity = msgpack.packb(obj_of("apps/Deployment/ns/d"))  # a fixmap of 3 entries
+    body = bytes([identity[0] + 1]) + identity[1:] + msgpack.packb("spec") + body_bytes
+    value = b"\x98" + msgpack.packb(head)[1:] + body + msgpack.packb(3)
+    assert _probe(b"\x98" + msgpack.packb(head)[1:] + identity + msgpack.packb(3)) is not None
     (scanned,), _ = wirescan.scan([value])
     _same_head(scanned, value)
 
@@ -136,7 +338,7 @@ def test_scan_walks_bodies_as_the_probe_does(body_bytes: bytes) -> None:
 )
 def test_scan_leaves_invalid_utf8_in_head_fields_to_the_probe(field_index: int, value: bytes) -> None:
     key = object_key("apps/v1", "Deployment", "ns", "d")
-    wire = event_to_wire(Event.applied(5, key, {"a": 1}, 3, uid="u", resource_version="7"))
+    wire = event_to_wire(Event.applied(5, key, obj_of(key), 3, uid="u", resource_version="7"))
     packed = [msgpack.packb(x) for x in wire]
     packed[field_index] = b"\xd9" + bytes([len(value)]) + value
     data = b"\x98" + b"".join(packed)
@@ -157,11 +359,12 @@ def stream_events(draw: st.DrawFn) -> Event:
     """Events over a few keys, with repeated versions, older versions, odd resourceVersions."""
     ts = draw(st.integers(0, 300_000))
     uid = draw(st.sampled_from(["u1", "u2"]))
-    rv = draw(st.sampled_from(["", "1", "2", "10", "010", "x", "٣"]))  # "٣": a non-ASCII digit
+    # leading zeros and the longest resourceVersion accepted: the C fold compares them as numbers
+    rv = draw(st.sampled_from(["", "1", "2", "10", "010", "9" * RV_MAX_DIGITS, "0" * RV_MAX_DIGITS]))
     kind = draw(st.integers(0, 3))
     if kind <= 1:
         key = draw(st.sampled_from(KEYS))
-        obj = {"metadata": {"name": key}, "spec": {"replicas": draw(st.integers(0, 2))}}
+        obj = obj_of(key, spec={"replicas": draw(st.integers(0, 2))})
         make = Event.applied if kind == 0 else Event.deleted
         return make(ts, key, obj, draw(st.integers(0, 2)), uid=uid, resource_version=rv)
     if kind == 2:
@@ -254,7 +457,7 @@ def test_fold_stops_at_the_window_end_without_applying_that_event() -> None:
     key = object_key("v1", "ConfigMap", "ns", "c")
     heads = [
         WireProbe().head(
-            encode_event(Event.applied(ts, key, {"v": ts}, 1, uid="u", resource_version=str(ts)))
+            encode_event(Event.applied(ts, key, obj_of(key, v=ts), 1, uid="u", resource_version=str(ts)))
         )
         for ts in (10, 20, 70_000)
     ]
