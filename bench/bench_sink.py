@@ -368,9 +368,11 @@ async def _churn(bootstrap: str, minutes: int, per_minute: int) -> dict[str, Any
                     first = time.perf_counter()
                 if (
                     rss_first_hour is None
-                    and sink.compactors
-                    and min(c.max_ts for c in sink.compactors.values()) >= start_ms + 3_600_000
-                ):
+                    and len(sink.compactors) == PARTITIONS
+                    and all(
+                        sink.compactors[p].consumed_offset * minutes >= end * 60 for p, end in ends.items()
+                    )
+                ):  # an hour of the day consumed
                     rss_first_hour = _rss_mib()
             elapsed = time.perf_counter() - (first or time.perf_counter())
             await sink.flush_all()
@@ -384,7 +386,7 @@ async def _churn(bootstrap: str, minutes: int, per_minute: int) -> dict[str, Any
         catalog = SegmentCatalog(LocalSegmentStore(Path(tmp)))
         catalog.refresh()
         keyframes = [
-            (e.header.keyframe_time or 0, s.size)
+            (e.header.keyframe_at_ms or 0, s.size)
             for e in catalog.entries()
             if e.header.keyframe_at_ms is not None
             for s in catalog.store.list()
