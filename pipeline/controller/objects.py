@@ -32,11 +32,12 @@ FINALIZER = "kubetape.dev/simulation-cleanup"
 """Held until the replayed objects of every repetition are gone (they are not owned by the Simulation)."""
 
 # Same values as pipeline.replay.rewrite.REPLAY_LABEL and pipeline.replay.replayer.ROOT_KIND: the
-# replayer labels everything with its replay name and owns it by ClusterRole ``kubetape-<replay name>``;
-# repeated here because stages must not import each other.
+# replayer labels everything with its replay name and owns it by ReplayRoot ``kubetape-<replay name>``
+# (kubetape's own kind, k8s/sim/replayroot-crd.yaml); repeated here because stages must not import
+# each other.
 REPLAY_LABEL = "kubetape.dev/replay"
-REPLAY_ROOT_API_VERSION = "rbac.authorization.k8s.io/v1"
-REPLAY_ROOT_KIND = "ClusterRole"
+REPLAY_ROOT_API_VERSION = "kubetape.dev/v1"
+REPLAY_ROOT_KIND = "ReplayRoot"
 
 SEGMENTS_MOUNT = "/var/lib/kubetape/segments"
 NODE_POOLS_MOUNT = "/etc/kubetape/node-pools"
@@ -69,7 +70,7 @@ def _base_name(simulation_name: str, room: int) -> str:
 
 def job_name(simulation_name: str, index: int) -> str:
     """``<simulation>-r<index>`` (index from 1), at most 52 chars: Job names become pod labels, pods add
-    a suffix. Also the replay's name (``kubetape replay --name``): its root is ``ClusterRole kubetape-<job>``.
+    a suffix. Also the replay's name (``kubetape replay --name``): its root is ``ReplayRoot kubetape-<job>``.
     """
     suffix = f"-r{index}"
     return f"{_base_name(simulation_name, 52 - len(suffix))}{suffix}"

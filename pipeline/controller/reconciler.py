@@ -9,7 +9,7 @@ Per Simulation: a spec that cannot run → Failed with the reason; a failed repe
 replayer's error; all repetitions succeeded → Succeeded; otherwise the next repetition's Job is created
 unless one is running or the Simulation is paused. Events are posted on phase changes and finished
 repetitions. A deleted Simulation (finalizer) has its Jobs deleted and the replayed objects of every
-repetition removed (their root ClusterRoles are not owned by the Simulation) before it goes.
+repetition removed (their ReplayRoots are not owned by the Simulation) before it goes.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from pipeline.controller.spec import (
     SimulationSpecError,
     parse_spec,
 )
-from pipeline.io.kube_apply import ObjectRejectedError
+from pipeline.io.kube_apply import ObjectRejectedError, UnknownKindError
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,10 @@ class Reconciler:
         """Set or clear the pause annotation on the running repetition's replay root, which the replayer
         reads at every sample (a pod cannot be signalled from here)."""
         root = replay_root_name(name, index)
-        live = await self._cluster.get(REPLAY_ROOT_API_VERSION, REPLAY_ROOT_KIND, None, root)
+        try:
+            live = await self._cluster.get(REPLAY_ROOT_API_VERSION, REPLAY_ROOT_KIND, None, root)
+        except UnknownKindError:  # the replayer installs the root's CRD when it creates its root
+            live = None
         if live is None:
             return  # the replay has not created its root yet: the next pass sets it
         annotations = live["metadata"].get("annotations") or {}
@@ -332,9 +335,12 @@ class Reconciler:
                 "simulation %s: waiting for %d replay namespaces to be deleted", meta["name"], len(namespaces)
             )
             return  # the next pass looks again; the roots go once the namespaces are gone
-        roots = await self._cluster.list_objects(
-            REPLAY_ROOT_API_VERSION, REPLAY_ROOT_KIND, label_selector=selector
-        )
+        try:
+            roots = await self._cluster.list_objects(
+                REPLAY_ROOT_API_VERSION, REPLAY_ROOT_KIND, label_selector=selector
+            )
+        except UnknownKindError:  # no replay ever created a root here: its CRD comes with the first
+            roots = []
         if roots:
             for root in roots:
                 if not root["metadata"].get("deletionTimestamp"):

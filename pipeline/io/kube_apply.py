@@ -9,6 +9,7 @@ retriable (429, 5xx, connection trouble) or not (the object is invalid, forbidde
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,10 @@ FIELD_MANAGER = "kubetape-replayer"
 """The server-side apply field manager of everything the replayer writes."""
 
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
+REDISCOVER_AFTER_S = 1.0
+"""A kind missing from a discovery older than this is looked up again: a CRD may have been installed
+since (the replayer installs its root's); younger misses are trusted, so a trace full of an unknown
+kind costs one discovery a second, not one per object."""
 
 
 class KubeApiError(KubetapeError):
@@ -83,6 +88,7 @@ class KubeApplier:
         self.field_manager = field_manager
         self._timeout = request_timeout_s
         self._discovery: dict[str, dict[str, ApiResource]] = {}
+        self._discovered_at: dict[str, float] = {}
         self._discovery_locks: dict[str, asyncio.Lock] = {}
 
     # ---- discovery ------------------------------------------------------------------------------
@@ -96,7 +102,16 @@ class KubeApplier:
                 if kinds is None:
                     kinds = await self._discover(api_version)
                     self._discovery[api_version] = kinds
+                    self._discovered_at[api_version] = time.monotonic()
         resource = kinds.get(kind)
+        if (
+            resource is None
+            and time.monotonic() - self._discovered_at.get(api_version, 0.0) >= REDISCOVER_AFTER_S
+        ):
+            kinds = await self._discover(api_version)
+            self._discovery[api_version] = kinds
+            self._discovered_at[api_version] = time.monotonic()
+            resource = kinds.get(kind)
         if resource is None:
             raise UnknownKindError(
                 f"the apiserver serves no kind {kind!r} in {api_version!r}; install its CRD or API "

@@ -5,9 +5,10 @@ One replay, step by step:
 1. :func:`load_trace` reads a kubetape trace/segment or a SimKube trace (v1 or v2, msgpack or JSON).
 2. :func:`plan_replay` turns its APPLIED/DELETED events into scheduler steps and its POD_LIFECYCLE
    events into pod lifetimes (already divided by the speed) and the recorded running-pods timeline.
-3. :class:`Replayer` creates the root object (a rule-less ClusterRole: cluster-scoped, built into every
-   cluster, without any effect, so it can own namespaces, nodes and cluster-scoped objects alike),
-   the virtual nodes, then runs the :class:`~pipeline.replay.schedule.Scheduler`. Each step rewrites one
+3. :class:`Replayer` creates the root object (a ``ReplayRoot``: kubetape's own cluster-scoped custom
+   resource, without any effect, so it can own namespaces, nodes and cluster-scoped objects alike,
+   and RBAC can grant its deletion alone; its CRD is installed when the cluster lacks it), the
+   virtual nodes, then runs the :class:`~pipeline.replay.schedule.Scheduler`. Each step rewrites one
    object (:mod:`pipeline.replay.rewrite`), makes sure its mapped namespace exists, and applies it.
    A failure (unknown kind, rejected object, apiserver gone after retries) is recorded with the
    object key and reason; the replay goes on. A delete of nothing is counted, not an error.
@@ -27,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from pipeline.io.kube_apply import ApiResource, ApiUnavailableError, KubeApiError
+from pipeline.io.kube_apply import ApiResource, ApiUnavailableError, KubeApiError, UnknownKindError
 from pipeline.model.errors import ConfigError, KubetapeError
 from pipeline.model.events import Event, EventType
 from pipeline.replay.governor import ConvergenceGovernor, PodCounts, count_pods
@@ -66,8 +67,51 @@ CONVERGENCE = "convergence"
 """The scheduler's pause reason while the governor holds the trace clock."""
 R = TypeVar("R")
 
-ROOT_API_VERSION = "rbac.authorization.k8s.io/v1"
-ROOT_KIND = "ClusterRole"
+ROOT_API_VERSION = "kubetape.dev/v1"
+ROOT_KIND = "ReplayRoot"
+ROOT_CRD_TIMEOUT_S = 60.0
+"""How long the replayer waits for the root's CRD, once it installed it, to be served."""
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
+
+
+def root_crd() -> dict[str, Any]:
+    """The root's CustomResourceDefinition, as k8s/sim/replayroot-crd.yaml ships it."""
+    return {
+        "apiVersion": CRD_API_VERSION,
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "replayroots.kubetape.dev"},
+        "spec": {
+            "group": "kubetape.dev",
+            "scope": "Cluster",
+            "names": {
+                "kind": ROOT_KIND,
+                "listKind": f"{ROOT_KIND}List",
+                "plural": "replayroots",
+                "singular": "replayroot",
+            },
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                    "additionalPrinterColumns": [
+                        {
+                            "name": "Replay",
+                            "type": "string",
+                            "jsonPath": ".metadata.labels.kubetape\\.dev/replay",
+                        },
+                        {
+                            "name": "Paused",
+                            "type": "string",
+                            "jsonPath": ".metadata.annotations.kubetape\\.dev/paused",
+                        },
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                }
+            ],
+        },
+    }
 
 
 class ReplayCluster(Protocol):
@@ -337,15 +381,50 @@ class Replayer:
 
     # ---- setup and cleanup ------------------------------------------------------------------------
     async def _create_root(self) -> RootRef:
+        """The root is a kind of kubetape's own, not a built-in one such as ClusterRole, so that RBAC
+        can let a controller delete replay roots and nothing else."""
         name = f"kubetape-{self.name}"
         body: dict[str, Any] = {
             "apiVersion": ROOT_API_VERSION,
             "kind": ROOT_KIND,
             "metadata": {"name": name, "labels": {REPLAY_LABEL: self.name}},
-            "rules": [],
         }
-        live = await self._with_retries(lambda: self._cluster.apply(body))
+        deadline = time.monotonic() + ROOT_CRD_TIMEOUT_S
+        try:
+            await self._cluster.resource_for(ROOT_API_VERSION, ROOT_KIND)
+        except UnknownKindError:
+            await self._install_root_crd(deadline)
+        while True:
+            try:
+                live = await self._with_retries(lambda: self._cluster.apply(body))
+                break
+            except UnknownKindError:
+                # Established, but discovery can lag behind it for a moment
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(0.25)
         return RootRef(ROOT_API_VERSION, ROOT_KIND, name, live["metadata"]["uid"])
+
+    async def _install_root_crd(self, deadline: float) -> None:
+        """Install the root's CRD (k8s/sim ships it too; a plain simulated cluster has no kubetape
+        manifests) and wait until the apiserver serves it: a new CRD has no conditions at first."""
+        crd = root_crd()
+        name = crd["metadata"]["name"]
+        await self._with_retries(lambda: self._cluster.apply(crd))
+        conditions: list[dict[str, Any]] = []
+        while True:
+            live = await self._with_retries(
+                lambda: self._cluster.get(CRD_API_VERSION, "CustomResourceDefinition", None, name)
+            )
+            conditions = ((live or {}).get("status") or {}).get("conditions") or []
+            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+                return
+            if time.monotonic() >= deadline:
+                raise KubeApiError(
+                    f"CustomResourceDefinition {name} not Established after {ROOT_CRD_TIMEOUT_S:.0f} s; "
+                    f"last conditions: {conditions}"
+                )
+            await asyncio.sleep(0.25)
 
     async def _create_virtual_nodes(self) -> None:
         pools = self.settings.node_pools()

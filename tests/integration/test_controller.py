@@ -375,7 +375,7 @@ async def test_deleting_a_running_simulation_removes_its_job_and_every_replayed_
             ("v1", "Pod"),
             ("v1", "Node"),
             ("v1", "Namespace"),
-            ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+            ("kubetape.dev/v1", "ReplayRoot"),
         )
         leftovers[:] = [
             f"{kind} {o['metadata']['name']}"

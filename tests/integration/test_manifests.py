@@ -5,6 +5,7 @@ manifests keep the promises the README makes: read-only recording, no Secrets, p
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 import yaml
 
 from pipeline.stack.stack import StackInfo
-from tests.polling import crd_established
+from tests.polling import crd_established, eventually_sync
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 K8S = REPO_ROOT / "k8s"
@@ -52,11 +53,15 @@ def rendered(kubectl: Kubectl) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def target_cluster(kubectl: Kubectl) -> None:
-    """The CRD for real (custom resources validate against it) and the namespace (namespaced objects
+    """The CRDs for real (custom resources validate against them) and the namespace (namespaced objects
     in a namespace that does not exist yet fail a dry-run)."""
-    applied = kubectl("apply", "-f", str(K8S / "sim" / "simulation-crd.yaml"))
-    assert applied.returncode == 0, applied.stderr
-    crd_established(lambda *args: kubectl(*args).stdout, "simulations.kubetape.dev")
+    for crd, manifest in (
+        ("simulations.kubetape.dev", "simulation-crd.yaml"),
+        ("replayroots.kubetape.dev", "replayroot-crd.yaml"),
+    ):
+        applied = kubectl("apply", "-f", str(K8S / "sim" / manifest))
+        assert applied.returncode == 0, applied.stderr
+        crd_established(lambda *args: kubectl(*args).stdout, crd)
     with contextlib.suppress(AssertionError):
         kubectl("create", "namespace", "kubetape")
 
@@ -173,13 +178,22 @@ def test_the_controller_may_do_what_it_does_and_no_more(
         ("get", "serviceaccounts", "kubetape"),
         ("update", "leases.coordination.k8s.io", "kubetape"),
         ("create", "events", "default"),
-        ("delete", "clusterroles.rbac.authorization.k8s.io", None),
-        ("patch", "clusterroles.rbac.authorization.k8s.io", None),  # a running replay's pause
+        # a deleted Simulation's replays: their namespaces first, then their roots
+        ("list", "namespaces", None),
+        ("delete", "namespaces", None),
+        ("list", "replayroots.kubetape.dev", None),
+        ("delete", "replayroots.kubetape.dev/kubetape-demo-r1", None),
+        ("patch", "replayroots.kubetape.dev/kubetape-demo-r1", None),  # a running replay's pause
     ]
     refused = [
         ("get", "secrets", "kubetape"),
         ("delete", "pods", "kubetape"),
+        # the replay root is kubetape's own kind, so nothing grants the controller ClusterRoles
+        ("delete", "clusterrole/cluster-admin", None),
+        ("patch", "clusterrole/cluster-admin", None),
+        ("delete", "clusterroles.rbac.authorization.k8s.io", None),
         ("create", "clusterroles.rbac.authorization.k8s.io", None),
+        ("create", "replayroots.kubetape.dev", None),  # the replayer's, not the controller's
     ]
     for verb, resource, namespace in [*allowed, *refused]:
         scope = ["-n", namespace] if namespace else []
@@ -193,3 +207,69 @@ def test_the_replayer_jobs_run_the_controllers_own_image(rendered: dict[str, str
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["KUBETAPE_IMAGE"] == container["image"]  # kustomize `images:` changes both at once
+
+
+def test_the_controller_cannot_delete_cluster_admin_and_can_still_clean_up_its_replays(
+    rendered: dict[str, str], kubectl: Kubectl, target_cluster: None
+) -> None:
+    """Not only what ``kubectl auth can-i`` answers: the apiserver itself refuses the controller's
+    delete of cluster-admin and carries out its delete of a replay root."""
+    rbac = [
+        o
+        for o in objects(rendered["sim"])
+        if o["kind"] in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+    ]
+    applied = kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(rbac))
+    assert applied.returncode == 0, applied.stderr
+    controller = "system:serviceaccount:kubetape:kubetape-controller"
+
+    def can_i(*args: str) -> str:
+        return kubectl("auth", "can-i", *args, "--as", controller).stdout.strip()
+
+    assert can_i("delete", "clusterrole/cluster-admin") == "no"
+    assert can_i("delete", "replayroots.kubetape.dev/kubetape-rbac-r1") == "yes"
+    assert can_i("list", "namespaces") == "yes"
+
+    refused = kubectl("delete", "clusterrole", "cluster-admin", "--dry-run=server", "--as", controller)
+    assert refused.returncode != 0
+    assert "forbidden" in refused.stderr, refused.stderr
+    assert kubectl("get", "clusterrole", "cluster-admin", "-o", "name").stdout.strip() == (
+        "clusterrole.rbac.authorization.k8s.io/cluster-admin"
+    )
+
+    root = {
+        "apiVersion": "kubetape.dev/v1",
+        "kind": "ReplayRoot",
+        "metadata": {"name": "kubetape-rbac-r1", "labels": {"kubetape.dev/replay": "rbac-r1"}},
+    }
+    created = kubectl("apply", "-f", "-", "-o", "json", stdin=yaml.safe_dump(root))
+    assert created.returncode == 0, created.stderr
+    owner = {
+        "apiVersion": "kubetape.dev/v1",
+        "kind": "ReplayRoot",
+        "name": "kubetape-rbac-r1",
+        "uid": json.loads(created.stdout)["metadata"]["uid"],
+    }
+    replayed = {  # what the replayer creates: owned by the root, so the root's deletion takes it along
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "kubetape-rbac-r1-shop", "ownerReferences": [owner]},
+    }
+    created = kubectl("apply", "-f", "-", stdin=yaml.safe_dump(replayed))
+    assert created.returncode == 0, created.stderr
+    listed = kubectl(
+        "get", "replayroots", "-l", "kubetape.dev/replay=rbac-r1", "-o", "name", "--as", controller
+    )
+    assert listed.stdout.split() == ["replayroot.kubetape.dev/kubetape-rbac-r1"], listed.stderr
+    # as the controller deletes a root: in the foreground (kubectl's own wait would need watch, which
+    # the controller does not have, so the admin polls)
+    deleted = kubectl(
+        "delete", "replayroot", "kubetape-rbac-r1", "--cascade=foreground", "--wait=false", "--as", controller
+    )
+    assert deleted.returncode == 0, deleted.stderr
+
+    def left() -> list[str]:
+        owned = ("replayroot/kubetape-rbac-r1", "namespace/kubetape-rbac-r1-shop")
+        return kubectl("get", *owned, "--ignore-not-found", "-o", "name").stdout.split()
+
+    eventually_sync(left, lambda names: names == [], "the root and what it owns deleted", timeout_s=120)

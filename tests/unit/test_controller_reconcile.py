@@ -21,11 +21,11 @@ import pytest
 
 from pipeline.controller.controller import Controller
 from pipeline.controller.lease import LeaseKeeper
-from pipeline.controller.objects import FINALIZER, REPLAY_LABEL, REPLAY_ROOT_API_VERSION
+from pipeline.controller.objects import FINALIZER, REPLAY_LABEL, REPLAY_ROOT_API_VERSION, REPLAY_ROOT_KIND
 from pipeline.controller.reconciler import Reconciler
 from pipeline.controller.settings import ControllerSettings
 from pipeline.controller.spec import API_VERSION, KIND
-from pipeline.io.kube_apply import ObjectRejectedError
+from pipeline.io.kube_apply import ObjectRejectedError, UnknownKindError
 from pipeline.io.metrics import Metrics
 
 # ---- an in-memory apiserver: objects by (apiVersion, kind, ns, name), resourceVersions with conflicts,
@@ -419,11 +419,11 @@ async def test_pausing_a_running_repetition_stops_its_replays_clock_through_the_
     await reconciler.reconcile_all()
     root_name = "kubetape-demo-r1"  # the replay's root, as `kubetape replay --name demo-r1` creates it
     cluster.add(
-        {"apiVersion": REPLAY_ROOT_API_VERSION, "kind": "ClusterRole", "metadata": {"name": root_name}}
+        {"apiVersion": REPLAY_ROOT_API_VERSION, "kind": "ReplayRoot", "metadata": {"name": root_name}}
     )
 
     def pause_annotation() -> str | None:
-        root = cluster.find(REPLAY_ROOT_API_VERSION, "ClusterRole", None, root_name)
+        root = cluster.find(REPLAY_ROOT_API_VERSION, "ReplayRoot", None, root_name)
         assert root is not None
         return (root["metadata"].get("annotations") or {}).get("kubetape.dev/paused")
 
@@ -467,16 +467,16 @@ async def test_deleting_a_simulation_removes_its_jobs_and_replayed_objects(clust
     for replay in ("demo-r1", "other"):
         cluster.add(
             {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
+                "apiVersion": "kubetape.dev/v1",
+                "kind": "ReplayRoot",
                 "metadata": {"name": f"kubetape-{replay}", "labels": {REPLAY_LABEL: replay}},
             }
         )
     await cluster.delete(API_VERSION, KIND, None, "demo")
     await reconciler.reconcile_all()
     assert job_of(cluster, "demo-r1") is None
-    assert cluster.find("rbac.authorization.k8s.io/v1", "ClusterRole", None, "kubetape-demo-r1") is None
-    assert cluster.find("rbac.authorization.k8s.io/v1", "ClusterRole", None, "kubetape-other") is not None
+    assert cluster.find("kubetape.dev/v1", "ReplayRoot", None, "kubetape-demo-r1") is None
+    assert cluster.find("kubetape.dev/v1", "ReplayRoot", None, "kubetape-other") is not None
     await reconciler.reconcile_all()  # roots gone: the finalizer is released and the Simulation goes
     assert cluster.find(API_VERSION, KIND, None, "demo") is None
 
@@ -539,6 +539,47 @@ async def test_the_controller_loop_reconciles_until_stopped_then_gives_the_lease
     assert lease["metadata"]["annotations"]["kubetape.dev/active-simulation"] == "demo"
 
 
+class ClusterWithoutReplayRoots(FakeCluster):
+    """A cluster where no replay has run yet: the replayer installs the ReplayRoot CRD with its first root."""
+
+    async def list_objects(
+        self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        if kind == REPLAY_ROOT_KIND:
+            raise UnknownKindError(f"the apiserver serves no kind {kind!r} in {api_version!r}")
+        return await super().list_objects(
+            api_version, kind, label_selector=label_selector, namespace=namespace
+        )
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        if kind == REPLAY_ROOT_KIND:
+            raise UnknownKindError(f"the apiserver serves no kind {kind!r} in {api_version!r}")
+        return await super().get(api_version, kind, namespace, name)
+
+
+async def test_a_simulation_pauses_and_goes_before_any_replay_installed_the_root_crd() -> None:
+    cluster = ClusterWithoutReplayRoots()
+    cluster.add(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "kubetape-replayer", "namespace": NS},
+        }
+    )
+    cluster.add(simulation("demo"))
+    reconciler = Reconciler(cluster, SETTINGS)
+    await reconciler.reconcile_all()
+    sim_of(cluster, "demo")["spec"]["paused"] = True
+    await reconciler.reconcile_all()  # no root to annotate yet: the next pass does it
+    assert sim_of(cluster, "demo")["status"]["phase"] == "Paused"
+    await cluster.delete(API_VERSION, KIND, None, "demo")
+    await reconciler.reconcile_all()
+    await reconciler.reconcile_all()
+    assert cluster.find(API_VERSION, KIND, None, "demo") is None
+
+
 async def test_a_deleted_simulation_loses_its_replay_namespaces_before_its_replay_root(
     cluster: FakeCluster,
 ) -> None:
@@ -551,14 +592,14 @@ async def test_a_deleted_simulation_loses_its_replay_namespaces_before_its_repla
     cluster.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sim-shop", "labels": labels}})
     cluster.add(
         {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
+            "apiVersion": "kubetape.dev/v1",
+            "kind": "ReplayRoot",
             "metadata": {"name": "kubetape-demo-r1", "labels": labels},
         }
     )
     await cluster.delete(API_VERSION, KIND, None, "demo")
     await reconciler.reconcile_all()
     assert cluster.find("v1", "Namespace", None, "sim-shop") is None
-    assert cluster.find("rbac.authorization.k8s.io/v1", "ClusterRole", None, "kubetape-demo-r1") is not None
+    assert cluster.find("kubetape.dev/v1", "ReplayRoot", None, "kubetape-demo-r1") is not None
     await reconciler.reconcile_all()  # namespaces gone: now the root
-    assert cluster.find("rbac.authorization.k8s.io/v1", "ClusterRole", None, "kubetape-demo-r1") is None
+    assert cluster.find("kubetape.dev/v1", "ReplayRoot", None, "kubetape-demo-r1") is None

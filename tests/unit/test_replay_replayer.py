@@ -5,15 +5,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pipeline.formats.segment import SegmentKind, build_segment
-from pipeline.io.kube_apply import ApiResource, ApiUnavailableError, ObjectRejectedError, UnknownKindError
+from pipeline.io.kube_apply import (
+    ApiResource,
+    ApiUnavailableError,
+    KubeApiError,
+    ObjectRejectedError,
+    UnknownKindError,
+)
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey, key_of
-from pipeline.replay.replayer import Replayer, ReplaySettings, load_trace, plan_replay
+from pipeline.replay import replayer as replayer_module
+from pipeline.replay.replayer import Replayer, ReplaySettings, load_trace, plan_replay, root_crd
 from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL
 from tests.data import SIMKUBE_TRACES
 
@@ -22,8 +31,9 @@ KINDS = {
     ("v1", "Namespace"): ApiResource("v1", "Namespace", "namespaces", False),
     ("v1", "Node"): ApiResource("v1", "Node", "nodes", False),
     ("v1", "ConfigMap"): ApiResource("v1", "ConfigMap", "configmaps", True),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"): ApiResource(
-        "rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", False
+    ("kubetape.dev/v1", "ReplayRoot"): ApiResource("kubetape.dev/v1", "ReplayRoot", "replayroots", False),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ApiResource(
+        "apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False
     ),
     ("scheduling.k8s.io/v1", "PriorityClass"): ApiResource(
         "scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False
@@ -88,7 +98,7 @@ class MemoryCluster:
         if (kind, namespace, name) not in self.objects:
             return False
         del self.objects[(kind, namespace, name)]
-        if kind == "ClusterRole":  # the garbage collector: everything owned by the root goes,
+        if kind == "ReplayRoot":  # the garbage collector: everything owned by the root goes,
             # and with a namespace everything in it
             self.objects = {
                 k: o
@@ -383,7 +393,7 @@ async def test_an_annotation_on_the_root_pauses_the_trace_clock_until_removed() 
     run = asyncio.create_task(Replayer(cluster, plan_replay(trace(events), speed=1), settings).run())
     while ("Pod", "kubetape-prod", "first") not in cluster.objects:  # noqa: ASYNC110 - polling a fake
         await asyncio.sleep(0.005)
-    root = cluster.objects[("ClusterRole", None, "kubetape-t1")]
+    root = cluster.objects[("ReplayRoot", None, "kubetape-t1")]
     root["metadata"]["annotations"] = {"kubetape.dev/paused": "true"}
     await asyncio.sleep(0.4)  # well past the second pod's deadline (100 ms)
     assert ("Pod", "kubetape-prod", "second") not in cluster.objects
@@ -404,7 +414,7 @@ class SlowGarbageCluster(MemoryCluster):
     async def get(
         self, api_version: str, kind: str, namespace: str | None, name: str
     ) -> dict[str, Any] | None:
-        if kind == "ClusterRole" and self.lingering_gets > 0:
+        if kind == "ReplayRoot" and self.lingering_gets > 0:
             self.lingering_gets -= 1
             await asyncio.sleep(0.01)
             return {"metadata": {"name": name}}
@@ -421,3 +431,70 @@ async def test_a_long_cleanup_says_how_far_it_is(caplog: pytest.LogCaptureFixtur
     assert progress, [r.getMessage() for r in caplog.records]
     assert "the garbage collector removes the rest" in progress[0]
     assert "pod(s) left" in progress[0]
+
+
+class ClusterWithoutRootCrd(MemoryCluster):
+    """A plain simulated cluster: it serves no ReplayRoot until the CRD is applied, and the CRD is
+    Established only after ``pending_gets`` reads (a new CRD has no conditions at first); discovery
+    lags behind for ``stale_discoveries`` more lookups."""
+
+    def __init__(self, pending_gets: int, stale_discoveries: int = 0) -> None:
+        super().__init__()
+        self.pending_gets = pending_gets
+        self.stale_discoveries = stale_discoveries
+
+    async def resource_for(self, api_version: str, kind: str) -> ApiResource:
+        if kind == "ReplayRoot":
+            crd = self.objects.get(("CustomResourceDefinition", None, "replayroots.kubetape.dev"))
+            established = crd is not None and "status" in crd
+            if not established or self.stale_discoveries > 0:
+                self.stale_discoveries -= established
+                raise UnknownKindError("the apiserver serves no kind 'ReplayRoot' in 'kubetape.dev/v1'")
+        return await super().resource_for(api_version, kind)
+
+    async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]:
+        await self.resource_for(obj["apiVersion"], obj["kind"])  # as KubeApplier.apply does
+        return await super().apply(obj, force=force)
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        live = await super().get(api_version, kind, namespace, name)
+        if kind == "CustomResourceDefinition" and live is not None:
+            if self.pending_gets > 0:
+                self.pending_gets -= 1
+            else:
+                live["status"] = {"conditions": [{"type": "Established", "status": "True"}]}
+        return live
+
+
+async def test_a_cluster_without_the_root_crd_gets_it_before_the_root() -> None:
+    cluster = ClusterWithoutRootCrd(pending_gets=3, stale_discoveries=2)
+    settings = fast(keep=True)
+    report = await Replayer(cluster, plan_replay(trace([applied(0, pod("p1"))]), speed=1000), settings).run()
+    assert report.failed == 0, report.failures
+    kinds = [o["kind"] for o in cluster.applies]
+    assert kinds[:2] == ["CustomResourceDefinition", "ReplayRoot"], kinds
+    root = cluster.objects[("ReplayRoot", None, "kubetape-t1")]
+    assert root["apiVersion"] == "kubetape.dev/v1"
+    assert root["metadata"]["labels"] == {REPLAY_LABEL: "t1"}
+    assert ("Pod", "kubetape-prod", "p1") in cluster.objects
+
+
+async def test_a_root_crd_that_never_becomes_established_fails_the_replay_with_its_conditions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(replayer_module, "ROOT_CRD_TIMEOUT_S", 0.3)
+    cluster = ClusterWithoutRootCrd(pending_gets=10**9)
+    with pytest.raises(
+        KubeApiError, match=r"replayroots\.kubetape\.dev not Established after .*last conditions: \[\]"
+    ):
+        await Replayer(cluster, plan_replay(trace([applied(0, pod("p1"))]), speed=1000), fast()).run()
+    assert not [o for o in cluster.applies if o["kind"] == "Pod"]
+
+
+def test_the_replayer_installs_the_same_root_crd_as_k8s_sim() -> None:
+    shipped = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "k8s/sim/replayroot-crd.yaml").read_text()
+    )
+    assert shipped == root_crd()

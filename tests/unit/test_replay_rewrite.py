@@ -21,7 +21,7 @@ from pipeline.replay.rewrite import (
     virtual_nodes,
 )
 
-ROOT = RootRef("rbac.authorization.k8s.io/v1", "ClusterRole", "kubetape-replay-r1", "uid-root")
+ROOT = RootRef("kubetape.dev/v1", "ReplayRoot", "kubetape-replay-r1", "uid-root")
 SETTINGS = RewriteSettings(replay_name="r1")
 
 
