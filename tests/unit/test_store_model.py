@@ -133,6 +133,7 @@ class SinkStoreMachine(RuleBasedStateMachine):
         self.lost: dict[int, int] = dict.fromkeys(PARTITIONS, 0)  # offsets below were truly lost
         self.retention_cutoff: int | None = None
         self.serial = 0
+        self.now_ms = T0  # event time moves on; events land around it, some of them late
         self.clusters = 1
         self.sink = self._new_sink()
         self.stale: Sink | None = None
@@ -163,7 +164,7 @@ class SinkStoreMachine(RuleBasedStateMachine):
         ops=st.lists(
             st.tuples(
                 st.sampled_from(PARTITIONS),
-                st.integers(0, 59_000),
+                st.integers(-15_000, 2_000),  # around the current event time: late or a bit ahead
                 st.integers(0, 3_000),
                 st.sampled_from(["new", "update", "delete", "lifecycle", "republish"]),
                 st.integers(0, 1_000),
@@ -176,7 +177,9 @@ class SinkStoreMachine(RuleBasedStateMachine):
         for op in ops:
             self._produce_one(*op)
 
-    def _produce_one(self, p: int, base: int, step: int, kind: str, pick: int) -> None:
+    def _produce_one(self, p: int, jitter: int, step: int, kind: str, pick: int) -> None:
+        self.now_ms += step
+        base = max(self.now_ms + jitter, T0) - T0
         live = [o for o in self.objects[p] if o.live]
         if kind == "new" or not live:
             self.serial += 1
@@ -369,8 +372,8 @@ class SinkStoreMachine(RuleBasedStateMachine):
         held = {p: catalog.next_offset(p) for p in PARTITIONS}
         for p in PARTITIONS:
             assert held[p] <= len(self.topic.log[p])
-        windows = [(T0, T0 + 120_000), (T0 + 9_000, T0 + 21_000), (T0 + 30_001, T0 + 30_002)]
-        windows += [(T0 + 47_500, T0 + 90_000)]
+        windows = [(T0, T0 + 400_000), (T0 + 9_000, T0 + 21_000), (T0 + 30_001, T0 + 30_002)]
+        windows += [(T0 + 47_500, T0 + 90_000), (T0 + 75_000, T0 + 400_000)]
         for start, end in windows:
             if self.retention_cutoff is not None and start < self.retention_cutoff:
                 continue  # retention dropped what windows before the cutoff need
@@ -379,7 +382,7 @@ class SinkStoreMachine(RuleBasedStateMachine):
 
 
 SinkStoreMachine.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=300,
     stateful_step_count=30,
     deadline=None,
     derandomize=True,
