@@ -173,7 +173,14 @@ class KafkaSinkSource:
 
         A lost commit never loses data: the segments are durable and the next owner of a partition
         skips what the store already holds. So the sink carries on instead of waiting on a commit
-        that may only complete after a rebalance it is itself part of."""
+        that may only complete after a rebalance it is itself part of. A commit that was still
+        pending when the consumer stopped is refused the same way: this member has left the group."""
+        if self._consumer is None:
+            log.warning(
+                "offset commit skipped: the consumer has stopped (this member left the group)",
+                extra={"ctx": {"offsets": str(dict(offsets))}},
+            )
+            return False
         try:
             await asyncio.wait_for(
                 self.consumer.commit({self._tp(p): o for p, o in offsets.items()}), self.commit_timeout_s

@@ -14,6 +14,9 @@ A crash anywhere re-reads what the store lacks; offsets already inside a durable
 
 The store is the source of truth, reconciled with the topic on every assignment:
 
+* dead letters are at least once: a message refused and set aside is met again only by a member that
+  re-reads below the commit covering it (a rebalance whose commit failed, a crash); below the offset
+  the group had committed it is known to be set aside already and is skipped;
 * the sink resumes each partition at the store's next offset, whatever the group committed (a new or
   wiped store is filled again from the topic instead of silently starting at the group's offset);
 * where the topic no longer holds what the store lacks (its retention deleted it meanwhile), the sink
@@ -137,6 +140,9 @@ class Sink:
         self.catalog = SegmentCatalog(store)
         self.compactors: dict[int, PartitionCompactor] = {}
         self._committed: dict[int, int] = {}
+        self._committed_at_assignment: dict[int, int] = {}
+        """Per partition, what the group had committed when this member got it: messages below it were
+        handled already, dead letters included."""
         self._lock = asyncio.Lock()  # rounds and rebalance callbacks must not interleave
         self._in_flight: list[tuple[asyncio.Future[WrittenSegment], ClosedSegment]] = []
         self._commit_task: asyncio.Task[None] | None = None
@@ -193,6 +199,7 @@ class Sink:
                 await self._write_gap(compactor, log_start)
             self.compactors[p] = compactor
             self._committed[p] = committed if committed is not None else -1
+            self._committed_at_assignment[p] = self._committed[p]
             # The store is the source of truth: resume where it ends, whatever the group committed.
             await self.source.seek(p, compactor.next_offset)
             log.info(
@@ -319,6 +326,15 @@ class Sink:
     async def _dead_letter(self, message: SourceMessage) -> None:
         """Send a message the probe refused to the dead-letter topic, with the error naming where it was."""
         where = f"topic {self.settings.compaction.topic} p{message.partition} @{message.offset}"
+        if message.offset < self._committed_at_assignment.get(message.partition, -1):
+            # Below the offset the group had committed: this message was set aside before (offsets are
+            # committed only once a refused message is in the dead-letter topic). The store holds only
+            # segments, so after a rebalance the sink re-reads from the store's end and meets it again.
+            log.info(
+                "refused message already in the dead-letter topic (below the committed offset)",
+                extra={"ctx": {"partition": message.partition, "offset": message.offset}},
+            )
+            return
         try:
             if message.value is None:
                 raise FormatError(f"{where}: message has no value")

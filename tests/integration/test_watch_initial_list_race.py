@@ -34,7 +34,6 @@ from pipeline.watch.watcher import Watcher
 from tests.integration.test_watch_service import (
     Workload,
     deployment,
-    source_nodes,  # noqa: F401 - the fixture that gives the cluster KWOK nodes
 )
 
 pytestmark = pytest.mark.timeout(600)

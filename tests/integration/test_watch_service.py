@@ -42,18 +42,6 @@ trackedObjects:
 namespaces: {allow: ["wt-*"]}
 """
 
-NODE = """\
-apiVersion: v1
-kind: Node
-metadata:
-  name: wt-node
-  annotations: {node.alpha.kubernetes.io/ttl: "0", kwok.x-k8s.io/node: fake}
-  labels: {kubernetes.io/os: linux, type: kwok}
-status:
-  allocatable: {cpu: "32", memory: 128Gi, pods: "110"}
-  capacity: {cpu: "32", memory: 128Gi, pods: "110"}
-"""
-
 pytestmark = pytest.mark.timeout(600)
 
 
@@ -346,13 +334,6 @@ def tracer_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("watch") / "tracer.yaml"
     path.write_text(TRACER)
     return path
-
-
-@pytest.fixture(scope="module")
-def source_nodes(local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    skeleton = tmp_path_factory.mktemp("nodes") / "node.yaml"
-    skeleton.write_text(NODE)
-    return local_stack.add_nodes("source", skeleton, 2)
 
 
 def expected_deployment_history() -> list[tuple[str, Any, Any]]:

@@ -311,6 +311,28 @@ async def test_undecodable_messages_go_to_the_dead_letter_topic_and_the_sink_car
     assert source.commits == {0: 51}
 
 
+async def test_a_sink_rereading_below_the_committed_offset_does_not_dead_letter_again() -> None:
+    # a wiped segment store: the sink re-reads the history the group had committed long ago, and the
+    # refused message in it was set aside then
+    events = synthetic_events(50, T0, 10_000)
+    log = {
+        0: [encode_event(e) for e in events[:20]] + [b"\x93garbage"] + [encode_event(e) for e in events[20:]]
+    }
+    source = FakeSource(log)
+    first = Sink(source, MemorySegmentStore(), SETTINGS, clock=Clock())
+    await first.on_assigned([0])
+    await drain(first, source)
+    await first.on_revoked([0])
+    assert source.commits == {0: 51}
+    wiped = MemorySegmentStore()
+    second = Sink(source, wiped, SETTINGS, clock=Clock())
+    await second.on_assigned([0])
+    await drain(second, source)
+    assert [(m.partition, m.offset) for m, _ in source.dead] == [(0, 20)]
+    assert second.metrics.value("sink_deadletter_total") == 0
+    assert second.metrics.value("sink_events_stored_total") == 50  # the history is in the new store
+
+
 async def test_export_skips_a_corrupt_segment_with_a_warning_naming_it() -> None:
     events = synthetic_events(600, T0, 300_000)
     source = FakeSource(partitioned(events, 2))
