@@ -68,28 +68,7 @@ PARTITIONS = 6
 
 async def fill_topic(bootstrap: str, topic: str, n: int, start_ms: int) -> dict[int, int]:
     synthetic.FAST_HASHES = True
-    events = synthetic.synthetic_events(n, start_ms, 3_600_000)
-    producer = new_producer(KafkaSettings(bootstrap, client_id="bench-sink-producer", linger_ms=50))
-    await producer.start()
-    try:
-        pending = []
-        for e in events:
-            pending.append(
-                await producer.send(topic, encode_event(e), key=e.key.encode(), timestamp_ms=e.ts_ms)
-            )
-            if len(pending) >= 5_000:
-                await asyncio.gather(*pending)
-                pending = []
-        await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
-    consumer = new_consumer(KafkaSettings(bootstrap), group_id=None)
-    await consumer.start()
-    try:
-        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
-    finally:
-        await consumer.stop()
-    return {tp.partition: int(o) for tp, o in ends.items()}
+    return await _fill_with(bootstrap, topic, synthetic.synthetic_events(n, start_ms, 3_600_000))
 
 
 async def bench_raw(

@@ -26,8 +26,6 @@ from typing import Any
 import msgpack
 from aiokafka import TopicPartition
 
-from pipeline.formats.assemble import assemble_window
-from pipeline.formats.segment import encode_segment
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore
@@ -36,13 +34,10 @@ from pipeline.model.errors import FormatError
 from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, WIRE_VERSION, Event, WireProbe, encode_event
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import ObjectKey, key_of, object_key
-from pipeline.model.tracer_config import TracerConfig
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings
-from pipeline.sink.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
 from pipeline.sink.sink import Sink, SinkSettings
-from pipeline.sink.state import ObjectState
 from pipeline.sink.synthetic import synthetic_events
+from tests.integration.test_sink import direct_trace, export_bytes
 
 PARTITIONS = 3
 WINDOW_MS = 300_000
@@ -285,20 +280,6 @@ async def running_sink(
             await asyncio.wait_for(task, 60)
 
 
-def direct_trace(events: list[Event], start_ms: int, end_ms: int) -> bytes:
-    state = ObjectState()
-    unique = [e for e in sorted(events, key=lambda e: e.ts_ms) if state.offer(e)]
-    trace = assemble_window(
-        None, unique, start_ms, end_ms, config=TracerConfig.default(), suppress_owned=True
-    )
-    return encode_segment(trace, EXPORT_ZSTD_LEVEL)
-
-
-def export_bytes(segment_dir: Path, start_ms: int, end_ms: int) -> bytes:
-    return export_window(SegmentCatalog(LocalSegmentStore(segment_dir)), ExportRequest(start_ms, end_ms)).data
-
-
-# ---- the test ---------------------------------------------------------------------------------------
 async def test_boundary_messages_are_dead_lettered_and_the_sink_and_exports_go_on(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
