@@ -22,7 +22,9 @@ broker outage, a re-list) and the object carries better evidence: for an applied
 ``metadata.creationTimestamp`` and the ``metadata.managedFields[].time`` of writes other than to the
 status subresource, for a deleted one its ``deletionTimestamp`` — used when it is at least
 :data:`LATE_AFTER_MS` before the observation (Kubernetes times have 1 s resolution, so a timely
-observation is never that far behind) and not before the key's previous event. The event then says so:
+observation is never that far behind) and not before the key's previous event. Evidence up to one
+second (its resolution) before the previous event may still be of a later change: such an event takes the
+previous event's time, the earliest the change can have happened. The event then says so:
 its object carries the annotation :data:`TIME_SOURCE_ANNOTATION` naming the source (``managedFields``,
 ``creationTimestamp`` or ``deletionTimestamp``); without it the time is the observation's.
 
@@ -54,6 +56,9 @@ TIME_SOURCE_ANNOTATION = "kubetape.dev/time-source"
 LATE_AFTER_MS = 1500
 """An observation this much after the object's evidence of the change is late (evidence has 1 s
 resolution, so a timely observation is up to 1 s after it, plus clock skew)."""
+EVIDENCE_RESOLUTION_MS = 1000
+"""Kubernetes times are truncated to the second: evidence ``at`` means the change happened in
+``[at, at + 1 s)``."""
 
 
 @dataclass(slots=True)
@@ -142,9 +147,11 @@ def event_time(
     if evidence is None:
         return observed_ms, None
     at, source = evidence
-    if observed_ms - at < LATE_AFTER_MS or at < not_before_ms:
+    if observed_ms - at < LATE_AFTER_MS or at + EVIDENCE_RESOLUTION_MS <= not_before_ms:
         return observed_ms, None
-    return at, source
+    # a change written in the same second as the key's previous event: the truncated time reads as before
+    # that event, but the change came after it
+    return max(at, not_before_ms), source
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

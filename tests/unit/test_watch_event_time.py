@@ -73,7 +73,8 @@ def test_a_timely_observation_keeps_its_own_time_and_no_annotation() -> None:
 
 def test_evidence_older_than_the_keys_last_event_is_not_used() -> None:
     shaper = Shaper(CONFIG, GetOnlyCluster([]))
-    shaper.observe_object("ADDED", deployment(5, 3), SCALED + 100)  # timely: stamped at observation
+    # timely (stamped at observation), and more than the evidence's one-second resolution after it
+    shaper.observe_object("ADDED", deployment(5, 3), SCALED + 1_200)
     # a change whose managedFields were not updated (another manager's entry is older): observed time
     [event] = shaper.observe_object("MODIFIED", deployment(6, 4), SCALED + 900_000).events
     assert event.ts_ms == SCALED + 900_000
@@ -122,3 +123,14 @@ async def test_a_relist_after_a_restart_stamps_changes_with_their_evidence() -> 
     assert applied.obj is not None
     assert applied.obj["spec"]["replicas"] == 5
     assert applied.obj["metadata"]["annotations"][TIME_SOURCE_ANNOTATION] == "managedFields"
+
+
+def test_evidence_in_the_same_second_as_the_last_event_dates_the_change_at_that_event() -> None:
+    # first seen at 00:00:30.700; scaled again at 00:00:30.900 while the watcher was away. The
+    # managedFields time is truncated to 00:00:30, which reads as before the first event
+    shaper = Shaper(CONFIG, GetOnlyCluster([]))
+    shaper.observe_object("ADDED", deployment(5, 3), SCALED + 700)
+    [event] = shaper.observe_object("MODIFIED", deployment(6, 4), SCALED + 900_000).events
+    assert event.ts_ms == SCALED + 700, "not before the previous event, and not at the late observation"
+    assert event.obj is not None
+    assert event.obj["metadata"]["annotations"][TIME_SOURCE_ANNOTATION] == "managedFields"
