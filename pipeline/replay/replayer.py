@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -179,6 +180,9 @@ class ReplaySettings:
     """Wall seconds one hold may last before the owners still behind are given up on."""
     max_lag_tolerance: int = 1
     """Pods an owner may be off the recording without holding the clock (the fidelity bound)."""
+    max_speed: bool = False
+    """``--speed max``: ``speed`` is only where the trace clock starts; it speeds up while the cluster
+    keeps up and slows down at each convergence hold (needs ``max_lag_s``); see :class:`SpeedSeeker`."""
     cleanup_timeout_s: float = 180.0
     cleanup_progress_every_s: float = 5.0
     """How often a long cleanup logs how far it is (thousands of pods take minutes)."""
@@ -199,6 +203,52 @@ class ReplaySettings:
 def _is_ready(node: Mapping[str, Any]) -> bool:
     conditions = (node.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+# ---- speed max and the cluster's profile ----------------------------------------------------------
+class SpeedSeeker:
+    """The trace clock's speed at ``--speed max``, adjusted once per sample: ×1.25 while the governor
+    does not hold (the cluster keeps up), halved when a hold begins (it fell behind), unchanged while
+    the hold lasts (the clock stands still anyway). Additive increase would take minutes to find the
+    speed of a fast cluster from a slow start; the halving keeps the holds short once it is found."""
+
+    GROWTH = 1.25
+    MIN_SPEED = 1.0
+    MAX_SPEED = 1000.0
+
+    def __init__(self, start: float) -> None:
+        self.speed = min(max(start, self.MIN_SPEED), self.MAX_SPEED)
+
+    def next(self, *, holding: bool, new_hold: bool) -> float:
+        if new_hold:
+            self.speed = max(self.speed / 2, self.MIN_SPEED)
+        elif not holding:
+            self.speed = min(self.speed * self.GROWTH, self.MAX_SPEED)
+        return self.speed
+
+
+PROFILE_CONFIGMAP = ("kube-system", "kubetape-cluster-profile")
+"""Where a simulated cluster states its profile (``kubetape stack up --profile``, k8s/sim/profiles)."""
+
+
+async def read_cluster_profile(cluster: ReplayCluster) -> dict[str, Any] | None:
+    """The simulated cluster's profile, for the report: its name, settings and the settings that can
+    change where pods land; None when the cluster states none (or it cannot be read)."""
+    namespace, name = PROFILE_CONFIGMAP
+    try:
+        found = await cluster.get("v1", "ConfigMap", namespace, name)
+    except KubetapeError:
+        return None
+    data = (found or {}).get("data") or {}
+    if not data.get("profile"):
+        return None
+    out: dict[str, Any] = {"profile": str(data["profile"])}
+    for field_name, key in (("settings", "settings"), ("changes_scheduling", "changesScheduling")):
+        try:
+            out[field_name] = json.loads(data.get(key) or "null")
+        except ValueError:
+            out[field_name] = data.get(key)
+    return out
 
 
 # ---- rate limit -----------------------------------------------------------------------------------
@@ -267,6 +317,13 @@ class Replayer:
         self.report = ReplayReport(self.name, source, settings.speed, steps=len(plan.steps), gaps=plan.gaps)
         self.report.recorded_timeline = list(plan.recorded_running)
         self.report.recorded_by_owner = dict(plan.recorded_by_owner or {})
+        if settings.max_speed and settings.max_lag_s is None:
+            raise ConfigError(
+                "--speed max runs as fast as the simulated cluster keeps up, which only the convergence "
+                "governor measures: pass --max-lag SECONDS too"
+            )
+        self._seeker = SpeedSeeker(settings.speed) if settings.max_speed else None
+        self.report.speed_mode = "max" if settings.max_speed else "fixed"
         self._governor = (
             None
             if settings.max_lag_s is None
@@ -320,6 +377,7 @@ class Replayer:
         started = self._started = self._clock.now()
         try:
             self._root = await self._create_root()
+            self.report.cluster_profile = await read_cluster_profile(self._cluster)
             await self._create_virtual_nodes()
             await self._prepare()
             self.report.setup_seconds = self._clock.now() - started
@@ -339,6 +397,8 @@ class Replayer:
                 self.report.convergence = self._governor.report.to_json(
                     self._governor.max_lag_ms, self.settings.speed
                 )
+                if self._seeker is not None:
+                    self._judge_at_achieved_speed()
             self.report.lateness_ms = list(stats.lateness_ms)
             self.report.lateness_count = stats.lateness_count
             self.report.lateness_max_ms = stats.lateness_max_ms
@@ -674,11 +734,25 @@ class Replayer:
             self._scheduler.resume("root annotation")
             log.info("resumed: the root's pause annotation is gone", extra={"ctx": {"replay": self.name}})
 
+    def _judge_at_achieved_speed(self) -> None:
+        """At ``--speed max`` the speed is what the run achieved: the report's speed, and with it the
+        trace time of its one-second resolution and of the settle allowance, are that speed."""
+        assert self.report.convergence is not None
+        achieved = self.report.convergence["achieved_speed"]["overall"]
+        self.report.convergence["achieved_speed"]["requested"] = "max"
+        if achieved:
+            self.report.speed = achieved
+            self.report.fidelity_resolution_ms = self.settings.fidelity_resolution_s * 1000.0 * achieved
+            self.report.desired_settle_ms = self.settings.desired_settle_s * 1000.0 * achieved
+
     def _govern(self, trace_ms: float, counts: Mapping[str, PodCounts]) -> None:
         """Hold or release the trace clock as the convergence governor says (if there is one)."""
         if self._governor is None or self._scheduler.started_at is None:
             return
         hold = self._governor.observe(self._clock.now(), trace_ms, counts)
+        if self._seeker is not None:
+            new_hold = hold and not self._scheduler.paused_for(CONVERGENCE)
+            self._scheduler.set_speed(self._seeker.next(holding=hold, new_hold=new_hold))
         if hold and not self._scheduler.paused_for(CONVERGENCE):
             self._scheduler.pause(CONVERGENCE)
             log.info(

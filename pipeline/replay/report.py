@@ -74,6 +74,10 @@ class ReplayReport:
     convergence: dict[str, Any] | None = None
     """What convergence-aware time scaling did (None when it was off): see ``pipeline.replay.governor``."""
     cleanup: str = "not run"
+    speed_mode: str = "fixed"
+    """``max`` at ``--speed max``: ``speed`` is then the speed the run achieved."""
+    cluster_profile: dict[str, Any] | None = None
+    """The simulated cluster's stated profile (``kubetape stack up --profile``); None: none stated."""
 
     def add_sample(self, at_ms: float, running: int, nodes: int, by_owner: dict[str, int]) -> None:
         """One sample of the replay's pods. Past :data:`MAX_SAMPLES`, every other sample is dropped
@@ -119,6 +123,8 @@ class ReplayReport:
             "replay_name": self.replay_name,
             "source": self.source,
             "speed": self.speed,
+            "speed_mode": self.speed_mode,
+            "cluster_profile": self.cluster_profile,
             "events": {
                 "steps": self.steps,
                 "applied": self.applied,
@@ -181,10 +187,14 @@ class ReplayReport:
     def summary(self) -> str:
         """A few readable lines for people, the fidelity verdict first."""
         lateness = self.to_json()["lateness_ms"]
+        speed = f"speed {self.speed:g}" + (
+            " (max: as fast as the cluster kept up)" if self.speed_mode == "max" else ""
+        )
         lines = [
-            f"replay {self.replay_name} of {self.source} at speed {self.speed:g}: "
+            f"replay {self.replay_name} of {self.source} at {speed}: "
             f"{self.wall_seconds:.1f} s wall for {self.trace_span_ms / 1000:.1f} s of trace"
             + (" (stopped early)" if self.stopped_early else ""),
+            *self._profile_lines(),
             *self._fidelity_lines(),
             *self._convergence_lines(),
             f"  events: {self.applied} applied, {self.deleted} deleted, {self.failed} failed, "
@@ -202,13 +212,24 @@ class ReplayReport:
             lines.append(f"  … and {len(self.failures) - 20} more failures (see the JSON report)")
         return "\n".join(lines)
 
+    def _profile_lines(self) -> list[str]:
+        if self.cluster_profile is None:
+            return []
+        line = f"  simulated cluster profile: {self.cluster_profile.get('profile')}"
+        changes = self.cluster_profile.get("changes_scheduling") or []
+        if changes:
+            line += f"; settings that can change where pods land: {', '.join(map(str, changes))}"
+        return [line]
+
     def _convergence_lines(self) -> list[str]:
         if self.convergence is None:
             return []
         c = self.convergence
         achieved = c["achieved_speed"]["overall"]
+        requested = c["achieved_speed"]["requested"]
+        requested = requested if isinstance(requested, str) else format(requested, "g")
         line = (
-            f"  time scaling: speed {self.speed:g} requested, "
+            f"  time scaling: speed {requested} requested, "
             + ("achieved unknown" if achieved is None else f"{achieved:g} achieved")
             + f"; the trace clock waited for the cluster {c['holds']} time(s), {c['held_seconds']:g} s in all"
         )

@@ -13,7 +13,10 @@ What changes, and why (SimKube's ``build_virtual_obj`` does the same, see ``refe
 * pod templates are annotated with the recorded owner's key (:data:`RECORDED_OWNER_ANNOTATION`) so the
   replay's pods can be compared with the recorded lifecycles per owner;
 * pods with a recorded end get :data:`LIFETIME_ANNOTATION`, which the stack's KWOK stage turns into
-  completion after that (already time-scaled) duration.
+  completion after that (already time-scaled) duration;
+* CronJobs are replayed suspended: the Jobs they started are in the trace and are replayed at their
+  recorded (scaled) times, while the simulated CronJob controller would start more Jobs on the wall
+  clock's schedule, at the wrong times and on top of the recorded ones.
 
 Objects are never modified in place: every function returns a new dict.
 """
@@ -200,6 +203,10 @@ def rewrite_object(
         meta["ownerReferences"] = [root.owner_reference()]
     for template in pod_templates(out, settings.config):
         _pin_template(template, obj, settings, lifetime_ms)
+    if out.get("kind") == "CronJob" and str(out.get("apiVersion", "")).startswith("batch/"):
+        spec = out.get("spec")
+        if isinstance(spec, dict):
+            spec["suspend"] = True
     return out
 
 

@@ -166,6 +166,18 @@ class Scheduler(Generic[T]):
     def paused_for(self, reason: str) -> bool:
         return reason in self._pause_reasons
 
+    def set_speed(self, speed: float) -> None:
+        """Run the trace clock at ``speed`` from now on; trace time covered so far stays as it is (the
+        clock is re-anchored), so no step already started becomes early or late by the change."""
+        if not speed > 0 or math.isinf(speed):
+            raise ConfigError(f"replay speed must be a positive finite number, got {speed}")
+        if self._t0 is not None:
+            covered_ms = self.sim_elapsed_ms()
+            now = self._paused_at if self._paused_at is not None else self.clock.now()
+            self._t0 = now - self._paused_total - covered_ms / 1000.0 / speed
+        self.speed = speed
+        self._wakeup.set()
+
     def stop(self) -> None:
         """Start no further step; :meth:`run` returns once started steps finished. Safe to call twice."""
         self._stopped = True

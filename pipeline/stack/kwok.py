@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline.model.errors import StackError
 from pipeline.stack.processes import pid_alive, terminate_process_group
@@ -17,6 +18,90 @@ DEFAULT_NODE_SKELETON = RESOURCES / "node-skeleton.yaml"
 KWOK_STAGES = RESOURCES / "kwok-stages.yaml"
 # Replayed and test pods carrying this annotation (a Go duration or RFC3339 time) complete when it elapses.
 LIFETIME_ANNOTATION = "kubetape.dev/lifetime"
+PROFILE_CONFIGMAP = ("kube-system", "kubetape-cluster-profile")
+"""Where a cluster states the profile it was created with; the replayer reads it for its report (the
+name is repeated in pipeline.replay.profile, which must not import the stack layer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterProfile:
+    """Control-plane and KWOK settings of a simulated cluster (``kubetape stack up --profile NAME``).
+
+    ``changes_scheduling`` names the settings that can change where pods land (not only how fast):
+    they stay out of every profile but the ones named for them, and the replay report lists them."""
+
+    name: str
+    apiserver_args: dict[str, str] = field(default_factory=dict)
+    controller_manager_args: dict[str, str] = field(default_factory=dict)
+    scheduler_config: dict[str, Any] = field(default_factory=dict)
+    """Fields of a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1); empty: none."""
+    kwok_options: dict[str, Any] = field(default_factory=dict)
+    """Options of a KwokConfiguration (the kwok controller)."""
+    etcd_args: dict[str, str] = field(default_factory=dict)
+    changes_scheduling: tuple[str, ...] = ()
+
+    def settings(self) -> dict[str, dict[str, Any]]:
+        """Every setting, by component: what the profile ConfigMap and the report show."""
+        parts = {
+            "kube-apiserver": self.apiserver_args,
+            "kube-controller-manager": self.controller_manager_args,
+            "kube-scheduler": self.scheduler_config,
+            "kwok": self.kwok_options,
+            "etcd": self.etcd_args,
+        }
+        return {k: v for k, v in parts.items() if v}
+
+
+# Throughput settings for 1k-5k fake nodes and tens of thousands of pods. None of them changes a
+# scheduling decision: more controller workers, more KWOK workers, the scheduler filtering and scoring
+# with more goroutines, a larger etcd quota. The apiserver's in-flight limits are not among them:
+# kwokctl's disableQPSLimits (every profile) already starts it with --max-requests-inflight=0 and
+# --max-mutating-requests-inflight=0 (no limit) and without priority and fairness, and client QPS of
+# the controllers and the scheduler at 5000. Measured with bench/bench_scale.py.
+_LARGE = ClusterProfile(
+    name="large",
+    controller_manager_args={
+        "concurrent-deployment-syncs": "25",
+        "concurrent-replicaset-syncs": "25",
+        "concurrent-statefulset-syncs": "10",
+        "concurrent-job-syncs": "25",
+        "concurrent-gc-syncs": "50",
+        "concurrent-namespace-syncs": "25",
+    },
+    scheduler_config={"parallelism": 32},
+    kwok_options={
+        "podPlayStageParallelism": 16,
+        "nodePlayStageParallelism": 8,
+        "nodeLeaseParallelism": 8,
+        "podsOnNodeSyncParallelism": 4,
+    },
+    etcd_args={"quota-backend-bytes": str(8 * 1024**3)},
+)
+PROFILES: dict[str, ClusterProfile] = {
+    "default": ClusterProfile(name="default"),
+    "large": _LARGE,
+    # the scheduler scores 10% of the feasible nodes (at least 100) instead of its adaptive 50%..5%:
+    # a different node may win, so this one is named for what it changes
+    "large-sampled": ClusterProfile(
+        name="large-sampled",
+        apiserver_args=_LARGE.apiserver_args,
+        controller_manager_args=_LARGE.controller_manager_args,
+        scheduler_config={**_LARGE.scheduler_config, "percentageOfNodesToScore": 10},
+        kwok_options=_LARGE.kwok_options,
+        etcd_args=_LARGE.etcd_args,
+        changes_scheduling=("kube-scheduler percentageOfNodesToScore=10",),
+    ),
+}
+
+
+def profile_named(name: str) -> ClusterProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise StackError(
+            f"unknown stack profile {name!r}: choose one of {', '.join(PROFILES)} (see the README, "
+            f"'A simulated cluster sized for scale')"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +111,7 @@ class KwokCluster:
     name: str
     workdir: Path  # the stack's KWOK_WORKDIR
     bin_dir: Path
+    profile: ClusterProfile = PROFILES["default"]
 
     @property
     def cluster_dir(self) -> Path:
@@ -34,6 +120,12 @@ class KwokCluster:
     @property
     def kubeconfig(self) -> Path:
         return self.cluster_dir / "kubeconfig.yaml"
+
+    @property
+    def profile_path(self) -> Path:
+        """The name of the profile the cluster was created with (beside kwokctl's files, which a
+        restart of the cluster keeps)."""
+        return self.workdir / f"profile-{self.name}.txt"
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -71,39 +163,95 @@ class KwokCluster:
         return result.stdout
 
 
+def _args(values: dict[str, str]) -> list[dict[str, str]]:
+    return [{"key": k, "value": v} for k, v in values.items()]
+
+
 def write_kwokctl_config(cluster: KwokCluster) -> Path:
-    """A kwokctl configuration that uses only our binaries and binds everything to 127.0.0.1."""
+    """A kwokctl configuration that uses only our binaries, binds everything to 127.0.0.1, and applies
+    the cluster's profile."""
     b = cluster.bin_dir
-    config = {
-        "kind": "KwokctlConfiguration",
-        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-        "options": {
-            "runtime": "binary",
-            "bindAddress": "127.0.0.1",
-            "kubeApiserverBinary": str(b / "kube-apiserver"),
-            "kubeControllerManagerBinary": str(b / "kube-controller-manager"),
-            "kubeSchedulerBinary": str(b / "kube-scheduler"),
-            "kubectlBinary": str(b / "kubectl"),
-            "etcdBinary": str(b / "etcd"),
-            "kwokControllerBinary": str(b / "kwok"),
-            # Replays push far more than client-go's default 5 QPS through the controllers.
-            "disableQPSLimits": True,
-        },
-        "componentsPatches": [
-            # Test clusters: durability is not the point, and fsync dominates etcd on small disks.
-            {"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}]},
-            # The default /24 allows ~253 Services; replays of real clusters need more.
-            {
-                "name": "kube-apiserver",
-                "extraArgs": [{"key": "service-cluster-ip-range", "value": "10.96.0.0/16"}],
-            },
-        ],
+    profile = cluster.profile
+    options: dict[str, Any] = {
+        "runtime": "binary",
+        "bindAddress": "127.0.0.1",
+        "kubeApiserverBinary": str(b / "kube-apiserver"),
+        "kubeControllerManagerBinary": str(b / "kube-controller-manager"),
+        "kubeSchedulerBinary": str(b / "kube-scheduler"),
+        "kubectlBinary": str(b / "kubectl"),
+        "etcdBinary": str(b / "etcd"),
+        "kwokControllerBinary": str(b / "kwok"),
+        # Replays push far more than client-go's default 5 QPS through the controllers.
+        "disableQPSLimits": True,
     }
     path = cluster.workdir / f"kwokctl-{cluster.name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    # JSON is valid YAML, so the first document needs no YAML library here; the Stage documents follow.
-    path.write_text(json.dumps(config, indent=2) + "\n---\n" + KWOK_STAGES.read_text())
+    if profile.scheduler_config:
+        scheduler = cluster.workdir / f"kube-scheduler-{cluster.name}.yaml"
+        scheduler.write_text(json.dumps(scheduler_configuration(profile), indent=2) + "\n")
+        options["kubeSchedulerConfig"] = str(scheduler)
+    patches: list[dict[str, Any]] = [
+        # Test clusters: durability is not the point, and fsync dominates etcd on small disks.
+        {"name": "etcd", "extraArgs": _args({"unsafe-no-fsync": "true", **profile.etcd_args})},
+        # The default /24 allows ~253 Services; replays of real clusters need more.
+        {
+            "name": "kube-apiserver",
+            "extraArgs": _args({"service-cluster-ip-range": "10.96.0.0/16", **profile.apiserver_args}),
+        },
+    ]
+    if profile.controller_manager_args:
+        patches.append(
+            {"name": "kube-controller-manager", "extraArgs": _args(profile.controller_manager_args)}
+        )
+    documents: list[dict[str, Any]] = [
+        {
+            "kind": "KwokctlConfiguration",
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "options": options,
+            "componentsPatches": patches,
+        }
+    ]
+    if profile.kwok_options:
+        # kwokctl hands KwokConfiguration documents of its config file to the kwok controller
+        documents.append(
+            {
+                "kind": "KwokConfiguration",
+                "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+                "options": profile.kwok_options,
+            }
+        )
+    # JSON is valid YAML, so these documents need no YAML library here; the Stage documents follow.
+    text = "".join(json.dumps(d, indent=2) + "\n---\n" for d in documents)
+    path.write_text(text + KWOK_STAGES.read_text())
     return path
+
+
+def scheduler_configuration(profile: ClusterProfile) -> dict[str, Any]:
+    """The profile's KubeSchedulerConfiguration (kwokctl fills in clientConnection.kubeconfig)."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        **profile.scheduler_config,
+    }
+
+
+def profile_configmap(profile: ClusterProfile) -> dict[str, Any]:
+    """The ConfigMap stating the cluster's profile, for the replay report (k8s/sim ships the same)."""
+    namespace, name = PROFILE_CONFIGMAP
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/part-of": "kubetape"},
+        },
+        "data": {
+            "profile": profile.name,
+            "settings": json.dumps(profile.settings(), sort_keys=True),
+            "changesScheduling": json.dumps(list(profile.changes_scheduling)),
+        },
+    }
 
 
 def create_cluster(cluster: KwokCluster) -> None:
@@ -115,6 +263,17 @@ def create_cluster(cluster: KwokCluster) -> None:
         raise StackError(
             f"kwokctl created cluster {cluster.name!r} but wrote no kubeconfig at {cluster.kubeconfig}"
         )
+    cluster.profile_path.write_text(cluster.profile.name + "\n")
+    if cluster.profile.name != "default":
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(profile_configmap(cluster.profile)))
+
+
+def created_profile(cluster: KwokCluster) -> str:
+    """The profile an existing cluster was created with ("default" for clusters older than profiles)."""
+    try:
+        return cluster.profile_path.read_text().strip() or "default"
+    except FileNotFoundError:
+        return "default"
 
 
 def cluster_exists(cluster: KwokCluster) -> bool:

@@ -120,21 +120,29 @@ class LocalStack:
         bin_dir = ensure_kube_binaries(self.versions, self.report)
         return libs, bin_dir
 
-    def up(self, clusters: Iterable[str] = DEFAULT_CLUSTERS) -> StackInfo:
+    def up(self, clusters: Iterable[str] = DEFAULT_CLUSTERS, *, profile: str = "default") -> StackInfo:
+        """Start Kafka and ``clusters``; new clusters get the settings of ``profile`` (kwok.PROFILES)."""
+        chosen = kwok.profile_named(profile)
         libs, bin_dir = self.build()
         state = StackState.load(self.state_path)
         self._ensure_kafka_running(state, libs)
         state.save(self.state_path)
         for name in clusters:
             _validate_cluster_name(name)
-            cluster = self.cluster(name, bin_dir)
+            cluster = kwok.KwokCluster(name, self.kwok_workdir, bin_dir, chosen)
             if kwok.cluster_exists(cluster):
+                if (existing := kwok.created_profile(cluster)) != profile:
+                    raise StackError(
+                        f"cluster {name!r} was created with profile {existing!r}, not {profile!r}; "
+                        f"`kubetape stack down` first to recreate it with another profile"
+                    )
                 if not _apiserver_healthy(cluster):
                     self.report(f"cluster {name!r}: restarting its stopped processes")
                     kwok.start_cluster(cluster)
             else:
                 self.report(
                     f"cluster {name!r}: creating (etcd, apiserver, controller-manager, scheduler, kwok)"
+                    + ("" if profile == "default" else f", profile {profile!r}")
                 )
                 started = time.monotonic()
                 kwok.create_cluster(cluster)

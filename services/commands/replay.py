@@ -64,7 +64,13 @@ def register(subparsers: Any) -> None:
         help="kubeconfig of the simulated cluster (default: $KUBECONFIG, else in-cluster)",
     )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
-    parser.add_argument("--speed", type=float, default=1.0, help="trace seconds per wall second (default 1)")
+    parser.add_argument(
+        "--speed",
+        type=parse_speed,
+        default=1.0,
+        help="trace seconds per wall second (default 1), or 'max': as fast as the simulated cluster keeps "
+        "up, found by the convergence governor (requires --max-lag); the report gives the speed achieved",
+    )
     parser.add_argument(
         "--duration",
         type=float,
@@ -124,6 +130,20 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_run)
 
 
+MAX_SPEED = "max"
+
+
+def parse_speed(text: str) -> float | str:
+    """``--speed``: a positive number, or ``max``."""
+    if text.strip().lower() == MAX_SPEED:
+        return MAX_SPEED
+    try:
+        speed = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a number (e.g. 10) nor 'max'") from None
+    return speed  # its range is checked with the other arguments, as a ConfigError
+
+
 def parse_nodes(text: str) -> tuple[dict[str, Any], int]:
     """``skeleton.yaml:10`` → (the Node skeleton, 10); ConfigError saying what is wrong otherwise."""
     path_text, sep, count_text = text.rpartition(":")
@@ -144,8 +164,14 @@ def parse_nodes(text: str) -> tuple[dict[str, Any], int]:
 def _run(args: argparse.Namespace) -> int:
     from pipeline.replay.replayer import ReplaySettings, plan_replay
 
-    if args.speed <= 0:
-        raise ConfigError(f"--speed must be positive, got {args.speed}")
+    max_speed = args.speed == MAX_SPEED
+    if max_speed and args.max_lag is None:
+        raise ConfigError(
+            "--speed max runs as fast as the simulated cluster keeps up, which the convergence governor "
+            "measures: add --max-lag SECONDS (e.g. --max-lag 5)"
+        )
+    if not max_speed and not 0 < args.speed < float("inf"):
+        raise ConfigError(f"--speed must be positive (or 'max'), got {args.speed}")
     _check_source_arguments(args)
     if args.sample_interval <= 0:
         raise ConfigError(f"--sample-interval must be positive, got {args.sample_interval}")
@@ -153,12 +179,14 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--desired-settle must be 0 or more, got {args.desired_settle}")
     if args.max_lag is not None and args.max_lag <= 0:
         raise ConfigError(f"--max-lag must be positive, got {args.max_lag}")
-    if args.follow and args.speed != 1.0:
+    if args.follow and (max_speed or args.speed != 1.0):
         raise ConfigError("--follow shadows the live topic at speed 1; drop --speed")
     pools = [parse_nodes(text) for text in args.nodes]
     skeleton, count = pools[0] if pools else (None, 0)
     settings = ReplaySettings(
-        speed=args.speed,
+        # at max, the clock starts at 10 (lifetimes are planned at it) and finds its speed from there
+        speed=10.0 if max_speed else args.speed,
+        max_speed=max_speed,
         replay_name=args.name,
         namespace_prefix=args.namespace_prefix,
         duration_ms=None if args.duration is None else round(args.duration * 1000),

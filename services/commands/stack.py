@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
+from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, PROFILES
 from pipeline.stack.progress import stderr_reporter
 from pipeline.stack.stack import DEFAULT_CLUSTERS, LocalStack, StackState
 
@@ -37,6 +37,14 @@ def register(subparsers: Any) -> None:
         help=f"cluster name, repeatable (default: {', '.join(DEFAULT_CLUSTERS)})",
     )
     up.add_argument("--nodes", type=int, default=0, help="fake nodes to add to each new cluster")
+    up.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="default",
+        help="control-plane and KWOK settings of new clusters: 'large' for 1k-5k fake nodes (more "
+        "requests in flight, controller, scheduler and KWOK workers); 'large-sampled' also lets the "
+        "scheduler score 10%% of the nodes, which can change where pods land (default: default)",
+    )
     up.set_defaults(func=_up)
 
     down = actions.add_parser("down", help="stop every process of the stack and delete its data")
@@ -76,7 +84,7 @@ def _up(args: argparse.Namespace) -> int:
     stack = _stack(args)
     clusters = args.clusters or list(DEFAULT_CLUSTERS)
     before = set(StackState.load(stack.state_path).clusters)
-    info = stack.up(clusters)
+    info = stack.up(clusters, profile=args.profile)
     if args.nodes:
         for name in clusters:
             if name not in before:

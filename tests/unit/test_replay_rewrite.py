@@ -171,3 +171,28 @@ def test_virtual_nodes_from_a_skeleton() -> None:
 def test_lifetime_format_is_a_go_duration() -> None:
     assert format_lifetime(30_000) == "30.000s"
     assert format_lifetime(0) == "0.001s"
+
+
+@pytest.mark.parametrize("suspended", [None, False, True])
+def test_cronjobs_are_replayed_suspended(suspended: bool | None) -> None:
+    """The recorded Jobs are replayed at their times; the CronJob must not add its own on the wall clock."""
+    spec: dict[str, Any] = {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {}}}}}
+    if suspended is not None:
+        spec["suspend"] = suspended
+    cronjob: dict[str, Any] = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "tick"},
+        "spec": spec,
+    }
+    out = rewrite_object(cronjob, SETTINGS, ROOT, namespaced=True)
+    assert out["spec"]["suspend"] is True
+    assert out["spec"]["schedule"] == "* * * * *"
+    assert cronjob["spec"].get("suspend") is suspended  # the recorded object is left as it was
+
+
+def test_a_job_and_a_foreign_cronjob_kind_are_not_suspended() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {}}}
+    assert "suspend" not in rewrite_object(job, SETTINGS, ROOT, namespaced=True)["spec"]
+    other = {"apiVersion": "example.com/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {}}
+    assert "suspend" not in rewrite_object(other, SETTINGS, ROOT, namespaced=True)["spec"]

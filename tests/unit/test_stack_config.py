@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,55 @@ def test_docker_compose_config_is_valid_where_the_plugin_exists() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_the_default_profile_adds_nothing_to_the_cluster_config(tmp_path: Path) -> None:
+    cluster = kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin")
+    documents = list(yaml.safe_load_all(kwok.write_kwokctl_config(cluster).read_text()))
+    assert [d["kind"] for d in documents if d["kind"] != "Stage"] == ["KwokctlConfiguration"]
+    assert "kubeSchedulerConfig" not in documents[0]["options"]
+    assert {p["name"] for p in documents[0]["componentsPatches"]} == {"etcd", "kube-apiserver"}
+
+
+@pytest.mark.parametrize("name", ["large", "large-sampled"])
+def test_the_large_profiles_configure_controllers_scheduler_and_kwok(tmp_path: Path, name: str) -> None:
+    cluster = kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin", kwok.profile_named(name))
+    documents = list(yaml.safe_load_all(kwok.write_kwokctl_config(cluster).read_text()))
+    config = documents[0]
+    patches = {p["name"]: {a["key"]: a["value"] for a in p["extraArgs"]} for p in config["componentsPatches"]}
+    assert patches["kube-controller-manager"]["concurrent-deployment-syncs"] == "25"
+    assert patches["etcd"]["unsafe-no-fsync"] == "true"  # the profile adds to the defaults, never drops
+    assert patches["kube-apiserver"]["service-cluster-ip-range"] == "10.96.0.0/16"
+    scheduler = yaml.safe_load(Path(config["options"]["kubeSchedulerConfig"]).read_text())
+    assert (scheduler["apiVersion"], scheduler["kind"]) == (
+        "kubescheduler.config.k8s.io/v1",
+        "KubeSchedulerConfiguration",
+    )
+    assert scheduler["parallelism"] == 32
+    (kwok_config,) = [d for d in documents if d["kind"] == "KwokConfiguration"]
+    assert kwok_config["options"]["podPlayStageParallelism"] == 16
+    assert {d["metadata"]["name"] for d in documents if d["kind"] == "Stage"} >= {
+        "node-initialize",
+        "pod-ready",
+    }
+    # only the sampled profile changes where pods can land, and it says so
+    sampled = name == "large-sampled"
+    assert ("percentageOfNodesToScore" in scheduler) is sampled
+    assert bool(cluster.profile.changes_scheduling) is sampled
+    stated = kwok.profile_configmap(cluster.profile)["data"]
+    assert stated["profile"] == name
+    assert json.loads(stated["changesScheduling"]) == list(cluster.profile.changes_scheduling)
+
+
+def test_an_unknown_profile_is_a_clear_error_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(StackError, match=r"unknown stack profile 'huge': choose one of default, large"):
+        LocalStack(tmp_path).up(["sim"], profile="huge")
+    assert not (tmp_path / "state.json").exists()
+
+
+def test_the_replayer_reads_the_profile_where_the_stack_states_it() -> None:
+    from pipeline.replay.replayer import PROFILE_CONFIGMAP
+
+    assert kwok.PROFILE_CONFIGMAP == PROFILE_CONFIGMAP
+    stated = kwok.profile_configmap(kwok.profile_named("large"))["metadata"]
+    assert (stated["namespace"], stated["name"]) == PROFILE_CONFIGMAP

@@ -1,0 +1,344 @@
+"""A synthetic cluster-hour replayed at scale on a local KWOK cluster; prints one JSON document.
+
+The trace (seeded, so two runs replay the same thing): ``--deployments`` Deployments (one container,
+100m CPU and 128Mi requested) whose pods add up to ``--base-pods`` at trace time 0, rise to
+``--peak-pods`` at mid-trace and fall back (a half sine), spread over the Deployments by seeded
+weights. Each Deployment's ``spec.replicas`` changes once per ``--change-every`` seconds of trace time
+(at a seeded moment of that period), without pod lifecycles: owners are judged by the pods they asked
+for, as in a SimKube trace.
+
+Three figures, measured on the same ``sim`` cluster (``--nodes`` KWOK nodes of the stack's default
+skeleton, 8 CPU / 32Gi / 110 pods each) in the same run, side by side:
+
+* ``ceilings``: pods per second from a plain create loop (``--ceiling-pods`` pods, 32 in flight) until
+  every pod is Running, once through the scheduler and once with ``nodeName`` preset (no scheduler);
+* ``replay``: the trace replayed at ``--speed`` (a number, or ``max`` with ``--max-lag``): owner fidelity
+  (the fraction of owner-samples within one pod of the desired replicas, after the report's stated
+  settle allowance), the verdict, the achieved speed and where the cluster was behind;
+* ``ratios``: the replay's pod rate (pods the trace asked to start, per wall second of trace time) over
+  each ceiling.
+
+Usage::
+
+    .venv/bin/python -m bench.bench_scale                       # small defaults, a few minutes
+    .venv/bin/python -m bench.bench_scale --profile large --nodes 250 --deployments 60 \\
+        --base-pods 1500 --peak-pods 3000 --duration 1800 --speed 10
+    # the issue's case: --nodes 1000 --deployments 200 --base-pods 11000 --peak-pods 20000 --duration 3600
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import random
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pipeline.formats.segment import SegmentKind, build_segment
+from pipeline.io.kube import kube_api
+from pipeline.io.kube_apply import KubeApplier
+from pipeline.model.events import Event
+from pipeline.model.keys import key_of
+
+NAMESPACE = "shop"
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+
+
+# ---- the synthetic cluster-hour -------------------------------------------------------------------
+def desired_total(t_s: float, duration_s: float, base: int, peak: int) -> float:
+    """Pods asked for at trace second ``t_s``: base at the ends, peak at mid-trace (a half sine)."""
+    return base + (peak - base) * math.sin(math.pi * min(max(t_s / duration_s, 0.0), 1.0))
+
+
+def split(total: float, weights: list[float]) -> list[int]:
+    """``total`` pods over owners by ``weights`` (largest remainder: the parts add up to round(total))."""
+    exact = [total * w for w in weights]
+    parts = [math.floor(x) for x in exact]
+    short = round(total) - sum(parts)
+    for i in sorted(range(len(exact)), key=lambda i: exact[i] - parts[i], reverse=True)[: max(short, 0)]:
+        parts[i] += 1
+    return parts
+
+
+def deployment(name: str, replicas: int) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "registry.example/app:1",
+                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+def cluster_hour(args: argparse.Namespace) -> tuple[list[Event], dict[str, Any]]:
+    """The seeded trace's events, and what it asks of the cluster."""
+    rng = random.Random(args.seed)
+    weights = [rng.uniform(0.5, 1.5) for _ in range(args.deployments)]
+    weights = [w / sum(weights) for w in weights]
+    names = [f"app-{i:04d}" for i in range(args.deployments)]
+    duration_ms = round(args.duration * 1000)
+    period_ms = round(args.change_every * 1000)
+    current = split(args.base_pods, weights)
+    events = [
+        Event.applied(0, key_of(obj), obj, 0)
+        for name, n in zip(names, current, strict=True)
+        for obj in [deployment(name, n)]
+    ]
+    starts = sum(current)  # pods the trace asks to start (scale-ups; the base at once)
+    for period_start in range(period_ms, duration_ms, period_ms):
+        for i, name in enumerate(names):
+            at = period_start + rng.randrange(period_ms)
+            if at >= duration_ms:
+                continue
+            wanted = split(desired_total(at / 1000, args.duration, args.base_pods, args.peak_pods), weights)[
+                i
+            ]
+            if wanted != current[i]:
+                starts += max(wanted - current[i], 0)
+                current[i] = wanted
+                obj = deployment(name, wanted)
+                events.append(Event.applied(at, key_of(obj), obj, 0))
+    events.sort(key=lambda e: e.ts_ms)
+    return events, {
+        "nodes": args.nodes,
+        "deployments": args.deployments,
+        "base_pods": args.base_pods,
+        "peak_pods": args.peak_pods,
+        "duration_s": args.duration,
+        "change_every_s": args.change_every,
+        "seed": args.seed,
+        "events": len(events),
+        "pod_starts": starts,
+    }
+
+
+# ---- the control plane's ceilings -----------------------------------------------------------------
+def bare_pod(name: str, node: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "app",
+                "image": "registry.example/app:1",
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+            }
+        ],
+        "nodeSelector": {"type": "kwok"},
+        "tolerations": [KWOK_TOLERATION],
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"bench": "scale"}},
+        "spec": spec,
+    }
+
+
+async def ceiling(
+    cluster: KubeApplier, count: int, nodes: list[str] | None, timeout_s: float
+) -> dict[str, Any]:
+    """Create ``count`` pods (32 in flight) and wait until all are Running: pods per second of each.
+    ``nodes``: preset nodeName round-robin over them (the scheduler does nothing)."""
+    namespace = f"ceiling-{uuid.uuid4().hex[:6]}"
+    await cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    while await cluster.get("v1", "ServiceAccount", namespace, "default") is None:  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+    slots = asyncio.Semaphore(32)
+
+    async def one(i: int) -> None:
+        body = bare_pod(f"p-{i}", None if nodes is None else nodes[i % len(nodes)])
+        body["metadata"]["namespace"] = namespace
+        async with slots:
+            await cluster.create(body)
+
+    started = time.monotonic()
+    await asyncio.gather(*(one(i) for i in range(count)))
+    created_s = time.monotonic() - started
+    running = 0
+    deadline = started + timeout_s
+    while time.monotonic() < deadline:
+        pods = await cluster.list_objects("v1", "Pod", namespace=namespace)
+        running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
+        if running >= count:
+            break
+        await asyncio.sleep(0.2)
+    running_s = time.monotonic() - started
+    await cluster.delete("v1", "Namespace", None, namespace)
+    # gone before the next measurement, which its deletion would compete with
+    while await cluster.get("v1", "Namespace", None, namespace) is not None:  # noqa: ASYNC110
+        await asyncio.sleep(0.5)
+    return {
+        "pods": count,
+        "created_per_s": round(count / created_s, 1),
+        "running_per_s": round(running / running_s, 1),
+        "all_running": running >= count,
+    }
+
+
+# ---- the replay -----------------------------------------------------------------------------------
+async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace) -> dict[str, Any]:
+    from pipeline.replay.replayer import Replayer, ReplaySettings, plan_replay
+
+    trace = build_segment(events, start_ms=0, end_ms=round(args.duration * 1000), kind=SegmentKind.TRACE)
+    name = f"scale-{uuid.uuid4().hex[:6]}"
+    adaptive = args.speed == "max"
+    speed = 10.0 if adaptive else float(args.speed)  # where the clock starts at max (as the CLI)
+    settings = ReplaySettings(
+        speed=speed,
+        replay_name=name,
+        namespace_prefix=name,
+        duration_ms=round(args.duration * 1000),
+        max_lag_s=args.max_lag,
+        max_speed=adaptive,
+        cleanup_timeout_s=600.0,
+    )
+    async with kube_api(kubeconfig) as api:
+        replayer = Replayer(KubeApplier(api), plan_replay(trace, speed), settings)
+        report = await replayer.run()
+    doc = report.to_json()
+    owners = report.owner_fidelity()
+    samples = sum(o.samples for o in owners)
+    within = sum(o.within_one for o in owners)
+    trace_wall = report.wall_seconds - report.setup_seconds
+    convergence = doc["convergence"]
+    achieved = (convergence or {}).get("achieved_speed", {}).get("overall")
+    return {
+        "speed_requested": args.speed,
+        "max_lag_s": args.max_lag,
+        "owner_fidelity": {
+            "within_one_pod": round(within / samples, 4) if samples else None,
+            "samples": samples,
+            "verdict": doc["owner_fidelity"]["verdict"],
+            "reasons": doc["owner_fidelity"]["reasons"],
+            "max_error_pods": doc["owner_fidelity"]["max_error"],
+            "settle_wall_s": round(doc["owner_fidelity"]["desired_settle_ms"] / 1000 / report.speed, 3),
+            "resolution_wall_s": round(report.fidelity_resolution_ms / 1000 / report.speed, 3),
+        },
+        "achieved_speed": achieved
+        if achieved is not None
+        else round(report.trace_span_ms / 1000 / trace_wall, 3),
+        "events": doc["events"],
+        "lateness_ms": doc["lateness_ms"],
+        "pods_running_peak": max((p for _, p, _ in report.replay_timeline), default=0),
+        "wall_seconds": doc["wall_seconds"],
+        "trace_wall_seconds": round(trace_wall, 3),
+        "convergence": None
+        if convergence is None
+        else {k: v for k, v in convergence.items() if k != "given_up_owners"}
+        | {"given_up_owners": len(convergence["given_up_owners"])},
+        "cluster_profile": doc.get("cluster_profile"),
+        "cleanup": doc["cleanup"],
+    }
+
+
+async def measure(kubeconfig: Path, nodes: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    events, trace = cluster_hour(args)
+    async with kube_api(kubeconfig) as api:
+        cluster = KubeApplier(api)
+        count = args.ceiling_pods or min(args.peak_pods, 2000)
+        scheduled = await ceiling(cluster, count, None, args.ceiling_timeout)
+        preset = await ceiling(cluster, count, nodes, args.ceiling_timeout)
+    result = await replay(kubeconfig, events, args)
+    pod_rate = trace["pod_starts"] / result["trace_wall_seconds"]
+    return {
+        "trace": trace,
+        "ceilings": {"with_scheduler": scheduled, "node_name_preset": preset},
+        "replay": result,
+        "ratios": {
+            "replay_pod_starts_per_s": round(pod_rate, 1),
+            "of_ceiling_with_scheduler": round(pod_rate / scheduled["running_per_s"], 3),
+            "of_ceiling_node_name_preset": round(pod_rate / preset["running_per_s"], 3),
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=10, help="KWOK nodes (8 CPU / 110 pods each)")
+    parser.add_argument("--deployments", type=int, default=10)
+    parser.add_argument("--base-pods", type=int, default=100, help="pods at trace time 0 and at the end")
+    parser.add_argument("--peak-pods", type=int, default=300, help="pods at mid-trace")
+    parser.add_argument("--duration", type=float, default=600.0, help="trace seconds (3600: a cluster-hour)")
+    parser.add_argument(
+        "--change-every", type=float, default=60.0, help="trace seconds between replica changes"
+    )
+    parser.add_argument(
+        "--speed", default="10", help="trace seconds per wall second, or 'max' (needs --max-lag)"
+    )
+    parser.add_argument(
+        "--max-lag", type=float, default=None, help="convergence-aware time scaling bound (s)"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--profile", default="default", help="stack profile of the sim cluster (default, large, …)"
+    )
+    parser.add_argument(
+        "--ceiling-pods", type=int, default=0, help="pods per ceiling loop (default: min(peak, 2000))"
+    )
+    parser.add_argument("--ceiling-timeout", type=float, default=300.0)
+    args = parser.parse_args()
+    if args.speed != "max" and not float(args.speed) > 0:
+        parser.error(f"--speed must be a positive number or 'max', got {args.speed!r}")
+    if args.speed == "max" and args.max_lag is None:
+        parser.error("--speed max runs as fast as the cluster keeps up: it needs --max-lag SECONDS")
+    if args.peak_pods * 0.1 > args.nodes * 8 * 0.95 or args.peak_pods > args.nodes * 110:
+        parser.error(f"{args.nodes} nodes (8 CPU, 110 pods each) cannot hold {args.peak_pods} pods of 100m")
+
+    from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
+    from pipeline.stack.progress import stderr_reporter
+    from pipeline.stack.stack import LocalStack
+
+    with tempfile.TemporaryDirectory(prefix="kubetape-bench-scale-") as tmp:
+        stack = LocalStack(Path(tmp), report=stderr_reporter)
+        started = time.monotonic()
+        try:
+            info = stack.up(["sim"], profile=args.profile)
+            nodes = stack.add_nodes("sim", DEFAULT_NODE_SKELETON, args.nodes, prefix="bench")
+            result = asyncio.run(measure(info.kubeconfigs["sim"], nodes, args))
+        finally:
+            stack.down()
+    print(
+        json.dumps(
+            {
+                "benchmark": "scale",
+                "machine": {
+                    "platform": platform.platform(),
+                    "cpus": os.cpu_count(),
+                    "load1": os.getloadavg()[0],
+                },
+                "profile": args.profile,
+                **result,
+                "total_seconds": round(time.monotonic() - started, 1),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""``--speed max``: the trace clock finds the speed the simulated cluster keeps up with; and the
+simulated cluster's stated profile in the report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from pipeline.model.errors import ConfigError
+from pipeline.model.events import Event
+from pipeline.model.keys import key_of
+from pipeline.replay.replayer import (
+    PROFILE_CONFIGMAP,
+    Replayer,
+    SpeedSeeker,
+    plan_replay,
+    read_cluster_profile,
+)
+from pipeline.replay.schedule import ScheduledStep, Scheduler
+from tests.unit.test_replay_replayer import KwokLikeCluster, MemoryCluster, applied, fast, pod, trace
+from tests.unit.test_replay_schedule import FakeClock
+
+
+async def test_a_new_speed_keeps_the_trace_time_covered_and_paces_what_follows() -> None:
+    clock = FakeClock()
+
+    async def run(step: ScheduledStep[str]) -> None:
+        pass
+
+    sched: Scheduler[str] = Scheduler(run, speed=1, clock=clock)
+    await sched.run([])  # anchors the trace clock at 1000.0
+    clock.t += 1.0
+    sched.set_speed(10)
+    assert sched.sim_elapsed_ms() == pytest.approx(1_000)  # nothing covered is lost or added
+    assert sched.deadline(2_000) == pytest.approx(clock.t + 0.1)  # the next second of trace: 0.1 s
+    clock.t += 0.5
+    assert sched.sim_elapsed_ms() == pytest.approx(6_000)
+    sched.pause()
+    clock.t += 3.0
+    sched.set_speed(2)  # while paused: the clock still stands still, and resumes at the new speed
+    assert sched.sim_elapsed_ms() == pytest.approx(6_000)
+    sched.resume()
+    clock.t += 1.0
+    assert sched.sim_elapsed_ms() == pytest.approx(8_000)
+    with pytest.raises(ConfigError, match="positive finite"):
+        sched.set_speed(0)
+
+
+def test_the_seeker_speeds_up_while_the_cluster_keeps_up_and_halves_at_each_hold() -> None:
+    seeker = SpeedSeeker(10)
+    assert seeker.next(holding=False, new_hold=False) == 12.5
+    assert seeker.next(holding=True, new_hold=True) == 6.25
+    assert seeker.next(holding=True, new_hold=False) == 6.25  # the clock stands still meanwhile
+    for _ in range(100):
+        seeker.next(holding=False, new_hold=False)
+    assert seeker.speed == SpeedSeeker.MAX_SPEED
+    for _ in range(100):
+        seeker.next(holding=True, new_hold=True)
+    assert seeker.speed == SpeedSeeker.MIN_SPEED
+
+
+def test_speed_max_without_the_governor_is_a_config_error() -> None:
+    plan = plan_replay(trace([applied(0, pod("a"))]), speed=10)
+    with pytest.raises(ConfigError, match="--max-lag"):
+        Replayer(MemoryCluster(), plan, replace(fast(), max_speed=True))
+
+
+def _lifecycle(ts: int, name: str) -> Event:
+    key = key_of(pod(name))
+    return Event.pod_lifecycle(ts, key, owner_key=key, pod_spec_hash=1, start_ms=ts, end_ms=None)
+
+
+async def test_at_speed_max_a_cluster_that_keeps_up_is_replayed_faster_and_judged_at_that_speed() -> None:
+    events = [e for i in range(5) for e in (applied(i * 1_000, pod(f"p{i}")), _lifecycle(i * 1_000, f"p{i}"))]
+    settings = replace(fast(keep=True), speed=1, sample_interval_s=0.02, max_lag_s=1.0, max_speed=True)
+    report = await Replayer(KwokLikeCluster(), plan_replay(trace(events), speed=1), settings).run()
+
+    assert report.failed == 0
+    assert report.speed_mode == "max"
+    assert report.convergence is not None
+    assert report.convergence["achieved_speed"]["requested"] == "max"
+    achieved = report.convergence["achieved_speed"]["overall"]
+    assert achieved is not None
+    assert achieved > 1  # started at 1, sped up while pods ran at once
+    assert report.speed == achieved
+    assert report.fidelity_resolution_ms == pytest.approx(1000 * achieved)
+    assert report.to_json()["speed_mode"] == "max"
+    assert "(max: as fast as the cluster kept up)" in report.summary()
+    assert "speed max requested" in report.summary()
+
+
+async def test_the_cluster_profile_and_what_changes_scheduling_are_in_the_report() -> None:
+    cluster = KwokLikeCluster()
+    namespace, name = PROFILE_CONFIGMAP
+    cluster.objects[("ConfigMap", namespace, name)] = {
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {
+            "profile": "large-sampled",
+            "settings": json.dumps({"kube-scheduler": {"percentageOfNodesToScore": 10}}),
+            "changesScheduling": json.dumps(["kube-scheduler percentageOfNodesToScore=10"]),
+        },
+    }
+    assert await read_cluster_profile(cluster) == {
+        "profile": "large-sampled",
+        "settings": {"kube-scheduler": {"percentageOfNodesToScore": 10}},
+        "changes_scheduling": ["kube-scheduler percentageOfNodesToScore=10"],
+    }
+    report = await Replayer(cluster, plan_replay(trace([applied(0, pod("a"))]), 1000), fast(keep=True)).run()
+    assert report.to_json()["cluster_profile"]["profile"] == "large-sampled"
+    assert (
+        "simulated cluster profile: large-sampled; settings that can change where pods land: "
+        "kube-scheduler percentageOfNodesToScore=10" in report.summary()
+    )
+
+
+async def test_a_cluster_without_a_stated_profile_reports_none() -> None:
+    assert await read_cluster_profile(MemoryCluster()) is None
+    report = await Replayer(
+        MemoryCluster(), plan_replay(trace([applied(0, pod("a"))]), 1000), fast(keep=True)
+    ).run()
+    assert report.cluster_profile is None
+    assert "simulated cluster profile" not in report.summary()
