@@ -14,6 +14,7 @@ median recorded duration (SimKube's mutating webhook picks per pod; a KWOK stage
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from pipeline.formats.segment import Segment, decode_segment, is_segment
 from pipeline.formats.simkube import read_simkube_trace
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
-from pipeline.model.keys import ObjectKey
+from pipeline.model.keys import ObjectKey, key_of
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.replay.rewrite import pod_templates
 from pipeline.replay.schedule import ScheduledStep
@@ -53,6 +54,8 @@ class ReplayPlan:
     tracked, else the pods the owner asked for (see :func:`desired_timelines`)."""
     desired_owners: frozenset[str] = frozenset()
     """The owners of ``recorded_by_owner`` whose counts are desired pods, not recorded lifecycles."""
+    cronjobs_with_jobs: frozenset[str] = frozenset()
+    """CronJobs (object keys) whose Jobs the trace recorded: replayed suspended (see rewrite)."""
 
 
 def load_trace(path: Path) -> Segment:
@@ -122,7 +125,28 @@ def plan_replay(trace: Segment, speed: float) -> ReplayPlan:
         trace.config,
         {**by_owner, **desired},
         frozenset(desired),
+        cronjobs_with_recorded_jobs(events),
     )
+
+
+def cronjobs_with_recorded_jobs(events: Iterable[Event]) -> frozenset[str]:
+    """Object keys of the CronJobs that own a Job applied in the trace."""
+    out: set[str] = set()
+    for e in events:
+        obj = e.obj or {}
+        if e.type is not EventType.APPLIED or obj.get("kind") != "Job":
+            continue
+        meta = obj.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or []:
+            if isinstance(ref, dict) and ref.get("kind") == "CronJob" and ref.get("name"):
+                stub = {
+                    "apiVersion": ref.get("apiVersion") or "batch/v1",
+                    "kind": "CronJob",
+                    "metadata": {"name": ref["name"], "namespace": meta.get("namespace") or "default"},
+                }
+                with contextlib.suppress(FormatError):
+                    out.add(str(key_of(stub)))
+    return frozenset(out)
 
 
 REPLICATED_KINDS = frozenset({("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")})

@@ -296,7 +296,10 @@ class Replayer:
         self.name = settings.resolved_name()
         self._clock = clock or MonotonicClock()
         self._rewrite = RewriteSettings(
-            replay_name=self.name, namespace_prefix=settings.namespace_prefix, config=plan.config
+            replay_name=self.name,
+            namespace_prefix=settings.namespace_prefix,
+            config=plan.config,
+            suspended_cronjobs=plan.cronjobs_with_jobs,
         )
         self._scheduler: Scheduler[Event] = Scheduler(
             self._run_step,

@@ -14,9 +14,11 @@ What changes, and why (SimKube's ``build_virtual_obj`` does the same, see ``refe
   replay's pods can be compared with the recorded lifecycles per owner;
 * pods with a recorded end get :data:`LIFETIME_ANNOTATION`, which the stack's KWOK stage turns into
   completion after that (already time-scaled) duration;
-* CronJobs are replayed suspended: the Jobs they started are in the trace and are replayed at their
-  recorded (scaled) times, while the simulated CronJob controller would start more Jobs on the wall
-  clock's schedule, at the wrong times and on top of the recorded ones.
+* CronJobs whose Jobs the trace recorded (``RewriteSettings.suspended_cronjobs``) are replayed
+  suspended: those Jobs are replayed at their recorded (scaled) times, and the simulated CronJob
+  controller would start more on the wall clock's schedule, at the wrong times and on top of them. A
+  CronJob whose Jobs were not recorded (SimKube's default tracer config) keeps firing on the wall clock,
+  as in SimKube, or nothing of it would run.
 
 Objects are never modified in place: every function returns a new dict.
 """
@@ -103,6 +105,8 @@ class RewriteSettings:
     )
     config: TracerConfig | None = None
     """The trace's tracer config: where pod templates are (built-in paths are used for unknown kinds)."""
+    suspended_cronjobs: frozenset[str] = frozenset()
+    """Object keys of the CronJobs to replay suspended (their Jobs are in the trace)."""
 
 
 def map_namespace(namespace: str, settings: RewriteSettings) -> str:
@@ -203,10 +207,10 @@ def rewrite_object(
         meta["ownerReferences"] = [root.owner_reference()]
     for template in pod_templates(out, settings.config):
         _pin_template(template, obj, settings, lifetime_ms)
-    if out.get("kind") == "CronJob" and str(out.get("apiVersion", "")).startswith("batch/"):
-        spec = out.get("spec")
-        if isinstance(spec, dict):
-            spec["suspend"] = True
+    if obj.get("kind") == "CronJob" and settings.suspended_cronjobs and isinstance(out.get("spec"), dict):
+        with contextlib.suppress(FormatError):
+            if str(key_of(obj)) in settings.suspended_cronjobs:
+                out["spec"]["suspend"] = True
     return out
 
 

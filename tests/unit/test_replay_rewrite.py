@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -174,25 +175,23 @@ def test_lifetime_format_is_a_go_duration() -> None:
 
 
 @pytest.mark.parametrize("suspended", [None, False, True])
-def test_cronjobs_are_replayed_suspended(suspended: bool | None) -> None:
-    """The recorded Jobs are replayed at their times; the CronJob must not add its own on the wall clock."""
+def test_cronjobs_whose_jobs_were_recorded_are_replayed_suspended(suspended: bool | None) -> None:
+    """Their recorded Jobs are replayed at their times; the CronJob must not add its own on the wall clock."""
     spec: dict[str, Any] = {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {}}}}}
     if suspended is not None:
         spec["suspend"] = suspended
     cronjob: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": {"name": "tick"},
+        "metadata": {"name": "tick", "namespace": "ops"},
         "spec": spec,
     }
-    out = rewrite_object(cronjob, SETTINGS, ROOT, namespaced=True)
+    settings = replace(SETTINGS, suspended_cronjobs=frozenset({"batch/CronJob/ops/tick"}))
+    out = rewrite_object(cronjob, settings, ROOT, namespaced=True)
     assert out["spec"]["suspend"] is True
     assert out["spec"]["schedule"] == "* * * * *"
     assert cronjob["spec"].get("suspend") is suspended  # the recorded object is left as it was
-
-
-def test_a_job_and_a_foreign_cronjob_kind_are_not_suspended() -> None:
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {}}}
-    assert "suspend" not in rewrite_object(job, SETTINGS, ROOT, namespaced=True)["spec"]
-    other = {"apiVersion": "example.com/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {}}
-    assert "suspend" not in rewrite_object(other, SETTINGS, ROOT, namespaced=True)["spec"]
+    # without recorded Jobs (SimKube's default), the CronJob fires on the wall clock as recorded
+    assert rewrite_object(cronjob, SETTINGS, ROOT, namespaced=True)["spec"].get("suspend") is suspended
+    other = replace(SETTINGS, suspended_cronjobs=frozenset({"batch/CronJob/ops/other"}))
+    assert rewrite_object(cronjob, other, ROOT, namespaced=True)["spec"].get("suspend") is suspended
