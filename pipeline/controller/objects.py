@@ -137,7 +137,8 @@ def node_pools_config_map(
 
 def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[str]:
     """The ``kubetape replay`` command line of one repetition (in a cluster: no --kubeconfig)."""
-    args = ["replay", "--name", job_name(simulation_name, index), "--speed", f"{spec.speed:g}"]
+    speed = "max" if spec.max_speed else f"{spec.speed:g}"
+    args = ["replay", "--name", job_name(simulation_name, index), "--speed", speed]
     source = spec.source
     if isinstance(source, TraceSource):
         args += ["--trace", source.url]
@@ -156,6 +157,8 @@ def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[
         args += ["--namespace-prefix", spec.namespace_prefix]
     if spec.max_lag_s is not None:
         args += ["--max-lag", f"{spec.max_lag_s:g}"]
+    if spec.cluster_profile is not None:
+        args += ["--expect-profile", spec.cluster_profile]
     for i, pool in enumerate(spec.node_pools):
         args += ["--nodes", f"{NODE_POOLS_MOUNT}/pool-{i}.yaml:{pool.count}"]
     args += ["--report-json", TERMINATION_LOG]

@@ -73,6 +73,10 @@ class SimulationSpec:
     paused: bool = False
     max_lag_s: float | None = None
     """Convergence-aware time scaling (``kubetape replay --max-lag``): None, the clock never waits."""
+    max_speed: bool = False
+    """``spec.maxSpeed``: replay as fast as the cluster keeps up (``--speed max``; needs ``maxLag``)."""
+    cluster_profile: str | None = None
+    """``spec.clusterProfile``: the profile the simulation cluster must state (``--expect-profile``)."""
 
 
 def parse_duration(text: str, where: str) -> float:
@@ -117,6 +121,17 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
     prefix = spec.get("namespacePrefix")
     if prefix is not None and not isinstance(prefix, str):
         raise SimulationSpecError(f"spec.namespacePrefix: {prefix!r} must be a string")
+    max_speed = spec.get("maxSpeed", False)
+    if not isinstance(max_speed, bool):
+        raise SimulationSpecError(f"spec.maxSpeed: {max_speed!r} must be true or false")
+    if max_speed and max_lag is None:
+        raise SimulationSpecError(
+            "spec.maxSpeed: replaying as fast as the cluster keeps up needs spec.maxLag (e.g. 5s), "
+            "which measures whether it keeps up"
+        )
+    profile = spec.get("clusterProfile")
+    if profile is not None and (not isinstance(profile, str) or not profile):
+        raise SimulationSpecError(f"spec.clusterProfile: {profile!r} must be a profile name, e.g. large")
     return SimulationSpec(
         source=_parse_source(spec.get("source")),
         speed=float(speed),
@@ -128,6 +143,8 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
         max_lag_s=None
         if max_lag is None
         else _positive(parse_duration(str(max_lag), "spec.maxLag"), "spec.maxLag"),
+        max_speed=max_speed,
+        cluster_profile=profile,
     )
 
 

@@ -180,6 +180,8 @@ class ReplaySettings:
     """Wall seconds one hold may last before the owners still behind are given up on."""
     max_lag_tolerance: int = 1
     """Pods an owner may be off the recording without holding the clock (the fidelity bound)."""
+    expect_profile: str | None = None
+    """Refuse to replay unless the simulated cluster states this profile (``--expect-profile``)."""
     max_speed: bool = False
     """``--speed max``: ``speed`` is only where the trace clock starts; it speeds up while the cluster
     keeps up and slows down at each convergence hold (needs ``max_lag_s``); see :class:`SpeedSeeker`."""
@@ -381,6 +383,7 @@ class Replayer:
         try:
             self._root = await self._create_root()
             self.report.cluster_profile = await read_cluster_profile(self._cluster)
+            self._check_profile()
             await self._create_virtual_nodes()
             await self._prepare()
             self.report.setup_seconds = self._clock.now() - started
@@ -736,6 +739,17 @@ class Replayer:
         elif not wanted and self._scheduler.paused_for("root annotation"):
             self._scheduler.resume("root annotation")
             log.info("resumed: the root's pause annotation is gone", extra={"ctx": {"replay": self.name}})
+
+    def _check_profile(self) -> None:
+        expected = self.settings.expect_profile
+        stated = (self.report.cluster_profile or {}).get("profile")
+        if expected is not None and stated != expected:
+            namespace, name = PROFILE_CONFIGMAP
+            raise ConfigError(
+                f"the simulated cluster states profile {stated!r} (ConfigMap {namespace}/{name}), not the "
+                f"expected {expected!r}: create it with `kubetape stack up --profile {expected}`, or apply "
+                f"k8s/sim/profiles/{expected}/ to your cluster's control plane and that ConfigMap"
+            )
 
     def _judge_at_achieved_speed(self) -> None:
         """At ``--speed max`` the speed is what the run achieved: the report's speed, and with it the

@@ -120,6 +120,13 @@ def register(subparsers: Any) -> None:
         "than SECONDS of trace time behind the recording (default: off, the clock never waits)",
     )
     parser.add_argument(
+        "--expect-profile",
+        default=None,
+        metavar="NAME",
+        help="refuse to replay unless the simulated cluster states this profile (kubetape stack up "
+        "--profile NAME, or k8s/sim/profiles/NAME), e.g. large",
+    )
+    parser.add_argument(
         "--require-fidelity",
         action="store_true",
         help="exit 3 unless the fidelity verdict is 'held' (degraded, failed or unmeasured replays fail)",
@@ -199,6 +206,7 @@ def _run(args: argparse.Namespace) -> int:
         sample_interval_s=args.sample_interval,
         desired_settle_s=args.desired_settle,
         max_lag_s=args.max_lag,
+        expect_profile=args.expect_profile,
     )
     if args.follow:
         report = asyncio.run(_replay(args, settings, None))

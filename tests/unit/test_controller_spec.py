@@ -123,3 +123,35 @@ def test_a_simulation_with_max_lag_runs_its_replays_with_the_trace_clock_waiting
     args = replay_args("demo", 1, spec)
     assert args[args.index("--max-lag") + 1] == "5"
     assert "--max-lag" not in replay_args("demo", 1, parse_spec({"spec": {"source": {"traceURL": "/t"}}}))
+
+
+def test_a_simulation_at_max_speed_on_a_stated_profile_passes_both_to_its_replays() -> None:
+    spec = parse_spec(
+        {
+            "spec": {
+                "source": {"traceURL": "/t"},
+                "maxLag": "5s",
+                "maxSpeed": True,
+                "clusterProfile": "large",
+            }
+        }
+    )
+    args = replay_args("demo", 1, spec)
+    assert args[args.index("--speed") + 1] == "max"
+    assert args[args.index("--expect-profile") + 1] == "large"
+    plain = replay_args("demo", 1, parse_spec({"spec": {"source": {"traceURL": "/t"}, "speed": 10}}))
+    assert plain[plain.index("--speed") + 1] == "10"
+    assert "--expect-profile" not in plain
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"maxSpeed": True}, "spec.maxSpeed: .* needs spec.maxLag"),
+        ({"maxSpeed": "yes", "maxLag": "5s"}, "spec.maxSpeed: 'yes' must be true or false"),
+        ({"clusterProfile": 3}, "spec.clusterProfile: 3 must be a profile name"),
+    ],
+)
+def test_max_speed_and_cluster_profile_are_checked(extra: dict[str, object], message: str) -> None:
+    with pytest.raises(SimulationSpecError, match=message):
+        parse_spec({"spec": {"source": {"traceURL": "/t"}, **extra}})

@@ -122,3 +122,12 @@ async def test_a_cluster_without_a_stated_profile_reports_none() -> None:
     ).run()
     assert report.cluster_profile is None
     assert "simulated cluster profile" not in report.summary()
+
+
+async def test_a_replay_expecting_a_profile_the_cluster_does_not_state_stops_before_any_event() -> None:
+    cluster = KwokLikeCluster()
+    settings = replace(fast(), expect_profile="large")
+    with pytest.raises(ConfigError, match=r"states profile None .*not the expected 'large'.*--profile large"):
+        await Replayer(cluster, plan_replay(trace([applied(0, pod("a"))]), 1000), settings).run()
+    assert not [key for key in cluster.objects if key[0] == "Pod"]
+    assert not [key for key in cluster.objects if key[0] == "ReplayRoot"]  # cleaned up all the same

@@ -159,3 +159,18 @@ def test_the_replayer_reads_the_profile_where_the_stack_states_it() -> None:
     assert kwok.PROFILE_CONFIGMAP == PROFILE_CONFIGMAP
     stated = kwok.profile_configmap(kwok.profile_named("large"))["metadata"]
     assert (stated["namespace"], stated["name"]) == PROFILE_CONFIGMAP
+
+
+@pytest.mark.parametrize("name", ["large", "large-sampled"])
+def test_k8s_sim_mirrors_each_stack_profile(name: str) -> None:
+    """Users' own simulation clusters get the same settings as the stack's (k8s/sim/profiles/NAME)."""
+    profile = kwok.profile_named(name)
+    folder = REPO_ROOT / "k8s" / "sim" / "profiles" / name
+    stated = (folder / "cluster-profile.yaml").read_text()
+    assert yaml.safe_load(stated) == kwok.profile_configmap(profile)
+    assert yaml.safe_load((folder / "kube-scheduler.yaml").read_text()) == kwok.scheduler_configuration(
+        profile
+    )
+    assert yaml.safe_load((folder / "kwok.yaml").read_text())["options"] == profile.kwok_options
+    flags = " ".join(f"--{k}={v}" for k, v in profile.controller_manager_args.items())
+    assert f"#   kube-controller-manager: {flags}\n" in stated
