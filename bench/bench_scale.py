@@ -35,6 +35,7 @@ import math
 import os
 import platform
 import random
+import sys
 import tempfile
 import time
 import uuid
@@ -201,7 +202,7 @@ async def ceiling(
 
 # ---- the replay -----------------------------------------------------------------------------------
 async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace) -> dict[str, Any]:
-    from pipeline.replay.replayer import Replayer, ReplaySettings, plan_replay
+    from pipeline.replay.replayer import Replayer, ReplayProgress, ReplaySettings, plan_replay
 
     trace = build_segment(events, start_ms=0, end_ms=round(args.duration * 1000), kind=SegmentKind.TRACE)
     name = f"scale-{uuid.uuid4().hex[:6]}"
@@ -215,9 +216,25 @@ async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace
         max_lag_s=args.max_lag,
         max_speed=adaptive,
         cleanup_timeout_s=600.0,
+        keep=args.keep,
     )
+    started = time.monotonic()
+    last_line = started
+
+    def progress(p: ReplayProgress) -> None:
+        # a line every 10 s on stderr: a large case runs for many minutes, and one cut short by a
+        # timeout leaves at least how far it got
+        nonlocal last_line
+        if time.monotonic() - last_line >= 10:
+            last_line = time.monotonic()
+            print(
+                f"[bench_scale] wall {time.monotonic() - started:.0f} s: trace {p.trace_ms / 1000:.0f} s, "
+                f"{p.steps_done}/{p.steps_total} events, {p.pods_running} pods running",
+                file=sys.stderr,
+            )
+
     async with kube_api(kubeconfig) as api:
-        replayer = Replayer(KubeApplier(api), plan_replay(trace, speed), settings)
+        replayer = Replayer(KubeApplier(api), plan_replay(trace, speed), settings, on_progress=progress)
         report = await replayer.run()
     doc = report.to_json()
     owners = report.owner_fidelity()
@@ -263,10 +280,32 @@ async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace
     }
 
 
+async def nodes_ready(cluster: KubeApplier, count: int, timeout_s: float = 300.0) -> None:
+    """Wait until KWOK marked the nodes Ready, and a little more: a pod bound to a node KWOK marked
+    Ready before its pod handling for that node started is never started (kubernetes-sigs/kwok#1572)."""
+    deadline = time.monotonic() + timeout_s
+    ready = 0
+    while time.monotonic() < deadline:
+        ready = sum(
+            1
+            for node in await cluster.list_objects("v1", "Node", label_selector="type=kwok")
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (node.get("status") or {}).get("conditions") or []
+            )
+        )
+        if ready >= count:
+            await asyncio.sleep(2.0)
+            return
+        await asyncio.sleep(0.5)
+    raise SystemExit(f"bench_scale: only {ready} of {count} nodes Ready after {timeout_s:.0f} s")
+
+
 async def measure(kubeconfig: Path, nodes: list[str], args: argparse.Namespace) -> dict[str, Any]:
     events, trace = cluster_hour(args)
     async with kube_api(kubeconfig) as api:
         cluster = KubeApplier(api)
+        await nodes_ready(cluster, len(nodes))
         count = args.ceiling_pods or min(args.peak_pods, 2000)
         scheduled = await ceiling(cluster, count, None, args.ceiling_timeout)
         preset = await ceiling(cluster, count, nodes, args.ceiling_timeout)
@@ -312,6 +351,11 @@ def main() -> None:
         "--ceiling-pods", type=int, default=0, help="pods per ceiling loop (default: min(peak, 2000))"
     )
     parser.add_argument("--ceiling-timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="skip the replay's cleanup (the private stack is deleted anyway; saves minutes at scale)",
+    )
     args = parser.parse_args()
     if args.speed != "max" and not float(args.speed) > 0:
         parser.error(f"--speed must be a positive number or 'max', got {args.speed!r}")
