@@ -85,3 +85,18 @@ def test_a_negative_desired_settle_is_rejected(capsys: pytest.CaptureFixture[str
 def test_a_non_positive_max_lag_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", "--trace", "t", "--kubeconfig", "k", "--max-lag", "0"]) == 2
     assert "--max-lag must be positive" in capsys.readouterr().err
+
+
+def test_speed_max_needs_the_governor(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["replay", "--trace", "t", "--kubeconfig", "k", "--speed", "max"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--speed max runs as fast as the simulated cluster keeps up" in err
+    assert "add --max-lag SECONDS" in err
+
+
+def test_a_speed_that_is_neither_a_number_nor_max_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["replay", "--trace", "t", "--kubeconfig", "k", "--speed", "fast"])
+    assert exited.value.code == 2
+    assert "'fast' is neither a number (e.g. 10) nor 'max'" in capsys.readouterr().err
