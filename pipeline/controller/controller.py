@@ -21,9 +21,8 @@ from pipeline.controller.ports import ControllerClient
 from pipeline.controller.reconciler import Reconciler
 from pipeline.controller.settings import ControllerSettings
 from pipeline.controller.spec import API_VERSION, KIND
-from pipeline.io.kube_apply import UnknownKindError
 from pipeline.io.metrics import Metrics
-from pipeline.model.errors import KubetapeError
+from pipeline.model.errors import KubetapeError, UnknownKindError
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ running Simulation, for people (the controller reads that from the Simulations' 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 
 from pipeline.controller.ports import ControllerCluster
 from pipeline.controller.settings import ControllerSettings
-from pipeline.io.kube_apply import ObjectRejectedError
+from pipeline.model.errors import ConflictError
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +124,7 @@ class LeaseKeeper:
             body = self._body(active_simulation, transitions, spec.get("acquireTime", "") if mine else "")
             body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
             await self._cluster.replace(body)
-        except ObjectRejectedError as exc:
-            if exc.status != 409:
-                raise
+        except ConflictError:
             self._set_held(False, "")  # another instance wrote first; it holds the Lease now
             return False
         self._set_held(True, settings.identity)
@@ -140,11 +139,9 @@ class LeaseKeeper:
         if lease is not None and LeaseState.of(lease).holder == settings.identity:
             lease["spec"]["holderIdentity"] = ""
             lease["spec"]["renewTime"] = None
-            try:
+            # a conflict: another instance took it over meanwhile, nothing left to release
+            with contextlib.suppress(ConflictError):
                 await self._cluster.replace(lease)
-            except ObjectRejectedError as exc:
-                if exc.status != 409:
-                    raise
         self._set_held(False, "")
 
     def _set_held(self, held: bool, holder: str) -> None:

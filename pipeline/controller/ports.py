@@ -1,7 +1,7 @@
 """What the controller needs from the cluster (:class:`pipeline.io.kube_controller.KubeControllerClient`).
 
-Unit tests implement it in memory. Errors are the io layer's: ``ObjectRejectedError`` (status 404, 409…)
-and ``ApiUnavailableError`` (retriable).
+Unit tests implement it in memory. Errors are those of :mod:`pipeline.model.errors`: ``NotFoundError``,
+``ConflictError`` and other ``ObjectRejectedError`` s, ``ApiUnavailableError`` (retriable).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ class ControllerCluster(Protocol):
     ) -> dict[str, Any] | None: ...
 
     async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Raises ObjectRejectedError with status 409 when the object exists."""
+        """Raises ConflictError when the object exists."""
         ...
 
     async def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """PUT with ``metadata.resourceVersion``: ObjectRejectedError 409 if someone changed it since."""
+        """PUT with ``metadata.resourceVersion``: ConflictError if someone changed it since."""
         ...
 
     async def merge_patch(

@@ -14,6 +14,7 @@ repetition removed (their ReplayRoots are not owned by the Simulation) before it
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -46,7 +47,7 @@ from pipeline.controller.spec import (
     SimulationSpecError,
     parse_spec,
 )
-from pipeline.io.kube_apply import ObjectRejectedError, UnknownKindError
+from pipeline.model.errors import ConflictError, NotFoundError, ObjectRejectedError, UnknownKindError
 
 log = logging.getLogger(__name__)
 
@@ -252,10 +253,8 @@ class Reconciler:
     async def _create_if_missing(self, obj: dict[str, Any]) -> bool:
         try:
             await self._cluster.create(obj)
-        except ObjectRejectedError as exc:
-            if exc.status == 409:
-                return False  # created by an earlier pass whose status write was lost
-            raise
+        except ConflictError:
+            return False  # created by an earlier pass whose status write was lost
         return True
 
     async def _ensure_finalizer(self, sim: dict[str, Any]) -> None:
@@ -355,9 +354,7 @@ class Reconciler:
             return  # the next pass looks again; the finalizer stays until every root is gone
         finalizers.remove(FINALIZER)
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
-        try:
+        # deleted or changed meanwhile: the next pass sees the current state
+        with contextlib.suppress(NotFoundError, ConflictError):
             await self._cluster.merge_patch(API_VERSION, KIND, None, meta["name"], patch)
-        except ObjectRejectedError as exc:
-            if exc.status not in (404, 409):
-                raise
         log.info("simulation %s: cleaned up", meta["name"])

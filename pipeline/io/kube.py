@@ -1,4 +1,5 @@
-"""Kubernetes API access with kubernetes-asyncio: one client per kubeconfig, closed with ``async with``."""
+"""Kubernetes API access with kubernetes-asyncio: one client per kubeconfig, closed with ``async with``;
+and the one mapping of the apiserver's HTTP error statuses to kubetape's exception tree."""
 
 from __future__ import annotations
 
@@ -7,9 +8,28 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 from kubernetes_asyncio import client, config
 
-from pipeline.model.errors import ConfigError
+from pipeline.model.errors import (
+    AccessDeniedError,
+    ApiUnavailableError,
+    ConfigError,
+    ConflictError,
+    GoneError,
+    KubeApiError,
+    NotFoundError,
+    ObjectRejectedError,
+)
+
+_ERROR_FOR_STATUS: dict[int, type[KubeApiError]] = {
+    401: AccessDeniedError,
+    403: AccessDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    410: GoneError,
+    429: ApiUnavailableError,
+}
 
 
 @asynccontextmanager
@@ -47,3 +67,24 @@ def body(manifest: Mapping[str, Any]) -> Any:
     end to end and never builds the generated model classes.
     """
     return manifest
+
+
+def error_for_status(what: str, status: int, data: bytes) -> KubeApiError:
+    """The exception for an HTTP error response (usually a ``Status`` object) to ``what`` was asked.
+
+    The one place statuses are interpreted: 429 and 5xx are retriable (:class:`ApiUnavailableError`),
+    410 means re-list (:class:`GoneError`), 404/409/401/403 have their own classes, and any other
+    status rejects the request (:class:`ObjectRejectedError`)."""
+    reason, message = "", data[:500].decode("utf-8", "replace")
+    try:
+        decoded = orjson.loads(data)
+        if isinstance(decoded, dict):
+            reason = str(decoded.get("reason") or "")
+            message = str(decoded.get("message") or message)
+    except orjson.JSONDecodeError:
+        pass
+    text = f"{what}: HTTP {status}{' ' + reason if reason else ''}: {message}"
+    error_class = _ERROR_FOR_STATUS.get(status)
+    if error_class is None:
+        error_class = ApiUnavailableError if status >= 500 else ObjectRejectedError
+    return error_class(text, status=status, reason=reason)

@@ -2,8 +2,9 @@
 
 Bodies stay plain dicts (decoded with orjson), never generated models. Kinds are resolved to resources
 (plural, namespaced or not) once per group/version through discovery, so any kind the apiserver
-serves works, custom resources included. HTTP failures are mapped here, once, to kubetape exceptions:
-retriable (429, 5xx, connection trouble) or not (the object is invalid, forbidden, of an unknown kind).
+serves works, custom resources included. HTTP failures become kubetape exceptions through
+:func:`pipeline.io.kube.error_for_status`: retriable (429, 5xx, connection trouble) or not (the object is
+invalid, forbidden, of an unknown kind).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client
 
-from pipeline.model.errors import KubetapeError, TransientError
+from pipeline.io.kube import error_for_status
+from pipeline.model.errors import ApiUnavailableError, NotFoundError, UnknownKindError
 from pipeline.model.keys import group_of, version_of
 
 FIELD_MANAGER = "kubetape-replayer"
@@ -28,29 +30,6 @@ REDISCOVER_AFTER_S = 1.0
 """A kind missing from a discovery older than this is looked up again: a CRD may have been installed
 since (the replayer installs its root's); younger misses are trusted, so a trace full of an unknown
 kind costs one discovery a second, not one per object."""
-
-
-class KubeApiError(KubetapeError):
-    """The apiserver refused a request; ``status`` is the HTTP status (0 when none was received)."""
-
-    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-
-
-class ObjectRejectedError(KubeApiError):
-    """The apiserver rejected this object (invalid, forbidden, conflicting); retrying will not help."""
-
-
-class UnknownKindError(KubeApiError):
-    """The apiserver serves no resource for this apiVersion/kind (a missing CRD or API group)."""
-
-
-class ApiUnavailableError(KubeApiError, TransientError):
-    """The apiserver is overloaded or unreachable (429, 5xx, timeout, connection error); retry later."""
-
-    retriable = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +104,8 @@ class KubeApplier:
         path = f"/apis/{api_version}" if group_of(api_version) else f"/api/{version_of(api_version)}"
         try:
             listing = await self._request("GET", path, what=f"discovery of {api_version}")
-        except ObjectRejectedError as exc:
-            if exc.status == 404:
-                return {}  # the whole group/version is unknown: every kind in it is
-            raise
+        except NotFoundError:
+            return {}  # the whole group/version is unknown: every kind in it is
         kinds: dict[str, ApiResource] = {}
         for entry in listing.get("resources") or []:
             name = entry.get("name", "")
@@ -162,7 +139,7 @@ class KubeApplier:
         )
 
     async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create ``obj``; raises ObjectRejectedError with status 409 if it exists."""
+        """Create ``obj``; raises ConflictError if it exists."""
         meta = obj.get("metadata") or {}
         resource = await self.resource_for(obj["apiVersion"], obj["kind"])
         return await self._request(
@@ -182,10 +159,8 @@ class KubeApplier:
             return await self._request(
                 "GET", resource.path(namespace, name), what=f"get {_describe(kind, namespace, name)}"
             )
-        except ObjectRejectedError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        except NotFoundError:
+            return None
 
     async def list_objects(
         self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
@@ -217,10 +192,8 @@ class KubeApplier:
                 body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation},
                 what=f"delete {_describe(kind, namespace, name)}",
             )
-        except ObjectRejectedError as exc:
-            if exc.status == 404:
-                return False
-            raise
+        except NotFoundError:
+            return False
         return True
 
     # ---- transport ------------------------------------------------------------------------------
@@ -259,20 +232,4 @@ class KubeApplier:
         if 200 <= status < 300:
             decoded = orjson.loads(data) if data else {}
             return decoded if isinstance(decoded, dict) else {}
-        raise _error_for(what, status, data)
-
-
-def _error_for(what: str, status: int, data: bytes) -> KubeApiError:
-    """Map an HTTP error response (usually a ``Status`` object) to the exception tree, once."""
-    reason, message = "", data[:500].decode("utf-8", "replace")
-    try:
-        decoded = orjson.loads(data)
-        if isinstance(decoded, dict):
-            reason = str(decoded.get("reason") or "")
-            message = str(decoded.get("message") or message)
-    except orjson.JSONDecodeError:
-        pass
-    text = f"{what}: HTTP {status}{' ' + reason if reason else ''}: {message}"
-    if status == 429 or status >= 500:
-        return ApiUnavailableError(text, status=status, reason=reason)
-    return ObjectRejectedError(text, status=status, reason=reason)
+        raise error_for_status(what, status, data)

@@ -21,8 +21,9 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client
 
-from pipeline.io.kube import kube_api
-from pipeline.io.kube_apply import ApiUnavailableError, KubeApplier, UnknownKindError, _error_for
+from pipeline.io.kube import error_for_status, kube_api
+from pipeline.io.kube_apply import KubeApplier
+from pipeline.model.errors import ApiUnavailableError, GoneError, UnknownKindError
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class KubeControllerClient(KubeApplier):
             return await super().resource_for(api_version, kind)
 
     async def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """PUT ``obj``; ObjectRejectedError 409 when its resourceVersion is stale."""
+        """PUT ``obj``; ConflictError when its resourceVersion is stale."""
         meta = obj["metadata"]
         resource = await self.resource_for(obj["apiVersion"], obj["kind"])
         return await self._request(
@@ -156,6 +157,7 @@ class KubeControllerClient(KubeApplier):
                     yield change
             except (
                 ApiUnavailableError,
+                GoneError,  # the listed resourceVersion expired before the watch began
                 aiohttp.ClientError,
                 TimeoutError,
                 asyncio.IncompleteReadError,
@@ -183,7 +185,7 @@ class KubeControllerClient(KubeApplier):
         )
         try:
             if response.status != 200:
-                raise _error_for(f"watch {kind}", response.status, await response.read())
+                raise error_for_status(f"watch {kind}", response.status, await response.read())
             buffer = b""
             async for chunk in response.content.iter_any():
                 buffer += chunk

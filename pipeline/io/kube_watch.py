@@ -1,10 +1,13 @@
 """Read-only Kubernetes access for the watcher: discovery, paged lists, streaming watches, owner gets.
 
 Only GET requests are ever made. Responses are decoded with orjson into plain dicts (never generated
-models). HTTP statuses are mapped to the exception tree here, once:
+models). HTTP statuses become exceptions through :func:`pipeline.io.kube.error_for_status`; what they
+mean to the watcher:
 
-* 410 Gone (as a status or as an ``ERROR`` watch event) → :class:`WatchExpiredError` (re-list needed);
-* connection errors, timeouts, 5xx, 429 → :class:`WatchBrokenError` (retriable);
+* 410 Gone (as a status or as an ``ERROR`` watch event) → :class:`~pipeline.model.errors.GoneError`
+  (re-list needed);
+* connection errors, timeouts, any other status → :class:`~pipeline.model.errors.WatchBrokenError`
+  (retriable);
 * 401/403 → :class:`~pipeline.model.errors.ConfigError` (credentials or RBAC must be fixed).
 """
 
@@ -18,15 +21,21 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client
 
+from pipeline.io.kube import error_for_status
 from pipeline.io.watch_types import (
     ListResult,
     ResourceInfo,
     ResourceVersion,
-    WatchBrokenError,
     WatchEvent,
-    WatchExpiredError,
 )
-from pipeline.model.errors import ConfigError, FormatError
+from pipeline.model.errors import (
+    AccessDeniedError,
+    ConfigError,
+    FormatError,
+    GoneError,
+    NotFoundError,
+    WatchBrokenError,
+)
 from pipeline.model.keys import GroupVersionKind
 
 LIST_PAGE_SIZE = 500
@@ -59,7 +68,7 @@ class KubeCluster:
             path = f"/api/{gvk.version}" if not gvk.group else f"/apis/{api_version}"
             try:
                 doc = await self._get_json(path)
-            except _NotFoundError:
+            except NotFoundError:
                 doc = {"resources": []}
             kinds: dict[str, ResourceInfo] = {}
             for res in doc.get("resources") or []:
@@ -85,13 +94,13 @@ class KubeCluster:
             params = [("limit", str(LIST_PAGE_SIZE))] + ([("continue", cont)] if cont else [])
             try:
                 doc = await self._get_json(_collection_path(res), params)
-            except _GoneError as exc:
+            except GoneError as exc:
                 # the continue token expired mid-list: start the list over from a fresh snapshot
                 if not cont:
                     raise WatchBrokenError(f"listing {res.label} answered 410 Gone: {exc}") from None
                 items, cont = [], ""
                 continue
-            except _NotFoundError:
+            except NotFoundError:
                 raise WatchBrokenError(f"{res.label} is no longer served by the API server") from None
             for item in doc.get("items") or []:
                 if isinstance(item, dict):
@@ -108,7 +117,7 @@ class KubeCluster:
         base = _collection_path(res, namespace if res.namespaced else None)
         try:
             doc = await self._get_json(f"{base}/{name}")
-        except _NotFoundError:
+        except NotFoundError:
             return None
         doc.setdefault("apiVersion", res.api_version)
         doc.setdefault("kind", res.kind)
@@ -117,7 +126,7 @@ class KubeCluster:
     async def watch_objects(self, res: ResourceInfo, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
         """Watch events of ``res`` after ``since`` (bookmarks on), until the server ends the watch.
 
-        Raises WatchExpiredError when ``since`` is too old and WatchBrokenError when the stream drops.
+        Raises GoneError when ``since`` is too old and WatchBrokenError when the stream drops.
         """
         params = [
             ("watch", "1"),
@@ -128,9 +137,9 @@ class KubeCluster:
         timeout = aiohttp.ClientTimeout(sock_connect=10, sock_read=WATCH_TIMEOUT_S + _READ_SLACK_S)
         try:
             resp = await self._request(_collection_path(res), params, timeout)
-        except _GoneError as exc:
-            raise WatchExpiredError(f"watch of {res.label} from resourceVersion {since}: {exc}") from None
-        except _NotFoundError:
+        except GoneError as exc:
+            raise GoneError(f"watch of {res.label} from resourceVersion {since}: {exc}", status=410) from None
+        except NotFoundError:
             raise WatchBrokenError(f"{res.label} is no longer served by the API server") from None
         try:
             buffer = b""
@@ -189,26 +198,18 @@ class KubeCluster:
             ) from None
         if resp.status == 200:
             return resp
-        text = (await resp.read())[:300].decode("utf-8", "replace")
+        data = await resp.read()
         resp.release()
-        if resp.status == 410:
-            raise _GoneError(text)
-        if resp.status == 404:
-            raise _NotFoundError(text)
-        if resp.status in (401, 403):
+        error = error_for_status(f"GET {path}", resp.status, data)
+        if isinstance(error, AccessDeniedError):
             raise ConfigError(
-                f"the API server refused GET {path} ({resp.status}): {text}; check the kubeconfig "
-                f"credentials and that the watcher's RBAC (k8s/prod/rbac.yaml) grants list/watch on this kind"
+                f"the API server refused {error}; check the kubeconfig credentials and that the "
+                f"watcher's RBAC (k8s/prod/rbac.yaml) grants list/watch on this kind"
             )
-        raise WatchBrokenError(f"GET {path} answered {resp.status}: {text}")
-
-
-class _GoneError(Exception):
-    pass
-
-
-class _NotFoundError(Exception):
-    pass
+        if isinstance(error, (GoneError, NotFoundError)):
+            raise error  # the callers know what these mean for a list, a watch, a get
+        # anything else (429, 5xx, an unexpected refusal): the stream cannot go on; re-list after a pause
+        raise WatchBrokenError(str(error), status=error.status, reason=error.reason)
 
 
 def _collection_path(res: ResourceInfo, namespace: str | None = None) -> str:
@@ -229,7 +230,7 @@ def _decode_watch_line(line: bytes, res: ResourceInfo) -> WatchEvent:
     if event_type == "ERROR":
         status = obj if isinstance(obj, dict) else {}
         if status.get("code") == 410:
-            raise WatchExpiredError(f"watch of {res.label}: {status.get('message', '410 Gone')}")
+            raise GoneError(f"watch of {res.label}: {status.get('message', '410 Gone')}", status=410)
         raise WatchBrokenError(f"watch of {res.label} ended with an error: {status.get('message', status)}")
     if event_type not in _WATCH_EVENT_TYPES or not isinstance(obj, dict):
         raise FormatError(f"watch of {res.label} sent an event of unknown shape: type={event_type!r}")

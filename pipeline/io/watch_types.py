@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NewType
 
-from pipeline.model.errors import TransientError
-
 ResourceVersion = NewType("ResourceVersion", str)
 
 EVENTS_TOPIC = "kubetape.events"
@@ -67,11 +65,3 @@ class Record:
     key: str
     value: bytes | None
     ts_ms: int
-
-
-class WatchExpiredError(TransientError):
-    """The resourceVersion a watch resumed from is too old (410 Gone): only a re-list can continue."""
-
-
-class WatchBrokenError(TransientError):
-    """The watch connection dropped or the API server was unreachable; changes may have been missed."""

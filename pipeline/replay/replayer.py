@@ -29,8 +29,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from pipeline.io.kube_apply import ApiResource, ApiUnavailableError, KubeApiError, UnknownKindError
-from pipeline.model.errors import ConfigError, KubetapeError
+from pipeline.io.kube_apply import ApiResource
+from pipeline.model.errors import (
+    ApiUnavailableError,
+    ConfigError,
+    KubeApiError,
+    KubetapeError,
+    UnknownKindError,
+)
 from pipeline.model.events import Event, EventType
 from pipeline.replay.governor import ConvergenceGovernor, PodCounts, count_pods
 from pipeline.replay.plan import ReplayPlan, load_trace, plan_replay

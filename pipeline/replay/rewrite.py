@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.model.errors import FormatError, KubetapeError
+from pipeline.model.errors import FormatError, RewriteError
 from pipeline.model.keys import GroupVersionKind, key_of
 from pipeline.model.pointer import resolve
 from pipeline.model.sanitize import copy_json
@@ -64,10 +64,6 @@ _SERVER_METADATA = (
     "generateName",
 )
 MAX_NAMESPACE_LENGTH = 63
-
-
-class RewriteError(KubetapeError):
-    """A recorded object cannot be turned into a simulated one (reported per object; the replay goes on)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,11 +28,9 @@ from pipeline.io.watch_types import (
     Record,
     ResourceInfo,
     ResourceVersion,
-    WatchBrokenError,
     WatchEvent,
-    WatchExpiredError,
 )
-from pipeline.model.errors import ConfigError, FormatError, TransientError
+from pipeline.model.errors import ConfigError, FormatError, GoneError, TransientError, WatchBrokenError
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, kind_key
 from pipeline.model.tracer_config import TracerConfig
@@ -199,7 +197,7 @@ class Watcher:
                     await self._handle(s, event)
                     delay = self._settings.retry_min_s
                 # the server ended the watch (its timeout): resume from the last version seen
-            except WatchExpiredError as exc:
+            except GoneError as exc:
                 self._metrics.inc("watch_errors_total", labels={"kind": s.res.label, "error": "expired"})
                 log.warning("watch %s from %s expired (%s); re-listing", s.res.label, s.rv, exc)
                 pending_reason = "expired"

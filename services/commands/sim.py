@@ -329,7 +329,7 @@ def _client(args: argparse.Namespace) -> Any:
 
 async def _call(awaitable: Any, what: str) -> Any:
     """Run one API call; a missing CRD or a refusal becomes an error saying what to do."""
-    from pipeline.io.kube_apply import ObjectRejectedError, UnknownKindError
+    from pipeline.model.errors import ConflictError, NotFoundError, ObjectRejectedError, UnknownKindError
 
     try:
         return await awaitable
@@ -338,13 +338,11 @@ async def _call(awaitable: Any, what: str) -> Any:
             f"{what}: the cluster does not know Simulations; install the CRD: "
             f"kubectl apply -f k8s/sim/simulation-crd.yaml (or kubectl apply -k k8s/sim)"
         ) from None
+    except NotFoundError:
+        raise ConfigError(f"{what}: not found; `kubetape sim list` shows the Simulations") from None
+    except ConflictError:
+        raise ConfigError(f"{what}: a Simulation of that name exists; pick another or delete it") from None
     except ObjectRejectedError as exc:
-        if exc.status == 404:
-            raise ConfigError(f"{what}: not found; `kubetape sim list` shows the Simulations") from None
-        if exc.status == 409:
-            raise ConfigError(
-                f"{what}: a Simulation of that name exists; pick another or delete it"
-            ) from None
         raise ConfigError(str(exc)) from None
 
 

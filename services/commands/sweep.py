@@ -98,7 +98,7 @@ class _RunObserver:
         self.rows: list[TimelineRow] = []
 
     async def _list(self, api_version: str, kind: str) -> list[dict[str, Any]] | None:
-        from pipeline.io.kube_apply import KubeApiError
+        from pipeline.model.errors import KubeApiError
 
         try:
             listed = await self._cluster.list_objects(api_version, kind, label_selector=self._selector)

@@ -25,8 +25,8 @@ from pipeline.controller.objects import FINALIZER, REPLAY_LABEL, REPLAY_ROOT_API
 from pipeline.controller.reconciler import Reconciler
 from pipeline.controller.settings import ControllerSettings
 from pipeline.controller.spec import API_VERSION, KIND
-from pipeline.io.kube_apply import ObjectRejectedError, UnknownKindError
 from pipeline.io.metrics import Metrics
+from pipeline.model.errors import ConflictError, NotFoundError, UnknownKindError
 
 # ---- an in-memory apiserver: objects by (apiVersion, kind, ns, name), resourceVersions with conflicts,
 # label selectors (k=v, k in (a,b)), merge patches, Events -----------------------------------------
@@ -115,15 +115,15 @@ class FakeCluster:
 
     async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         if self.key(obj) in self.objects:
-            raise ObjectRejectedError("exists", status=409, reason="AlreadyExists")
+            raise ConflictError("exists", status=409, reason="AlreadyExists")
         return self.add(obj)
 
     async def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
         live = self.objects.get(self.key(obj))
         if live is None:
-            raise ObjectRejectedError("gone", status=404)
+            raise NotFoundError("gone", status=404)
         if obj["metadata"].get("resourceVersion") != live["metadata"]["resourceVersion"]:
-            raise ObjectRejectedError("conflict", status=409, reason="Conflict")
+            raise ConflictError("conflict", status=409, reason="Conflict")
         obj = copy.deepcopy(obj)
         obj["metadata"]["uid"] = live["metadata"]["uid"]
         self.objects[self.key(obj)] = obj
@@ -134,10 +134,10 @@ class FakeCluster:
     ) -> dict[str, Any]:
         live = self.find(api_version, kind, namespace, name)
         if live is None:
-            raise ObjectRejectedError("gone", status=404)
+            raise NotFoundError("gone", status=404)
         version = (patch.get("metadata") or {}).get("resourceVersion")
         if version is not None and version != live["metadata"]["resourceVersion"]:
-            raise ObjectRejectedError("conflict", status=409, reason="Conflict")
+            raise ConflictError("conflict", status=409, reason="Conflict")
         _merge(live, patch)
         if live["metadata"].get("deletionTimestamp") and not live["metadata"].get("finalizers"):
             del self.objects[(api_version, kind, namespace, name)]

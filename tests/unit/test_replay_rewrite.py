@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from pipeline.model.errors import RewriteError
 from pipeline.model.sanitize import copy_json
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.replay.rewrite import (
     LIFETIME_ANNOTATION,
     REPLAY_LABEL,
-    RewriteError,
     RewriteSettings,
     RootRef,
     deletion_target,

@@ -17,10 +17,8 @@ from pipeline.io.watch_types import (
     STATE_TOPIC,
     Record,
     ResourceInfo,
-    WatchBrokenError,
-    WatchExpiredError,
 )
-from pipeline.model.errors import FormatError
+from pipeline.model.errors import FormatError, GoneError, WatchBrokenError
 
 PODS = ResourceInfo("", "v1", "Pod", "pods", True)
 
@@ -35,7 +33,7 @@ def test_watch_lines_decode_into_plain_dicts_with_type_meta() -> None:
 
 def test_410_error_event_means_expired_and_other_errors_mean_broken() -> None:
     gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old resource version"}}
-    with pytest.raises(WatchExpiredError, match="too old"):
+    with pytest.raises(GoneError, match="too old"):
         _decode_watch_line(orjson.dumps(gone), PODS)
     other = {"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "etcd down"}}
     with pytest.raises(WatchBrokenError, match="etcd down"):

@@ -16,10 +16,9 @@ from pipeline.io.watch_types import (
     Record,
     ResourceInfo,
     ResourceVersion,
-    WatchBrokenError,
     WatchEvent,
-    WatchExpiredError,
 )
+from pipeline.model.errors import GoneError, WatchBrokenError
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.tracer_config import TracerConfig
@@ -143,7 +142,7 @@ async def test_expired_watch_relists_publishes_differences_and_a_gap() -> None:
         deployment("change", 91),
         deployment("vanish", 92),
     ]
-    cluster.scripts["Deployment"] = [WatchExpiredError("too old resource version: 100 (400)")]
+    cluster.scripts["Deployment"] = [GoneError("too old resource version: 100 (400)")]
     metrics = Metrics()
     watcher = Watcher(CONFIG, cluster, bus, metrics, settings=FAST)
 

@@ -1,0 +1,50 @@
+"""The apiserver's HTTP statuses map to the exception tree in one place, and the message says what was
+asked and what the apiserver answered."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from pipeline.io.kube import error_for_status
+from pipeline.model.errors import (
+    AccessDeniedError,
+    ApiUnavailableError,
+    ConflictError,
+    GoneError,
+    KubeApiError,
+    NotFoundError,
+    ObjectRejectedError,
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected", "retriable"),
+    [
+        (400, ObjectRejectedError, False),
+        (401, AccessDeniedError, False),
+        (403, AccessDeniedError, False),
+        (404, NotFoundError, False),
+        (409, ConflictError, False),
+        (410, GoneError, True),
+        (422, ObjectRejectedError, False),
+        (429, ApiUnavailableError, True),
+        (500, ApiUnavailableError, True),
+        (503, ApiUnavailableError, True),
+    ],
+)
+def test_each_status_has_its_class(status: int, expected: type[KubeApiError], retriable: bool) -> None:
+    body = orjson.dumps({"kind": "Status", "reason": "Because", "message": "the apiserver says no"})
+    error = error_for_status("apply ConfigMap ns/cm", status, body)
+    assert type(error) is expected
+    assert error.retriable is retriable
+    assert (error.status, error.reason) == (status, "Because")
+    assert str(error) == f"apply ConfigMap ns/cm: HTTP {status} Because: the apiserver says no"
+
+
+def test_a_body_that_is_not_a_status_is_quoted() -> None:
+    error = error_for_status("GET /api/v1/pods", 502, b"<html>bad gateway</html>" + b"x" * 1000)
+    assert isinstance(error, ApiUnavailableError)
+    assert error.reason == ""
+    assert str(error).startswith("GET /api/v1/pods: HTTP 502: <html>bad gateway</html>")
+    assert len(str(error)) < 600, "a huge body is cut"
