@@ -64,7 +64,8 @@ from pipeline.io.kube import kube_api
 from pipeline.io.metrics import Metrics
 from pipeline.io.publisher import KafkaPublisher
 from pipeline.io.resume_store import ensure_watcher_topics, topic_partitions
-from pipeline.io.watch_types import EVENTS_TOPIC, Record
+from pipeline.io.topics import EVENTS_TOPIC
+from pipeline.io.watch_types import Record
 from pipeline.model.events import Event, encode_event
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import object_key

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
 
 API_GROUP = "kubetape.dev"
@@ -186,7 +187,7 @@ def _parse_source(source: Any) -> TraceSourceSpec:
         raise SimulationSpecError(f"{where}.bootstrap: must be host:port[,host:port…], e.g. kafka:9092")
     return TopicSource(
         bootstrap=str(topic["bootstrap"]),
-        topic=str(topic.get("topic") or "kubetape.events"),
+        topic=str(topic.get("topic") or EVENTS_TOPIC),
         time_from=check_time(str(topic.get("from", "")), f"{where}.from"),
         time_to=check_time(str(topic.get("to", "")), f"{where}.to"),
     )

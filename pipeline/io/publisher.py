@@ -48,7 +48,8 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 
 from pipeline.io.kafka import KafkaSettings, new_producer
 from pipeline.io.metrics import Metrics
-from pipeline.io.watch_types import DEADLETTER_TOPIC, EVENTS_TOPIC, Record
+from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC
+from pipeline.io.watch_types import Record
 from pipeline.model.errors import TransientError
 
 log = logging.getLogger("kubetape.publisher")

@@ -12,7 +12,7 @@ import asyncio
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from pipeline.io.kafka import KafkaSettings, admin_client, ensure_topic, new_consumer
-from pipeline.io.watch_types import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.model.errors import TransientError
 
 _COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}

@@ -22,11 +22,11 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 from pipeline.io.kafka import KafkaSettings, new_consumer, new_producer
 from pipeline.io.publisher import refused
+from pipeline.io.topics import DEADLETTER_TOPIC
 from pipeline.model.errors import TransientError
 
 log = logging.getLogger("kubetape.sink")
 
-DEFAULT_DEADLETTER_TOPIC = "kubetape.deadletter"
 DEFAULT_SINK_GROUP = "kubetape-sink"
 
 PartitionsCallback = Callable[[list[int]], Awaitable[None]]
@@ -109,7 +109,7 @@ class KafkaSinkSource:
         topic: str,
         *,
         group_id: str = DEFAULT_SINK_GROUP,
-        deadletter_topic: str = DEFAULT_DEADLETTER_TOPIC,
+        deadletter_topic: str = DEADLETTER_TOPIC,
         commit_timeout_s: float = 10.0,
     ) -> None:
         self.settings = settings

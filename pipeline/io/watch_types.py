@@ -11,12 +11,6 @@ from typing import Any, Literal, NewType
 
 ResourceVersion = NewType("ResourceVersion", str)
 
-EVENTS_TOPIC = "kubetape.events"
-STATE_TOPIC = "kubetape.state"
-RESUME_TOPIC = "kubetape.watch-resume"
-DEADLETTER_TOPIC = "kubetape.deadletter"
-"""Messages set aside: the sink's undecodable input, the watcher's records the broker refuses."""
-
 WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 
 

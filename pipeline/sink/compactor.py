@@ -46,11 +46,10 @@ from pipeline.formats.segment import (
     encode_wire_segment,
 )
 from pipeline.io.segment_store import SegmentName, WriteFence, segment_name
+from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.model import wirescan
 from pipeline.model.events import Event, EventHead
 from pipeline.sink.state import ObjectState
-
-DEFAULT_TOPIC = "kubetape.events"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +65,7 @@ class CompactionSettings:
     :meth:`~pipeline.sink.state.ObjectState.settle`): the state holds live objects plus this much churn.
     """
 
-    topic: str = DEFAULT_TOPIC
+    topic: str = EVENTS_TOPIC
     window_ms: int = 60_000
     idle_close_s: float = 10.0
     keyframe_every: int = 10

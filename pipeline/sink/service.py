@@ -18,8 +18,9 @@ from pipeline.io.http import HttpSettings, bound_port, create_app, start_http
 from pipeline.io.kafka import KafkaSettings, ensure_topic
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore
-from pipeline.io.sink_consumer import DEFAULT_DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, KafkaSinkSource
+from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP, KafkaSinkSource
 from pipeline.io.sink_http import ExportFn, ExportReply, add_export_route
+from pipeline.io.topics import DEADLETTER_TOPIC
 from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, TransientError
 from pipeline.sink.catalog import SegmentCatalog
@@ -41,7 +42,7 @@ class SinkServiceSettings:
     sink: SinkSettings = field(default_factory=SinkSettings)
     http: HttpSettings = field(default_factory=HttpSettings)
     group_id: str = DEFAULT_SINK_GROUP
-    deadletter_topic: str = DEFAULT_DEADLETTER_TOPIC
+    deadletter_topic: str = DEADLETTER_TOPIC
     partitions: int = 6
     retention_s: float | None = None
     retention_check_s: float = 60.0

@@ -38,7 +38,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.io.watch_types import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, Record
+from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+from pipeline.io.watch_types import Record
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType, decode_event, encode_event
 from pipeline.model.hashing import object_spec_hash, pod_spec_hash

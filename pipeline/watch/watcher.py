@@ -22,14 +22,8 @@ from dataclasses import dataclass
 import orjson
 
 from pipeline.io.metrics import Metrics
-from pipeline.io.watch_types import (
-    EVENTS_TOPIC,
-    RESUME_TOPIC,
-    Record,
-    ResourceInfo,
-    ResourceVersion,
-    WatchEvent,
-)
+from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC
+from pipeline.io.watch_types import Record, ResourceInfo, ResourceVersion, WatchEvent
 from pipeline.model.errors import ConfigError, FormatError, GoneError, TransientError, WatchBrokenError
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, kind_key

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.analytics.consumer import AnalyticsConsumer, group_id_for
+from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
 
 BUILTIN_CONSUMERS = ("timeline", "metrics")
-DEFAULT_TOPIC = "kubetape.events"
 
 
 def register(subparsers: Any) -> None:
@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP)",
     )
-    run.add_argument("--topic", default=DEFAULT_TOPIC, help=f"topic to consume (default {DEFAULT_TOPIC})")
+    run.add_argument("--topic", default=EVENTS_TOPIC, help=f"topic to consume (default {EVENTS_TOPIC})")
     run.add_argument("--from", dest="start", default=None, help="range start: -30m, now, ms or ISO-8601")
     run.add_argument("--to", dest="end", default=None, help="range end (exclusive); stop there")
     run.add_argument(

@@ -12,9 +12,10 @@ from typing import Any
 
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka import KafkaSettings
-from pipeline.io.sink_consumer import DEFAULT_DEADLETTER_TOPIC, DEFAULT_SINK_GROUP
+from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP
+from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
-from pipeline.sink.compactor import DEFAULT_TOPIC, CompactionSettings
+from pipeline.sink.compactor import CompactionSettings
 from pipeline.sink.service import SinkServiceSettings, run_sink_service
 from pipeline.sink.sink import SinkSettings
 from services.logs import configure_logging
@@ -51,14 +52,14 @@ def register(subparsers: Any) -> None:
         help="Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP, set by `kubetape stack env`)",
     )
     add_store_argument(parser)
-    parser.add_argument("--topic", default=DEFAULT_TOPIC, help=f"events topic (default: {DEFAULT_TOPIC})")
+    parser.add_argument("--topic", default=EVENTS_TOPIC, help=f"events topic (default: {EVENTS_TOPIC})")
     parser.add_argument(
         "--group", default=DEFAULT_SINK_GROUP, help=f"consumer group (default: {DEFAULT_SINK_GROUP})"
     )
     parser.add_argument(
         "--deadletter-topic",
-        default=DEFAULT_DEADLETTER_TOPIC,
-        help=f"where undecodable messages go (default: {DEFAULT_DEADLETTER_TOPIC})",
+        default=DEADLETTER_TOPIC,
+        help=f"where undecodable messages go (default: {DEADLETTER_TOPIC})",
     )
     parser.add_argument("--partitions", type=int, default=6, help="partitions if the topic is created (6)")
     parser.add_argument("--window", type=parse_duration, default=60.0, help="event-time segment window (60s)")

@@ -293,7 +293,7 @@ async def _read_back(kafka: KafkaSettings, partitions: int) -> tuple[dict[str, b
     """Create the topics if needed and read what earlier runs published (state, resume points)."""
     from pipeline.io.kafka import ensure_topic
     from pipeline.io.resume_store import ensure_watcher_topics, read_compacted
-    from pipeline.io.watch_types import DEADLETTER_TOPIC, RESUME_TOPIC, STATE_TOPIC
+    from pipeline.io.topics import DEADLETTER_TOPIC, RESUME_TOPIC, STATE_TOPIC
     from pipeline.model.errors import TransientError
 
     started = time.monotonic()

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from pipeline.io.kafka import KafkaSettings
-from pipeline.io.watch_types import DEADLETTER_TOPIC, EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.tracer_config import TracerConfig, load_tracer_config
 from pipeline.replay.sources import read_topic_trace

@@ -17,15 +17,8 @@ import pytest
 from pipeline.io.kube import kube_api
 from pipeline.io.kube_watch import KubeCluster
 from pipeline.io.metrics import Metrics
-from pipeline.io.watch_types import (
-    EVENTS_TOPIC,
-    RESUME_TOPIC,
-    ListResult,
-    Record,
-    ResourceInfo,
-    ResourceVersion,
-    WatchEvent,
-)
+from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC
+from pipeline.io.watch_types import ListResult, Record, ResourceInfo, ResourceVersion, WatchEvent
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.tracer_config import TracerConfig

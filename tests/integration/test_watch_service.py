@@ -24,7 +24,7 @@ import pytest
 
 from pipeline.io.kafka import KafkaSettings, new_consumer
 from pipeline.io.resume_store import topic_partitions
-from pipeline.io.watch_types import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.model.events import Event, EventType, decode_event, encode_event
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack, StackInfo

@@ -14,7 +14,8 @@ from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, OutOfOr
 from pipeline.io.kafka import KafkaSettings
 from pipeline.io.metrics import Metrics
 from pipeline.io.publisher import KafkaPublisher
-from pipeline.io.watch_types import DEADLETTER_TOPIC, EVENTS_TOPIC, STATE_TOPIC, Record
+from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, STATE_TOPIC
+from pipeline.io.watch_types import Record
 
 
 class FakeBatch:

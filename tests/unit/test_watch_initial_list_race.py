@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.io.metrics import Metrics
-from pipeline.io.watch_types import RESUME_TOPIC, ListResult, ResourceInfo, ResourceVersion, WatchEvent
+from pipeline.io.topics import RESUME_TOPIC
+from pipeline.io.watch_types import ListResult, ResourceInfo, ResourceVersion, WatchEvent
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.tracer_config import TracerConfig

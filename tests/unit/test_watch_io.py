@@ -12,12 +12,8 @@ from pipeline.io.kafka import KafkaSettings
 from pipeline.io.kube_watch import _decode_watch_line
 from pipeline.io.metrics import Metrics
 from pipeline.io.publisher import KafkaPublisher
-from pipeline.io.watch_types import (
-    EVENTS_TOPIC,
-    STATE_TOPIC,
-    Record,
-    ResourceInfo,
-)
+from pipeline.io.topics import EVENTS_TOPIC, STATE_TOPIC
+from pipeline.io.watch_types import Record, ResourceInfo
 from pipeline.model.errors import FormatError, GoneError, WatchBrokenError
 
 PODS = ResourceInfo("", "v1", "Pod", "pods", True)

@@ -8,15 +8,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.io.watch_types import (
-    EVENTS_TOPIC,
-    RESUME_TOPIC,
-    STATE_TOPIC,
-    ListResult,
-    ResourceInfo,
-    ResourceVersion,
-    WatchEvent,
-)
+from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+from pipeline.io.watch_types import ListResult, ResourceInfo, ResourceVersion, WatchEvent
 from pipeline.model.errors import FormatError
 from pipeline.model.events import EventType, decode_event
 from pipeline.model.hashing import pod_spec_hash

@@ -8,16 +8,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from pipeline.io.metrics import Metrics
-from pipeline.io.watch_types import (
-    EVENTS_TOPIC,
-    RESUME_TOPIC,
-    STATE_TOPIC,
-    ListResult,
-    Record,
-    ResourceInfo,
-    ResourceVersion,
-    WatchEvent,
-)
+from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+from pipeline.io.watch_types import ListResult, Record, ResourceInfo, ResourceVersion, WatchEvent
 from pipeline.model.errors import GoneError, WatchBrokenError
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import GroupVersionKind
