@@ -31,10 +31,15 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
-def configure_logging(*, json_lines: bool, level: int = logging.INFO) -> None:
+def configure_logging(*, json_lines: bool, level: int = logging.INFO, with_time: bool = False) -> None:
+    """Log to stderr, as JSON lines or as text (``with_time``: text lines start with the time, for a
+    service's log; an interactive command's warnings go without)."""
     handler = logging.StreamHandler(sys.stderr)
+    text_format = "%(levelname)s %(name)s: %(message)s"
     handler.setFormatter(
-        JsonFormatter() if json_lines else logging.Formatter("%(levelname)s %(name)s: %(message)s")
+        JsonFormatter()
+        if json_lines
+        else logging.Formatter(("%(asctime)s " if with_time else "") + text_format)
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]

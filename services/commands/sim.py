@@ -357,7 +357,9 @@ def _controller(args: argparse.Namespace) -> int:
             f"--renew-interval {args.renew_interval:g} must be above 0 and below --lease-duration "
             f"{args.lease_duration} (else the Lease expires between renewals); e.g. 5 and 15"
         )
-    configure_logging(json_lines=args.log_format == "json", level=getattr(logging, args.log_level.upper()))
+    configure_logging(
+        json_lines=args.log_format == "json", level=getattr(logging, args.log_level.upper()), with_time=True
+    )
     settings = ControllerSettings(
         identity=args.identity,
         namespace=args.namespace,

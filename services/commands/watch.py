@@ -13,11 +13,9 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import json
 import logging
 import os
 import signal
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka import KafkaSettings
+from services.logs import configure_logging
 
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts faster without them
     from pipeline.io.publisher import KafkaPublisher
@@ -137,21 +136,6 @@ def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
     )
 
 
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message (and the exception, if any)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        doc: dict[str, Any] = {
-            "ts": round(record.created, 3),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            doc["exc"] = self.formatException(record.exc_info)
-        return json.dumps(doc, ensure_ascii=False)
-
-
 def freeze_long_lived_objects(*, collect: bool = True) -> None:
     """Move every object alive now out of the garbage collector's reach.
 
@@ -205,21 +189,10 @@ class Readiness:
         return self._watcher.ready and publishing
 
 
-def _setup_logging(fmt: str, level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonLogFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    # aiokafka logs every retry while a broker is away; the publisher reports outages itself
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)
-
-
 def _run(args: argparse.Namespace) -> int:
-    _setup_logging(args.log_format, args.log_level)
+    configure_logging(
+        json_lines=args.log_format == "json", level=getattr(logging, args.log_level.upper()), with_time=True
+    )
     return asyncio.run(serve(settings_from_args(args)))
 
 
