@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -19,6 +18,7 @@ import orjson
 from kubernetes_asyncio import client
 
 from pipeline.io.kube import error_for_status
+from pipeline.io.kube_types import ApiResource
 from pipeline.model.errors import ApiUnavailableError, NotFoundError, UnknownKindError
 from pipeline.model.keys import group_of, version_of
 
@@ -30,23 +30,6 @@ REDISCOVER_AFTER_S = 1.0
 """A kind missing from a discovery older than this is looked up again: a CRD may have been installed
 since (the replayer installs its root's); younger misses are trusted, so a trace full of an unknown
 kind costs one discovery a second, not one per object."""
-
-
-@dataclass(frozen=True, slots=True)
-class ApiResource:
-    """Where objects of one kind live in the API."""
-
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        base = f"/apis/{self.api_version}" if "/" in self.api_version else f"/api/{self.api_version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        return f"{base}/{name}" if name else base
 
 
 def _describe(kind: str, namespace: str | None, name: str | None) -> str:

@@ -22,12 +22,8 @@ import orjson
 from kubernetes_asyncio import client
 
 from pipeline.io.kube import error_for_status
-from pipeline.io.watch_types import (
-    ListResult,
-    ResourceInfo,
-    ResourceVersion,
-    WatchEvent,
-)
+from pipeline.io.kube_types import ApiResource
+from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent
 from pipeline.model.errors import (
     AccessDeniedError,
     ConfigError,
@@ -58,10 +54,10 @@ class KubeCluster:
         is skipped: one odd event must never stop the watcher."""
         self._api = api
         self._on_malformed = on_malformed
-        self._group_versions: dict[str, dict[str, ResourceInfo]] = {}
+        self._group_versions: dict[str, dict[str, ApiResource]] = {}
 
     # ---- discovery -------------------------------------------------------------------------------
-    async def resolve(self, gvk: GroupVersionKind) -> ResourceInfo | None:
+    async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         """The served resource of ``gvk`` (custom resources included), or None if it is not served."""
         api_version = gvk.api_version
         if api_version not in self._group_versions:
@@ -70,14 +66,12 @@ class KubeCluster:
                 doc = await self._get_json(path)
             except NotFoundError:
                 doc = {"resources": []}
-            kinds: dict[str, ResourceInfo] = {}
+            kinds: dict[str, ApiResource] = {}
             for res in doc.get("resources") or []:
                 name = res.get("name", "")
                 if "/" in name or "list" not in (res.get("verbs") or []):
                     continue  # subresources (pods/status) and unlistable kinds
-                kinds[res["kind"]] = ResourceInfo(
-                    gvk.group, gvk.version, res["kind"], name, bool(res.get("namespaced"))
-                )
+                kinds[res["kind"]] = ApiResource(api_version, res["kind"], name, bool(res.get("namespaced")))
             self._group_versions[api_version] = kinds
         return self._group_versions[api_version].get(gvk.kind)
 
@@ -86,14 +80,14 @@ class KubeCluster:
         self._group_versions.clear()
 
     # ---- reads -----------------------------------------------------------------------------------
-    async def list_objects(self, res: ResourceInfo) -> ListResult:
+    async def list_objects(self, res: ApiResource) -> ListResult:
         """Every object of ``res`` cluster-wide, all pages, with apiVersion/kind filled in."""
         items: list[dict[str, Any]] = []
         cont = ""
         while True:
             params = [("limit", str(LIST_PAGE_SIZE))] + ([("continue", cont)] if cont else [])
             try:
-                doc = await self._get_json(_collection_path(res), params)
+                doc = await self._get_json(res.path(), params)
             except GoneError as exc:
                 # the continue token expired mid-list: start the list over from a fresh snapshot
                 if not cont:
@@ -112,9 +106,9 @@ class KubeCluster:
             if not cont:
                 return ListResult(items, ResourceVersion(str(meta.get("resourceVersion", ""))))
 
-    async def get_object(self, res: ResourceInfo, namespace: str | None, name: str) -> dict[str, Any] | None:
+    async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         """One object, or None if it does not exist (used to follow owner chains)."""
-        base = _collection_path(res, namespace if res.namespaced else None)
+        base = res.path(namespace)
         try:
             doc = await self._get_json(f"{base}/{name}")
         except NotFoundError:
@@ -123,7 +117,7 @@ class KubeCluster:
         doc.setdefault("kind", res.kind)
         return doc
 
-    async def watch_objects(self, res: ResourceInfo, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
+    async def watch_objects(self, res: ApiResource, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
         """Watch events of ``res`` after ``since`` (bookmarks on), until the server ends the watch.
 
         Raises GoneError when ``since`` is too old and WatchBrokenError when the stream drops.
@@ -136,7 +130,7 @@ class KubeCluster:
         ]
         timeout = aiohttp.ClientTimeout(sock_connect=10, sock_read=WATCH_TIMEOUT_S + _READ_SLACK_S)
         try:
-            resp = await self._request(_collection_path(res), params, timeout)
+            resp = await self._request(res.path(), params, timeout)
         except GoneError as exc:
             raise GoneError(f"watch of {res.label} from resourceVersion {since}: {exc}", status=410) from None
         except NotFoundError:
@@ -212,14 +206,7 @@ class KubeCluster:
         raise WatchBrokenError(str(error), status=error.status, reason=error.reason)
 
 
-def _collection_path(res: ResourceInfo, namespace: str | None = None) -> str:
-    prefix = f"/api/{res.version}" if not res.group else f"/apis/{res.group}/{res.version}"
-    if namespace:
-        return f"{prefix}/namespaces/{namespace}/{res.plural}"
-    return f"{prefix}/{res.plural}"
-
-
-def _decode_watch_line(line: bytes, res: ResourceInfo) -> WatchEvent:
+def _decode_watch_line(line: bytes, res: ApiResource) -> WatchEvent:
     try:
         doc = orjson.loads(line)
     except orjson.JSONDecodeError:

@@ -15,26 +15,6 @@ WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceInfo:
-    """One kind as the API server serves it (from discovery)."""
-
-    group: str
-    version: str
-    kind: str
-    plural: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def label(self) -> str:
-        """``apps/v1.Deployment``: how logs and metrics name the kind."""
-        return f"{self.api_version}.{self.kind}"
-
-
-@dataclass(frozen=True, slots=True)
 class WatchEvent:
     """One decoded watch line; ``obj`` is the plain dict the API server sent (TypeMeta filled in)."""
 

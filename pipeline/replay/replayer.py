@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from pipeline.io.kube_apply import ApiResource
+from pipeline.io.kube_types import ApiResource
 from pipeline.model.errors import (
     ApiUnavailableError,
     ConfigError,

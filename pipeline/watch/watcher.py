@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 import orjson
 
+from pipeline.io.kube_types import ApiResource
 from pipeline.io.metrics import Metrics
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC
-from pipeline.io.watch_types import Record, ResourceInfo, ResourceVersion, WatchEvent
+from pipeline.io.watch_types import Record, ResourceVersion, WatchEvent
 from pipeline.model.errors import ConfigError, FormatError, GoneError, TransientError, WatchBrokenError
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, kind_key
@@ -57,7 +58,7 @@ class WatchSettings:
 
 @dataclass(slots=True)
 class _Stream:
-    res: ResourceInfo
+    res: ApiResource
     tracked: bool  # objects of this kind are published
     lifecycles: bool  # this is the pod stream (lifecycles derived)
     resume_key: str
@@ -294,6 +295,6 @@ class Watcher:
         out.records.append(Record(RESUME_TOPIC, s.resume_key, encode_resume(s.rv), ts))
         await self._submit(s, out)
 
-    def _has_published(self, res: ResourceInfo) -> bool:
+    def _has_published(self, res: ApiResource) -> bool:
         prefix = f"{res.group or 'core'}/{res.kind}/"
         return any(k.startswith(prefix) for k in self.shaper.index)

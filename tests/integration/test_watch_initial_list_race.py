@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from pipeline.io.kube import kube_api
+from pipeline.io.kube_types import ApiResource
 from pipeline.io.kube_watch import KubeCluster
 from pipeline.io.metrics import Metrics
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC
-from pipeline.io.watch_types import ListResult, Record, ResourceInfo, ResourceVersion, WatchEvent
+from pipeline.io.watch_types import ListResult, Record, ResourceVersion, WatchEvent
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.tracer_config import TracerConfig
@@ -40,18 +41,18 @@ class GatedCluster:
         self.held_kind = held_kind
         self.release = asyncio.Event()
 
-    async def resolve(self, gvk: GroupVersionKind) -> ResourceInfo | None:
+    async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return await self.real.resolve(gvk)
 
-    async def list_objects(self, res: ResourceInfo) -> ListResult:
+    async def list_objects(self, res: ApiResource) -> ListResult:
         if res.kind == self.held_kind:
             await self.release.wait()
         return await self.real.list_objects(res)
 
-    async def get_object(self, res: ResourceInfo, namespace: str | None, name: str) -> dict[str, Any] | None:
+    async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         return await self.real.get_object(res, namespace, name)
 
-    def watch_objects(self, res: ResourceInfo, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
+    def watch_objects(self, res: ApiResource, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
         return self.real.watch_objects(res, since)
 
 

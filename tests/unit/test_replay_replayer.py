@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from pipeline.formats.segment import SegmentKind, build_segment
-from pipeline.io.kube_apply import ApiResource
+from pipeline.io.kube_types import ApiResource
 from pipeline.model.errors import ApiUnavailableError, KubeApiError, ObjectRejectedError, UnknownKindError
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey, key_of

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.io.kube_types import ApiResource
 from pipeline.io.metrics import Metrics
 from pipeline.io.topics import RESUME_TOPIC
-from pipeline.io.watch_types import ListResult, ResourceInfo, ResourceVersion, WatchEvent
+from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.tracer_config import TracerConfig
@@ -29,7 +30,7 @@ from tests.unit.test_watch_shaper import GetOnlyCluster, deployment, pod
 from tests.unit.test_watch_watcher import FAST, FakeBus, FakeCluster
 
 CONFIG = TracerConfig.from_mapping({"trackedObjects": {"apps/v1.Deployment": {"trackLifecycle": True}}}, "t")
-REPLICASETS = ResourceInfo("apps", "v1", "ReplicaSet", "replicasets", True)
+REPLICASETS = ApiResource("apps/v1", "ReplicaSet", "replicasets", True)
 OWNER = ("apps/v1", "ReplicaSet", "web-abc")
 NOW_MS = 1_767_225_700_000  # the watcher's clock, fixed: deletion times are the same in both orders
 DEPLOYMENT_KEY = "apps/Deployment/default/web"
@@ -65,16 +66,16 @@ class GatedCluster(FakeCluster):
         self.objects["ReplicaSet"] = [replicaset()]
         self.gates: dict[str, asyncio.Event] = {}
 
-    async def resolve(self, gvk: GroupVersionKind) -> ResourceInfo | None:
+    async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return REPLICASETS if gvk.kind == "ReplicaSet" else await super().resolve(gvk)
 
-    async def list_objects(self, res: ResourceInfo) -> ListResult:
+    async def list_objects(self, res: ApiResource) -> ListResult:
         gate = self.gates.get(res.kind)
         if gate is not None:
             await gate.wait()
         return await super().list_objects(res)
 
-    async def get_object(self, res: ResourceInfo, namespace: str | None, name: str) -> dict[str, Any] | None:
+    async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         for obj in self.objects.get(res.kind, []):
             if obj["metadata"]["name"] == name and obj["metadata"].get("namespace") == namespace:
                 return obj

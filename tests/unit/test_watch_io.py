@@ -9,14 +9,15 @@ import orjson
 import pytest
 
 from pipeline.io.kafka import KafkaSettings
+from pipeline.io.kube_types import ApiResource
 from pipeline.io.kube_watch import _decode_watch_line
 from pipeline.io.metrics import Metrics
 from pipeline.io.publisher import KafkaPublisher
 from pipeline.io.topics import EVENTS_TOPIC, STATE_TOPIC
-from pipeline.io.watch_types import Record, ResourceInfo
+from pipeline.io.watch_types import Record
 from pipeline.model.errors import FormatError, GoneError, WatchBrokenError
 
-PODS = ResourceInfo("", "v1", "Pod", "pods", True)
+PODS = ApiResource("v1", "Pod", "pods", True)
 
 
 def test_watch_lines_decode_into_plain_dicts_with_type_meta() -> None:

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from pipeline.io.kube_types import ApiResource
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
-from pipeline.io.watch_types import ListResult, ResourceInfo, ResourceVersion, WatchEvent
+from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent
 from pipeline.model.errors import FormatError
 from pipeline.model.events import EventType, decode_event
 from pipeline.model.hashing import pod_spec_hash
@@ -37,17 +38,17 @@ class GetOnlyCluster:
         self.objects = {(o["kind"], o["metadata"]["name"]): o for o in objects}
         self.gets = 0
 
-    async def resolve(self, gvk: GroupVersionKind) -> ResourceInfo | None:
-        return ResourceInfo(gvk.group, gvk.version, gvk.kind, gvk.kind.lower() + "s", True)
+    async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
+        return ApiResource(gvk.api_version, gvk.kind, gvk.kind.lower() + "s", True)
 
-    async def list_objects(self, res: ResourceInfo) -> ListResult:
+    async def list_objects(self, res: ApiResource) -> ListResult:
         raise AssertionError("the shaper never lists")
 
-    async def get_object(self, res: ResourceInfo, namespace: str | None, name: str) -> dict[str, Any] | None:
+    async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         self.gets += 1
         return self.objects.get((res.kind, name))
 
-    def watch_objects(self, res: ResourceInfo, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
+    def watch_objects(self, res: ApiResource, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
         raise AssertionError("the shaper never watches")
 
 

@@ -7,9 +7,10 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from pipeline.io.kube_types import ApiResource
 from pipeline.io.metrics import Metrics
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
-from pipeline.io.watch_types import ListResult, Record, ResourceInfo, ResourceVersion, WatchEvent
+from pipeline.io.watch_types import ListResult, Record, ResourceVersion, WatchEvent
 from pipeline.model.errors import GoneError, WatchBrokenError
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import GroupVersionKind
@@ -17,8 +18,8 @@ from pipeline.model.tracer_config import TracerConfig
 from pipeline.watch.watcher import Watcher, WatchSettings
 
 CONFIG = TracerConfig.from_mapping({"trackedObjects": {"apps/v1.Deployment": {}}}, "test")
-DEPLOY = ResourceInfo("apps", "v1", "Deployment", "deployments", True)
-PODS = ResourceInfo("", "v1", "Pod", "pods", True)
+DEPLOY = ApiResource("apps/v1", "Deployment", "deployments", True)
+PODS = ApiResource("v1", "Pod", "pods", True)
 FAST = WatchSettings(resume_every_s=0.0, retry_min_s=0.01, retry_max_s=0.01)
 
 
@@ -45,20 +46,20 @@ class FakeCluster:
         # (kind, nth list of that kind) → the objects and resourceVersion the cluster has by then
         self.before_list: dict[tuple[str, int], tuple[list[dict[str, Any]], int]] = {}
 
-    async def resolve(self, gvk: GroupVersionKind) -> ResourceInfo | None:
+    async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return {"Deployment": DEPLOY, "Pod": PODS}.get(gvk.kind)
 
-    async def list_objects(self, res: ResourceInfo) -> ListResult:
+    async def list_objects(self, res: ApiResource) -> ListResult:
         self.lists += 1
         nth = self.lists_of[res.kind] = self.lists_of.get(res.kind, 0) + 1
         if (res.kind, nth) in self.before_list:
             self.objects[res.kind], self.rv = self.before_list[res.kind, nth]
         return ListResult([dict(o) for o in self.objects[res.kind]], ResourceVersion(str(self.rv)))
 
-    async def get_object(self, res: ResourceInfo, namespace: str | None, name: str) -> dict[str, Any] | None:
+    async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         return None
 
-    async def watch_objects(self, res: ResourceInfo, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
+    async def watch_objects(self, res: ApiResource, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
         self.watched_from.append((res.kind, since))
         script = self.scripts[res.kind]
         step = script.pop(0) if script else []
