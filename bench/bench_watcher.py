@@ -59,11 +59,11 @@ from typing import Any
 import aiohttp
 import orjson
 
-from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
+from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer, topic_partitions
 from pipeline.io.kube import kube_api
 from pipeline.io.metrics import Metrics
 from pipeline.io.publisher import KafkaPublisher
-from pipeline.io.resume_store import ensure_watcher_topics, topic_partitions
+from pipeline.io.resume_store import ensure_watcher_topics
 from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.io.watch_types import Record
 from pipeline.model.events import Event, encode_event

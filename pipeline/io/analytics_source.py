@@ -19,7 +19,7 @@ from types import TracebackType
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from pipeline.io.kafka import KafkaSettings, admin_client
+from pipeline.io.kafka import KafkaSettings, new_consumer, offsets_at, topic_partitions
 from pipeline.model.errors import ConfigError, TransientError
 
 
@@ -58,33 +58,13 @@ class KafkaAnalyticsSource:
     def description(self) -> str:
         return f"kafka:{self.topic}"
 
-    async def _partition_ids(self) -> list[int]:
-        # the admin client, because a consumer's topics() does not fill the metadata that
-        # partitions_for_topic() reads (that stays empty for topics it has not subscribed to)
-        try:
-            async with admin_client(self.settings) as admin:
-                described = await admin.describe_topics([self.topic])
-        except KafkaError as exc:
-            raise TransientError(
-                f"cannot reach Kafka at {self.settings.bootstrap} ({exc}); check --bootstrap and the broker"
-            ) from None
-        partitions = [p["partition"] for d in described if d.get("error_code") == 0 for p in d["partitions"]]
+    async def start(self) -> None:
+        partitions = await topic_partitions(self.settings, self.topic)
         if not partitions:
             raise ConfigError(
                 f"topic {self.topic!r} does not exist on {self.settings.bootstrap}; has the watcher run?"
             )
-        return sorted(partitions)
-
-    async def start(self) -> None:
-        partition_ids = await self._partition_ids()
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap,
-            client_id=f"{self.settings.client_id}-{self.group_id}",
-            group_id=self.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-        )
+        consumer = new_consumer(self.settings, group_id=self.group_id, role=self.group_id)
         try:
             await consumer.start()
         except KafkaConnectionError as exc:
@@ -93,9 +73,9 @@ class KafkaAnalyticsSource:
                 f"cannot reach Kafka at {self.settings.bootstrap} ({exc}); check --bootstrap and the broker"
             ) from None
         self._consumer = consumer
-        self._partitions = [TopicPartition(self.topic, p) for p in partition_ids]
+        self._partitions = partitions
         consumer.assign(self._partitions)
-        starts = await self._offsets_at(self.start_ms) if self.start_ms is not None else {}
+        starts = await offsets_at(consumer, partitions, self.start_ms) if self.start_ms is not None else {}
         for tp in self._partitions:
             if tp in starts:
                 consumer.seek(tp, starts[tp])
@@ -107,16 +87,10 @@ class KafkaAnalyticsSource:
                     await consumer.seek_to_beginning(tp)
             self._positions[tp] = await consumer.position(tp)
         if self.end_ms is not None:
-            self._ends = await self._offsets_at(self.end_ms)
+            self._ends = await offsets_at(consumer, partitions, self.end_ms)
             for tp, end in self._ends.items():
                 if self._positions[tp] >= end:
                     consumer.pause(tp)
-
-    async def _offsets_at(self, at_ms: int) -> dict[TopicPartition, int]:
-        consumer = self.consumer
-        ends = await consumer.end_offsets(self._partitions)
-        found = await consumer.offsets_for_times({tp: max(at_ms, 0) for tp in self._partitions})
-        return {tp: (hit.offset if hit is not None else ends[tp]) for tp, hit in found.items()}
 
     async def stop(self) -> None:
         """Close the client (committed offsets stay with the group); safe to call twice."""

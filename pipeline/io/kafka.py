@@ -1,4 +1,5 @@
-"""Kafka clients (aiokafka) configured once for kubetape's delivery guarantees."""
+"""Kafka clients (aiokafka) configured once for kubetape's delivery guarantees, and the questions every
+reader asks the cluster: which partitions a topic has, and which offset a time falls on."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+from pipeline.model.errors import TransientError
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +43,19 @@ def new_producer(settings: KafkaSettings) -> AIOKafkaProducer:
 
 
 def new_consumer(
-    settings: KafkaSettings, *topics: str, group_id: str | None, auto_offset_reset: str = "earliest"
+    settings: KafkaSettings,
+    *topics: str,
+    group_id: str | None,
+    auto_offset_reset: str = "earliest",
+    role: str = "",
 ) -> AIOKafkaConsumer:
+    """A consumer that sees only committed transactions; ``role`` names it to the broker
+    (``kubetape-<role>``), so a broker's logs tell the sink from a range reader."""
     # Offsets are committed explicitly by each stage, after its work is durable.
     return AIOKafkaConsumer(
         *topics,
         bootstrap_servers=settings.bootstrap,
-        client_id=settings.client_id,
+        client_id=f"{settings.client_id}-{role}" if role else settings.client_id,
         group_id=group_id,
         enable_auto_commit=False,
         auto_offset_reset=auto_offset_reset,
@@ -74,3 +83,36 @@ async def ensure_topic(
         except TopicAlreadyExistsError:
             return False
     return True
+
+
+async def topic_partitions(settings: KafkaSettings, topic: str) -> list[TopicPartition]:
+    """Every partition of ``topic`` (empty if it does not exist), from fresh cluster metadata.
+
+    Asked of the admin client: a consumer without a subscription does not load a topic's metadata, so
+    its ``partitions_for_topic`` stays empty."""
+    try:
+        async with admin_client(settings) as admin:
+            described = await admin.describe_topics([topic])
+    except KafkaError as exc:
+        raise TransientError(
+            f"cannot reach Kafka at {settings.bootstrap} ({exc}); check --bootstrap and the broker"
+        ) from None
+    return sorted(
+        TopicPartition(topic, p["partition"])
+        for t in described
+        if t.get("topic") == topic and not t.get("error_code")
+        for p in t.get("partitions", [])
+    )
+
+
+async def offsets_at(
+    consumer: AIOKafkaConsumer, partitions: list[TopicPartition], at_ms: int | None
+) -> dict[TopicPartition, int]:
+    """Per partition, the first offset whose timestamp is ≥ ``at_ms`` (the end offset if none is);
+    the beginning offsets when ``at_ms`` is None. Kafka timestamps are the events' times (the watcher
+    sets them), so this is where a time range of the topic begins or ends."""
+    if at_ms is None:
+        return dict(await consumer.beginning_offsets(partitions))
+    ends = await consumer.end_offsets(partitions)
+    found = await consumer.offsets_for_times({tp: max(at_ms, 0) for tp in partitions})
+    return {tp: (hit.offset if hit is not None else ends[tp]) for tp, hit in found.items()}

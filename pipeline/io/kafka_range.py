@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from pipeline.io.kafka import KafkaSettings, admin_client
+from pipeline.io.kafka import KafkaSettings, new_consumer, offsets_at, topic_partitions
 from pipeline.model.errors import ConfigError, TransientError
 
 
@@ -28,18 +28,6 @@ class TopicRecord:
     timestamp_ms: int
     key: bytes | None
     value: bytes | None
-
-
-def _groupless_consumer(settings: KafkaSettings) -> AIOKafkaConsumer:
-    return AIOKafkaConsumer(
-        bootstrap_servers=settings.bootstrap,
-        client_id=f"{settings.client_id}-range-reader",
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-        request_timeout_ms=settings.request_timeout_ms,
-    )
 
 
 async def _start(consumer: AIOKafkaConsumer, settings: KafkaSettings, topic: str) -> list[TopicPartition]:
@@ -56,23 +44,7 @@ async def _start(consumer: AIOKafkaConsumer, settings: KafkaSettings, topic: str
             f"topic {topic!r} does not exist on {settings.bootstrap} (topics: {', '.join(sorted(topics))}); "
             f"check --topic"
         )
-    # a consumer without a subscription does not load the topic's metadata: ask the cluster
-    async with admin_client(settings) as admin:
-        described = await admin.describe_topics([topic])
-    partitions = {p["partition"] for t in described if t["topic"] == topic for p in t["partitions"]}
-    return [TopicPartition(topic, p) for p in sorted(partitions)]
-
-
-async def _offsets_at(
-    consumer: AIOKafkaConsumer, partitions: list[TopicPartition], at_ms: int | None
-) -> dict[TopicPartition, int]:
-    """Per partition, the first offset whose timestamp is ≥ ``at_ms`` (the end offset if none is);
-    the beginning offsets when ``at_ms`` is None."""
-    if at_ms is None:
-        return dict(await consumer.beginning_offsets(partitions))
-    ends = await consumer.end_offsets(partitions)
-    found = await consumer.offsets_for_times({tp: max(at_ms, 0) for tp in partitions})
-    return {tp: (hit.offset if hit is not None else ends[tp]) for tp, hit in found.items()}
+    return await topic_partitions(settings, topic)
 
 
 async def read_topic_range(
@@ -83,11 +55,11 @@ async def read_topic_range(
 
     Raises ConfigError for a missing topic and TransientError when the broker cannot be reached.
     """
-    consumer = _groupless_consumer(settings)
+    consumer = new_consumer(settings, group_id=None, role="range-reader")
     try:
         partitions = await _start(consumer, settings, topic)
-        starts = await _offsets_at(consumer, partitions, start_ms)
-        stops = await _offsets_at(consumer, partitions, end_ms)
+        starts = await offsets_at(consumer, partitions, start_ms)
+        stops = await offsets_at(consumer, partitions, end_ms)
         consumer.assign(partitions)
         remaining: set[TopicPartition] = set()
         for tp in partitions:
@@ -121,10 +93,10 @@ async def tail_topic(
 ) -> AsyncIterator[list[TopicRecord]]:
     """Batches of ``topic``'s records from the first at or after ``from_ms`` on, forever (each batch in
     offset order per partition; an empty batch when nothing arrived within ``poll_timeout_ms``)."""
-    consumer = _groupless_consumer(settings)
+    consumer = new_consumer(settings, group_id=None, role="range-reader")
     try:
         partitions = await _start(consumer, settings, topic)
-        starts = await _offsets_at(consumer, partitions, from_ms)
+        starts = await offsets_at(consumer, partitions, from_ms)
         consumer.assign(partitions)
         for tp in partitions:
             consumer.seek(tp, starts[tp])

@@ -11,7 +11,7 @@ import asyncio
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from pipeline.io.kafka import KafkaSettings, admin_client, ensure_topic, new_consumer
+from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, topic_partitions
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.model.errors import TransientError
 
@@ -25,24 +25,12 @@ async def ensure_watcher_topics(settings: KafkaSettings, partitions: int = 3) ->
     await ensure_topic(settings, RESUME_TOPIC, 1, dict(_COMPACTED))
 
 
-async def topic_partitions(settings: KafkaSettings, topic: str) -> list[TopicPartition]:
-    """Every partition of ``topic`` (empty if it does not exist), from fresh cluster metadata."""
-    async with admin_client(settings) as admin:
-        described = await admin.describe_topics([topic])
-    return sorted(
-        TopicPartition(topic, p["partition"])
-        for t in described
-        if t.get("topic") == topic and not t.get("error_code")
-        for p in t.get("partitions", [])
-    )
-
-
 async def read_compacted(settings: KafkaSettings, topic: str, timeout_s: float = 120.0) -> dict[str, bytes]:
     """The latest value of every key of ``topic`` (tombstoned keys left out), read up to its current end."""
     tps = await topic_partitions(settings, topic)
     if not tps:
         return {}
-    consumer = new_consumer(settings, group_id=None)
+    consumer = new_consumer(settings, group_id=None, role="read-back")
     await consumer.start()
     try:
         consumer.assign(tps)

@@ -22,8 +22,7 @@ import aiohttp
 import orjson
 import pytest
 
-from pipeline.io.kafka import KafkaSettings, new_consumer
-from pipeline.io.resume_store import topic_partitions
+from pipeline.io.kafka import KafkaSettings, new_consumer, topic_partitions
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.model.events import Event, EventType, decode_event, encode_event
 from pipeline.stack import kwok
