@@ -26,8 +26,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from pipeline.formats.assemble import assemble_window
-from pipeline.io.kafka import KafkaSettings
-from pipeline.io.kafka_range import TopicRecord
+from pipeline.io.kafka import KafkaSettings, Message
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import ObjectKey
 from pipeline.model.tracer_config import TracerConfig
@@ -57,7 +56,7 @@ def job(name: str) -> dict[str, Any]:
     }
 
 
-def synthetic_records(total: int) -> Iterator[TopicRecord]:
+def synthetic_records(total: int) -> Iterator[Message]:
     """``total`` records: per Job 5 events (apply, 3 finished pods, delete); every 100th redelivered."""
     offset = 0
     n = 0
@@ -80,9 +79,9 @@ def synthetic_records(total: int) -> Iterator[TopicRecord]:
         events.append(Event.deleted(ts + 9, key, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {}}))
         for e in events:
             value = encode_event(e)
-            yield TopicRecord(0, offset, e.ts_ms, None, value)
+            yield Message(0, offset, e.ts_ms, None, value)
             if offset % 100 == 0:
-                yield TopicRecord(0, offset + 1, e.ts_ms, None, value)  # a redelivery, byte-identical
+                yield Message(0, offset + 1, e.ts_ms, None, value)  # a redelivery, byte-identical
             offset += 1
         n += 1
 
@@ -91,8 +90,8 @@ async def run(total: int, warmup: float) -> dict[str, Any]:
     marks: dict[str, float] = {}
     warm_at = int(total * warmup)
 
-    async def tail(_s: KafkaSettings, _t: str, _from: int) -> AsyncIterator[list[TopicRecord]]:
-        batch: list[TopicRecord] = []
+    async def tail(_s: KafkaSettings, _t: str, _from: int) -> AsyncIterator[list[Message]]:
+        batch: list[Message] = []
         for i, record in enumerate(synthetic_records(total)):
             batch.append(record)
             if i == warm_at:

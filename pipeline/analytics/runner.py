@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pipeline.analytics.consumer import AnalyticsConsumer, BatchContext
-from pipeline.io.analytics_source import FetchedMessage
+from pipeline.io.kafka import Message
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, decode_event
 
@@ -28,7 +28,7 @@ class MessageSource(Protocol):
     @property
     def description(self) -> str: ...
 
-    async def fetch(self, timeout_ms: int, max_records: int) -> list[FetchedMessage]: ...
+    async def fetch(self, timeout_ms: int, max_records: int) -> list[Message]: ...
 
     def lag(self) -> int | None:
         """Messages not yet fetched up to the end of the topic (None when unknown)."""
@@ -95,7 +95,7 @@ class ConsumerRunner:
             self.consumer.close()
         return self.stats
 
-    def _hand_over(self, messages: Sequence[FetchedMessage]) -> int:
+    def _hand_over(self, messages: Sequence[Message]) -> int:
         events: list[Event] = []
         for message in messages:
             self._uncommitted[message.partition] = message.offset + 1

@@ -13,23 +13,13 @@ source follows the topic until stopped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import TracebackType
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from pipeline.io.kafka import KafkaSettings, new_consumer, offsets_at, topic_partitions
+from pipeline.io.kafka import KafkaSettings, Message, new_consumer, offsets_at, topic_partitions
 from pipeline.model.errors import ConfigError, TransientError
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedMessage:
-    """One consumed message: where it is and its bytes."""
-
-    partition: int
-    offset: int
-    value: bytes | None
 
 
 class KafkaAnalyticsSource:
@@ -113,18 +103,18 @@ class KafkaAnalyticsSource:
             raise RuntimeError("KafkaAnalyticsSource is not started")
         return self._consumer
 
-    async def fetch(self, timeout_ms: int, max_records: int) -> list[FetchedMessage]:
+    async def fetch(self, timeout_ms: int, max_records: int) -> list[Message]:
         try:
             batches = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
         except KafkaError as exc:
             raise TransientError(f"fetching from {self.topic} failed ({exc}); retry later") from exc
-        out: list[FetchedMessage] = []
+        out: list[Message] = []
         for tp, records in sorted(batches.items(), key=lambda item: item[0].partition):
             end = self._ends.get(tp)
             for record in records:
                 if end is not None and record.offset >= end:
                     break
-                out.append(FetchedMessage(tp.partition, record.offset, record.value))
+                out.append(Message(tp.partition, record.offset, record.timestamp, record.key, record.value))
                 self._positions[tp] = record.offset + 1
             if end is not None and self._positions[tp] >= end:
                 self.consumer.pause(tp)

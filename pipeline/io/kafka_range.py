@@ -10,24 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from pipeline.io.kafka import KafkaSettings, new_consumer, offsets_at, topic_partitions
+from pipeline.io.kafka import KafkaSettings, Message, new_consumer, offsets_at, topic_partitions
 from pipeline.model.errors import ConfigError, TransientError
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRecord:
-    """One record as stored: where it is, its timestamp (ms) and its bytes."""
-
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
 
 
 async def _start(consumer: AIOKafkaConsumer, settings: KafkaSettings, topic: str) -> list[TopicPartition]:
@@ -49,7 +37,7 @@ async def _start(consumer: AIOKafkaConsumer, settings: KafkaSettings, topic: str
 
 async def read_topic_range(
     settings: KafkaSettings, topic: str, end_ms: int, *, start_ms: int | None = None
-) -> list[TopicRecord]:
+) -> list[Message]:
     """Every record of ``topic`` from ``start_ms`` (default: the oldest retained) up to, not including,
     the first record at or after ``end_ms``, per partition in offset order, partitions concatenated.
 
@@ -66,16 +54,14 @@ async def read_topic_range(
             if starts[tp] < stops[tp]:
                 consumer.seek(tp, starts[tp])
                 remaining.add(tp)
-        out: dict[int, list[TopicRecord]] = {tp.partition: [] for tp in partitions}
+        out: dict[int, list[Message]] = {tp.partition: [] for tp in partitions}
         consumer.pause(*(set(partitions) - remaining))
         while remaining:
             batches = await consumer.getmany(timeout_ms=500, max_records=5000)
             for tp, messages in batches.items():
                 for m in messages:
                     if m.offset < stops[tp]:
-                        out[tp.partition].append(
-                            TopicRecord(tp.partition, m.offset, m.timestamp, m.key, m.value)
-                        )
+                        out[tp.partition].append(Message(tp.partition, m.offset, m.timestamp, m.key, m.value))
             for tp in list(remaining):
                 # control records (transaction markers) occupy offsets too: the position tells
                 if await consumer.position(tp) >= stops[tp]:
@@ -90,7 +76,7 @@ async def read_topic_range(
 
 async def tail_topic(
     settings: KafkaSettings, topic: str, from_ms: int, poll_timeout_ms: int = 200
-) -> AsyncIterator[list[TopicRecord]]:
+) -> AsyncIterator[list[Message]]:
     """Batches of ``topic``'s records from the first at or after ``from_ms`` on, forever (each batch in
     offset order per partition; an empty batch when nothing arrived within ``poll_timeout_ms``)."""
     consumer = new_consumer(settings, group_id=None, role="range-reader")
@@ -107,7 +93,7 @@ async def tail_topic(
                 await asyncio.sleep(1.0)  # the broker is away: keep the position, try again
                 continue
             yield [
-                TopicRecord(tp.partition, m.offset, m.timestamp, m.key, m.value)
+                Message(tp.partition, m.offset, m.timestamp, m.key, m.value)
                 for tp, messages in batches.items()
                 for m in messages
             ]

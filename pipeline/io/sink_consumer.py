@@ -13,14 +13,14 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.metadata import MetadataRequest
 
-from pipeline.io.kafka import KafkaSettings, new_consumer, new_producer
+from pipeline.io.kafka import KafkaSettings, Message, new_consumer, new_producer
 from pipeline.io.publisher import refused
 from pipeline.io.topics import DEADLETTER_TOPIC
 from pipeline.model.errors import TransientError
@@ -30,17 +30,6 @@ log = logging.getLogger("kubetape.sink")
 DEFAULT_SINK_GROUP = "kubetape-sink"
 
 PartitionsCallback = Callable[[list[int]], Awaitable[None]]
-
-
-class SourceMessage(NamedTuple):
-    """One consumed message, reduced to what the sink needs (a named tuple: one is built per message,
-    at a third of a frozen dataclass's cost)."""
-
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp_ms: int
 
 
 class KafkaRecord(Protocol):
@@ -60,7 +49,7 @@ class KafkaRecord(Protocol):
 class PartitionBatch:
     """One partition's part of a ``getmany``, in offset order, as parallel lists: the sink reads only
     offsets and values per message (two list comprehensions instead of an object per message) and
-    builds a :class:`SourceMessage` only for a message it sends to the dead-letter topic."""
+    builds a :class:`Message` only for a message it sends to the dead-letter topic."""
 
     partition: int
     offsets: list[int]
@@ -71,9 +60,9 @@ class PartitionBatch:
     def of(cls, partition: int, records: Sequence[KafkaRecord]) -> PartitionBatch:
         return cls(partition, [r.offset for r in records], [r.value for r in records], records)
 
-    def message(self, index: int) -> SourceMessage:
+    def message(self, index: int) -> Message:
         r = self.records[index]
-        return SourceMessage(self.partition, r.offset, r.key, r.value, r.timestamp)
+        return Message(self.partition, r.offset, r.timestamp, r.key, r.value)
 
 
 async def _nothing(partitions: list[int]) -> None:
@@ -216,7 +205,7 @@ class KafkaSinkSource:
         end = await self.consumer.end_offsets([tp])
         return int(start[tp]), int(end[tp])
 
-    async def dead_letter(self, message: SourceMessage, error: str) -> None:
+    async def dead_letter(self, message: Message, error: str) -> None:
         if self._producer is None:
             raise RuntimeError("KafkaSinkSource is not started")
         headers = [

@@ -31,8 +31,8 @@ from statistics import median
 
 from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment import Segment
-from pipeline.io.kafka import KafkaSettings
-from pipeline.io.kafka_range import TopicRecord, read_topic_range, tail_topic
+from pipeline.io.kafka import KafkaSettings, Message
+from pipeline.io.kafka_range import read_topic_range, tail_topic
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import ObjectKey
@@ -41,7 +41,7 @@ from pipeline.replay.plan import ReplayPlan, initial_events, plan_replay, pods_e
 from pipeline.replay.schedule import ScheduledStep
 
 Warn = Callable[[str], None]
-Tail = Callable[[KafkaSettings, str, int], AsyncIterator[list[TopicRecord]]]
+Tail = Callable[[KafkaSettings, str, int], AsyncIterator[list[Message]]]
 
 DEDUP_WINDOW = 100_000
 """Records whose digests are remembered to recognize redeliveries (about 10 MB)."""
@@ -62,7 +62,7 @@ class _Decoder:
         self._order: deque[bytes] = deque()  # the digests in _seen, oldest first
         self._window = window
 
-    def decode(self, records: Iterable[TopicRecord]) -> list[Event]:
+    def decode(self, records: Iterable[Message]) -> list[Event]:
         events = []
         for record in records:
             if record.value is None:

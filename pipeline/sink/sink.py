@@ -43,9 +43,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pipeline.formats.segment import PartitionRange, build_gap_marker, encode_wire_segment
+from pipeline.io.kafka import Message
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import SegmentStore, StaleWriterError, WriteFence, segment_name
-from pipeline.io.sink_consumer import PartitionBatch, SourceMessage
+from pipeline.io.sink_consumer import PartitionBatch
 from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import EventHead, WireProbe
@@ -74,7 +75,7 @@ class EventSource(Protocol):
     async def seek(self, partition: int, offset: int) -> None:
         """Continue ``partition`` at ``offset``."""
 
-    async def dead_letter(self, message: SourceMessage, error: str) -> None:
+    async def dead_letter(self, message: Message, error: str) -> None:
         """Publish ``message`` to the dead-letter topic and wait for the broker's acknowledgement."""
 
     async def identity(self) -> str | None:
@@ -323,7 +324,7 @@ class Sink:
                 await self._dead_letter(batch.message(i))
         return heads
 
-    async def _dead_letter(self, message: SourceMessage) -> None:
+    async def _dead_letter(self, message: Message) -> None:
         """Send a message the probe refused to the dead-letter topic, with the error naming where it was."""
         where = f"topic {self.settings.compaction.topic} p{message.partition} @{message.offset}"
         if message.offset < self._committed_at_assignment.get(message.partition, -1):

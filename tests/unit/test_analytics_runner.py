@@ -15,7 +15,7 @@ from pipeline.analytics.consumer import BatchContext, group_id_for
 from pipeline.analytics.runner import ConsumerRunner, RunnerSettings, run_offline
 from pipeline.analytics.timeline_store import read_timeline
 from pipeline.analytics.tracefile import read_trace, trace_events
-from pipeline.io.analytics_source import FetchedMessage
+from pipeline.io.kafka import Message
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import ObjectKey
 from services.cli import main
@@ -27,13 +27,13 @@ class ListSource:
 
     description = "memory:events"
 
-    def __init__(self, messages: Sequence[FetchedMessage], calls: list[str]) -> None:
+    def __init__(self, messages: Sequence[Message], calls: list[str]) -> None:
         self._messages = list(messages)
         self._position = 0
         self.calls = calls
         self.committed: dict[int, int] = {}
 
-    async def fetch(self, timeout_ms: int, max_records: int) -> list[FetchedMessage]:
+    async def fetch(self, timeout_ms: int, max_records: int) -> list[Message]:
         del timeout_ms
         batch = self._messages[self._position : self._position + max_records]
         self._position += len(batch)
@@ -77,7 +77,7 @@ def configmap_event(i: int) -> Event:
 
 async def test_offsets_are_committed_only_after_the_consumer_checkpointed() -> None:
     calls: list[str] = []
-    messages = [FetchedMessage(i % 2, i // 2, encode_event(configmap_event(i))) for i in range(10)]
+    messages = [Message(i % 2, i // 2, 0, None, encode_event(configmap_event(i))) for i in range(10)]
     source = ListSource(messages, calls)
     consumer = RecordingConsumer(calls)
     settings = RunnerSettings(max_batch=4, checkpoint_every_events=4, checkpoint_every_s=3600)
@@ -96,10 +96,10 @@ async def test_offsets_are_committed_only_after_the_consumer_checkpointed() -> N
 async def test_undecodable_messages_are_skipped_counted_and_still_committed() -> None:
     calls: list[str] = []
     messages = [
-        FetchedMessage(0, 0, encode_event(configmap_event(0))),
-        FetchedMessage(0, 1, b"\xc1 not msgpack"),
-        FetchedMessage(0, 2, None),
-        FetchedMessage(0, 3, encode_event(configmap_event(3))),
+        Message(0, 0, 0, None, encode_event(configmap_event(0))),
+        Message(0, 1, 0, None, b"\xc1 not msgpack"),
+        Message(0, 2, 0, None, None),
+        Message(0, 3, 0, None, encode_event(configmap_event(3))),
     ]
     source = ListSource(messages, calls)
     consumer = RecordingConsumer(calls)

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from pipeline.formats.assemble import assemble_window
-from pipeline.io.kafka import KafkaSettings
-from pipeline.io.kafka_range import TopicRecord
+from pipeline.io.kafka import KafkaSettings, Message
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import ObjectKey
 from pipeline.model.tracer_config import TracerConfig
@@ -51,15 +50,15 @@ def lifecycle(owner: str, pod: int, duration_ms: int) -> Event:
     )
 
 
-def records(events: list[Event], *, repeat_each: int = 1) -> list[TopicRecord]:
+def records(events: list[Event], *, repeat_each: int = 1) -> list[Message]:
     out = []
     for i, e in enumerate(events):
-        out += [TopicRecord(0, i, e.ts_ms, None, encode_event(e))] * repeat_each
+        out += [Message(0, i, e.ts_ms, None, encode_event(e))] * repeat_each
     return out
 
 
-def follow_over(batches: list[list[TopicRecord]]) -> FollowSource:
-    async def tail(_settings: KafkaSettings, _topic: str, _from_ms: int) -> AsyncIterator[list[TopicRecord]]:
+def follow_over(batches: list[list[Message]]) -> FollowSource:
+    async def tail(_settings: KafkaSettings, _topic: str, _from_ms: int) -> AsyncIterator[list[Message]]:
         for batch in batches:
             yield batch
 

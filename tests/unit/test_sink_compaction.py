@@ -14,6 +14,7 @@ import pytest
 from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment import decode_segment, encode_segment
 from pipeline.formats.simkube import read_simkube_trace, simkube_compatibility_problems
+from pipeline.io.kafka import Message
 from pipeline.io.segment_store import (
     LocalSegmentStore,
     MemorySegmentStore,
@@ -22,7 +23,7 @@ from pipeline.io.segment_store import (
     parse_segment_name,
     segment_name,
 )
-from pipeline.io.sink_consumer import PartitionBatch, SourceMessage
+from pipeline.io.sink_consumer import PartitionBatch
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, encode_event
 from pipeline.model.tracer_config import TracerConfig
@@ -61,7 +62,7 @@ class FakeSource:
         self.log_start: dict[int, int] = {}  # offsets below were deleted by the topic's retention
         self.position: dict[int, int] = {}
         self.commits: dict[int, int] = {}
-        self.dead: list[tuple[SourceMessage, str]] = []
+        self.dead: list[tuple[Message, str]] = []
 
     async def getmany(self, timeout_ms: int, max_records: int) -> list[PartitionBatch]:
         out: list[PartitionBatch] = []
@@ -89,7 +90,7 @@ class FakeSource:
     async def seek(self, partition: int, offset: int) -> None:
         self.position[partition] = offset
 
-    async def dead_letter(self, message: SourceMessage, error: str) -> None:
+    async def dead_letter(self, message: Message, error: str) -> None:
         self.dead.append((message, error))
 
     async def identity(self) -> str | None:

@@ -29,8 +29,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment import encode_segment
+from pipeline.io.kafka import Message
 from pipeline.io.segment_store import MemorySegmentStore
-from pipeline.io.sink_consumer import PartitionBatch, SourceMessage
+from pipeline.io.sink_consumer import PartitionBatch
 from pipeline.model.events import Event, EventType, encode_event
 from pipeline.model.keys import ObjectKey, object_key
 from pipeline.model.tracer_config import TracerConfig
@@ -96,7 +97,7 @@ class Member:
     async def seek(self, partition: int, offset: int) -> None:
         self.position[partition] = offset
 
-    async def dead_letter(self, message: SourceMessage, error: str) -> None:
+    async def dead_letter(self, message: Message, error: str) -> None:
         raise AssertionError(f"no message of this test is undecodable: {error}")
 
     async def identity(self) -> str | None:
