@@ -17,14 +17,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import median
 from typing import Any
 
-from pipeline.formats.assemble import simkube_to_trace
-from pipeline.formats.segment import Segment, decode_segment, is_segment
-from pipeline.formats.simkube import read_simkube_trace
-from pipeline.model.errors import FormatError
+from pipeline.formats.segment import Segment
+from pipeline.formats.trace import initial_events
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, key_of
 from pipeline.model.tracer_config import TracerConfig
@@ -56,34 +53,6 @@ class ReplayPlan:
     """The owners of ``recorded_by_owner`` whose counts are desired pods, not recorded lifecycles."""
     cronjobs_with_jobs: frozenset[str] = frozenset()
     """CronJobs (object keys) whose Jobs the trace recorded: replayed suspended (see rewrite)."""
-
-
-def load_trace(path: Path) -> Segment:
-    """A kubetape segment/trace or a SimKube trace file as one kubetape trace; FormatError if neither."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
-    return trace_from_bytes(data, str(path))
-
-
-def trace_from_bytes(data: bytes, source: str) -> Segment:
-    """:func:`load_trace` for bytes already read (a download, a message)."""
-    if is_segment(data):
-        return decode_segment(data, source)
-    return simkube_to_trace(read_simkube_trace(data, source), source)
-
-
-def initial_events(trace: Segment) -> list[Event]:
-    """The trace's events, preceded by its keyframe's objects and lifecycles (live at the start)."""
-    events: list[Event] = list(trace.events)
-    if trace.keyframe is None:
-        return events
-    at = trace.header.start_ms
-    return [
-        Event.applied(at, e.key, e.obj or {}, e.spec_hash)
-        for e in sorted(trace.keyframe.objects.values(), key=lambda e: e.key)
-    ] + [*trace.keyframe.lifecycles.values(), *events]
 
 
 def plan_replay(trace: Segment, speed: float) -> ReplayPlan:

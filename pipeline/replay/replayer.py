@@ -2,7 +2,8 @@
 
 One replay, step by step:
 
-1. :func:`load_trace` reads a kubetape trace/segment or a SimKube trace (v1 or v2, msgpack or JSON).
+1. :func:`pipeline.formats.trace.read_trace` reads a kubetape trace/segment or a SimKube trace (v1 or v2,
+   msgpack or JSON).
 2. :func:`plan_replay` turns its APPLIED/DELETED events into scheduler steps and its POD_LIFECYCLE
    events into pod lifetimes (already divided by the speed) and the recorded running-pods timeline.
 3. :class:`Replayer` creates the root object (a ``ReplayRoot``: kubetape's own cluster-scoped custom
@@ -39,7 +40,7 @@ from pipeline.model.errors import (
 )
 from pipeline.model.events import Event, EventType
 from pipeline.replay.governor import ConvergenceGovernor, PodCounts, count_pods
-from pipeline.replay.plan import ReplayPlan, load_trace, plan_replay
+from pipeline.replay.plan import ReplayPlan, plan_replay
 from pipeline.replay.report import ReplayFailure, ReplayProgress, ReplayReport
 from pipeline.replay.rewrite import (
     PAUSE_ANNOTATION,
@@ -65,7 +66,6 @@ __all__ = [
     "ReplayReport",
     "ReplaySettings",
     "Replayer",
-    "load_trace",
     "plan_replay",
 ]
 

@@ -13,22 +13,12 @@ from pathlib import Path
 import orjson
 
 from pipeline.formats.assemble import assemble_window, trace_to_simkube
-from pipeline.formats.segment import Segment, decode_segment, encode_segment, is_segment
-from pipeline.formats.simkube import SimkubeTrace, read_simkube_trace, simkube_to_wire, write_simkube_trace
+from pipeline.formats.segment import Segment, encode_segment
+from pipeline.formats.simkube import SimkubeTrace, simkube_to_wire, write_simkube_trace
+from pipeline.formats.trace import read_native_trace
 from pipeline.model.errors import FormatError
 
 AnyTrace = SimkubeTrace | Segment
-
-
-def read_any_trace(path: Path) -> AnyTrace:
-    """The trace in ``path``, in its own format (FormatError naming the file if it does not decode)."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    if is_segment(data):
-        return decode_segment(data, str(path))
-    return read_simkube_trace(data, str(path))
 
 
 def as_simkube(trace: AnyTrace) -> SimkubeTrace:
@@ -50,7 +40,7 @@ def as_simkube(trace: AnyTrace) -> SimkubeTrace:
 
 def read_trace_file(path: Path) -> SimkubeTrace:
     """The trace in ``path`` in SimKube form (see :func:`as_simkube`)."""
-    return as_simkube(read_any_trace(path))
+    return as_simkube(read_native_trace(path))
 
 
 def encode_trace(trace: SimkubeTrace, *, as_json: bool) -> bytes:

@@ -88,13 +88,15 @@ def build_consumer(name: str, out_dir: Path, *, offline: bool) -> AnalyticsConsu
 
 def _run(args: argparse.Namespace) -> int:
     from pipeline.analytics.runner import run_offline
-    from pipeline.analytics.tracefile import read_trace, trace_events
+    from pipeline.formats.trace import initial_events, read_trace
 
     if args.trace is not None:
         if args.start or args.end:
             raise ConfigError("--from/--to select a Kafka range; a trace file is read whole")
         consumer = build_consumer(args.name, args.out, offline=True)
-        stats = run_offline(consumer, trace_events(read_trace(args.trace)), str(args.trace))
+        stats = run_offline(
+            consumer, initial_events(read_trace(args.trace), time_ordered=True), str(args.trace)
+        )
         print(json.dumps({"consumer": args.name, "events": stats.events, "out": str(args.out)}))
         if args.name == "metrics":
             from pipeline.analytics.builtin_metrics import MetricsConsumer

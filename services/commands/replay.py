@@ -256,8 +256,8 @@ def _warn(message: str) -> None:
 
 async def _load_source(args: argparse.Namespace) -> Any:
     """The trace to replay, from whichever source the arguments name."""
+    from pipeline.formats.trace import read_trace, trace_from_bytes
     from pipeline.model.tracer_config import load_tracer_config
-    from pipeline.replay.plan import load_trace, trace_from_bytes
     from pipeline.sink.export import parse_time
 
     config = load_tracer_config(args.config) if args.config else None
@@ -266,7 +266,7 @@ async def _load_source(args: argparse.Namespace) -> Any:
             from pipeline.io.fetch import fetch_bytes
 
             return trace_from_bytes(await fetch_bytes(args.trace), args.trace)
-        return load_trace(Path(args.trace))
+        return read_trace(Path(args.trace))
     start_ms = parse_time(args.start, what="--from")
     end_ms = parse_time(args.end or "now", what="--to")
     if args.segments is not None:

@@ -144,19 +144,19 @@ async def replay_to_run(
     from pipeline.analytics.runs import write_run
     from pipeline.analytics.snapshots import SnapshotEvents, strip_prefix
     from pipeline.analytics.timeline import TimelineFolder, fold_events
-    from pipeline.analytics.tracefile import trace_events
+    from pipeline.formats.trace import initial_events, read_trace
     from pipeline.io.kube import kube_api
     from pipeline.io.kube_apply import KubeApplier
-    from pipeline.replay.replayer import Replayer, load_trace, plan_replay
+    from pipeline.replay.replayer import Replayer, plan_replay
 
     if pool is None and settings.node_skeleton is not None and settings.node_count > 0:
         skeleton_name = str((settings.node_skeleton.get("metadata") or {}).get("name") or "node")
         pool = node_pool(skeleton_name, settings.node_skeleton, settings.node_count)
-    trace = load_trace(trace_path)
+    trace = read_trace(trace_path)
     plan = plan_replay(trace, settings.speed)
     span_ms = settings.duration_ms if settings.duration_ms is not None else plan.end_ms - plan.start_ms
     end_ms = plan.start_ms + span_ms
-    recorded = fold_events(trace_events(trace), origin_ms=plan.start_ms, end_ms=end_ms)
+    recorded = fold_events(initial_events(trace, time_ordered=True), origin_ms=plan.start_ms, end_ms=end_ms)
     folder = TimelineFolder(origin_ms=plan.start_ms)
     snapshots = SnapshotEvents(strip_prefix(settings.namespace_prefix))
     async with kube_api(kubeconfig, context) as api:

@@ -33,16 +33,17 @@ def register(subparsers: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from pipeline.formats.simkube import SimkubeTrace
+    from pipeline.formats.trace import read_native_trace
     from pipeline.model.errors import ConfigError
     from pipeline.validate.apply import TransformStats, apply_transform
     from pipeline.validate.apply_segment import apply_transform_to_segment
-    from pipeline.validate.tracefile import AnyTrace, read_any_trace, write_trace_file
+    from pipeline.validate.tracefile import AnyTrace, write_trace_file
     from pipeline.validate.transform import load_transform
 
     if args.output.resolve() == args.trace.resolve():
         raise ConfigError(f"{args.output}: refusing to overwrite the input trace; choose another -o")
     transform = load_transform(args.transform)
-    trace = read_any_trace(args.trace)
+    trace = read_native_trace(args.trace)
     result: AnyTrace
     stats: TransformStats
     if isinstance(trace, SimkubeTrace):

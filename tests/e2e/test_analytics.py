@@ -16,7 +16,7 @@ from pipeline.analytics.builtin_timeline import TimelineConsumer
 from pipeline.analytics.consumer import group_id_for
 from pipeline.analytics.runner import ConsumerRunner, RunnerSettings
 from pipeline.analytics.timeline import CLUSTER_OWNER, fold_events
-from pipeline.analytics.tracefile import read_trace, trace_events
+from pipeline.formats.trace import initial_events, read_trace
 from pipeline.io.analytics_source import KafkaAnalyticsSource
 from pipeline.io.kafka import KafkaSettings
 from pipeline.replay.replayer import ReplaySettings
@@ -50,7 +50,9 @@ async def test_three_replays_of_a_recording_compare_within_the_fidelity_threshol
         await ConsumerRunner(consumer, source, RunnerSettings(fetch_timeout_ms=200)).run()
     from_kafka = {r.second: r.running for r in consumer.rows if r.owner == CLUSTER_OWNER}
     from_trace = {
-        r.second: r.running for r in fold_events(trace_events(trace)).rows if r.owner == CLUSTER_OWNER
+        r.second: r.running
+        for r in fold_events(initial_events(trace, time_ordered=True)).rows
+        if r.owner == CLUSTER_OWNER
     }
     assert max(from_kafka.values()) == max(from_trace.values()) >= 5
 

@@ -15,9 +15,10 @@ from typing import Any, TypeVar
 
 import yaml
 
+from pipeline.formats.trace import read_trace
 from pipeline.io.kube import kube_api
 from pipeline.io.kube_apply import KubeApplier
-from pipeline.replay.replayer import Replayer, ReplayReport, ReplaySettings, load_trace, plan_replay
+from pipeline.replay.replayer import Replayer, ReplayReport, ReplaySettings, plan_replay
 from pipeline.replay.rewrite import REPLAY_LABEL
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.validate.apply import apply_transform
@@ -58,7 +59,7 @@ async def replayed(trace: Path, kubeconfig: Path, name: str) -> AsyncIterator[Re
         node_count=1,
         keep=True,
     )
-    plan = plan_replay(load_trace(trace), settings.speed)
+    plan = plan_replay(read_trace(trace), settings.speed)
     async with kube_api(kubeconfig) as api:
         cluster = KubeApplier(api)
         replayer = Replayer(cluster, plan, settings, source=str(trace))

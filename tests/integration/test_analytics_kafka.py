@@ -21,7 +21,7 @@ from pipeline.analytics.consumer import group_id_for
 from pipeline.analytics.runner import ConsumerRunner, RunnerSettings
 from pipeline.analytics.timeline import fold_events
 from pipeline.analytics.timeline_store import read_timeline
-from pipeline.analytics.tracefile import read_trace, trace_events
+from pipeline.formats.trace import initial_events, read_trace
 from pipeline.io.analytics_source import KafkaAnalyticsSource
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
 from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP
@@ -114,7 +114,7 @@ async def test_a_timeline_consumer_resumes_from_its_checkpoint_and_leaves_the_si
 ) -> None:
     topic = f"it.analytics.{uuid.uuid4().hex[:8]}"
     assert await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, partitions=PARTITIONS)
-    first = trace_events(read_trace(simkube_traces / "bare-pods.sktrace"))
+    first = initial_events(read_trace(simkube_traces / "bare-pods.sktrace"), time_ordered=True)
     second = later_events(max(e.pod_end_ms or e.ts_ms for e in first))
     await produce(kafka_bootstrap, topic, first)
     sink_position = {0: 1, 1: 0, 2: 2}
@@ -159,7 +159,7 @@ def test_the_metrics_service_serves_live_series_only_with_the_token(
 ) -> None:
     topic = f"it.analytics-metrics.{uuid.uuid4().hex[:8]}"
     assert asyncio.run(ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, partitions=PARTITIONS))
-    events = trace_events(read_trace(simkube_traces / "bare-pods.sktrace"))
+    events = initial_events(read_trace(simkube_traces / "bare-pods.sktrace"), time_ordered=True)
     asyncio.run(produce(kafka_bootstrap, topic, events))
     port, token = free_port(), uuid.uuid4().hex
     log = (tmp_path / "metrics.log").open("wb")

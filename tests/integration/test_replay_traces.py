@@ -16,11 +16,12 @@ import pytest
 import yaml
 
 from pipeline.formats.segment import SegmentKind, build_segment, encode_segment
+from pipeline.formats.trace import read_trace
 from pipeline.io.kube import kube_api
 from pipeline.io.kube_apply import KubeApplier
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
-from pipeline.replay.replayer import Replayer, ReplayReport, ReplaySettings, load_trace, plan_replay
+from pipeline.replay.replayer import Replayer, ReplayReport, ReplaySettings, plan_replay
 from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 
@@ -38,7 +39,7 @@ async def replay_and_watch(
     kubeconfig: Path, trace: Path, settings: ReplaySettings, poll_s: float = 0.1
 ) -> tuple[ReplayReport, dict[str, PodTimes]]:
     """Run a replay while polling its pods; returns the report and when each pod reached each phase."""
-    plan = plan_replay(load_trace(trace), settings.speed)
+    plan = plan_replay(read_trace(trace), settings.speed)
     pods: dict[str, PodTimes] = {}
     async with kube_api(kubeconfig) as api:
         cluster = KubeApplier(api)
@@ -157,7 +158,7 @@ async def test_rejected_object_and_unknown_kind_are_reported_and_replay_goes_on(
     trace.write_bytes(encode_segment(build_segment(events, start_ms=0, end_ms=4_000, kind=SegmentKind.TRACE)))
 
     settings = ReplaySettings(speed=100, replay_name="bad", namespace_prefix="bad", keep=True)
-    plan = plan_replay(load_trace(trace), settings.speed)
+    plan = plan_replay(read_trace(trace), settings.speed)
     async with kube_api(sim_kubeconfig) as api:
         cluster = KubeApplier(api)
         replayer = Replayer(cluster, plan, settings)

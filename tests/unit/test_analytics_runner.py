@@ -14,7 +14,7 @@ from pipeline.analytics.builtin_timeline import TimelineConsumer
 from pipeline.analytics.consumer import BatchContext, group_id_for
 from pipeline.analytics.runner import ConsumerRunner, RunnerSettings, run_offline
 from pipeline.analytics.timeline_store import read_timeline
-from pipeline.analytics.tracefile import read_trace, trace_events
+from pipeline.formats.trace import initial_events, read_trace
 from pipeline.io.kafka import Message
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import ObjectKey
@@ -117,7 +117,7 @@ def test_each_consumer_has_its_own_group() -> None:
 
 def test_the_metrics_consumer_counts_objects_pods_and_lag() -> None:
     consumer = MetricsConsumer(clock=lambda: 1_800_000_100.0)
-    events = trace_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace"))
+    events = initial_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace"), time_ordered=True)
     consumer.on_batch(events, BatchContext("memory", 7, 0))
     text = consumer.metrics.render()
     assert 'kubetape_analytics_events_total{kind="Pod",type="applied"} 4' in text
@@ -131,7 +131,7 @@ def test_the_timeline_consumer_writes_parquet_an_analyst_can_query(tmp_path: Pat
     import duckdb
 
     out = tmp_path / "timeline"
-    events = trace_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace"))
+    events = initial_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace"), time_ordered=True)
     run_offline(TimelineConsumer(out, final=True), events, "bare-pods", batch_size=3)
     connection = duckdb.connect()
     query = f"SELECT sum(running) FROM '{out / 'timeline.parquet'}' WHERE owner = '*'"

@@ -15,7 +15,7 @@ from pipeline.analytics.timeline import (
     fold_events,
     parse_quantity,
 )
-from pipeline.analytics.tracefile import read_trace, trace_events
+from pipeline.formats.trace import initial_events, read_trace
 from pipeline.model.errors import FormatError
 from pipeline.model.events import TS_MAX_MS, Event
 from pipeline.model.keys import ObjectKey, key_of
@@ -72,7 +72,7 @@ def test_quantities_parse_as_kubernetes_writes_them() -> None:
 
 
 def test_recorded_bare_pods_run_exactly_their_recorded_seconds() -> None:
-    folded = fold_events(trace_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace")))
+    folded = fold_events(initial_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace"), time_ordered=True))
     per_second = cluster(folded.rows)
     # recorded: pod 1 runs 0–12 s, pod 2 is created at 42 s and runs 43–73 s, pod 3 103–133 s, pod 4 163 s–
     running = [s for s, row in sorted(per_second.items()) if row.running]
@@ -163,7 +163,7 @@ def test_lifecycle_pods_request_what_their_owners_template_requests() -> None:
 
 
 def test_a_fold_resumed_from_its_state_ends_where_one_pass_ends() -> None:
-    events = trace_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace"))
+    events = initial_events(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace"), time_ordered=True)
     whole = TimelineFolder()
     whole.add_all(events)
     expected = whole.advance() + whole.finish()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pipeline.formats.trace import read_trace
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
 from pipeline.replay.fidelity import (
@@ -16,7 +17,7 @@ from pipeline.replay.fidelity import (
     range_over,
     value_at,
 )
-from pipeline.replay.plan import desired_timelines, load_trace, plan_replay
+from pipeline.replay.plan import desired_timelines, plan_replay
 from pipeline.replay.report import ReplayReport
 
 T = 1_800_000_000_000
@@ -144,7 +145,7 @@ def test_owners_without_lifecycles_are_judged_by_the_pods_they_asked_for() -> No
 
 
 def test_a_simkube_trace_without_lifecycles_gets_a_measured_verdict(simkube_traces: Path) -> None:
-    plan = plan_replay(load_trace(simkube_traces / "simkube-trace.json"), speed=10)
+    plan = plan_replay(read_trace(simkube_traces / "simkube-trace.json"), speed=10)
     assert plan.desired_owners, "the Deployments of the trace are owners with desired pods"
     assert set(plan.desired_owners) <= set(plan.recorded_by_owner or {})
     report = ReplayReport("r", "simkube-trace.json", 10.0)

@@ -12,12 +12,13 @@ import pytest
 import yaml
 
 from pipeline.formats.segment import SegmentKind, build_segment
+from pipeline.formats.trace import read_trace
 from pipeline.io.kube_types import ApiResource
 from pipeline.model.errors import ApiUnavailableError, KubeApiError, ObjectRejectedError, UnknownKindError
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey, key_of
 from pipeline.replay import replayer as replayer_module
-from pipeline.replay.replayer import Replayer, ReplaySettings, load_trace, plan_replay, root_crd
+from pipeline.replay.replayer import Replayer, ReplaySettings, plan_replay, root_crd
 from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL
 from tests.data import SIMKUBE_TRACES
 
@@ -203,7 +204,7 @@ async def test_virtual_nodes_are_created_and_owned_by_the_root() -> None:
 
 
 def test_plan_of_simkube_bare_pods_trace_scales_recorded_lifetimes() -> None:
-    plan = plan_replay(load_trace(SIMKUBE_TRACES / "bare-pods.sktrace"), speed=10)
+    plan = plan_replay(read_trace(SIMKUBE_TRACES / "bare-pods.sktrace"), speed=10)
     assert [s.ts_ms - plan.start_ms for s in plan.steps] == [0, 42_000, 102_000, 162_000]
     lifetimes = {k.rsplit("/", 1)[1]: v for k, v in plan.lifetimes_ms.items()}
     assert lifetimes == {
@@ -223,7 +224,7 @@ def test_plan_of_simkube_bare_pods_trace_scales_recorded_lifetimes() -> None:
 
 
 def test_plan_of_simkube_cronjob_trace_gives_the_owner_its_job_duration() -> None:
-    plan = plan_replay(load_trace(SIMKUBE_TRACES / "cronjob.sktrace"), speed=3)
+    plan = plan_replay(read_trace(SIMKUBE_TRACES / "cronjob.sktrace"), speed=3)
     assert plan.lifetimes_ms == {ObjectKey("batch/CronJob/default/hello-simkube"): pytest.approx(10_000.0)}
     assert [e.payload.type.value for e in plan.steps] == ["applied", "deleted"]
 
