@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.formats.assemble import assemble_window, trace_to_simkube
-from pipeline.formats.segment import EventWires, Keyframe, encode_segment
+from pipeline.formats.segment import EventWires, Keyframe, Segment, encode_segment
 from pipeline.formats.simkube import write_simkube_trace
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
@@ -112,24 +112,47 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _export(
-    catalog: SegmentCatalog, request: ExportRequest, warn: Callable[[str], None] | None
-) -> ExportResult:
-    # Only a kubetape file is written from the stored bytes; a SimKube one needs no event's bytes.
-    wires = EventWires() if request.format is ExportFormat.KUBETAPE else None
+def window_trace(
+    catalog: SegmentCatalog, request: ExportRequest, warn: Callable[[str], None] | None = None
+) -> Segment:
+    """The trace ``request`` selects, assembled as an export assembles it but not encoded: a replay of a
+    store's range uses it as it is, so the range replays as its exported file would."""
+    if request.start_ms >= request.end_ms:
+        raise ConfigError(
+            f"replay range is empty: from {request.start_ms} ms is not before to {request.end_ms} ms"
+        )
+    with _cyclic_gc_paused():
+        trace, _window = _assemble(catalog, request, warn, None)
+    return trace
+
+
+def _assemble(
+    catalog: SegmentCatalog,
+    request: ExportRequest,
+    warn: Callable[[str], None] | None,
+    wires: EventWires | None,
+) -> tuple[Segment, Window]:
     window = rebuild_window(catalog, request.start_ms, request.end_ms, warn, wires=wires)
     keyframe, events = _filtered(window, request)
-    config = request.config or TracerConfig.default()
     trace = assemble_window(
         keyframe,
         events,
         request.start_ms,
         request.end_ms,
-        config=config,
+        config=request.config or TracerConfig.default(),
         suppress_owned=request.filters.suppress_owned,
     )
+    return trace, window
+
+
+def _export(
+    catalog: SegmentCatalog, request: ExportRequest, warn: Callable[[str], None] | None
+) -> ExportResult:
+    # Only a kubetape file is written from the stored bytes; a SimKube one needs no event's bytes.
+    wires = EventWires() if request.format is ExportFormat.KUBETAPE else None
+    trace, window = _assemble(catalog, request, warn, wires)
     if request.format is ExportFormat.SIMKUBE:
-        data = write_simkube_trace(trace_to_simkube(trace, config))
+        data = write_simkube_trace(trace_to_simkube(trace, request.config or TracerConfig.default()))
     else:
         data = encode_segment(trace, EXPORT_ZSTD_LEVEL, wires=wires)
     return ExportResult(data, len(trace.events), tuple(window.skipped))

@@ -281,16 +281,14 @@ async def _load_source(args: argparse.Namespace) -> Any:
 
 def _segments_trace(segment_dir: Path, start_ms: int, end_ms: int, config: Any) -> Any:
     # the same assembly as `kubetape export`, so a range replays as its exported file would
-    from pipeline.formats.segment import decode_segment
     from pipeline.io.segment_store import LocalSegmentStore
     from pipeline.sink.catalog import SegmentCatalog
-    from pipeline.sink.export import ExportRequest, export_window
+    from pipeline.sink.export import ExportRequest, window_trace
 
     if not segment_dir.is_dir():
         raise ConfigError(f"segment store {segment_dir} does not exist; check --segments")
     catalog = SegmentCatalog(LocalSegmentStore(segment_dir))
-    result = export_window(catalog, ExportRequest(start_ms, end_ms, config=config), _warn)
-    return decode_segment(result.data, f"segments {segment_dir}")
+    return window_trace(catalog, ExportRequest(start_ms, end_ms, config=config), _warn)
 
 
 async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:

@@ -29,7 +29,7 @@ from pipeline.formats.simkube import (
     write_simkube_trace,
 )
 from pipeline.io.segment_store import MemorySegmentStore, segment_name
-from pipeline.model.errors import FormatError
+from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import GroupVersionKind, ObjectKey, object_key, parse_object_key
@@ -38,7 +38,14 @@ from pipeline.model.tracer_config import TracerConfig
 from pipeline.sink import history, synthetic
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
-from pipeline.sink.export import EXPORT_ZSTD_LEVEL, ExportFilters, ExportFormat, ExportRequest, export_window
+from pipeline.sink.export import (
+    EXPORT_ZSTD_LEVEL,
+    ExportFilters,
+    ExportFormat,
+    ExportRequest,
+    export_window,
+    window_trace,
+)
 from pipeline.sink.history import Window, load_segment, rebuild_window
 from pipeline.sink.state import ObjectState
 
@@ -311,3 +318,22 @@ def test_export_equals_the_trace_assembled_from_the_events(fmt: ExportFormat, fi
         names = {e.key.rpartition("/")[2] for e in decode_segment(exported.data).events}
         assert {"rs-orphan", "tie-00", "tie-11"} <= names
         assert not {"rs-owned", "rs-ds"} & names  # owned by an exported object, by a DaemonSet
+
+
+def test_a_replayed_range_is_the_exported_file_without_the_bytes() -> None:
+    """``replay --segments`` takes the window's trace as it is: it must be what decoding the exported file
+    of the same range gives, or a range would replay differently from its export."""
+    events = workload()
+    catalog = SegmentCatalog(store_of(events, hole=False))
+    for start_ms, end_ms in WINDOWS:
+        request = ExportRequest(start_ms, end_ms)
+        direct = window_trace(catalog, request)
+        decoded = decode_segment(export_window(catalog, request).data)
+        assert direct.events == decoded.events
+        assert direct.keyframe == decoded.keyframe
+        assert (direct.header.start_ms, direct.header.end_ms) == (
+            decoded.header.start_ms,
+            decoded.header.end_ms,
+        )
+    with pytest.raises(ConfigError, match="replay range is empty"):
+        window_trace(catalog, ExportRequest(T0, T0))
