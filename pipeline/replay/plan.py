@@ -22,6 +22,7 @@ from typing import Any
 
 from pipeline.formats.segment import Segment
 from pipeline.formats.trace import initial_events
+from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, key_of
 from pipeline.model.tracer_config import TracerConfig

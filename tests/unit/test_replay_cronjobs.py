@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.io.kube_apply import ApiResource
+from pipeline.formats.trace import read_trace
+from pipeline.io.kube_types import ApiResource
 from pipeline.replay.plan import cronjobs_with_recorded_jobs
-from pipeline.replay.replayer import Replayer, load_trace, plan_replay
+from pipeline.replay.replayer import Replayer, plan_replay
 from tests.data import SIMKUBE_TRACES
 from tests.unit import test_replay_replayer as base
 from tests.unit.test_replay_replayer import MemoryCluster, applied, fast, trace
@@ -41,7 +42,7 @@ def test_only_cronjobs_owning_a_recorded_job_are_found() -> None:
     ]
     assert cronjobs_with_recorded_jobs(events) == frozenset({"batch/CronJob/ops/tick"})
     # SimKube's example records the CronJob alone: it must go on firing, or nothing of it runs
-    assert plan_replay(load_trace(SIMKUBE_TRACES / "cronjob.sktrace"), 1).cronjobs_with_jobs == frozenset()
+    assert plan_replay(read_trace(SIMKUBE_TRACES / "cronjob.sktrace"), 1).cronjobs_with_jobs == frozenset()
 
 
 async def test_the_replay_applies_the_recorded_jobs_and_suspends_their_cronjob(
