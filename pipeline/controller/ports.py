@@ -9,16 +9,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+from pipeline.io.kube_types import ClusterObjects
 
-class ControllerCluster(Protocol):
-    async def list_objects(
-        self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
-    ) -> list[dict[str, Any]]: ...
 
-    async def get(
-        self, api_version: str, kind: str, namespace: str | None, name: str
-    ) -> dict[str, Any] | None: ...
-
+class ControllerCluster(ClusterObjects, Protocol):
     async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Raises ConflictError when the object exists."""
         ...
@@ -36,16 +30,6 @@ class ControllerCluster(Protocol):
     ) -> dict[str, Any]:
         """Merge-patch the status subresource of a cluster-scoped object."""
         ...
-
-    async def delete(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        name: str,
-        *,
-        propagation: str = "Background",
-    ) -> bool: ...
 
     async def record_event(
         self, involved: dict[str, Any], event_type: str, reason: str, message: str

@@ -4,6 +4,7 @@ third-party imports, so stages and their in-memory fakes use it freely)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pipeline.model.keys import group_of, version_of
 
@@ -38,3 +39,29 @@ class ApiResource:
             base += f"/namespaces/{namespace}"
         base += f"/{self.plural}"
         return f"{base}/{name}" if name else base
+
+
+class ClusterObjects(Protocol):
+    """The object verbs every stage that works on a cluster uses (:class:`pipeline.io.kube_apply.KubeApplier`
+    has them); each stage's own port adds what else it needs. Errors are those of
+    :mod:`pipeline.model.errors` (``NotFoundError``, ``ConflictError``, ``ApiUnavailableError``…)."""
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None: ...
+
+    async def list_objects(
+        self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
+    ) -> list[dict[str, Any]]: ...
+
+    async def delete(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: str = "Background",
+    ) -> bool:
+        """False when the object did not exist."""
+        ...

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from pipeline.io.kube_types import ApiResource
+from pipeline.io.kube_types import ApiResource, ClusterObjects
 from pipeline.model.errors import (
     ApiUnavailableError,
     ConfigError,
@@ -121,30 +121,12 @@ def root_crd() -> dict[str, Any]:
     }
 
 
-class ReplayCluster(Protocol):
+class ReplayCluster(ClusterObjects, Protocol):
     """What the replayer needs from the simulated cluster (:class:`pipeline.io.kube_apply.KubeApplier`)."""
 
     async def resource_for(self, api_version: str, kind: str) -> ApiResource: ...
 
     async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]: ...
-
-    async def get(
-        self, api_version: str, kind: str, namespace: str | None, name: str
-    ) -> dict[str, Any] | None: ...
-
-    async def list_objects(
-        self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
-    ) -> list[dict[str, Any]]: ...
-
-    async def delete(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        name: str,
-        *,
-        propagation: str = "Background",
-    ) -> bool: ...
 
 
 # ---- settings -------------------------------------------------------------------------------------
