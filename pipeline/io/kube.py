@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import orjson
 from kubernetes_asyncio import client, config
 
@@ -88,3 +89,16 @@ def error_for_status(what: str, status: int, data: bytes) -> KubeApiError:
     if error_class is None:
         error_class = ApiUnavailableError if status >= 500 else ObjectRejectedError
     return error_class(text, status=status, reason=reason)
+
+
+async def watch_lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The lines of a watch response (one JSON event each), as they arrive; blank lines skipped.
+
+    A chunk may end inside a line: the rest waits for the next chunk."""
+    buffer = b""
+    async for chunk in response.content.iter_any():
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line

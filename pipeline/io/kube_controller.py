@@ -21,7 +21,7 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client
 
-from pipeline.io.kube import error_for_status, kube_api
+from pipeline.io.kube import error_for_status, kube_api, watch_lines
 from pipeline.io.kube_apply import KubeApplier
 from pipeline.model.errors import ApiUnavailableError, GoneError, UnknownKindError
 
@@ -186,17 +186,11 @@ class KubeControllerClient(KubeApplier):
         try:
             if response.status != 200:
                 raise error_for_status(f"watch {kind}", response.status, await response.read())
-            buffer = b""
-            async for chunk in response.content.iter_any():
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    event = orjson.loads(line)
-                    kind_of_change = str(event.get("type", "")) if isinstance(event, dict) else ""
-                    if kind_of_change == "ERROR":
-                        return  # usually 410 Gone: the caller lists again
-                    yield kind_of_change
+            async for line in watch_lines(response):
+                event = orjson.loads(line)
+                kind_of_change = str(event.get("type", "")) if isinstance(event, dict) else ""
+                if kind_of_change == "ERROR":
+                    return  # usually 410 Gone: the caller lists again
+                yield kind_of_change
         finally:
             response.release()

@@ -21,7 +21,7 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client
 
-from pipeline.io.kube import error_for_status
+from pipeline.io.kube import error_for_status, watch_lines
 from pipeline.io.kube_types import ApiResource
 from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent
 from pipeline.model.errors import (
@@ -136,18 +136,12 @@ class KubeCluster:
         except NotFoundError:
             raise WatchBrokenError(f"{res.label} is no longer served by the API server") from None
         try:
-            buffer = b""
-            async for chunk in resp.content.iter_any():
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    try:
-                        yield _decode_watch_line(line, res)
-                    except FormatError as exc:
-                        if self._on_malformed is not None:
-                            self._on_malformed(str(exc))
+            async for line in watch_lines(resp):
+                try:
+                    yield _decode_watch_line(line, res)
+                except FormatError as exc:
+                    if self._on_malformed is not None:
+                        self._on_malformed(str(exc))
         except (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError) as exc:
             raise WatchBrokenError(
                 f"watch of {res.label} dropped ({type(exc).__name__}: {exc}); will re-list"

@@ -1,12 +1,16 @@
-"""The apiserver's HTTP statuses map to the exception tree in one place, and the message says what was
-asked and what the apiserver answered."""
+"""The shared pieces of Kubernetes API access: the apiserver's HTTP statuses map to the exception tree in
+one place (the message says what was asked and what the apiserver answered), and a watch response is
+split into its lines whatever the chunking."""
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import orjson
 import pytest
 
-from pipeline.io.kube import error_for_status
+from pipeline.io.kube import error_for_status, watch_lines
 from pipeline.model.errors import (
     AccessDeniedError,
     ApiUnavailableError,
@@ -48,3 +52,28 @@ def test_a_body_that_is_not_a_status_is_quoted() -> None:
     assert error.reason == ""
     assert str(error).startswith("GET /api/v1/pods: HTTP 502: <html>bad gateway</html>")
     assert len(str(error)) < 600, "a huge body is cut"
+
+
+class _Content:
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+class _Response:
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.content = _Content(chunks)
+
+
+@pytest.mark.parametrize("cut", [1, 3, 7, 1000])
+async def test_watch_lines_survive_any_chunking(cut: int) -> None:
+    stream = b'{"type":"ADDED"}\n\n{"type":"MODIFIED","object":{"a":"x\\ny"}}\n{"type":"DELETED"}\n{"partial'
+    chunks = [stream[i : i + cut] for i in range(0, len(stream), cut)]
+    lines = [line async for line in watch_lines(cast(Any, _Response(chunks)))]
+    assert [orjson.loads(line)["type"] for line in lines] == ["ADDED", "MODIFIED", "DELETED"]
+    assert orjson.loads(lines[1])["object"]["a"] == "x\ny", (
+        "an escaped newline inside a string is no line end"
+    )
