@@ -13,16 +13,22 @@ source follows the topic until stopped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from pipeline.io.kafka import KafkaSettings, Message, new_consumer, offsets_at, topic_partitions
+from pipeline.io.kafka import (
+    ConsumerClient,
+    KafkaSettings,
+    Message,
+    new_consumer,
+    offsets_at,
+    topic_partitions,
+)
 from pipeline.model.errors import ConfigError, TransientError
 
 
-class KafkaAnalyticsSource:
+class KafkaAnalyticsSource(ConsumerClient):
     """``async with KafkaAnalyticsSource(settings, topic, group_id) as source:``; see the module doc."""
 
     def __init__(
@@ -87,21 +93,6 @@ class KafkaAnalyticsSource:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             await consumer.stop()
-
-    async def __aenter__(self) -> KafkaAnalyticsSource:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
-    @property
-    def consumer(self) -> AIOKafkaConsumer:
-        if self._consumer is None:
-            raise RuntimeError("KafkaAnalyticsSource is not started")
-        return self._consumer
 
     async def fetch(self, timeout_ms: int, max_records: int) -> list[Message]:
         try:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import NamedTuple
+from types import TracebackType
+from typing import NamedTuple, Self
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -128,3 +129,32 @@ async def offsets_at(
     ends = await consumer.end_offsets(partitions)
     found = await consumer.offsets_for_times({tp: max(at_ms, 0) for tp in partitions})
     return {tp: (hit.offset if hit is not None else ends[tp]) for tp, hit in found.items()}
+
+
+class ConsumerClient:
+    """What a consuming source has around its consumer: ``async with`` starts and stops it, and
+    :attr:`consumer` is the started client. Subclasses set ``_consumer`` in ``start`` and clear it in
+    ``stop``."""
+
+    _consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @property
+    def consumer(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self._consumer

@@ -12,7 +12,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -20,7 +19,7 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.metadata import MetadataRequest
 
-from pipeline.io.kafka import KafkaSettings, Message, new_consumer, new_producer
+from pipeline.io.kafka import ConsumerClient, KafkaSettings, Message, new_consumer, new_producer
 from pipeline.io.publisher import refused
 from pipeline.io.topics import DEADLETTER_TOPIC
 from pipeline.model.errors import TransientError
@@ -89,7 +88,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka sh
             raise
 
 
-class KafkaSinkSource:
+class KafkaSinkSource(ConsumerClient):
     """``async with KafkaSinkSource(...) as source:`` joins the group; leaving the block leaves it."""
 
     def __init__(
@@ -134,21 +133,6 @@ class KafkaSinkSource:
             await consumer.stop()
         if producer is not None:
             await producer.stop()
-
-    async def __aenter__(self) -> KafkaSinkSource:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
-    @property
-    def consumer(self) -> AIOKafkaConsumer:
-        if self._consumer is None:
-            raise RuntimeError("KafkaSinkSource is not started")
-        return self._consumer
 
     def _tp(self, partition: int) -> TopicPartition:
         return TopicPartition(self.topic, partition)
