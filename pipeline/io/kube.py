@@ -102,3 +102,21 @@ async def watch_lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
         for line in lines:
             if line.strip():
                 yield line
+
+
+async def open_get(
+    api: client.ApiClient, path: str, query: list[tuple[str, str]], limits: aiohttp.ClientTimeout
+) -> aiohttp.ClientResponse:
+    """GET ``path`` as JSON with the client's credentials, the body left unread (a list to read whole,
+    a watch to stream), within ``limits`` (connect and read timeouts); the caller releases the response.
+    Any status comes back as it is."""
+    response: aiohttp.ClientResponse = await api.call_api(
+        path,
+        "GET",
+        query_params=query,
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _request_timeout=limits,
+    )
+    return response

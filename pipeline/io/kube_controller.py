@@ -21,7 +21,7 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client
 
-from pipeline.io.kube import error_for_status, kube_api, watch_lines
+from pipeline.io.kube import error_for_status, kube_api, open_get, watch_lines
 from pipeline.io.kube_apply import KubeApplier
 from pipeline.model.errors import ApiUnavailableError, GoneError, UnknownKindError
 
@@ -174,14 +174,11 @@ class KubeControllerClient(KubeApplier):
             ("resourceVersion", version),
             ("timeoutSeconds", str(WATCH_TIMEOUT_S)),
         ]
-        response = await self._api_client.call_api(
+        response = await open_get(
+            self._api_client,
             path,
-            "GET",
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=WATCH_TIMEOUT_S + 60),
+            query,
+            aiohttp.ClientTimeout(sock_connect=10, sock_read=WATCH_TIMEOUT_S + 60),
         )
         try:
             if response.status != 200:

@@ -21,7 +21,7 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client
 
-from pipeline.io.kube import error_for_status, watch_lines
+from pipeline.io.kube import error_for_status, open_get, watch_lines
 from pipeline.io.kube_types import ApiResource
 from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent
 from pipeline.model.errors import (
@@ -171,15 +171,7 @@ class KubeCluster:
         self, path: str, params: list[tuple[str, str]], client_timeout: aiohttp.ClientTimeout
     ) -> aiohttp.ClientResponse:
         try:
-            resp: aiohttp.ClientResponse = await self._api.call_api(
-                path,
-                "GET",
-                query_params=params,
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=client_timeout,
-            )
+            resp = await open_get(self._api, path, params, client_timeout)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise WatchBrokenError(
                 f"cannot reach the API server for GET {path} ({type(exc).__name__}: {exc})"
