@@ -36,7 +36,9 @@ from pipeline.io.kube import kube_api
 from pipeline.io.kube_apply import KubeApplier
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
-from pipeline.replay.replayer import Replayer, ReplayReport, ReplaySettings, plan_replay
+from pipeline.replay.plan import plan_replay
+from pipeline.replay.replayer import Replayer, ReplaySettings
+from pipeline.replay.report import ReplayReport
 
 
 def _config_map(name: str, namespace: str, i: int) -> dict[str, Any]:

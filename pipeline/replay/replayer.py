@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from pipeline.model.errors import (
 )
 from pipeline.model.events import Event, EventType
 from pipeline.replay.governor import ConvergenceGovernor, PodCounts, count_pods
-from pipeline.replay.plan import ReplayPlan, plan_replay
+from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.report import ReplayFailure, ReplayProgress, ReplayReport
 from pipeline.replay.rewrite import (
     PAUSE_ANNOTATION,
@@ -57,17 +56,6 @@ from pipeline.replay.rewrite import (
     virtual_nodes,
 )
 from pipeline.replay.schedule import Clock, MonotonicClock, ScheduledStep, Scheduler
-
-__all__ = [
-    "ReplayCluster",
-    "ReplayFailure",
-    "ReplayPlan",
-    "ReplayProgress",
-    "ReplayReport",
-    "ReplaySettings",
-    "Replayer",
-    "plan_replay",
-]
 
 log = logging.getLogger(__name__)
 CONVERGENCE = "convergence"
@@ -443,7 +431,7 @@ class Replayer:
             "kind": ROOT_KIND,
             "metadata": {"name": name, "labels": {REPLAY_LABEL: self.name}},
         }
-        deadline = time.monotonic() + ROOT_CRD_TIMEOUT_S
+        deadline = self._clock.now() + ROOT_CRD_TIMEOUT_S
         try:
             await self._cluster.resource_for(ROOT_API_VERSION, ROOT_KIND)
         except UnknownKindError:
@@ -454,9 +442,9 @@ class Replayer:
                 break
             except UnknownKindError:
                 # Established, but discovery can lag behind it for a moment
-                if time.monotonic() >= deadline:
+                if self._clock.now() >= deadline:
                     raise
-                await asyncio.sleep(0.25)
+                await self._pause(0.25)
         return RootRef(ROOT_API_VERSION, ROOT_KIND, name, live["metadata"]["uid"])
 
     async def _install_root_crd(self, deadline: float) -> None:
@@ -473,12 +461,12 @@ class Replayer:
             conditions = ((live or {}).get("status") or {}).get("conditions") or []
             if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
                 return
-            if time.monotonic() >= deadline:
+            if self._clock.now() >= deadline:
                 raise KubeApiError(
                     f"CustomResourceDefinition {name} not Established after {ROOT_CRD_TIMEOUT_S:.0f} s; "
                     f"last conditions: {conditions}"
                 )
-            await asyncio.sleep(0.25)
+            await self._pause(0.25)
 
     async def _create_virtual_nodes(self) -> None:
         pools = self.settings.node_pools()
@@ -499,15 +487,15 @@ class Replayer:
         # start the trace clock only once KWOK marked the nodes Ready, or the first pods would wait
         # for them and start late
         selector = f"{REPLAY_LABEL}={self.name}"
-        deadline = time.monotonic() + self.settings.node_ready_timeout_s
-        while time.monotonic() < deadline:
+        deadline = self._clock.now() + self.settings.node_ready_timeout_s
+        while self._clock.now() < deadline:
             live = await self._cluster.list_objects("v1", "Node", label_selector=selector)
             if sum(1 for node in live if _is_ready(node)) >= len(nodes):
                 # KWOK marks a node Ready before its pod handling for that node has started; a pod
                 # bound in between is never started (kubernetes-sigs/kwok#1572): let it settle
-                await asyncio.sleep(self.settings.node_settle_s)
+                await self._pause(self.settings.node_settle_s)
                 return
-            await asyncio.sleep(0.1)
+            await self._pause(0.1)
         log.warning(
             "virtual nodes not Ready in time; replaying anyway",
             extra={"ctx": {"replay": self.name, "timeout_s": self.settings.node_ready_timeout_s}},
@@ -545,43 +533,43 @@ class Replayer:
         deletion of pods on nodes it manages at once, but a pod whose node was deleted first stays
         Terminating until the pod garbage collector removes it, about a minute later."""
         assert self._root is not None
-        begun = time.monotonic()
+        begun = self._clock.now()
         deadline = begun + self.settings.cleanup_timeout_s
         try:
             await self._delete_own_namespaces(deadline)
             await self._cluster.delete(
                 ROOT_API_VERSION, ROOT_KIND, None, self._root.name, propagation="Foreground"
             )
-            next_report = time.monotonic() + self.settings.cleanup_progress_every_s
+            next_report = self._clock.now() + self.settings.cleanup_progress_every_s
             while await self._cluster.get(ROOT_API_VERSION, ROOT_KIND, None, self._root.name) is not None:
-                if time.monotonic() >= next_report:
+                if self._clock.now() >= next_report:
                     next_report += self.settings.cleanup_progress_every_s
                     await self._report_cleanup_progress("the garbage collector removes the rest", begun)
-                if time.monotonic() > deadline:
+                if self._clock.now() > deadline:
                     self.report.cleanup = (
                         f"incomplete after {self.settings.cleanup_timeout_s:.0f} s: {ROOT_KIND} "
                         f"{self._root.name} still has dependents; delete it again later"
                     )
                     return
-                await asyncio.sleep(0.5)
+                await self._pause(0.5)
         except KubeApiError as exc:
             self.report.cleanup = f"failed: {exc}"
             return
-        self.report.cleanup = f"done in {time.monotonic() - begun:.1f} s"
+        self.report.cleanup = f"done in {self._clock.now() - begun:.1f} s"
 
     async def _delete_own_namespaces(self, deadline: float) -> None:
         own = [ns for ns in self._namespaces if namespace_is_replays(ns, self._rewrite)]
         await asyncio.gather(*(self._cluster.delete("v1", "Namespace", None, ns) for ns in own))
-        begun = time.monotonic()
+        begun = self._clock.now()
         next_report = begun + self.settings.cleanup_progress_every_s
-        while own and time.monotonic() < deadline:
+        while own and self._clock.now() < deadline:
             remaining = await asyncio.gather(*(self._cluster.get("v1", "Namespace", None, ns) for ns in own))
             own = [ns for ns, live in zip(own, remaining, strict=True) if live is not None]
-            if own and time.monotonic() >= next_report:
+            if own and self._clock.now() >= next_report:
                 next_report += self.settings.cleanup_progress_every_s
                 await self._report_cleanup_progress(f"{len(own)} namespace(s) still terminating", begun)
             if own:
-                await asyncio.sleep(0.25)
+                await self._pause(0.25)
 
     async def _report_cleanup_progress(self, phase: str, begun: float) -> None:
         """A line every few seconds: cleaning up thousands of pods takes minutes, and silence for that
@@ -592,7 +580,7 @@ class Replayer:
         except KubeApiError as exc:
             left = f"pods left unknown ({exc})"
         log.info(
-            f"cleanup of {self.name}: {phase}, {left}, {time.monotonic() - begun:.0f} s so far",
+            f"cleanup of {self.name}: {phase}, {left}, {self._clock.now() - begun:.0f} s so far",
             extra={"ctx": {"replay": self.name}},
         )
 
@@ -672,15 +660,19 @@ class Replayer:
     async def _wait_for_default_service_account(self, namespace: str) -> None:
         # the apiserver refuses pods (403) until the controller-manager created the namespace's
         # "default" ServiceAccount, a few ms to a second after the namespace
-        deadline = time.monotonic() + self.settings.namespace_ready_timeout_s
+        deadline = self._clock.now() + self.settings.namespace_ready_timeout_s
         while await self._cluster.get("v1", "ServiceAccount", namespace, "default") is None:
-            if time.monotonic() > deadline:
+            if self._clock.now() > deadline:
                 log.warning(
                     "no default ServiceAccount yet; pods in the namespace may be refused",
                     extra={"ctx": {"namespace": namespace}},
                 )
                 return
-            await asyncio.sleep(0.05)
+            await self._pause(0.05)
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait on the replay's clock (the real one in service; virtual time in tests)."""
+        await self._clock.sleep_until(self._clock.now() + seconds)
 
     async def _apply_with_retries(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._with_retries(lambda: self._cluster.apply(body))
@@ -697,7 +689,7 @@ class Replayer:
                     raise
                 attempt += 1
                 self.report.retries += 1
-                await asyncio.sleep(0.1 * 2**attempt)
+                await self._pause(0.1 * 2**attempt)
 
     # ---- sampling ---------------------------------------------------------------------------------
     async def _sample_forever(self) -> None:

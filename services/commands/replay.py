@@ -169,7 +169,8 @@ def parse_nodes(text: str) -> tuple[dict[str, Any], int]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pipeline.replay.replayer import ReplaySettings, plan_replay
+    from pipeline.replay.plan import plan_replay
+    from pipeline.replay.replayer import ReplaySettings
 
     max_speed = args.speed == MAX_SPEED
     if max_speed and args.max_lag is None:
@@ -294,7 +295,8 @@ def _segments_trace(segment_dir: Path, start_ms: int, end_ms: int, config: Any) 
 async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
     from pipeline.io.kube import kube_api
     from pipeline.io.kube_apply import KubeApplier
-    from pipeline.replay.replayer import Replayer, ReplayProgress
+    from pipeline.replay.replayer import Replayer
+    from pipeline.replay.report import ReplayProgress
 
     follow = None
     if plan is None:  # --follow: the state at now − lag first, then the live topic

@@ -147,7 +147,8 @@ async def replay_to_run(
     from pipeline.formats.trace import initial_events, read_trace
     from pipeline.io.kube import kube_api
     from pipeline.io.kube_apply import KubeApplier
-    from pipeline.replay.replayer import Replayer, plan_replay
+    from pipeline.replay.plan import plan_replay
+    from pipeline.replay.replayer import Replayer
 
     if pool is None and settings.node_skeleton is not None and settings.node_count > 0:
         skeleton_name = str((settings.node_skeleton.get("metadata") or {}).get("name") or "node")

@@ -18,7 +18,9 @@ import yaml
 from pipeline.formats.trace import read_trace
 from pipeline.io.kube import kube_api
 from pipeline.io.kube_apply import KubeApplier
-from pipeline.replay.replayer import Replayer, ReplayReport, ReplaySettings, plan_replay
+from pipeline.replay.plan import plan_replay
+from pipeline.replay.replayer import Replayer, ReplaySettings
+from pipeline.replay.report import ReplayReport
 from pipeline.replay.rewrite import REPLAY_LABEL
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.validate.apply import apply_transform

@@ -15,7 +15,8 @@ from pipeline.io.kube_apply import KubeApplier
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
-from pipeline.replay.replayer import Replayer, ReplaySettings, plan_replay
+from pipeline.replay.plan import plan_replay
+from pipeline.replay.replayer import Replayer, ReplaySettings
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack, StackState
 

@@ -8,8 +8,8 @@ import pytest
 
 from pipeline.formats.trace import read_trace
 from pipeline.io.kube_types import ApiResource
-from pipeline.replay.plan import cronjobs_with_recorded_jobs
-from pipeline.replay.replayer import Replayer, plan_replay
+from pipeline.replay.plan import cronjobs_with_recorded_jobs, plan_replay
+from pipeline.replay.replayer import Replayer
 from tests.data import SIMKUBE_TRACES
 from tests.unit import test_replay_replayer as base
 from tests.unit.test_replay_replayer import MemoryCluster, applied, fast, trace

@@ -9,7 +9,8 @@ from typing import Any
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.governor import ConvergenceGovernor, PodCounts, count_pods
-from pipeline.replay.replayer import Replayer, plan_replay
+from pipeline.replay.plan import plan_replay
+from pipeline.replay.replayer import Replayer
 from tests.unit.test_replay_replayer import MemoryCluster, applied, fast, pod, trace
 
 WEB = [(0, 2), (10_000, 5), (20_000, 3)]

@@ -18,7 +18,8 @@ from pipeline.model.errors import ApiUnavailableError, KubeApiError, ObjectRejec
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey, key_of
 from pipeline.replay import replayer as replayer_module
-from pipeline.replay.replayer import Replayer, ReplaySettings, plan_replay, root_crd
+from pipeline.replay.plan import plan_replay
+from pipeline.replay.replayer import Replayer, ReplaySettings, root_crd
 from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL
 from tests.data import SIMKUBE_TRACES
 

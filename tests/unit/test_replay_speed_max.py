@@ -11,13 +11,8 @@ import pytest
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
-from pipeline.replay.replayer import (
-    PROFILE_CONFIGMAP,
-    Replayer,
-    SpeedSeeker,
-    plan_replay,
-    read_cluster_profile,
-)
+from pipeline.replay.plan import plan_replay
+from pipeline.replay.replayer import PROFILE_CONFIGMAP, Replayer, SpeedSeeker, read_cluster_profile
 from pipeline.replay.schedule import ScheduledStep, Scheduler
 from tests.unit.test_replay_replayer import KwokLikeCluster, MemoryCluster, applied, fast, pod, trace
 from tests.unit.test_replay_schedule import FakeClock
