@@ -38,6 +38,8 @@ from pipeline.model.errors import (
     UnknownKindError,
 )
 from pipeline.model.events import Event, EventType
+from pipeline.replay.autoscale_figures import NODEPOOL_LABEL, AutoscaleFigures
+from pipeline.replay.autoscale_settings import NODEPOOL_API_VERSION, ScaledSetting
 from pipeline.replay.governor import ConvergenceGovernor, PodCounts, count_pods
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.report import ReplayFailure, ReplayProgress, ReplayReport
@@ -47,6 +49,7 @@ from pipeline.replay.rewrite import (
     REPLAY_LABEL,
     RewriteSettings,
     RootRef,
+    autoscaler_node_pool,
     deletion_target,
     map_namespace,
     namespace_is_replays,
@@ -168,6 +171,13 @@ class ReplaySettings:
     node_settle_s: float = 1.0
     """Wait after the virtual nodes are Ready, before trace time starts (see _create_virtual_nodes)."""
     namespace_ready_timeout_s: float = 10.0
+    autoscaler_node_pools: tuple[Mapping[str, Any], ...] = ()
+    """Karpenter NodePools (time settings already scaled, see ``autoscale_settings``) created for the
+    replay; Karpenter must run against the cluster. Empty: fixed node pools only."""
+    autoscaler_settings: tuple[ScaledSetting, ...] = ()
+    """The autoscaler's time settings as given and as applied, for the report."""
+    prices: Mapping[str, float] | None = None
+    """$/hour by instance type for the autoscaled run's cost (default: the nodes' price labels)."""
 
     def resolved_name(self) -> str:
         return self.replay_name or f"replay-{uuid.uuid4().hex[:8]}"
@@ -305,6 +315,17 @@ class Replayer:
             )
         self._seeker = SpeedSeeker(settings.speed) if settings.max_speed else None
         self.report.speed_mode = "max" if settings.max_speed else "fixed"
+        if settings.max_speed and settings.autoscaler_node_pools:
+            raise ConfigError(
+                "--autoscaler divides Karpenter's timers by one fixed speed, which --speed max does not "
+                "have: give --speed a number (e.g. 10)"
+            )
+        self._autoscale = (
+            AutoscaleFigures(settings.speed, dict(settings.prices or {}))
+            if settings.autoscaler_node_pools
+            else None
+        )
+        self._node_pool_names: list[str] = []
         self._governor = (
             None
             if settings.max_lag_s is None
@@ -361,6 +382,7 @@ class Replayer:
             self.report.cluster_profile = await read_cluster_profile(self._cluster)
             self._check_profile()
             await self._create_virtual_nodes()
+            await self._create_node_pools()
             await self._prepare()
             self.report.setup_seconds = self._clock.now() - started
             sampler = asyncio.create_task(self._sample_forever(), name=f"replay-sampler {self.name}")
@@ -381,6 +403,14 @@ class Replayer:
                 )
                 if self._seeker is not None:
                     self._judge_at_achieved_speed()
+            if self._autoscale is not None:
+                self.report.autoscale = {
+                    "autoscaler": "karpenter",
+                    "node_pools": list(self._node_pool_names),
+                    "settings": [s.to_json() for s in self.settings.autoscaler_settings],
+                    **self._autoscale.to_json(),
+                }
+                self.report.autoscale_summary = self._autoscale.summary_lines()
             self.report.lateness_ms = list(stats.lateness_ms)
             self.report.lateness_count = stats.lateness_count
             self.report.lateness_max_ms = stats.lateness_max_ms
@@ -500,6 +530,24 @@ class Replayer:
             "virtual nodes not Ready in time; replaying anyway",
             extra={"ctx": {"replay": self.name, "timeout_s": self.settings.node_ready_timeout_s}},
         )
+
+    async def _create_node_pools(self) -> None:
+        """The autoscaler's NodePools, owned by the root (deleting it makes Karpenter drain and delete
+        the nodes it launched). Pending pods then make Karpenter launch KWOK nodes."""
+        if not self.settings.autoscaler_node_pools:
+            return
+        assert self._root is not None
+        try:
+            await self._cluster.resource_for(NODEPOOL_API_VERSION, "NodePool")
+        except UnknownKindError:
+            raise ConfigError(
+                "the simulated cluster has no Karpenter NodePool kind: start Karpenter beside it "
+                "(`kubetape stack up --autoscaler karpenter`) or install its CRDs"
+            ) from None
+        for pool in self.settings.autoscaler_node_pools:
+            body = autoscaler_node_pool(pool, self._rewrite, self._root)
+            await self._apply_with_retries(body)
+            self._node_pool_names.append(body["metadata"]["name"])
 
     async def _prepare(self) -> None:
         """Before trace time starts: discover every kind of the trace and create the namespaces its
@@ -703,6 +751,16 @@ class Replayer:
             # a sample that took longer than the interval: the next one at once, missed slots skipped
             due = max(due + interval, self._clock.now())
 
+    async def _sample_autoscaler(self, at_ms: float, gap_s: float, pods: list[dict[str, Any]]) -> None:
+        assert self._autoscale is not None
+        selector = f"{NODEPOOL_LABEL} in ({','.join(self._node_pool_names)})"
+        try:
+            nodes = await self._cluster.list_objects("v1", "Node", label_selector=selector)
+        except KubeApiError as exc:
+            log.warning("cannot sample the autoscaler's nodes", extra={"ctx": {"reason": str(exc)}})
+            return
+        self._autoscale.observe(at_ms, gap_s, nodes, pods)
+
     async def _follow_root_pause(self) -> None:
         """Pause or resume as the root's :data:`PAUSE_ANNOTATION` says (a signal pause is left alone)."""
         if self._root is None:
@@ -775,11 +833,15 @@ class Replayer:
         nodes = {(p.get("spec") or {}).get("nodeName") for p in running} - {None}
         at = self._scheduler.sim_elapsed_ms()
         now = self._clock.now()
+        previous_sample_at = self._last_sample_at
         if self._last_sample_at is not None and self._scheduler.started_at is not None:
             self.report.largest_sample_gap_s = max(
                 self.report.largest_sample_gap_s, now - self._last_sample_at
             )
         self._last_sample_at = now
+        if self._autoscale is not None:
+            gap = 0.0 if previous_sample_at is None else now - previous_sample_at
+            await self._sample_autoscaler(at, gap, pods)
         counts = count_pods(pods, RECORDED_OWNER_ANNOTATION)
         by_owner = {owner: c.running for owner, c in counts.items() if c.running}
         self.report.add_sample(at, len(running), len(nodes), by_owner)

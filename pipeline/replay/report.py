@@ -78,6 +78,9 @@ class ReplayReport:
     """``max`` at ``--speed max``: ``speed`` is then the speed the run achieved."""
     cluster_profile: dict[str, Any] | None = None
     """The simulated cluster's stated profile (``kubetape stack up --profile``); None: none stated."""
+    autoscale: dict[str, Any] | None = None
+    """An autoscaled replay's settings (given and applied) and figures (see ``autoscale_figures``)."""
+    autoscale_summary: list[str] = field(default_factory=list)
 
     def add_sample(self, at_ms: float, running: int, nodes: int, by_owner: dict[str, int]) -> None:
         """One sample of the replay's pods. Past :data:`MAX_SAMPLES`, every other sample is dropped
@@ -149,6 +152,7 @@ class ReplayReport:
             "largest_sample_gap_seconds": round(self.largest_sample_gap_s, 3),
             "convergence": self.convergence,
             "cleanup": self.cleanup,
+            "autoscale": self.autoscale,
             "failures": [{"key": f.key, "ts_ms": f.ts_ms, "reason": f.reason} for f in self.failures],
             "cluster_scoped_objects": self.cluster_scoped,
             "owner_fidelity": {
@@ -197,6 +201,7 @@ class ReplayReport:
             *self._profile_lines(),
             *self._fidelity_lines(),
             *self._convergence_lines(),
+            *self._autoscale_lines(),
             f"  events: {self.applied} applied, {self.deleted} deleted, {self.failed} failed, "
             f"{self.deletes_missed} deletes of nothing, {self.skipped_after_duration + self.not_started} "
             f"not replayed, {self.retries} retries",
@@ -220,6 +225,15 @@ class ReplayReport:
         if changes:
             line += f"; settings that can change where pods land: {', '.join(map(str, changes))}"
         return [line]
+
+    def _autoscale_lines(self) -> list[str]:
+        if self.autoscale is None:
+            return []
+        lines = list(self.autoscale_summary)
+        for setting in self.autoscale["settings"]:
+            note = f" ({setting['note']})" if setting["note"] else ""
+            lines.append(f"    {setting['name']}: {setting['given']} → {setting['applied']}{note}")
+        return lines
 
     def _convergence_lines(self) -> list[str]:
         if self.convergence is None:

@@ -301,3 +301,20 @@ def recorded_node(obj: Mapping[str, Any], settings: RewriteSettings, root: RootR
     node["metadata"]["labels"]["kubernetes.io/hostname"] = obj["metadata"]["name"]
     node.get("spec", {}).pop("providerID", None)
     return node
+
+
+def autoscaler_node_pool(pool: Mapping[str, Any], settings: RewriteSettings, root: RootRef) -> dict[str, Any]:
+    """A Karpenter NodePool for this replay: named ``<replay>-<name>`` (replays side by side keep
+    their pools apart), owned by the root, and stamping the replay's node selector on the nodes it
+    launches, as :func:`virtual_nodes` does, since replayed pods are pinned to it."""
+    body: dict[str, Any] = copy_json(dict(pool))
+    meta = body.setdefault("metadata", {})
+    for name in _SERVER_METADATA:
+        meta.pop(name, None)
+    meta["name"] = f"{settings.replay_name}-{meta.get('name') or 'pool'}"
+    meta["labels"] = {**(meta.get("labels") or {}), REPLAY_LABEL: settings.replay_name}
+    meta["ownerReferences"] = [root.owner_reference()]
+    template = body.setdefault("spec", {}).setdefault("template", {})
+    template_meta = template.setdefault("metadata", {})
+    template_meta["labels"] = {**(template_meta.get("labels") or {}), **settings.node_selector}
+    return body

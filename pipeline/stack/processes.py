@@ -138,13 +138,20 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def spawn_detached(argv: Sequence[str], *, log_file: Path, cwd: Path | None = None) -> int:
+def spawn_detached(
+    argv: Sequence[str],
+    *,
+    log_file: Path,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
     """Start a long-lived process in its own session (survives the CLI; killable as a group)."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as log:
         proc = subprocess.Popen(
             list(argv),
             cwd=cwd,
+            env=dict(env) if env is not None else None,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -11,17 +11,19 @@ import os
 import shutil
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack import kafka, kwok
+from pipeline.stack import kafka, karpenter, kwok
 from pipeline.stack.build import ensure_kafka, ensure_kube_binaries
 from pipeline.stack.processes import free_port, pid_alive
 from pipeline.stack.progress import Reporter, silent_reporter
 from pipeline.stack.versions import StackVersions, cache_root
 
 DEFAULT_CLUSTERS = ("source", "sim")
+AUTOSCALERS = ("karpenter",)
+"""Autoscalers the stack can run beside a cluster (Cluster Autoscaler is not on the module proxy)."""
 
 
 def default_stack_dir() -> Path:
@@ -44,6 +46,8 @@ class KafkaState:
 class StackState:
     kafka: KafkaState | None = None
     clusters: list[str] = field(default_factory=list)
+    karpenter: dict[str, karpenter.KarpenterState] = field(default_factory=dict)
+    """Running Karpenters by the cluster they scale."""
 
     @classmethod
     def load(cls, path: Path) -> StackState:
@@ -53,7 +57,12 @@ class StackState:
             raw = json.loads(path.read_text())
             kafka_raw = raw.get("kafka")
             return cls(
-                kafka=KafkaState(**kafka_raw) if kafka_raw else None, clusters=list(raw.get("clusters", []))
+                kafka=KafkaState(**kafka_raw) if kafka_raw else None,
+                clusters=list(raw.get("clusters", [])),
+                karpenter={
+                    name: karpenter.KarpenterState(**value)
+                    for name, value in (raw.get("karpenter") or {}).items()
+                },
             )
         except (ValueError, TypeError) as exc:
             raise StackError(
@@ -115,14 +124,36 @@ class LocalStack:
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def build(self) -> tuple[Path, Path]:
-        """Make sure every component is built and cached; returns (kafka libs, kube bin dir)."""
+        """Make sure the stack's core (Kafka, the clusters) is built and cached; returns (kafka libs,
+        kube bin dir). Karpenter is built by :meth:`build_autoscaler` (``kubetape stack build`` does
+        both)."""
         libs = ensure_kafka(self.versions, self.report)
         bin_dir = ensure_kube_binaries(self.versions, self.report)
         return libs, bin_dir
 
-    def up(self, clusters: Iterable[str] = DEFAULT_CLUSTERS, *, profile: str = "default") -> StackInfo:
-        """Start Kafka and ``clusters``; new clusters get the settings of ``profile`` (kwok.PROFILES)."""
+    def build_autoscaler(self) -> Path:
+        """Build and cache Karpenter's KWOK provider; returns its directory (binary and CRDs)."""
+        return karpenter.ensure_karpenter(self.versions, self.report)
+
+    def up(
+        self,
+        clusters: Iterable[str] = DEFAULT_CLUSTERS,
+        *,
+        profile: str = "default",
+        autoscaled: Iterable[str] = (),
+        autoscaler_settings: karpenter.KarpenterSettings | None = None,
+    ) -> StackInfo:
+        """Start Kafka and ``clusters``; new clusters get the settings of ``profile`` (kwok.PROFILES);
+        Karpenter runs beside each cluster named in ``autoscaled``."""
         chosen = kwok.profile_named(profile)
+        clusters = list(clusters)
+        autoscaled = list(autoscaled)
+        for name in autoscaled:
+            if name not in clusters:
+                raise StackError(
+                    f"--autoscaler-cluster {name!r} is not one of the clusters started "
+                    f"({', '.join(clusters)})"
+                )
         libs, bin_dir = self.build()
         state = StackState.load(self.state_path)
         self._ensure_kafka_running(state, libs)
@@ -150,7 +181,55 @@ class LocalStack:
             if name not in state.clusters:
                 state.clusters.append(name)
             state.save(self.state_path)
-        return self.info(bin_dir, state)
+        for name in autoscaled:
+            self.start_karpenter(name, autoscaler_settings or karpenter.KarpenterSettings())
+        return self.info(bin_dir, StackState.load(self.state_path))
+
+    def start_karpenter(self, cluster_name: str, settings: karpenter.KarpenterSettings) -> None:
+        """Run Karpenter against ``cluster_name`` with ``settings``; one already running with other
+        settings (a replay scales the batch windows with its speed) is restarted."""
+        settings = replace(settings, instance_types=settings.instance_types.resolve())
+        state = StackState.load(self.state_path)
+        if cluster_name not in state.clusters:
+            raise StackError(f"cluster {cluster_name!r} is not part of the stack in {self.stack_dir}")
+        running = state.karpenter.get(cluster_name)
+        if running is not None and karpenter.healthy(running) and running.settings() == settings:
+            return
+        if running is not None:
+            karpenter.stop(running)
+        build = self.build_autoscaler()
+        cluster = self.cluster(cluster_name, self._existing_bin_dir())
+        karpenter.install_crds(cluster, build)
+        self.report(f"Karpenter {self.versions.karpenter}: starting against cluster {cluster_name!r}")
+        started = time.monotonic()
+        state.karpenter[cluster_name] = karpenter.start(cluster, build, settings)
+        state.save(self.state_path)
+        self.report(f"Karpenter {self.versions.karpenter}: ready in {time.monotonic() - started:.1f}s")
+
+    def rescale_karpenter(self, cluster_name: str, batch_idle_s: float, batch_max_s: float) -> None:
+        """Restart the Karpenter of ``cluster_name`` with other batch windows (a replay divides them by
+        its speed); its instance types are kept."""
+        running = StackState.load(self.state_path).karpenter.get(cluster_name)
+        if running is None:
+            raise StackError(f"no Karpenter runs beside cluster {cluster_name!r} in {self.stack_dir}")
+        settings = replace(running.settings(), batch_idle_s=batch_idle_s, batch_max_s=batch_max_s)
+        self.start_karpenter(cluster_name, settings)
+
+    def stop_karpenter(self, cluster_name: str) -> None:
+        state = StackState.load(self.state_path)
+        running = state.karpenter.pop(cluster_name, None)
+        if running is not None:
+            karpenter.stop(running)
+            state.save(self.state_path)
+
+    def karpenter_for(self, kubeconfig: Path) -> str | None:
+        """The cluster of this stack whose kubeconfig is ``kubeconfig`` and that runs Karpenter."""
+        state = StackState.load(self.state_path)
+        bin_dir = self._existing_bin_dir()
+        for name in state.karpenter:
+            if self.cluster(name, bin_dir).kubeconfig.resolve() == kubeconfig.resolve():
+                return name
+        return None
 
     def _ensure_kafka_running(self, state: StackState, libs: Path) -> None:
         if state.kafka and state.kafka.pid and pid_alive(state.kafka.pid):
@@ -187,6 +266,11 @@ class LocalStack:
         state = StackState.load(self.state_path)
         bin_dir = self._existing_bin_dir()
         errors: list[str] = []
+        # autoscalers first: a Karpenter outliving its cluster's apiserver would only log errors
+        for name, running in list(state.karpenter.items()):
+            karpenter.stop(running)
+            del state.karpenter[name]
+            self.report(f"Karpenter for cluster {name!r} stopped")
         for name in list(state.clusters):
             cluster = self.cluster(name, bin_dir)
             try:
@@ -247,7 +331,21 @@ class LocalStack:
         for name in state.clusters:
             cluster = self.cluster(name, bin_dir)
             clusters[name] = {"healthy": _apiserver_healthy(cluster), "kubeconfig": str(cluster.kubeconfig)}
-        return {"stack_dir": str(self.stack_dir), "kafka": kafka_status, "clusters": clusters}
+        autoscalers = {
+            name: {
+                "autoscaler": "karpenter",
+                "healthy": karpenter.healthy(running),
+                "pid": running.pid,
+                "log": str(karpenter.log_path(self.cluster(name, bin_dir))),
+            }
+            for name, running in state.karpenter.items()
+        }
+        return {
+            "stack_dir": str(self.stack_dir),
+            "kafka": kafka_status,
+            "clusters": clusters,
+            "autoscalers": autoscalers,
+        }
 
 
 def _validate_cluster_name(name: str) -> None:

@@ -17,6 +17,9 @@ KAFKA_LOG4J_VERSION = "2.25.4"
 K8S_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.14"
 KWOK_VERSION = "v0.8.0"
+# Karpenter's own KWOK cloud provider (its `kwok/` main package); v1.15's go.mod asks for Go 1.26.9+.
+KARPENTER_VERSION = "v1.15.0"
+KARPENTER_GO_TOOLCHAIN = "go1.26.10"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +31,7 @@ class StackVersions:
     kubernetes: str = K8S_VERSION
     etcd: str = ETCD_VERSION
     kwok: str = KWOK_VERSION
+    karpenter: str = KARPENTER_VERSION
 
     @property
     def kafka_key(self) -> str:
@@ -36,6 +40,10 @@ class StackVersions:
     @property
     def kube_key(self) -> str:
         return f"k8s-{self.kubernetes}-etcd-{self.etcd}-kwok-{self.kwok}"
+
+    @property
+    def karpenter_key(self) -> str:
+        return f"karpenter-{self.karpenter}"
 
 
 def cache_root() -> Path:
@@ -54,6 +62,11 @@ def kafka_libs_dir(versions: StackVersions, root: Path | None = None) -> Path:
 
 def kube_bin_dir(versions: StackVersions, root: Path | None = None) -> Path:
     return (root or cache_root()) / "bin" / versions.kube_key
+
+
+def karpenter_dir(versions: StackVersions, root: Path | None = None) -> Path:
+    """Karpenter's KWOK provider binary and the CRDs of the same version (``crds/``)."""
+    return (root or cache_root()) / "bin" / versions.karpenter_key
 
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")

@@ -131,6 +131,37 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="exit 3 unless the fidelity verdict is 'held' (degraded, failed or unmeasured replays fail)",
     )
+    parser.add_argument(
+        "--autoscaler",
+        choices=("karpenter",),
+        default=None,
+        help="let an autoscaler provision nodes for pending pods (Karpenter with its KWOK provider, "
+        "started beside the cluster by `kubetape stack up --autoscaler karpenter`)",
+    )
+    parser.add_argument(
+        "--nodepool",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="POOL.yaml",
+        help="with --autoscaler: a Karpenter NodePool (YAML, several documents allowed), created for the "
+        "replay with its time settings divided by --speed; repeatable",
+    )
+    parser.add_argument(
+        "--prices",
+        type=Path,
+        default=None,
+        metavar="PRICES.yaml",
+        help="with --autoscaler: $/hour by instance type (a YAML mapping) for the report's cost "
+        "(default: the price label Karpenter's KWOK provider puts on each node)",
+    )
+    parser.add_argument(
+        "--stack-dir",
+        type=Path,
+        default=None,
+        help="with --autoscaler: the local stack running Karpenter beside --kubeconfig, restarted with its "
+        "batch windows divided by --speed (default: $KUBETAPE_STACK_DIR or the default stack)",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the simulated objects in the cluster")
     parser.add_argument("--report-json", type=Path, default=None, help="write the fidelity report here")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -191,6 +222,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("--follow shadows the live topic at speed 1; drop --speed")
     pools = [parse_nodes(text) for text in args.nodes]
     skeleton, count = pools[0] if pools else (None, 0)
+    node_pools, scaled = _autoscaler_setup(args)
+    prices = load_prices(args.prices) if args.prices is not None else None
     settings = ReplaySettings(
         # at max, the clock starts at 10 (lifetimes are planned at it) and finds its speed from there
         speed=10.0 if max_speed else args.speed,
@@ -208,6 +241,9 @@ def _run(args: argparse.Namespace) -> int:
         desired_settle_s=args.desired_settle,
         max_lag_s=args.max_lag,
         expect_profile=args.expect_profile,
+        autoscaler_node_pools=tuple(node_pools),
+        autoscaler_settings=tuple(scaled),
+        prices=prices,
     )
     if args.follow:
         report = asyncio.run(_replay(args, settings, None))
@@ -225,6 +261,87 @@ def _run(args: argparse.Namespace) -> int:
         )
         return 3
     return 0
+
+
+def load_node_pools(path: Path, speed: float) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The NodePools of one ``--nodepool`` file with their time settings divided by ``speed``."""
+    from pipeline.replay.autoscale_settings import scale_nodepool
+
+    try:
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except OSError as exc:
+        raise ConfigError(f"--nodepool: cannot read {path} ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--nodepool: {path} is not valid YAML ({exc})") from None
+    if not documents:
+        raise ConfigError(f"--nodepool: {path} holds no NodePool")
+    pools: list[dict[str, Any]] = []
+    settings: list[Any] = []
+    for index, document in enumerate(documents):
+        if not isinstance(document, dict):
+            raise ConfigError(f"--nodepool: document {index} of {path} is not a mapping")
+        pool, scaled = scale_nodepool(document, speed, source=f"--nodepool {path} (document {index})")
+        pools.append(pool)
+        settings += scaled
+    return pools, settings
+
+
+def load_prices(path: Path) -> dict[str, float]:
+    """``--prices``: a YAML mapping of instance type to $/hour."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"--prices: cannot read {path} as YAML ({exc})") from None
+    if not isinstance(raw, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in raw.values()
+    ):
+        raise ConfigError(
+            f"--prices: {path} must map instance types to non-negative $/hour numbers, "
+            f"e.g. 'kwok-standard-4: 0.192'"
+        )
+    return {str(k): float(v) for k, v in raw.items()}
+
+
+def _autoscaler_setup(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[Any]]:
+    """NodePools to create and every scaled setting; restarts the local stack's Karpenter with its
+    batch windows divided by the speed when it runs beside ``--kubeconfig``."""
+    if args.autoscaler is None:
+        if args.nodepool or args.prices is not None:
+            raise ConfigError(
+                "--nodepool and --prices describe an autoscaled replay: add --autoscaler karpenter"
+            )
+        return [], []
+    if args.speed == MAX_SPEED:
+        raise ConfigError(
+            "--autoscaler divides Karpenter's timers by one fixed speed, which --speed max does not have: "
+            "give --speed a number (e.g. 10)"
+        )
+    if not args.nodepool:
+        raise ConfigError("--autoscaler karpenter needs at least one --nodepool POOL.yaml (see examples/)")
+    pools: list[dict[str, Any]] = []
+    scaled: list[Any] = []
+    for path in args.nodepool:
+        more_pools, more_settings = load_node_pools(path, args.speed)
+        pools += more_pools
+        scaled += more_settings
+    return pools, [*scaled, *_scale_local_karpenter(args)]
+
+
+def _scale_local_karpenter(args: argparse.Namespace) -> list[Any]:
+    from pipeline.replay.autoscale_settings import scale_batch_windows, unscaled_batch_windows
+    from pipeline.stack.progress import stderr_reporter
+    from pipeline.stack.stack import LocalStack
+
+    kubeconfig = args.kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
+    stack = LocalStack(args.stack_dir, report=stderr_reporter)
+    cluster = stack.karpenter_for(kubeconfig) if kubeconfig is not None else None
+    if cluster is None:
+        return unscaled_batch_windows(
+            f"not scaled: no Karpenter of the local stack in {stack.stack_dir} runs beside this kubeconfig"
+        )
+    idle_s, max_s, settings = scale_batch_windows(args.speed)
+    stack.rescale_karpenter(cluster, idle_s, max_s)
+    return settings
 
 
 def _check_source_arguments(args: argparse.Namespace) -> None:

@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipeline.stack.karpenter import DEFAULT_INSTANCE_TYPES, KarpenterSettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, PROFILES
 from pipeline.stack.progress import stderr_reporter
-from pipeline.stack.stack import DEFAULT_CLUSTERS, LocalStack, StackState
+from pipeline.stack.stack import AUTOSCALERS, DEFAULT_CLUSTERS, LocalStack, StackState
 
 
 def register(subparsers: Any) -> None:
@@ -25,7 +26,9 @@ def register(subparsers: Any) -> None:
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    build = actions.add_parser("build", help="build and cache every component without starting anything")
+    build = actions.add_parser(
+        "build", help="build and cache every component (Karpenter included) without starting anything"
+    )
     build.set_defaults(func=_build)
 
     up = actions.add_parser("up", help="start Kafka and the named KWOK clusters (idempotent)")
@@ -44,6 +47,25 @@ def register(subparsers: Any) -> None:
         help="control-plane and KWOK settings of new clusters: 'large' for 1k-5k fake nodes (more "
         "requests in flight, controller, scheduler and KWOK workers); 'large-sampled' also lets the "
         "scheduler score 10%% of the nodes, which can change where pods land (default: default)",
+    )
+    up.add_argument(
+        "--autoscaler",
+        choices=AUTOSCALERS,
+        default=None,
+        help="run this autoscaler beside --autoscaler-cluster (Karpenter with its KWOK provider)",
+    )
+    up.add_argument(
+        "--autoscaler-cluster",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="cluster the autoscaler scales, repeatable (default: sim)",
+    )
+    up.add_argument(
+        "--instance-types",
+        type=Path,
+        default=DEFAULT_INSTANCE_TYPES,
+        help="Karpenter KWOK provider instance types (JSON; default: four kwok-standard-N types with prices)",
     )
     up.set_defaults(func=_up)
 
@@ -75,8 +97,17 @@ def _stack(args: argparse.Namespace) -> LocalStack:
 
 
 def _build(args: argparse.Namespace) -> int:
-    libs, bin_dir = _stack(args).build()
-    print(json.dumps({"kafka_libs": str(libs), "kube_bin_dir": str(bin_dir)}, indent=2))
+    stack = _stack(args)
+    libs, bin_dir = stack.build()
+    # built here too, not only when a stack with the autoscaler starts: set-up (bootstrap, CI) then
+    # pays the ~2 min once, instead of a test or a replay paying it under its own deadline
+    karpenter = stack.build_autoscaler()
+    print(
+        json.dumps(
+            {"kafka_libs": str(libs), "kube_bin_dir": str(bin_dir), "karpenter_dir": str(karpenter)},
+            indent=2,
+        )
+    )
     return 0
 
 
@@ -84,7 +115,13 @@ def _up(args: argparse.Namespace) -> int:
     stack = _stack(args)
     clusters = args.clusters or list(DEFAULT_CLUSTERS)
     before = set(StackState.load(stack.state_path).clusters)
-    info = stack.up(clusters, profile=args.profile)
+    autoscaled = (args.autoscaler_cluster or ["sim"]) if args.autoscaler else []
+    info = stack.up(
+        clusters,
+        profile=args.profile,
+        autoscaled=autoscaled,
+        autoscaler_settings=KarpenterSettings(instance_types=args.instance_types),
+    )
     if args.nodes:
         for name in clusters:
             if name not in before:
@@ -103,9 +140,17 @@ def _status(args: argparse.Namespace) -> int:
     print(json.dumps(status, indent=2))
     kafka = status["kafka"]
     clusters = status["clusters"]
-    healthy = bool(isinstance(kafka, dict) and kafka.get("running")) and all(
-        c["healthy"]
-        for c in clusters.values()  # type: ignore[attr-defined]
+    autoscalers = status["autoscalers"]
+    healthy = (
+        bool(isinstance(kafka, dict) and kafka.get("running"))
+        and all(
+            c["healthy"]
+            for c in clusters.values()  # type: ignore[attr-defined]
+        )
+        and all(
+            a["healthy"]
+            for a in autoscalers.values()  # type: ignore[attr-defined]
+        )
     )
     return 0 if healthy else 1
 

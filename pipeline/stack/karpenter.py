@@ -1,0 +1,255 @@
+"""Karpenter with its KWOK cloud provider, as a plain process beside a KWOK cluster of the stack.
+
+Built once per version from the Go module proxy (``sigs.k8s.io/karpenter``, package ``kwok``) into
+``<cache>/bin/karpenter-<version>/`` with the CRDs of the same version. Upstream binds its metrics and
+health endpoints to every interface (``fmt.Sprintf(":%d", …)``) with no flag to change the address;
+the stack binds everything to 127.0.0.1, so the build patches those two lines in a private copy of the
+module's source and fails if the patch no longer applies (a new version must be looked at, not run
+open to the network).
+
+Karpenter runs outside the cluster: the cluster's kubeconfig, no leader election (v1.15 has no webhooks), its
+instance types from a small file (the embedded list has 144 types, which costs a 2-core machine seconds
+per scheduling simulation), and its batch windows as flags (the replay divides them by its speed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.model.errors import StackError
+from pipeline.stack.kwok import RESOURCES, KwokCluster
+from pipeline.stack.processes import (
+    free_port,
+    pid_alive,
+    require_tool,
+    run_logged,
+    spawn_detached,
+    terminate_process_group,
+)
+from pipeline.stack.progress import Reporter
+from pipeline.stack.versions import KARPENTER_GO_TOOLCHAIN, StackVersions, cache_root, karpenter_dir
+
+BINARY = "karpenter-kwok"
+DEFAULT_INSTANCE_TYPES = RESOURCES / "karpenter-instance-types.json"
+DEFAULT_NODE_CLASS = RESOURCES / "karpenter-nodeclass.yaml"
+SYSTEM_NAMESPACE = "kube-system"
+# The provider's CRDs live in two places of the module; NodeOverlays and CapacityBuffers are watched
+# by Karpenter at start, so every chart CRD is installed, not only NodePool and NodeClaim.
+_CRD_DIRS = ("kwok/charts/crds", "kwok/apis/crds")
+_BIND_PATCH = ('fmt.Sprintf(":%d", ', 'fmt.Sprintf("127.0.0.1:%d", ')
+_BIND_PATCH_FILE = "pkg/operator/operator.go"
+_BIND_PATCH_COUNT = 2  # metrics and health probe
+READY_TIMEOUT_S = 180.0
+
+
+def ensure_karpenter(versions: StackVersions, report: Reporter) -> Path:
+    """Return the directory holding ``karpenter-kwok`` and ``crds/``, building them on first use
+    (~2 min on 2 cores once the Go toolchain is fetched)."""
+    out = karpenter_dir(versions)
+    if (out / ".complete").exists():
+        return out
+    go = require_tool("go", "build Karpenter's KWOK provider from the Go module proxy")
+    env = {
+        **os.environ,
+        # v1.15's go.mod asks for a newer Go than distributions ship; the go command fetches this
+        # toolchain from the module proxy (no other download)
+        "GOTOOLCHAIN": KARPENTER_GO_TOOLCHAIN,
+        "CGO_ENABLED": "0",
+        "GOFLAGS": "-mod=mod",
+    }
+    logs = cache_root() / "logs"
+    log = logs / f"{versions.karpenter_key}.log"
+    work = cache_root() / "gowork" / versions.karpenter_key
+    work.mkdir(parents=True, exist_ok=True)
+    downloaded = subprocess.run(
+        [go, "mod", "download", "-json", f"sigs.k8s.io/karpenter@{versions.karpenter}"],
+        cwd=work,
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if downloaded.returncode != 0:
+        raise StackError(
+            f"could not fetch sigs.k8s.io/karpenter@{versions.karpenter} (Go toolchain "
+            f"{KARPENTER_GO_TOOLCHAIN}) from the Go module proxy: {downloaded.stderr.strip()[-800:]}"
+        )
+    module = Path(json.loads(downloaded.stdout)["Dir"])
+    source = work / "src"
+    shutil.rmtree(source, ignore_errors=True)
+    shutil.copytree(module, source)
+    _make_writable(source)
+    _bind_loopback(source)
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    (partial / "crds").mkdir(parents=True)
+    run_logged(
+        [go, "build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial / BINARY), "./kwok"],
+        step=f"Karpenter {versions.karpenter} (KWOK provider): compiling",
+        report=report,
+        log_file=log,
+        cwd=source,
+        env=env,
+        heartbeat_s=60.0,
+    )
+    for crd_dir in _CRD_DIRS:
+        for crd in sorted((source / crd_dir).glob("*.yaml")):
+            shutil.copy(crd, partial / "crds" / crd.name)
+    if not (partial / "crds" / "karpenter.sh_nodepools.yaml").exists():
+        raise StackError(f"Karpenter {versions.karpenter}'s module holds no NodePool CRD in {_CRD_DIRS}")
+    (partial / ".complete").write_text(json.dumps({"built": time.time()}))
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    report(f"Karpenter {versions.karpenter} cached in {out}")
+    return out
+
+
+def _make_writable(tree: Path) -> None:
+    # the module cache is read-only; the copy must be editable (and deletable on the next build)
+    for path in [tree, *tree.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+
+
+def _bind_loopback(source: Path) -> None:
+    path = source / _BIND_PATCH_FILE
+    text = path.read_text()
+    found = text.count(_BIND_PATCH[0])
+    if found != _BIND_PATCH_COUNT:
+        raise StackError(
+            f"cannot bind Karpenter's endpoints to 127.0.0.1: expected {_BIND_PATCH_COUNT} "
+            f"{_BIND_PATCH[0]!r} in {_BIND_PATCH_FILE}, found {found}; this Karpenter version needs the "
+            f"patch in pipeline/stack/karpenter.py updated"
+        )
+    path.write_text(text.replace(*_BIND_PATCH))
+
+
+@dataclass(frozen=True, slots=True)
+class KarpenterSettings:
+    """How Karpenter is started. Batch windows are Karpenter's defaults unless a replay scales them."""
+
+    batch_idle_s: float = 1.0
+    batch_max_s: float = 10.0
+    instance_types: Path = DEFAULT_INSTANCE_TYPES
+    log_level: str = "info"
+
+
+@dataclass(slots=True)
+class KarpenterState:
+    """One running Karpenter, as the stack's state file keeps it."""
+
+    cluster: str
+    pid: int
+    metrics_port: int
+    health_port: int
+    batch_idle_s: float
+    batch_max_s: float
+    instance_types: str
+
+    def settings(self) -> KarpenterSettings:
+        return KarpenterSettings(self.batch_idle_s, self.batch_max_s, Path(self.instance_types))
+
+
+def log_path(cluster: KwokCluster) -> Path:
+    """Beside the cluster's own component logs (kwokctl writes those to ``<cluster dir>/logs``)."""
+    return cluster.cluster_dir / "logs" / "karpenter.log"
+
+
+def install_crds(cluster: KwokCluster, build: Path) -> None:
+    """Apply Karpenter's CRDs and the default KWOKNodeClass, waiting until the CRDs are served."""
+    crds = build / "crds"
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crds), timeout_s=180.0)
+    names = [
+        json.loads(cluster.kubectl("create", "--dry-run=client", "-o", "json", "-f", str(f)))["metadata"][
+            "name"
+        ]
+        for f in sorted(crds.glob("*.yaml"))
+    ]
+    cluster.kubectl(
+        "wait", "--for", "condition=Established", "--timeout", "120s",
+        *[f"crd/{n}" for n in names], timeout_s=150.0,
+    )  # fmt: skip
+    cluster.kubectl("apply", "--server-side", "-f", str(DEFAULT_NODE_CLASS), timeout_s=60.0)
+
+
+def start(cluster: KwokCluster, build: Path, settings: KarpenterSettings) -> KarpenterState:
+    """Start Karpenter against ``cluster`` and wait until its readiness probe passes."""
+    if not settings.instance_types.is_file():
+        raise StackError(f"Karpenter instance types file {settings.instance_types} does not exist")
+    state = KarpenterState(
+        cluster=cluster.name,
+        pid=0,
+        metrics_port=free_port(),
+        health_port=free_port(),
+        batch_idle_s=settings.batch_idle_s,
+        batch_max_s=settings.batch_max_s,
+        instance_types=str(settings.instance_types.resolve()),
+    )
+    env = {
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "SYSTEM_NAMESPACE": SYSTEM_NAMESPACE,
+        "INSTANCE_TYPES_FILE_PATH": state.instance_types,
+        "LOG_LEVEL": settings.log_level,
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "PATH": os.environ.get("PATH", ""),
+    }
+    argv = [
+        str(build / BINARY),
+        "--disable-leader-election",
+        f"--metrics-port={state.metrics_port}",
+        f"--health-probe-port={state.health_port}",
+        f"--batch-idle-duration={_go_duration(settings.batch_idle_s)}",
+        f"--batch-max-duration={_go_duration(settings.batch_max_s)}",
+    ]
+    state.pid = spawn_detached(argv, log_file=log_path(cluster), env=env)
+    wait_ready(state, log_path(cluster))
+    return state
+
+
+def wait_ready(state: KarpenterState, log_file: Path, timeout_s: float = READY_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        if not pid_alive(state.pid):
+            raise StackError(f"Karpenter for cluster {state.cluster!r} exited at start; see {log_file}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{state.health_port}/readyz", timeout=2.0) as r:
+                if r.status == 200:
+                    return
+                last = f"HTTP {r.status}"
+        except urllib.error.HTTPError as exc:
+            last = f"HTTP {exc.code}"
+        except OSError as exc:
+            last = str(exc)
+        time.sleep(0.5)
+    raise StackError(
+        f"Karpenter for cluster {state.cluster!r} not ready after {timeout_s:.0f} s (last: {last}); "
+        f"see {log_file}"
+    )
+
+
+def healthy(state: KarpenterState) -> bool:
+    if not pid_alive(state.pid):
+        return False
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{state.health_port}/healthz", timeout=2.0) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def stop(state: KarpenterState) -> None:
+    terminate_process_group(state.pid, grace_s=10.0)
+
+
+def _go_duration(seconds: float) -> str:
+    """A Go ``time.ParseDuration`` string, to the millisecond (Karpenter's flags accept any)."""
+    return f"{max(round(seconds * 1000), 1)}ms"
