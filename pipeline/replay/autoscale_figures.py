@@ -74,15 +74,18 @@ class AutoscaleFigures:
     _node_prices: dict[str, float] = field(default_factory=dict)
     _pending: int = 0
     _samples: int = 0
+    _last_wall_s: float | None = None
 
     def observe(
         self,
         at_ms: float,
-        gap_s: float,
+        wall_s: float,
         nodes: Sequence[Mapping[str, Any]],
         pods: Sequence[Mapping[str, Any]],
     ) -> None:
-        """One sample: ``gap_s`` wall seconds since the previous one (0 for the first)."""
+        """One sample taken at ``wall_s`` (a monotonic clock, seconds) and trace offset ``at_ms``."""
+        gap_s = 0.0 if self._last_wall_s is None else max(wall_s - self._last_wall_s, 0.0)
+        self._last_wall_s = wall_s
         trace_hours = gap_s * self.speed / 3600.0
         # the state since the previous sample is the previous sample's
         for name in self._live_nodes:

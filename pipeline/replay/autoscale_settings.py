@@ -150,6 +150,18 @@ def scale_batch_windows(
     return idle, longest, settings
 
 
+UNSCALABLE_KARPENTER = (
+    ScaledSetting(
+        "Karpenter disruption polling period",
+        "10s",
+        "10s",
+        "not scaled: hard-coded in Karpenter (pkg/controllers/disruption), so consolidation can act up to "
+        "10 s of wall time after consolidateAfter",
+    ),
+)
+"""Timers of Karpenter that no setting reaches, named in every autoscaled report."""
+
+
 def unscaled_batch_windows(reason: str) -> list[ScaledSetting]:
     """The batch windows of a Karpenter the replay does not run (another cluster's): not scaled."""
     return [

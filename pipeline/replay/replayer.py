@@ -384,6 +384,9 @@ class Replayer:
             await self._create_virtual_nodes()
             await self._create_node_pools()
             await self._prepare()
+            if self._autoscale is not None:
+                # the autoscaler's nodes before trace time starts (a pool may keep a minimum)
+                await self._sample_autoscaler(0.0, self._clock.now(), [])
             self.report.setup_seconds = self._clock.now() - started
             sampler = asyncio.create_task(self._sample_forever(), name=f"replay-sampler {self.name}")
             try:
@@ -751,7 +754,7 @@ class Replayer:
             # a sample that took longer than the interval: the next one at once, missed slots skipped
             due = max(due + interval, self._clock.now())
 
-    async def _sample_autoscaler(self, at_ms: float, gap_s: float, pods: list[dict[str, Any]]) -> None:
+    async def _sample_autoscaler(self, at_ms: float, wall_s: float, pods: list[dict[str, Any]]) -> None:
         assert self._autoscale is not None
         selector = f"{NODEPOOL_LABEL} in ({','.join(self._node_pool_names)})"
         try:
@@ -759,7 +762,7 @@ class Replayer:
         except KubeApiError as exc:
             log.warning("cannot sample the autoscaler's nodes", extra={"ctx": {"reason": str(exc)}})
             return
-        self._autoscale.observe(at_ms, gap_s, nodes, pods)
+        self._autoscale.observe(at_ms, wall_s, nodes, pods)
 
     async def _follow_root_pause(self) -> None:
         """Pause or resume as the root's :data:`PAUSE_ANNOTATION` says (a signal pause is left alone)."""
@@ -833,15 +836,13 @@ class Replayer:
         nodes = {(p.get("spec") or {}).get("nodeName") for p in running} - {None}
         at = self._scheduler.sim_elapsed_ms()
         now = self._clock.now()
-        previous_sample_at = self._last_sample_at
         if self._last_sample_at is not None and self._scheduler.started_at is not None:
             self.report.largest_sample_gap_s = max(
                 self.report.largest_sample_gap_s, now - self._last_sample_at
             )
         self._last_sample_at = now
         if self._autoscale is not None:
-            gap = 0.0 if previous_sample_at is None else now - previous_sample_at
-            await self._sample_autoscaler(at, gap, pods)
+            await self._sample_autoscaler(at, now, pods)
         counts = count_pods(pods, RECORDED_OWNER_ANNOTATION)
         by_owner = {owner: c.running for owner, c in counts.items() if c.running}
         self.report.add_sample(at, len(running), len(nodes), by_owner)

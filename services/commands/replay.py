@@ -328,7 +328,11 @@ def _autoscaler_setup(args: argparse.Namespace) -> tuple[list[dict[str, Any]], l
 
 
 def _scale_local_karpenter(args: argparse.Namespace) -> list[Any]:
-    from pipeline.replay.autoscale_settings import scale_batch_windows, unscaled_batch_windows
+    from pipeline.replay.autoscale_settings import (
+        UNSCALABLE_KARPENTER,
+        scale_batch_windows,
+        unscaled_batch_windows,
+    )
     from pipeline.stack.progress import stderr_reporter
     from pipeline.stack.stack import LocalStack
 
@@ -336,12 +340,16 @@ def _scale_local_karpenter(args: argparse.Namespace) -> list[Any]:
     stack = LocalStack(args.stack_dir, report=stderr_reporter)
     cluster = stack.karpenter_for(kubeconfig) if kubeconfig is not None else None
     if cluster is None:
-        return unscaled_batch_windows(
-            f"not scaled: no Karpenter of the local stack in {stack.stack_dir} runs beside this kubeconfig"
-        )
+        return [
+            *unscaled_batch_windows(
+                f"not scaled: no Karpenter of the local stack in {stack.stack_dir} runs beside this "
+                f"kubeconfig"
+            ),
+            *UNSCALABLE_KARPENTER,
+        ]
     idle_s, max_s, settings = scale_batch_windows(args.speed)
     stack.rescale_karpenter(cluster, idle_s, max_s)
-    return settings
+    return [*settings, *UNSCALABLE_KARPENTER]
 
 
 def _check_source_arguments(args: argparse.Namespace) -> None:

@@ -27,10 +27,10 @@ def _pod(
 
 def test_launches_terminations_node_hours_and_cost() -> None:
     figures = AutoscaleFigures(speed=10.0)
-    figures.observe(0, 0.0, [], [_pod("a", "Pending"), _pod("b", "Pending")])
-    figures.observe(1000, 1.0, [_node("n1")], [_pod("a", "Pending"), _pod("b", "Pending")])
-    figures.observe(2000, 1.0, [_node("n1"), _node("n2", "kwok-standard-8", "0.4")], [])
-    figures.observe(3000, 1.0, [_node("n2", "kwok-standard-8", "0.4")], [])
+    figures.observe(0, 100.0, [], [_pod("a", "Pending"), _pod("b", "Pending")])
+    figures.observe(1000, 101.0, [_node("n1")], [_pod("a", "Pending"), _pod("b", "Pending")])
+    figures.observe(2000, 102.0, [_node("n1"), _node("n2", "kwok-standard-8", "0.4")], [])
+    figures.observe(3000, 103.0, [_node("n2", "kwok-standard-8", "0.4")], [])
     data = figures.to_json()
     assert (data["launches"], data["terminations"], data["nodes_peak"], data["nodes_at_end"]) == (2, 1, 2, 1)
     # node-seconds in trace time: n1 for 2 gaps, n2 for 1 gap, 10 trace s each

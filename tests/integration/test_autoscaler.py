@@ -1,0 +1,178 @@
+"""An autoscaled replay on the real ``sim`` cluster: Karpenter (its KWOK provider, started by the
+stack's own code) launches nodes for pods the starting capacity cannot hold, and consolidation removes
+them once the trace scales the workload down.
+
+Karpenter is built by the project's set-up (``kubetape stack build``, run by scripts/bootstrap.sh); a
+missing build fails with CI=true and skips elsewhere, like the rest of the stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipeline.formats.segment import SegmentKind, build_segment, encode_segment
+from pipeline.model.events import Event
+from pipeline.model.keys import key_of
+from pipeline.stack.karpenter import KarpenterSettings
+from pipeline.stack.stack import LocalStack, StackState
+from pipeline.stack.versions import karpenter_dir
+from tests.polling import eventually_sync
+
+REPLICAS = 12
+"""One CPU each; the pool's largest type has 8, so Karpenter needs at least two nodes."""
+SPEED = 10.0
+RUNNING_BOUND_S = 90.0
+"""Wall seconds from a pod's creation to Running, Karpenter's launch included, on a loaded 2-core box."""
+CONSOLIDATION_BOUND_S = 150.0
+"""consolidateAfter 30 s is 3 s at ×10; Karpenter's disruption loop polls every 10 s (not scalable)."""
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="module")
+def karpenter_sim(local_stack: LocalStack) -> Iterator[str]:
+    """Karpenter beside the session's ``sim`` cluster, for this module only."""
+    if not (karpenter_dir(local_stack.versions) / ".complete").exists():
+        message = "Karpenter is not built: run `kubetape stack build` (scripts/bootstrap.sh does)"
+        if _in_ci():
+            pytest.fail(f"{message} (CI=true, so this is a failure)")
+        pytest.skip(message)
+    local_stack.start_karpenter("sim", KarpenterSettings())
+    try:
+        yield "sim"
+    finally:
+        local_stack.stop_karpenter("sim")
+
+
+def _deployment(replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "web",
+                            "image": "web:1",
+                            "resources": {"requests": {"cpu": "1", "memory": "256Mi"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+def _write_trace(path: Path) -> None:
+    """Twelve one-CPU pods at 0 s, none from 60 s of trace time on."""
+    events = [
+        Event.applied(0, key_of(_deployment(REPLICAS)), _deployment(REPLICAS), 0),
+        Event.applied(60_000, key_of(_deployment(0)), _deployment(0), 1),
+    ]
+    path.write_bytes(encode_segment(build_segment(events, start_ms=0, end_ms=70_000, kind=SegmentKind.TRACE)))
+
+
+def _write_pool(path: Path) -> None:
+    pool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "general"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.kwok.sh",
+                        "kind": "KWOKNodeClass",
+                        "name": "default",
+                    },
+                    "requirements": [
+                        {
+                            "key": "node.kubernetes.io/instance-type",
+                            "operator": "In",
+                            "values": ["kwok-standard-4", "kwok-standard-8"],
+                        }
+                    ],
+                }
+            },
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s"},
+            "limits": {"cpu": "64"},
+        },
+    }
+    path.write_text(yaml.safe_dump(pool))
+
+
+def _nodes_of(local_stack: LocalStack, pool: str) -> list[str]:
+    cluster = local_stack.cluster("sim", local_stack.info().bin_dir)
+    listed = json.loads(cluster.kubectl("get", "nodes", "-l", f"karpenter.sh/nodepool={pool}", "-o", "json"))
+    return [n["metadata"]["name"] for n in listed["items"]]
+
+
+def test_karpenter_launches_nodes_for_pending_pods_and_consolidation_removes_them(
+    local_stack: LocalStack, karpenter_sim: str, tmp_path: Path
+) -> None:
+    trace, pool, report_path = tmp_path / "burst.ktrace", tmp_path / "pool.yaml", tmp_path / "report.json"
+    _write_trace(trace)
+    _write_pool(pool)
+    sim = local_stack.info().kubeconfigs[karpenter_sim]
+    name = "autoscaled"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "services.cli", "replay", "--trace", str(trace), "--kubeconfig", str(sim),
+            "--speed", str(SPEED), "--autoscaler", "karpenter", "--nodepool", str(pool),
+            "--stack-dir", str(local_stack.stack_dir), "--name", name, "--namespace-prefix", name,
+            # the trace clock waits for the pods to run (the governor), so the scale-down follows them
+            "--max-lag", "5", "--keep", "--quiet", "--report-json", str(report_path),
+        ],
+        capture_output=True, text=True, timeout=400, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    autoscale = report["autoscale"]
+    assert autoscale is not None, done.stdout
+
+    # the batch windows were divided by the speed on the stack's Karpenter, the NodePool's timers too
+    running = StackState.load(local_stack.state_path).karpenter[karpenter_sim]
+    assert running.batch_idle_s == pytest.approx(0.1)
+    assert running.batch_max_s == pytest.approx(1.0)
+    settings = {s["name"]: s for s in autoscale["settings"]}
+    assert settings["NodePool general: spec.disruption.consolidateAfter"]["applied"] == "3s"
+
+    # nothing could run at first (no nodes); Karpenter launched at least two 8-CPU-or-smaller nodes
+    assert autoscale["nodes_at_start"] == 0, done.stdout
+    assert autoscale["launches"] >= 2, done.stdout
+    assert autoscale["nodes_peak"] >= 2, done.stdout
+    assert max(s["pods_running"] for s in report["timeline"]["replay"]) == REPLICAS, done.stdout
+    p2r = autoscale["pending_to_running"]
+    assert p2r["pods"] == REPLICAS, done.stdout
+    assert p2r["p99_wall_s"] <= RUNNING_BOUND_S, done.stdout
+    assert autoscale["pending_pod_seconds"] > 0
+    assert autoscale["node_hours"] > 0
+
+    # the trace scaled to zero: consolidation (the pool is kept with --keep) removes every node
+    pool_name = autoscale["node_pools"][0]
+    eventually_sync(
+        lambda: _nodes_of(local_stack, pool_name),
+        lambda nodes: not nodes,
+        f"consolidation to remove the nodes of NodePool {pool_name}",
+        timeout_s=CONSOLIDATION_BOUND_S,
+        interval_s=2.0,
+    )
+    print(done.stdout)  # the report's summary, shown with -s or on a failure below
+    cluster = local_stack.cluster("sim", local_stack.info().bin_dir)
+    cluster.kubectl("delete", "replayroot", f"kubetape-{name}", "--cascade=foreground", "--timeout=120s")
