@@ -123,6 +123,28 @@ def _nodes_of(local_stack: LocalStack, pool: str) -> list[str]:
     return [n["metadata"]["name"] for n in listed["items"]]
 
 
+def _listening(port: int) -> list[str]:
+    """Local addresses listening on ``port`` (hex, as the kernel's socket tables give them)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                found.append(local)
+    return found
+
+
+def test_karpenter_listens_on_loopback_only_and_reports_healthy(
+    local_stack: LocalStack, karpenter_sim: str
+) -> None:
+    running = StackState.load(local_stack.state_path).karpenter[karpenter_sim]
+    for port in (running.metrics_port, running.health_port):
+        # 0100007F is 127.0.0.1; upstream would listen on 00000000 (every interface)
+        assert _listening(port) == [f"0100007F:{port:04X}"]
+    status = local_stack.status()["autoscalers"]
+    assert status[karpenter_sim]["healthy"] is True, status  # type: ignore[index]
+
+
 def test_karpenter_launches_nodes_for_pending_pods_and_consolidation_removes_them(
     local_stack: LocalStack, karpenter_sim: str, tmp_path: Path
 ) -> None:

@@ -1,0 +1,90 @@
+"""``--autoscaler`` input handling and the stack's Karpenter state: clear errors, before any cluster."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.model.errors import ConfigError, MissingToolError
+from pipeline.stack.karpenter import KarpenterState, ensure_karpenter
+from pipeline.stack.stack import StackState
+from pipeline.stack.versions import StackVersions, karpenter_dir
+from services.cli import main
+from services.commands.replay import load_node_pools, load_prices
+
+POOL = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  disruption: {consolidateAfter: 1m}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: spot}
+spec: {}
+"""
+
+
+def test_a_nodepool_file_may_hold_several_pools_each_scaled(tmp_path: Path) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text(POOL)
+    pools, settings = load_node_pools(path, 6.0)
+    assert [p["metadata"]["name"] for p in pools] == ["general", "spot"]
+    assert pools[0]["spec"]["disruption"]["consolidateAfter"] == "10s"
+    assert {s.name.split(":")[0] for s in settings} == {"NodePool general", "NodePool spot"}
+
+
+def test_a_non_nodepool_document_names_the_file_and_document(tmp_path: Path) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text(POOL + "---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\n")
+    with pytest.raises(ConfigError, match=r"pools\.yaml \(document 2\): expected a Karpenter NodePool"):
+        load_node_pools(path, 10.0)
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "kwok-standard-4: cheap", "kwok-standard-4: -1", "a: true"])
+def test_prices_must_map_types_to_non_negative_numbers(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "prices.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"--prices: .* non-negative"):
+        load_prices(path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--nodepool", "p.yaml"], "add --autoscaler karpenter"),
+        (["--prices", "p.yaml"], "add --autoscaler karpenter"),
+        (["--autoscaler", "karpenter"], "needs at least one --nodepool"),
+        (["--autoscaler", "karpenter", "--nodepool", "missing.yaml"], "--nodepool: cannot read missing.yaml"),
+    ],
+)
+def test_autoscaler_flags_are_checked_before_any_cluster(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["replay", "--trace", "t", "--kubeconfig", "k", *argv])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_karpenter_state_survives_the_state_file_and_old_files_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    running = KarpenterState("sim", 123, 1001, 1002, 0.1, 1.0, "/x/types.json")
+    StackState(clusters=["sim"], karpenter={"sim": running}).save(path)
+    assert StackState.load(path).karpenter == {"sim": running}
+    path.write_text(json.dumps({"kafka": None, "clusters": ["sim"]}))  # written before Karpenter
+    assert StackState.load(path).karpenter == {}
+
+
+def test_karpenter_build_is_keyed_by_version_and_needs_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert karpenter_dir(StackVersions(), tmp_path) != karpenter_dir(
+        StackVersions(karpenter="v1.14.0"), tmp_path
+    )
+    monkeypatch.setenv("KUBETAPE_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(MissingToolError, match="`go`"):
+        ensure_karpenter(StackVersions(), lambda _: None)
