@@ -145,6 +145,8 @@ def test_karpenter_listens_on_loopback_only_and_reports_healthy(
     assert status[karpenter_sim]["healthy"] is True, status  # type: ignore[index]
 
 
+# the bounds below add up to more than the default 300 s on a loaded machine; each wait has its own
+@pytest.mark.timeout(900)
 def test_karpenter_launches_nodes_for_pending_pods_and_consolidation_removes_them(
     local_stack: LocalStack, karpenter_sim: str, tmp_path: Path
 ) -> None:
