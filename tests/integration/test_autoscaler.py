@@ -34,6 +34,9 @@ RUNNING_BOUND_S = 90.0
 """Wall seconds from a pod's creation to Running, Karpenter's launch included, on a loaded 2-core box."""
 CONSOLIDATION_BOUND_S = 150.0
 """consolidateAfter 30 s is 3 s at ×10; Karpenter's disruption loop polls every 10 s (not scalable)."""
+# the waits below (Karpenter's start, the replay, consolidation, cleanup) add up to more than the default
+# 300 s on a loaded machine; each has its own deadline
+pytestmark = pytest.mark.timeout(900)
 
 
 def _in_ci() -> bool:
@@ -145,8 +148,6 @@ def test_karpenter_listens_on_loopback_only_and_reports_healthy(
     assert status[karpenter_sim]["healthy"] is True, status  # type: ignore[index]
 
 
-# the bounds below add up to more than the default 300 s on a loaded machine; each wait has its own
-@pytest.mark.timeout(900)
 def test_karpenter_launches_nodes_for_pending_pods_and_consolidation_removes_them(
     local_stack: LocalStack, karpenter_sim: str, tmp_path: Path
 ) -> None:
