@@ -1,0 +1,252 @@
+"""Autoscaled replay against fixed node pools, same trace, same run; prints one JSON document.
+
+The trace: ``--waves`` Deployments of ``--replicas`` one-CPU pods, one wave every 20 s of trace time,
+each scaled to zero 60 s after it arrived. It is replayed at ``--speed``
+
+* with Karpenter (its KWOK provider, started by the stack's own code): no nodes at first, one NodePool
+  of 4- and 8-CPU types, its timers and batch windows divided by the speed;
+* on a fixed pool of 8-CPU virtual nodes big enough for the peak (what a static what-if would give).
+
+Both runs are sampled the same way (the replay's pods and the nodes they may use, every 0.5 s) with
+``pipeline.replay.autoscale_figures``. Figures: pending→running p50/p99 (wall seconds, Kubernetes'
+1 s timestamps) of each and their ratio, node launches and launches per wall second (Karpenter),
+node-hours of each (trace time) and their ratio.
+
+Usage: ``.venv/bin/python -m bench.bench_autoscale [--waves 3 --replicas 10 --speed 10]`` (starts a
+private stack with Karpenter, ~1.5 min, plus the two replays)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pipeline.formats.segment import SegmentKind, build_segment
+from pipeline.io.kube import kube_api
+from pipeline.io.kube_apply import KubeApplier
+from pipeline.model.events import Event
+from pipeline.model.keys import key_of
+from pipeline.replay.autoscale_figures import NODEPOOL_LABEL, AutoscaleFigures
+from pipeline.replay.autoscale_settings import scale_batch_windows, scale_nodepool
+from pipeline.replay.replayer import Replayer, ReplaySettings, plan_replay
+from pipeline.replay.rewrite import REPLAY_LABEL
+from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
+from pipeline.stack.stack import LocalStack
+
+WAVE_GAP_MS = 20_000
+WAVE_LIFE_MS = 60_000
+NODE_CPUS = 8
+
+
+def _deployment(name: str, replicas: int) -> dict[str, Any]:
+    container = {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1", "memory": "256Mi"}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [container]}},
+        },
+    }
+
+
+def _trace(waves: int, replicas: int) -> tuple[Any, int]:
+    """The trace as a segment, and its end (trace ms)."""
+    events = []
+    for wave in range(waves):
+        name, start = f"wave-{wave}", wave * WAVE_GAP_MS
+        events.append(Event.applied(start, key_of(_deployment(name, 0)), _deployment(name, replicas), 0))
+        events.append(
+            Event.applied(start + WAVE_LIFE_MS, key_of(_deployment(name, 0)), _deployment(name, 0), 1)
+        )
+    end = max(e.ts_ms for e in events) + 10_000
+    return build_segment(events, start_ms=0, end_ms=end, kind=SegmentKind.TRACE), end
+
+
+def _pool() -> dict[str, Any]:
+    requirement = {
+        "key": "node.kubernetes.io/instance-type",
+        "operator": "In",
+        "values": ["kwok-standard-4", "kwok-standard-8"],
+    }
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "bench"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.kwok.sh",
+                        "kind": "KWOKNodeClass",
+                        "name": "default",
+                    },
+                    "requirements": [requirement],
+                }
+            },
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s"},
+        },
+    }
+
+
+def _skeleton() -> Mapping[str, Any]:
+    import yaml
+
+    loaded: Mapping[str, Any] = yaml.safe_load(DEFAULT_NODE_SKELETON.read_text())
+    return loaded
+
+
+async def _replay(
+    kubeconfig: Path, trace: Any, settings: ReplaySettings, node_selector: str
+) -> dict[str, Any]:
+    """Replay with a sampler of our own beside the replayer's, identical for both runs."""
+    figures = AutoscaleFigures(settings.speed)
+    settings = dataclasses.replace(settings, keep=True)  # cleaned up below, after the last sample
+    async with kube_api(kubeconfig) as api:
+        cluster = KubeApplier(api)
+        replayer = Replayer(cluster, plan_replay(trace, settings.speed), settings)
+
+        async def sample() -> None:
+            # from trace start: a fixed pool's nodes, created in setup, are not launches
+            while replayer.trace_started_at is None:  # noqa: ASYNC110 - the replayer has no such event
+                await asyncio.sleep(0.05)
+            while True:
+                pods = await cluster.list_objects(
+                    "v1", "Pod", label_selector=f"{REPLAY_LABEL}={replayer.name}"
+                )
+                nodes = await cluster.list_objects(
+                    "v1", "Node", label_selector=node_selector.format(replayer.name)
+                )
+                figures.observe(replayer.trace_elapsed_ms(), time.monotonic(), nodes, pods)
+                await asyncio.sleep(0.5)
+
+        sampler = asyncio.create_task(sample())
+        try:
+            report = await replayer.run()
+        finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+        await replayer.cleanup()  # not sampled: nodes draining after the trace are not its cost
+    data = figures.to_json()
+    return {
+        "wall_seconds": round(report.wall_seconds, 2),
+        "failed": report.failed,
+        "pods_timed": data["pending_to_running"]["pods"],
+        "pending_to_running_p50_s": data["pending_to_running"]["p50_wall_s"],
+        "pending_to_running_p99_s": data["pending_to_running"]["p99_wall_s"],
+        "pending_pod_seconds": data["pending_pod_seconds"],
+        "node_launches": data["launches"],
+        "node_launches_per_wall_s": round(data["launches"] / report.wall_seconds, 3)
+        if report.wall_seconds
+        else None,
+        "nodes_peak": data["nodes_peak"],
+        "node_hours": data["node_hours"],
+        "cleanup": report.cleanup,
+    }
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else round(a / b, 3)
+
+
+async def _run(args: argparse.Namespace, stack: LocalStack, kubeconfig: Path) -> dict[str, Any]:
+    trace, end_ms = _trace(args.waves, args.replicas)
+    idle_s, max_s, _ = scale_batch_windows(args.speed)
+    stack.rescale_karpenter("sim", idle_s, max_s)
+    pool, _ = scale_nodepool(_pool(), args.speed, source="bench pool")
+    name = f"bench-k-{uuid.uuid4().hex[:4]}"
+    karpenter = await _replay(
+        kubeconfig,
+        trace,
+        ReplaySettings(
+            speed=args.speed, replay_name=name, namespace_prefix=name, autoscaler_node_pools=(pool,)
+        ),
+        f"{NODEPOOL_LABEL}={{}}-bench",
+    )
+    print(json.dumps({"karpenter": karpenter}), file=sys.stderr)  # kept if the next run fails
+    # the peak: waves overlapping within one wave's life, one-CPU pods, 8-CPU nodes (7.9 allocatable)
+    overlapping = min(args.waves, math.ceil(WAVE_LIFE_MS / WAVE_GAP_MS))
+    fixed_nodes = math.ceil(overlapping * args.replicas / (NODE_CPUS - 1))
+    name = f"bench-f-{uuid.uuid4().hex[:4]}"
+    fixed = await _replay(
+        kubeconfig,
+        trace,
+        ReplaySettings(
+            speed=args.speed,
+            replay_name=name,
+            namespace_prefix=name,
+            node_skeleton=_skeleton(),
+            node_count=fixed_nodes,
+        ),
+        f"{REPLAY_LABEL}={{}}",
+    )
+    fixed["nodes_fixed"] = fixed_nodes
+    print(json.dumps({"fixed_pool": fixed}), file=sys.stderr)
+    return {
+        "benchmark": "autoscale",
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "trace": {
+            "waves": args.waves,
+            "replicas_per_wave": args.replicas,
+            "pod_cpu": 1,
+            "speed": args.speed,
+            "trace_seconds": end_ms / 1000,
+        },
+        "karpenter": karpenter,
+        "fixed_pool": fixed,
+        "ratios_karpenter_over_fixed": {
+            "pending_to_running_p50": _ratio(
+                karpenter["pending_to_running_p50_s"], fixed["pending_to_running_p50_s"]
+            ),
+            "pending_to_running_p99": _ratio(
+                karpenter["pending_to_running_p99_s"], fixed["pending_to_running_p99_s"]
+            ),
+            "node_hours": _ratio(karpenter["node_hours"], fixed["node_hours"]),
+            "pending_pod_seconds": _ratio(karpenter["pending_pod_seconds"], fixed["pending_pod_seconds"]),
+        },
+        "note": "pending→running in wall seconds from Kubernetes timestamps (1 s resolution: a ratio over a "
+        "fixed pool's 0 s is null); node-hours and pending-pod seconds "
+        "in trace time; the fixed pool is created before trace time, so launches nothing during the replay",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--waves", type=int, default=3)
+    parser.add_argument("--replicas", type=int, default=10, help="one-CPU pods per wave")
+    parser.add_argument("--speed", type=float, default=10.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kubetape-bench-") as tmp:
+        stack = LocalStack(Path(tmp))
+        info = stack.up(["sim"], autoscaled=["sim"])
+        try:
+            result = asyncio.run(_run(args, stack, info.kubeconfigs["sim"]))
+        finally:
+            stack.down()
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
