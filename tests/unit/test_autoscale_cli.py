@@ -59,6 +59,10 @@ def test_prices_must_map_types_to_non_negative_numbers(tmp_path: Path, text: str
         (["--prices", "p.yaml"], "add --autoscaler karpenter"),
         (["--autoscaler", "karpenter"], "needs at least one --nodepool"),
         (["--autoscaler", "karpenter", "--nodepool", "missing.yaml"], "--nodepool: cannot read missing.yaml"),
+        (
+            ["--autoscaler", "karpenter", "--nodepool", "p.yaml", "--speed", "max", "--max-lag", "5"],
+            "which --speed max does not have",
+        ),
     ],
 )
 def test_autoscaler_flags_are_checked_before_any_cluster(
