@@ -158,6 +158,14 @@ UNSCALABLE_KARPENTER = (
         "not scaled: hard-coded in Karpenter (pkg/controllers/disruption), so consolidation can act up to "
         "10 s of wall time after consolidateAfter",
     ),
+    ScaledSetting(
+        "Karpenter consolidation command validation delay",
+        "15s",
+        "15s",
+        "not scaled: hard-coded in Karpenter (pkg/controllers/disruption/consolidation.go); every "
+        "consolidation, emptiness included, waits it before acting, so at speed S a node is removed at the "
+        "earliest S × 15 s of trace time after it became a candidate",
+    ),
 )
 """Timers of Karpenter that no setting reaches, named in every autoscaled report."""
 

@@ -33,7 +33,8 @@ SPEED = 10.0
 RUNNING_BOUND_S = 90.0
 """Wall seconds from a pod's creation to Running, Karpenter's launch included, on a loaded 2-core box."""
 CONSOLIDATION_BOUND_S = 150.0
-"""consolidateAfter 30 s is 3 s at ×10; Karpenter's disruption loop polls every 10 s (not scalable)."""
+"""consolidateAfter 30 s is 3 s at ×10, but Karpenter's disruption loop polls every 10 s and waits 15 s
+before a consolidation command acts (neither scalable), then drains and deletes the node."""
 # the waits below (Karpenter's start, the replay, consolidation, cleanup) add up to more than the default
 # 300 s on a loaded machine; each has its own deadline
 pytestmark = pytest.mark.timeout(900)
@@ -177,6 +178,9 @@ def test_karpenter_launches_nodes_for_pending_pods_and_consolidation_removes_the
     assert running.batch_max_s == pytest.approx(1.0)
     settings = {s["name"]: s for s in autoscale["settings"]}
     assert settings["NodePool general: spec.disruption.consolidateAfter"]["applied"] == "3s"
+    # and what no setting reaches is named, not silently left at wall-clock time
+    for fixed in ("Karpenter disruption polling period", "Karpenter consolidation command validation delay"):
+        assert settings[fixed]["note"].startswith("not scaled"), settings
 
     # nothing could run at first (no nodes); Karpenter launched at least two 8-CPU-or-smaller nodes
     assert autoscale["nodes_at_start"] == 0, done.stdout
