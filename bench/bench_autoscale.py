@@ -4,7 +4,8 @@ The trace: ``--waves`` Deployments of ``--replicas`` one-CPU pods, one wave ever
 each scaled to zero 60 s after it arrived. It is replayed at ``--speed``
 
 * with Karpenter (its KWOK provider, started by the stack's own code): no nodes at first, one NodePool
-  of 4- and 8-CPU types, its timers and batch windows divided by the speed;
+  of 4- and 8-CPU types, its timers (batch windows, disruption polling, consolidation validation
+  delay) divided by the speed;
 * on a fixed pool of 8-CPU virtual nodes big enough for the peak (what a static what-if would give).
 
 Both runs are sampled the same way (the replay's pods and the nodes they may use, every 0.5 s) with
@@ -40,7 +41,7 @@ from pipeline.io.kube_apply import KubeApplier
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.autoscale_figures import NODEPOOL_LABEL, AutoscaleFigures
-from pipeline.replay.autoscale_settings import scale_batch_windows, scale_nodepool
+from pipeline.replay.autoscale_settings import scale_karpenter_timers, scale_nodepool
 from pipeline.replay.replayer import Replayer, ReplaySettings, plan_replay
 from pipeline.replay.rewrite import REPLAY_LABEL
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
@@ -167,8 +168,14 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 async def _run(args: argparse.Namespace, stack: LocalStack, kubeconfig: Path) -> dict[str, Any]:
     trace, end_ms = _trace(args.waves, args.replicas)
-    idle_s, max_s, _ = scale_batch_windows(args.speed)
-    stack.rescale_karpenter("sim", idle_s, max_s)
+    timers, _ = scale_karpenter_timers(args.speed)
+    stack.rescale_karpenter(
+        "sim",
+        batch_idle_s=timers.batch_idle_s,
+        batch_max_s=timers.batch_max_s,
+        polling_period_s=timers.polling_period_s,
+        validation_delay_s=timers.validation_delay_s,
+    )
     pool, _ = scale_nodepool(_pool(), args.speed, source="bench pool")
     name = f"bench-k-{uuid.uuid4().hex[:4]}"
     karpenter = await _replay(

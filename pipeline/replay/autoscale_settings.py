@@ -138,41 +138,37 @@ def scale_nodepool(
     return scaled, settings
 
 
-def scale_batch_windows(
-    speed: float, idle_s: float = DEFAULT_BATCH_IDLE_S, max_s: float = DEFAULT_BATCH_MAX_S
-) -> tuple[float, float, list[ScaledSetting]]:
-    """Karpenter's batch windows (process flags, any precision) divided by ``speed``."""
-    idle, longest = idle_s / speed, max_s / speed
+@dataclass(frozen=True, slots=True)
+class KarpenterTimers:
+    """Karpenter's process-wide timers, in seconds (flags, and two constants kubetape's build exposes)."""
+
+    batch_idle_s: float = DEFAULT_BATCH_IDLE_S
+    batch_max_s: float = DEFAULT_BATCH_MAX_S
+    polling_period_s: float = 10.0
+    validation_delay_s: float = 15.0
+
+
+_TIMER_NAMES = {
+    "batch_idle_s": "Karpenter --batch-idle-duration",
+    "batch_max_s": "Karpenter --batch-max-duration",
+    "polling_period_s": "Karpenter disruption polling period (kubetape build patch)",
+    "validation_delay_s": "Karpenter consolidation command validation delay (kubetape build patch)",
+}
+
+
+def scale_karpenter_timers(
+    speed: float, given: KarpenterTimers | None = None
+) -> tuple[KarpenterTimers, list[ScaledSetting]]:
+    """Karpenter's timers (Go durations in flags and the environment: any precision) divided by ``speed``."""
+    given = given or KarpenterTimers()
+    scaled = KarpenterTimers(*(getattr(given, name) / speed for name in _TIMER_NAMES))
     settings = [
-        ScaledSetting("Karpenter --batch-idle-duration", f"{idle_s:g}s", f"{idle:g}s"),
-        ScaledSetting("Karpenter --batch-max-duration", f"{max_s:g}s", f"{longest:g}s"),
+        ScaledSetting(label, f"{getattr(given, name):g}s", f"{getattr(scaled, name):g}s")
+        for name, label in _TIMER_NAMES.items()
     ]
-    return idle, longest, settings
+    return scaled, settings
 
 
-UNSCALABLE_KARPENTER = (
-    ScaledSetting(
-        "Karpenter disruption polling period",
-        "10s",
-        "10s",
-        "not scaled: hard-coded in Karpenter (pkg/controllers/disruption), so consolidation can act up to "
-        "10 s of wall time after consolidateAfter",
-    ),
-    ScaledSetting(
-        "Karpenter consolidation command validation delay",
-        "15s",
-        "15s",
-        "not scaled: hard-coded in Karpenter (pkg/controllers/disruption/consolidation.go); every "
-        "consolidation, emptiness included, waits it before acting, so at speed S a node is removed at the "
-        "earliest S × 15 s of trace time after it became a candidate",
-    ),
-)
-"""Timers of Karpenter that no setting reaches, named in every autoscaled report."""
-
-
-def unscaled_batch_windows(reason: str) -> list[ScaledSetting]:
-    """The batch windows of a Karpenter the replay does not run (another cluster's): not scaled."""
-    return [
-        ScaledSetting(f"Karpenter --batch-{kind}-duration", "as deployed", "as deployed", reason)
-        for kind in ("idle", "max")
-    ]
+def unscaled_karpenter_timers(reason: str) -> list[ScaledSetting]:
+    """The timers of a Karpenter the replay does not run (another cluster's): not scaled."""
+    return [ScaledSetting(label, "as deployed", "as deployed", reason) for label in _TIMER_NAMES.values()]

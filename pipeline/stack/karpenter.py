@@ -5,7 +5,9 @@ Built once per version from the Go module proxy (``sigs.k8s.io/karpenter``, pack
 health endpoints to every interface (``fmt.Sprintf(":%d", …)``) with no flag to change the address;
 the stack binds everything to 127.0.0.1, so the build patches those two lines in a private copy of the
 module's source and fails if the patch no longer applies (a new version must be looked at, not run
-open to the network).
+open to the network). The same copy turns two consolidation timers that are constants upstream (the
+disruption polling period, the validation delay of a consolidation command) into environment variables,
+so that a replay can divide them by its speed like every other timer.
 
 Karpenter runs outside the cluster: the cluster's kubeconfig, no leader election (v1.15 has no webhooks), its
 instance types from a small file (the embedded list has 144 types, which costs a 2-core machine seconds
@@ -45,9 +47,42 @@ SYSTEM_NAMESPACE = "kube-system"
 # The provider's CRDs live in two places of the module; NodeOverlays and CapacityBuffers are watched
 # by Karpenter at start, so every chart CRD is installed, not only NodePool and NodeClaim.
 _CRD_DIRS = ("kwok/charts/crds", "kwok/apis/crds")
-_BIND_PATCH = ('fmt.Sprintf(":%d", ', 'fmt.Sprintf("127.0.0.1:%d", ')
-_BIND_PATCH_FILE = "pkg/operator/operator.go"
-_BIND_PATCH_COUNT = 2  # metrics and health probe
+POLLING_PERIOD_ENV = "KUBETAPE_DISRUPTION_POLLING_PERIOD"
+VALIDATION_DELAY_ENV = "KUBETAPE_CONSOLIDATION_VALIDATION_DELAY"
+# (file, upstream text, replacement, occurrences): each must match exactly, or the build stops
+_PATCHES = (
+    # metrics and health probe on loopback
+    ("pkg/operator/operator.go", 'fmt.Sprintf(":%d", ', 'fmt.Sprintf("127.0.0.1:%d", ', 2),
+    # two consolidation timers that no flag reaches, read from the environment so that a replay can
+    # divide them by its speed like the others (unset: upstream's values)
+    (
+        "pkg/controllers/disruption/controller.go",
+        "const pollingPeriod = 10 * time.Second",
+        f'var pollingPeriod = kubetapeDuration("{POLLING_PERIOD_ENV}", 10*time.Second)',
+        1,
+    ),
+    (
+        "pkg/controllers/disruption/consolidation.go",
+        "const commandValidationDelay = 15 * time.Second",
+        f'var commandValidationDelay = kubetapeDuration("{VALIDATION_DELAY_ENV}", 15*time.Second)',
+        1,
+    ),
+)
+_ENV_HELPER = """package disruption
+
+import (
+	"os"
+	"time"
+)
+
+// kubetapeDuration is added by kubetape's build: a duration from the environment, else the default.
+func kubetapeDuration(name string, fallback time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return fallback
+}
+"""
 READY_TIMEOUT_S = 180.0
 
 
@@ -88,7 +123,7 @@ def ensure_karpenter(versions: StackVersions, report: Reporter) -> Path:
     shutil.rmtree(source, ignore_errors=True)
     shutil.copytree(module, source)
     _make_writable(source)
-    _bind_loopback(source)
+    _patch(source)
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     (partial / "crds").mkdir(parents=True)
@@ -119,27 +154,32 @@ def _make_writable(tree: Path) -> None:
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
 
 
-def _bind_loopback(source: Path) -> None:
-    path = source / _BIND_PATCH_FILE
-    text = path.read_text()
-    found = text.count(_BIND_PATCH[0])
-    if found != _BIND_PATCH_COUNT:
-        raise StackError(
-            f"cannot bind Karpenter's endpoints to 127.0.0.1: expected {_BIND_PATCH_COUNT} "
-            f"{_BIND_PATCH[0]!r} in {_BIND_PATCH_FILE}, found {found}; this Karpenter version needs the "
-            f"patch in pipeline/stack/karpenter.py updated"
-        )
-    path.write_text(text.replace(*_BIND_PATCH))
+def _patch(source: Path) -> None:
+    for relative, upstream, replacement, count in _PATCHES:
+        path = source / relative
+        text = path.read_text()
+        found = text.count(upstream)
+        if found != count:
+            raise StackError(
+                f"cannot patch Karpenter: expected {count} {upstream!r} in {relative}, found {found}; this "
+                f"Karpenter version needs the patches in pipeline/stack/karpenter.py updated"
+            )
+        path.write_text(text.replace(upstream, replacement))
+    (source / "pkg/controllers/disruption/kubetape_env.go").write_text(_ENV_HELPER)
 
 
 @dataclass(frozen=True, slots=True)
 class KarpenterSettings:
-    """How Karpenter is started. Batch windows are Karpenter's defaults unless a replay scales them."""
+    """How Karpenter is started. Its timers are Karpenter's defaults unless a replay scales them."""
 
     batch_idle_s: float = 1.0
     batch_max_s: float = 10.0
     instance_types: Path = DEFAULT_INSTANCE_TYPES
     log_level: str = "info"
+    polling_period_s: float = 10.0
+    """How often the disruption controller looks for nodes to consolidate (patched in, see _PATCHES)."""
+    validation_delay_s: float = 15.0
+    """How long a consolidation command waits before it is validated and acts (patched in)."""
 
 
 @dataclass(slots=True)
@@ -153,9 +193,17 @@ class KarpenterState:
     batch_idle_s: float
     batch_max_s: float
     instance_types: str
+    polling_period_s: float = 10.0
+    validation_delay_s: float = 15.0
 
     def settings(self) -> KarpenterSettings:
-        return KarpenterSettings(self.batch_idle_s, self.batch_max_s, Path(self.instance_types))
+        return KarpenterSettings(
+            self.batch_idle_s,
+            self.batch_max_s,
+            Path(self.instance_types),
+            polling_period_s=self.polling_period_s,
+            validation_delay_s=self.validation_delay_s,
+        )
 
 
 def log_path(cluster: KwokCluster) -> Path:
@@ -192,9 +240,13 @@ def start(cluster: KwokCluster, build: Path, settings: KarpenterSettings) -> Kar
         batch_idle_s=settings.batch_idle_s,
         batch_max_s=settings.batch_max_s,
         instance_types=str(settings.instance_types.resolve()),
+        polling_period_s=settings.polling_period_s,
+        validation_delay_s=settings.validation_delay_s,
     )
     env = {
         "KUBECONFIG": str(cluster.kubeconfig),
+        POLLING_PERIOD_ENV: _go_duration(settings.polling_period_s),
+        VALIDATION_DELAY_ENV: _go_duration(settings.validation_delay_s),
         "SYSTEM_NAMESPACE": SYSTEM_NAMESPACE,
         "INSTANCE_TYPES_FILE_PATH": state.instance_types,
         "LOG_LEVEL": settings.log_level,

@@ -20,6 +20,9 @@ KWOK_VERSION = "v0.8.0"
 # Karpenter's own KWOK cloud provider (its `kwok/` main package); v1.15's go.mod asks for Go 1.26.9+.
 KARPENTER_VERSION = "v1.15.0"
 KARPENTER_GO_TOOLCHAIN = "go1.26.10"
+# kubetape's patches to Karpenter's source (pipeline/stack/karpenter.py); a change to them bumps this so
+# that builds with other patches are not taken for this one
+KARPENTER_PATCH_LEVEL = "kt2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,7 @@ class StackVersions:
 
     @property
     def karpenter_key(self) -> str:
-        return f"karpenter-{self.karpenter}"
+        return f"karpenter-{self.karpenter}-{KARPENTER_PATCH_LEVEL}"
 
 
 def cache_root() -> Path:

@@ -328,11 +328,7 @@ def _autoscaler_setup(args: argparse.Namespace) -> tuple[list[dict[str, Any]], l
 
 
 def _scale_local_karpenter(args: argparse.Namespace) -> list[Any]:
-    from pipeline.replay.autoscale_settings import (
-        UNSCALABLE_KARPENTER,
-        scale_batch_windows,
-        unscaled_batch_windows,
-    )
+    from pipeline.replay.autoscale_settings import scale_karpenter_timers, unscaled_karpenter_timers
     from pipeline.stack.progress import stderr_reporter
     from pipeline.stack.stack import LocalStack
 
@@ -340,16 +336,18 @@ def _scale_local_karpenter(args: argparse.Namespace) -> list[Any]:
     stack = LocalStack(args.stack_dir, report=stderr_reporter)
     cluster = stack.karpenter_for(kubeconfig) if kubeconfig is not None else None
     if cluster is None:
-        return [
-            *unscaled_batch_windows(
-                f"not scaled: no Karpenter of the local stack in {stack.stack_dir} runs beside this "
-                f"kubeconfig"
-            ),
-            *UNSCALABLE_KARPENTER,
-        ]
-    idle_s, max_s, settings = scale_batch_windows(args.speed)
-    stack.rescale_karpenter(cluster, idle_s, max_s)
-    return [*settings, *UNSCALABLE_KARPENTER]
+        return unscaled_karpenter_timers(
+            f"not scaled: no Karpenter of the local stack in {stack.stack_dir} runs beside this kubeconfig"
+        )
+    timers, settings = scale_karpenter_timers(args.speed)
+    stack.rescale_karpenter(
+        cluster,
+        batch_idle_s=timers.batch_idle_s,
+        batch_max_s=timers.batch_max_s,
+        polling_period_s=timers.polling_period_s,
+        validation_delay_s=timers.validation_delay_s,
+    )
+    return settings
 
 
 def _check_source_arguments(args: argparse.Namespace) -> None:

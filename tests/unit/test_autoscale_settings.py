@@ -8,9 +8,10 @@ import pytest
 
 from pipeline.model.errors import ConfigError
 from pipeline.replay.autoscale_settings import (
+    KarpenterTimers,
     parse_go_duration,
-    scale_batch_windows,
     scale_duration,
+    scale_karpenter_timers,
     scale_nodepool,
 )
 
@@ -96,8 +97,17 @@ def test_a_non_nodepool_is_refused_with_what_to_do() -> None:
         scale_nodepool({"apiVersion": "v1", "kind": "Node"}, 10.0, source="pool.yaml")
 
 
-def test_batch_windows_keep_sub_second_precision() -> None:
-    idle, longest, settings = scale_batch_windows(10.0)
-    assert idle == pytest.approx(0.1)
-    assert longest == pytest.approx(1.0)
-    assert [(s.given, s.applied) for s in settings] == [("1s", "0.1s"), ("10s", "1s")]
+def test_karpenter_timers_keep_sub_second_precision() -> None:
+    timers, settings = scale_karpenter_timers(10.0)
+    assert timers.batch_idle_s == pytest.approx(0.1)
+    assert timers.batch_max_s == pytest.approx(1.0)
+    assert timers.polling_period_s == pytest.approx(1.0)
+    assert timers.validation_delay_s == pytest.approx(1.5)
+    assert [(s.given, s.applied) for s in settings] == [
+        ("1s", "0.1s"),
+        ("10s", "1s"),
+        ("10s", "1s"),
+        ("15s", "1.5s"),
+    ]
+    again, _ = scale_karpenter_timers(2.0, KarpenterTimers(2.0, 20.0, 10.0, 15.0))
+    assert again == KarpenterTimers(1.0, 10.0, 5.0, 7.5)
