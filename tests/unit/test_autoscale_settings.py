@@ -108,6 +108,8 @@ def test_karpenter_timers_keep_sub_second_precision() -> None:
         ("10s", "1s"),
         ("10s", "1s"),
         ("15s", "1.5s"),
+        ("5s, 5s", "5s, 5s"),
     ]
+    assert settings[-1].note.startswith("not scaled")
     again, _ = scale_karpenter_timers(2.0, KarpenterTimers(2.0, 20.0, 10.0, 15.0))
     assert again == KarpenterTimers(1.0, 10.0, 5.0, 7.5)
