@@ -43,5 +43,5 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
     echo "[bootstrap] could not install chromium; the report rendering test will fail under CI=true" >&2
   fi
 fi
-echo "[bootstrap] checking the local stack's build cache (the first build takes ~12 minutes)" >&2
+echo "[bootstrap] checking the local stack's build cache, Karpenter included (the first build takes ~15 minutes)" >&2
 .venv/bin/kubetape stack build >/dev/null
