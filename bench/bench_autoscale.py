@@ -42,7 +42,8 @@ from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.autoscale_figures import NODEPOOL_LABEL, AutoscaleFigures
 from pipeline.replay.autoscale_settings import scale_karpenter_timers, scale_nodepool
-from pipeline.replay.replayer import Replayer, ReplaySettings, plan_replay
+from pipeline.replay.plan import plan_replay
+from pipeline.replay.replayer import Replayer, ReplaySettings
 from pipeline.replay.rewrite import REPLAY_LABEL
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.stack.stack import LocalStack
