@@ -137,16 +137,21 @@ def inspect_file(path: Path) -> InspectReport:
         raise FormatError(f"{path}: is a directory, not a trace or segment file") from None
     except OSError as exc:
         raise FormatError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    return inspect_bytes(data, str(path))
+
+
+def inspect_bytes(data: bytes, where: str) -> InspectReport:
+    """Summarize a trace or segment already read from ``where`` (a path or URL, for messages)."""
     if not data:
-        raise FormatError(f"{path}: empty file, not a trace or segment")
+        raise FormatError(f"{where}: empty file, not a trace or segment")
     try:
         if is_segment(data):
-            return _inspect_segment(str(path), data, decode_segment(data, str(path)))
-        return _inspect_simkube(str(path), data, read_simkube_trace(data, str(path)))
+            return _inspect_segment(where, data, decode_segment(data, where))
+        return _inspect_simkube(where, data, read_simkube_trace(data, where))
     except FormatError:
         raise
     except Exception as exc:  # the promise is "never a traceback": any surprise becomes a named error
-        raise FormatError(f"{path}: cannot be inspected ({type(exc).__name__}: {exc})") from None
+        raise FormatError(f"{where}: cannot be inspected ({type(exc).__name__}: {exc})") from None
 
 
 def _inspect_segment(where: str, data: bytes, seg: Segment) -> InspectReport:

@@ -23,8 +23,8 @@ What an older writer may still add (before the new owner took the epoch) covers 
 topic, so it overlaps what the new owner writes and readers take each offset once
 (:mod:`pipeline.sink.catalog`): overlaps cost space, never data. This needs the lock to be shared by
 every writer: a local directory uses ``flock`` on ``.lock`` (one host, or one volume mounted by one
-pod); an object store would use conditional writes (``If-Match`` on an epoch object, ``If-None-Match``
-or a generation precondition on segments).
+pod); an object store uses conditional writes (``If-Match`` on an epoch object, ``If-None-Match`` on
+segments: :mod:`pipeline.io.s3_store`).
 
 The store also records the identity of the topic it was filled from (:meth:`SegmentStore.claim_source`),
 so a sink pointed at another or a recreated topic refuses to start instead of mixing histories.
@@ -135,6 +135,9 @@ class SegmentStore(Protocol):
     def describe(self, name: SegmentName) -> str:
         """Where ``name`` lives, for messages (a path or URL)."""
 
+    def check(self) -> None:
+        """Raise (TransientError, ConfigError) unless the store can be written now (readiness)."""
+
 
 class LocalSegmentStore:
     """Segments as files in one local directory (created on first use)."""
@@ -166,7 +169,7 @@ class LocalSegmentStore:
             # the checks and the rename under one lock: no other writer acts in between
             with self._locked() if fence is not None else contextlib.nullcontext():
                 if fence is not None:
-                    _check_fence(name, fence, self._meta(), self._existing_header(name), self.describe(name))
+                    check_fence(name, fence, self._meta(), self._existing_header(name), self.describe(name))
                 with self._rename_lock:
                     os.replace(tmp_path, final)
                     self._renames += 1
@@ -290,6 +293,12 @@ class LocalSegmentStore:
     def describe(self, name: SegmentName) -> str:
         return str(self.root / name)
 
+    def check(self) -> None:
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise TransientError(
+                f"segment store {self.root}: not writable; check the volume and its permissions"
+            )
+
     def remove_stale_temp_files(self) -> int:
         """Delete temp files left by a writer killed mid-put; returns how many were removed."""
         removed = 0
@@ -321,7 +330,7 @@ class MemorySegmentStore:
         with self._lock:
             if fence is not None:
                 meta: dict[str, object] = {"epochs": {str(p): e for p, e in self.epochs.items()}}
-                _check_fence(name, fence, meta, self.files.get(name), self.describe(name))
+                check_fence(name, fence, meta, self.files.get(name), self.describe(name))
             self.files[name] = bytes(data)
             self.puts += 1
             self._versions[name] = self.puts
@@ -363,8 +372,11 @@ class MemorySegmentStore:
     def describe(self, name: SegmentName) -> str:
         return f"memory://{name}"
 
+    def check(self) -> None:
+        """Always reachable."""
 
-def _check_fence(
+
+def check_fence(
     name: SegmentName, fence: WriteFence, meta: dict[str, object], existing: bytes | None, where: str
 ) -> None:
     """The two fencing rules of the module docstring; raises StaleWriterError (and logs why)."""

@@ -1,6 +1,10 @@
 """The sink service: the consumer loop, the HTTP surface (health, metrics, ``POST /export``) and retention,
 started together and shut down in order on SIGTERM (stop intake, flush open segments, commit, leave the
-group, stop HTTP)."""
+group, stop HTTP).
+
+``/readyz`` answers 503 while the segment store does not answer (an object store's server down, a
+volume gone): a probe checks it every ``store_check_s``. Writes meanwhile retry (the S3 store rides out
+a restart of its server) and the offsets wait for them, so an outage delays segments, never loses them."""
 
 from __future__ import annotations
 
@@ -11,18 +15,18 @@ import logging
 import signal
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pipeline.io.http import HttpSettings, bound_port, create_app, start_http
 from pipeline.io.kafka import KafkaSettings, ensure_topic
 from pipeline.io.metrics import Metrics
-from pipeline.io.segment_store import LocalSegmentStore
+from pipeline.io.segment_store import LocalSegmentStore, SegmentStore
 from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP, KafkaSinkSource
 from pipeline.io.sink_http import ExportFn, ExportReply, add_export_route
+from pipeline.io.store_url import StoreLocation, open_segment_store
 from pipeline.io.topics import DEADLETTER_TOPIC
 from pipeline.model import wirescan
-from pipeline.model.errors import ConfigError, TransientError
+from pipeline.model.errors import ConfigError, KubetapeError, TransientError
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.export import ExportFormat, ExportRequest, export_window, filters_from_json
 from pipeline.sink.retention import apply_retention
@@ -35,10 +39,11 @@ log = logging.getLogger("kubetape.sink")
 class SinkServiceSettings:
     """Everything ``kubetape sink`` needs. ``partitions``: created with this many partitions if the
     events topic does not exist yet; ``retention_s``: delete segments older than this (None: keep all);
-    ``shutdown_timeout_s``: how long SIGTERM waits for the final flush before cancelling."""
+    ``shutdown_timeout_s``: how long SIGTERM waits for the final flush before cancelling;
+    ``store_check_s``: how often readiness checks that the segment store answers."""
 
     kafka: KafkaSettings
-    segment_dir: Path
+    segment_store: StoreLocation
     sink: SinkSettings = field(default_factory=SinkSettings)
     http: HttpSettings = field(default_factory=HttpSettings)
     group_id: str = DEFAULT_SINK_GROUP
@@ -47,6 +52,7 @@ class SinkServiceSettings:
     retention_s: float | None = None
     retention_check_s: float = 60.0
     shutdown_timeout_s: float = 30.0
+    store_check_s: float = 5.0
 
 
 NO_NATIVE_HINT = (
@@ -74,9 +80,11 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     topic = settings.sink.compaction.topic
     await ensure_topic(settings.kafka, topic, settings.partitions)
     await ensure_topic(settings.kafka, settings.deadletter_topic, 1)
-    store = LocalSegmentStore(settings.segment_dir)
-    if removed := store.remove_stale_temp_files():
+    store = open_segment_store(settings.segment_store)
+    if isinstance(store, LocalSegmentStore) and (removed := store.remove_stale_temp_files()):
         log.info("removed temp files of interrupted writes", extra={"ctx": {"count": removed}})
+    store_health = StoreHealth(store)
+    await store_health.probe()  # a wrong URL or credentials fail the start, with the reason
     metrics = Metrics()
     ready = asyncio.Event()
     source = KafkaSinkSource(
@@ -89,15 +97,20 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     )
     source.on_assigned = sink.on_assigned
     source.on_revoked = sink.on_revoked
-    app = create_app(metrics, ready.is_set)
+    app = create_app(metrics, lambda: ready.is_set() and store_health.ok)
     add_export_route(app, _exporter(store), settings.http.token)
     runner = await start_http(app, settings.http)
     log.info(
         "sink started",
         extra={
-            "ctx": {"http_port": bound_port(runner), "segment_dir": str(settings.segment_dir), "topic": topic}
+            "ctx": {
+                "http_port": bound_port(runner),
+                "segment_store": str(settings.segment_store),
+                "topic": topic,
+            }
         },
     )
+    health = asyncio.create_task(store_health.run(settings.store_check_s, stop), name="sink-store-health")
     retention = None
     if settings.retention_s is not None:
         retention = asyncio.create_task(
@@ -110,12 +123,49 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
             log.info("sink stopped: open segments flushed and committed")
     finally:
         ready.clear()
+        health.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await health
         if retention is not None:
             retention.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await retention
         await runner.cleanup()
         sink.close()
+
+
+class StoreHealth:
+    """Whether the segment store answered its last check (``ok``), logged when that changes."""
+
+    def __init__(self, store: SegmentStore) -> None:
+        self.store = store
+        self.ok = True
+
+    async def probe(self) -> None:
+        """Check once; a ConfigError (no bucket, wrong credentials) is raised, an outage recorded."""
+        try:
+            await asyncio.to_thread(self.store.check)
+        except ConfigError:
+            raise
+        except (KubetapeError, OSError) as exc:
+            if self.ok:
+                log.error("segment store unreachable: not ready", extra={"ctx": {"error": str(exc)}})
+            self.ok = False
+            return
+        if not self.ok:
+            log.info("segment store reachable again: ready")
+        self.ok = True
+
+    async def run(self, every_s: float, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every_s)
+            try:
+                await self.probe()
+            except ConfigError as exc:  # credentials revoked, bucket deleted: an outage too
+                if self.ok:
+                    log.error("segment store refused access: not ready", extra={"ctx": {"error": str(exc)}})
+                self.ok = False
 
 
 async def _run_until_stopped(sink: Sink, stop: asyncio.Event, drain_timeout_s: float) -> None:
@@ -180,7 +230,7 @@ def export_request_from_json(body: Any) -> ExportRequest:
     )
 
 
-def _exporter(store: LocalSegmentStore) -> ExportFn:
+def _exporter(store: SegmentStore) -> ExportFn:
     async def export(body: Any) -> ExportReply:
         request = export_request_from_json(body)
         result = await asyncio.to_thread(export_window, SegmentCatalog(store), request)

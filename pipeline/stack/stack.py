@@ -1,4 +1,5 @@
-"""The local stack: one Kafka broker and any number of named KWOK clusters, as plain processes.
+"""The local stack: one Kafka broker, one S3 server (s3proxy) and any number of named KWOK clusters, as
+plain processes.
 
 State (ports, pids, cluster names) lives in ``<stack dir>/state.json`` so that ``kubetape stack
 status|env|down`` work from any later process. ``up`` is idempotent: what is already running is kept.
@@ -15,9 +16,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack import kafka, karpenter, kwok
+from pipeline.stack import kafka, karpenter, kwok, s3
 from pipeline.stack.build import ensure_kafka, ensure_kube_binaries
-from pipeline.stack.processes import free_port, pid_alive
+from pipeline.stack.processes import free_port, pid_alive, port_open
 from pipeline.stack.progress import Reporter, silent_reporter
 from pipeline.stack.versions import StackVersions, cache_root
 
@@ -48,6 +49,7 @@ class StackState:
     clusters: list[str] = field(default_factory=list)
     karpenter: dict[str, karpenter.KarpenterState] = field(default_factory=dict)
     """Running Karpenters by the cluster they scale."""
+    s3: s3.S3State | None = None
 
     @classmethod
     def load(cls, path: Path) -> StackState:
@@ -56,6 +58,7 @@ class StackState:
         try:
             raw = json.loads(path.read_text())
             kafka_raw = raw.get("kafka")
+            s3_raw = raw.get("s3")
             return cls(
                 kafka=KafkaState(**kafka_raw) if kafka_raw else None,
                 clusters=list(raw.get("clusters", [])),
@@ -63,6 +66,7 @@ class StackState:
                     name: karpenter.KarpenterState(**value)
                     for name, value in (raw.get("karpenter") or {}).items()
                 },
+                s3=s3.S3State(**s3_raw) if s3_raw else None,
             )
         except (ValueError, TypeError) as exc:
             raise StackError(
@@ -85,6 +89,8 @@ class StackInfo:
     bootstrap: str
     kubeconfigs: dict[str, Path]
     bin_dir: Path
+    s3_endpoint: str | None = None
+    """The local S3 server (bucket :data:`pipeline.stack.s3.BUCKET`, credentials in :meth:`env_lines`)."""
 
     def env_lines(self) -> list[str]:
         lines = [
@@ -94,6 +100,8 @@ class StackInfo:
         ]
         for name, path in sorted(self.kubeconfigs.items()):
             lines.append(f"export KUBECONFIG_{name.upper().replace('-', '_')}={path}")
+        if self.s3_endpoint:
+            lines += s3.env_lines(self.s3_endpoint)
         return lines
 
 
@@ -128,6 +136,7 @@ class LocalStack:
         kube bin dir). Karpenter is built by :meth:`build_autoscaler` (``kubetape stack build`` does
         both)."""
         libs = ensure_kafka(self.versions, self.report)
+        s3.ensure_s3proxy(self.versions, self.report)
         bin_dir = ensure_kube_binaries(self.versions, self.report)
         return libs, bin_dir
 
@@ -158,6 +167,7 @@ class LocalStack:
         state = StackState.load(self.state_path)
         self._ensure_kafka_running(state, libs)
         state.save(self.state_path)
+        self.start_s3(state)
         for name in clusters:
             _validate_cluster_name(name)
             cluster = kwok.KwokCluster(name, self.kwok_workdir, bin_dir, chosen)
@@ -275,6 +285,21 @@ class LocalStack:
         self._ensure_kafka_running(state, libs)
         state.save(self.state_path)
 
+    def start_s3(self, state: StackState | None = None) -> str:
+        """Start the S3 server unless it runs (same port and data as before); returns its endpoint."""
+        state = state or StackState.load(self.state_path)
+        state.s3 = s3.ensure_running(self.stack_dir / "s3", state.s3, self.versions, self.report)
+        state.save(self.state_path)
+        return state.s3.endpoint
+
+    def stop_s3(self) -> None:
+        """Stop the S3 server but keep its objects (``start_s3`` resumes on the same port)."""
+        state = StackState.load(self.state_path)
+        if state.s3 and state.s3.pid:
+            s3.stop_server(state.s3.pid)
+            state.s3.pid = None
+            state.save(self.state_path)
+
     def down(self, *, keep_data: bool = False) -> None:
         """Stop every process of the stack; unless ``keep_data``, delete its data too."""
         state = StackState.load(self.state_path)
@@ -299,6 +324,10 @@ class LocalStack:
             kafka.stop_broker(state.kafka.pid)
             self.report("Kafka broker stopped")
             state.kafka.pid = None
+        if state.s3 and state.s3.pid:
+            s3.stop_server(state.s3.pid)
+            self.report("S3 server stopped")
+            state.s3.pid = None
         if errors:
             state.save(self.state_path)
             raise StackError(
@@ -326,15 +355,14 @@ class LocalStack:
             raise StackError(f"no stack is running in {self.stack_dir}; run `kubetape stack up` first")
         bin_dir = bin_dir or self._existing_bin_dir()
         kubeconfigs = {name: self.cluster(name, bin_dir).kubeconfig for name in state.clusters}
-        return StackInfo(self.stack_dir, state.kafka.bootstrap, kubeconfigs, bin_dir)
+        s3_endpoint = state.s3.endpoint if state.s3 else None
+        return StackInfo(self.stack_dir, state.kafka.bootstrap, kubeconfigs, bin_dir, s3_endpoint)
 
     def status(self) -> dict[str, object]:
         state = StackState.load(self.state_path)
         bin_dir = self._existing_bin_dir()
         kafka_status: dict[str, object] = {"running": False}
         if state.kafka:
-            from pipeline.stack.processes import port_open
-
             running = bool(state.kafka.pid and pid_alive(state.kafka.pid))
             kafka_status = {
                 "running": running and port_open(state.kafka.broker_port),
@@ -354,9 +382,14 @@ class LocalStack:
             }
             for name, running in state.karpenter.items()
         }
+        s3_status: dict[str, object] = {"running": False}
+        if state.s3:
+            running = bool(state.s3.pid and pid_alive(state.s3.pid)) and port_open(state.s3.port)
+            s3_status = {"running": running, "pid": state.s3.pid, **s3.describe(state.s3.endpoint)}
         return {
             "stack_dir": str(self.stack_dir),
             "kafka": kafka_status,
+            "s3": s3_status,
             "clusters": clusters,
             "autoscalers": autoscalers,
         }

@@ -23,6 +23,8 @@ KARPENTER_GO_TOOLCHAIN = "go1.26.10"
 # kubetape's patches to Karpenter's source (pipeline/stack/karpenter.py); a change to them bumps this so
 # that builds with other patches are not taken for this one
 KARPENTER_PATCH_LEVEL = "kt2"
+# The local S3 server; 4.x runs on Java 17 and honours If-None-Match / If-Match on PUT.
+S3PROXY_VERSION = "4.1.0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +37,7 @@ class StackVersions:
     etcd: str = ETCD_VERSION
     kwok: str = KWOK_VERSION
     karpenter: str = KARPENTER_VERSION
+    s3proxy: str = S3PROXY_VERSION
 
     @property
     def kafka_key(self) -> str:

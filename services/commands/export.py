@@ -12,7 +12,7 @@ from typing import Any
 
 from pipeline.formats.segment import decode_segment, encode_segment, is_segment
 from pipeline.formats.simkube import read_simkube_trace
-from pipeline.io.segment_store import LocalSegmentStore
+from pipeline.io.store_url import open_segment_store
 from pipeline.model.errors import ConfigError
 from pipeline.model.tracer_config import load_tracer_config
 from pipeline.sink.catalog import SegmentCatalog
@@ -78,8 +78,6 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if not args.segment_dir.is_dir():
-        raise ConfigError(f"segment store {args.segment_dir} does not exist; pass --segment-dir")
     request = ExportRequest(
         parse_time(args.start, what="--from"),
         parse_time(args.end, what="--to"),
@@ -93,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     # Load the transform before exporting: a bad transform file must fail before any work is done.
     transform = load_transform(args.transform) if args.transform else None
-    catalog = SegmentCatalog(LocalSegmentStore(args.segment_dir))
+    catalog = SegmentCatalog(open_segment_store(args.segment_store, must_exist=True))
     result = export_window(catalog, request, lambda w: print(f"kubetape: warning: {w}", file=sys.stderr))
     # The transform runs on the bytes in memory: nothing of the raw trace reaches the disk, not even a
     # temporary file, so a transform that fails leaves no unredacted copy behind.

@@ -1,4 +1,5 @@
-"""``kubetape inspect FILE``: summarise any trace or segment file (``--json`` for machines)."""
+"""``kubetape inspect FILE``: summarise any trace or segment file (``--json`` for machines); a segment in an
+object store is named by its URL, ``s3://bucket/prefix/segments/p0000/p0000-000000000000000.kseg``."""
 
 from __future__ import annotations
 
@@ -12,17 +13,37 @@ def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "inspect", help="summarise a trace (kubetape or SimKube) or a segment file"
     )
-    parser.add_argument("file", type=Path)
+    parser.add_argument("file", help="a file, or the s3:// URL of a segment in a segment store")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pipeline.formats.inspect import inspect_file
+    from pipeline.formats.inspect import inspect_bytes, inspect_file
 
-    report = inspect_file(args.file)
+    if args.file.startswith("s3://"):
+        report = inspect_bytes(*_fetch_segment(args.file))
+    else:
+        report = inspect_file(Path(args.file))
     if args.json:
         print(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:
         print(report.render_text())
     return 0
+
+
+def _fetch_segment(url: str) -> tuple[bytes, str]:
+    """The bytes of the segment at ``url``: the store is the URL up to ``segments/`` (or up to the name)."""
+    from pipeline.io.segment_store import SegmentName, parse_segment_name
+    from pipeline.io.store_url import open_segment_store
+    from pipeline.model.errors import ConfigError
+
+    base, _, name = url.rstrip("/").rpartition("/")
+    if parse_segment_name(name) is None:
+        raise ConfigError(
+            f"{url}: not a segment URL; name one segment, e.g. "
+            "s3://bucket/prefix/segments/p0000/p0000-000000000000000.kseg"
+        )
+    head, sep, _ = base.rpartition("/segments/")
+    store = open_segment_store(head if sep else base)
+    return store.get(SegmentName(name)), store.describe(SegmentName(name))

@@ -40,7 +40,9 @@ def register(subparsers: Any) -> None:
         "--trace", metavar="FILE_OR_URL", help="trace or segment file (or http(s):// URL) to replay"
     )
     source.add_argument(
-        "--segments", type=Path, metavar="DIR", help="replay --from/--to of this sink segment store"
+        "--segments",
+        metavar="DIR_OR_URL",
+        help="replay --from/--to of this sink segment store (a directory or s3://bucket/prefix)",
     )
     source.add_argument(
         "--topic", metavar="TOPIC", help="replay --from/--to (or --follow) of this events topic"
@@ -403,15 +405,14 @@ async def _load_source(args: argparse.Namespace) -> Any:
     )
 
 
-def _segments_trace(segment_dir: Path, start_ms: int, end_ms: int, config: Any) -> Any:
+def _segments_trace(segments: str, start_ms: int, end_ms: int, config: Any) -> Any:
     # the same assembly as `kubetape export`, so a range replays as its exported file would
-    from pipeline.io.segment_store import LocalSegmentStore
+    from pipeline.io.store_url import open_segment_store, parse_store_url
     from pipeline.sink.catalog import SegmentCatalog
     from pipeline.sink.export import ExportRequest, window_trace
 
-    if not segment_dir.is_dir():
-        raise ConfigError(f"segment store {segment_dir} does not exist; check --segments")
-    catalog = SegmentCatalog(LocalSegmentStore(segment_dir))
+    location = parse_store_url(segments, what="--segments")
+    catalog = SegmentCatalog(open_segment_store(location, must_exist=True))
     return window_trace(catalog, ExportRequest(start_ms, end_ms, config=config), _warn)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka import KafkaSettings
 from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP
+from pipeline.io.store_url import StoreLocation, parse_store_url
 from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
 from pipeline.sink.compactor import CompactionSettings
@@ -34,12 +35,25 @@ def parse_duration(text: str) -> float:
 
 
 def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    default = os.environ.get("KUBETAPE_SEGMENT_STORE") or os.environ.get("KUBETAPE_SEGMENT_DIR")
     parser.add_argument(
+        "--segment-store",
         "--segment-dir",
-        type=Path,
-        default=Path(os.environ.get("KUBETAPE_SEGMENT_DIR", str(DEFAULT_SEGMENT_DIR))).expanduser(),
-        help=f"segment store directory (default: $KUBETAPE_SEGMENT_DIR or {DEFAULT_SEGMENT_DIR})",
+        dest="segment_store",
+        type=_store_location,
+        default=parse_store_url(default or DEFAULT_SEGMENT_DIR),
+        metavar="DIR_OR_URL",
+        help="segment store: a directory, file:///dir or s3://bucket/prefix (credentials and endpoint from "
+        "AWS_* variables; default: $KUBETAPE_SEGMENT_STORE, $KUBETAPE_SEGMENT_DIR or "
+        f"{DEFAULT_SEGMENT_DIR})",
     )
+
+
+def _store_location(text: str) -> StoreLocation:
+    try:
+        return parse_store_url(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(subparsers: Any) -> None:
@@ -96,7 +110,7 @@ def settings_from_args(args: argparse.Namespace) -> SinkServiceSettings:
     )
     return SinkServiceSettings(
         kafka=KafkaSettings(bootstrap=args.bootstrap, client_id="kubetape-sink"),
-        segment_dir=args.segment_dir,
+        segment_store=args.segment_store,
         sink=SinkSettings(compaction=compaction, batch_max_records=args.batch),
         http=HttpSettings(
             host=args.http_host, port=args.http_port, token=os.environ.get(args.token_env) or None

@@ -1,0 +1,344 @@
+"""Segments in an S3-compatible object store, through ``obstore`` (the Rust ``object_store`` crate).
+
+**Layout.** Under the store's prefix::
+
+    segments/p0003/p0003-000000000123456.kseg   one object per segment, grouped by partition
+    epochs/p0003.json                           the partition's fencing epoch ({"epoch": 7})
+    kubetape-store.json                         the topic identity the store was filled from
+
+Grouping segment keys by partition keeps a listing proportional to what is asked for: the catalog lists
+``segments/`` (1,000 keys per request), and a reader of one partition lists one prefix.
+
+**Atomicity.** A PUT is atomic by nature: a reader sees the old object or the new one, never a part.
+
+**Fencing** (the rules of :mod:`pipeline.io.segment_store`) with conditional writes:
+
+* an epoch is raised with a read, then a PUT conditional on the ETag read (``If-Match``), or on the
+  object being absent (``If-None-Match: *``); a lost race re-reads and tries again, so two new owners
+  never take the same epoch;
+* a fenced segment write reads the partition's epoch and the segment already stored (its ETag and
+  header), checks both rules, then PUTs conditional on that ETag (or on absence). The "never less" rule
+  is therefore atomic with the write: a writer racing another on the same name re-checks against what
+  the other wrote. The epoch check is not atomic with the PUT (S3 has no transaction over two
+  objects): a stale writer whose check passed an instant before the new owner raised the epoch can
+  still land that one segment. That is the write the local store would have accepted just before the
+  epoch moved; it covers offsets of the same topic, the new owner's segments are never replaced by it
+  (If-Match), and readers take each offset once, so it costs space, never data.
+
+**Without conditional writes** (some S3 implementations ignore the headers): the store probes the
+server once per process (a create-only PUT twice on a probe key); if the second one is not refused, it
+logs a warning and falls back to plain PUTs after the same checks. The races above then widen from one
+request to a read-check-write window, which is safe while Kafka gives a partition to one sink at a
+time; run one sink replica per store on such servers.
+
+**Credentials** come from the environment as the AWS tools read it: ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL`` (a local or
+non-AWS server; ``http://`` is allowed then), web identity and instance metadata; without keys in the
+environment, the ``[AWS_PROFILE or default]`` section of ``~/.aws/credentials``
+(``AWS_SHARED_CREDENTIALS_FILE``).
+"""
+
+from __future__ import annotations
+
+import configparser
+import contextlib
+import json
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import obstore
+from obstore import exceptions as obs_errors
+from obstore.store import S3Store
+
+from pipeline.io.segment_store import (
+    STORE_META,
+    SegmentName,
+    StaleWriterError,
+    StoredSegment,
+    WriteFence,
+    check_fence,
+    parse_segment_name,
+)
+from pipeline.io.store_url import S3Location
+from pipeline.model.errors import ConfigError, FormatError, TransientError
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, RetryConfig, S3Config
+
+log = logging.getLogger("kubetape.sink")
+
+T = TypeVar("T")
+_HEADER_BYTES = 1 << 16
+_RACE_ATTEMPTS = 20
+# obstore raises the builtin FileNotFoundError for a missing object (its NotFoundError class is kept
+# for the types); both mean "no such key", or a missing bucket (told apart by the message).
+_NOT_FOUND = (obs_errors.NotFoundError, FileNotFoundError)
+# Writes ride out a server restart (seconds) before failing the sink; the health probe answers at once.
+_PATIENT: RetryConfig = {"max_retries": 15, "retry_timeout": timedelta(seconds=60)}
+_IMPATIENT: RetryConfig = {"max_retries": 0, "retry_timeout": timedelta(seconds=3)}
+
+
+def segment_key(name: SegmentName) -> str:
+    """The object key of segment ``name`` under the store's prefix."""
+    parsed = parse_segment_name(name)
+    if parsed is None:
+        raise ValueError(f"{name!r} is not a segment name")
+    return f"segments/p{parsed[0]:04d}/{name}"
+
+
+def _epoch_key(partition: int) -> str:
+    return f"epochs/p{partition:04d}.json"
+
+
+class S3SegmentStore:
+    """The segment store on an S3-compatible object store (see the module docstring)."""
+
+    def __init__(self, location: S3Location, *, timeout_s: float = 30.0) -> None:
+        self.location = location
+        config, client = _connection(location)
+        self.endpoint = str(config.get("endpoint", "AWS S3"))
+        client = {**client, "timeout": timedelta(seconds=timeout_s)}
+        prefix = location.prefix or None
+        self._store = S3Store(location.bucket, prefix=prefix, config=config, client_options=client,
+                              retry_config=_PATIENT)  # fmt: skip
+        self._probe = S3Store(
+            location.bucket,
+            prefix=prefix,
+            config=config,
+            client_options={**client, "timeout": timedelta(seconds=3)},
+            retry_config=_IMPATIENT,
+        )
+        self._conditional: bool | None = None
+        self._conditional_lock = threading.Lock()
+
+    # ---- protocol ----------------------------------------------------------------------------
+    def put(self, name: SegmentName, data: bytes, fence: WriteFence | None = None) -> None:
+        key = segment_key(name)
+        if fence is None:
+            self._call(key, lambda: obstore.put(self._store, key, data))
+            return
+        where = self.describe(name)
+        for _ in range(_RACE_ATTEMPTS):
+            epoch, _etag = self._read_epoch(fence.partition)
+            existing = self._read_head(key)
+            header = existing[1] if existing is not None else None
+            check_fence(name, fence, {"epochs": {str(fence.partition): epoch}}, header, where)
+            if self._put_if(key, data, existing[0] if existing is not None else None):
+                return
+            # another writer changed the object between our read and our PUT: check against its bytes
+        raise StaleWriterError(f"{where}: refused: the segment kept changing under {_RACE_ATTEMPTS} attempts")
+
+    def acquire_epoch(self, partition: int) -> int:
+        key = _epoch_key(partition)
+        for _ in range(_RACE_ATTEMPTS):
+            current, etag = self._read_epoch(partition)
+            body = json.dumps({"epoch": current + 1}).encode()
+            if self._put_if(key, body, etag):
+                return current + 1
+        raise TransientError(
+            f"{self._url(key)}: the epoch kept changing under {_RACE_ATTEMPTS} attempts (many sinks taking "
+            "the partition at once); the sink retries on its next rebalance"
+        )
+
+    def claim_source(self, identity: str) -> str:
+        for _ in range(_RACE_ATTEMPTS):
+            recorded = self._read_json(STORE_META)
+            if recorded is not None and isinstance(recorded[0].get("source"), str):
+                return str(recorded[0]["source"])
+            meta = {**(recorded[0] if recorded else {}), "source": identity}
+            if self._put_if(STORE_META, json.dumps(meta, sort_keys=True).encode(), recorded and recorded[1]):
+                return identity
+        raise TransientError(f"{self._url(STORE_META)}: the store record kept changing; retry")
+
+    def get(self, name: SegmentName) -> bytes:
+        key = segment_key(name)
+        try:
+            return bytes(self._call(key, lambda: obstore.get(self._store, key).bytes()))
+        except _NOT_FOUND:
+            raise FormatError(f"{self._url(key)}: no such segment") from None
+
+    def head(self, name: SegmentName, size: int) -> bytes:
+        key = segment_key(name)
+        try:
+            return bytes(self._call(key, lambda: obstore.get_range(self._store, key, start=0, length=size)))
+        except _NOT_FOUND:
+            raise FormatError(f"{self._url(key)}: no such segment") from None
+
+    def list(self) -> list[StoredSegment]:
+        found = []
+        stream = self._call(
+            "segments/", lambda: list(obstore.list(self._store, prefix="segments/").collect())
+        )
+        for meta in stream:
+            name = meta["path"].rsplit("/", 1)[-1]
+            if parse_segment_name(name) is None:
+                continue
+            version = f"{meta.get('e_tag')}:{meta['last_modified'].timestamp()}"
+            found.append(StoredSegment(SegmentName(name), int(meta["size"]), version))
+        return sorted(found, key=lambda s: s.name)
+
+    def delete(self, name: SegmentName) -> None:
+        key = segment_key(name)
+        with contextlib.suppress(*_NOT_FOUND):  # S3 deletes are idempotent; some servers 404 anyway
+            self._call(key, lambda: obstore.delete(self._store, key))
+
+    def describe(self, name: SegmentName) -> str:
+        return self._url(segment_key(name))
+
+    def check(self) -> None:
+        """Raise (TransientError, ConfigError) unless the store answers now: one quick listing request."""
+        self._call("", lambda: obstore.list(self._probe, prefix="epochs/", chunk_size=1).collect())
+
+    # ---- conditional writes ------------------------------------------------------------------
+    def _put_if(self, key: str, data: bytes, etag: str | None) -> bool:
+        """PUT ``data`` if the object still has ``etag`` (None: is still absent); False if it changed."""
+        if not self.supports_conditional_writes():
+            self._call(key, lambda: obstore.put(self._store, key, data))
+            return True
+        mode: Any = "create" if etag is None else {"e_tag": etag}
+        try:
+            self._call(key, lambda: obstore.put(self._store, key, data, mode=mode))
+        except (obs_errors.AlreadyExistsError, obs_errors.PreconditionError):
+            return False
+        return True
+
+    def supports_conditional_writes(self) -> bool:
+        """Whether the server honours ``If-None-Match: *`` (probed once per process, see the module
+        docstring)."""
+        with self._conditional_lock:
+            if self._conditional is None:
+                self._conditional = self._probe_conditional()
+            return self._conditional
+
+    def _probe_conditional(self) -> bool:
+        key = f"probes/{uuid.uuid4().hex}"
+        self._call(key, lambda: obstore.put(self._store, key, b"1", mode="create"))
+        try:
+            self._call(key, lambda: obstore.put(self._store, key, b"2", mode="create"))
+            honoured = False
+        except (obs_errors.AlreadyExistsError, obs_errors.PreconditionError):
+            honoured = True
+        finally:
+            self._call(key, lambda: obstore.delete(self._store, key))
+        if not honoured:
+            log.warning(
+                "object store ignores conditional writes: fencing falls back to check-then-put",
+                extra={"ctx": {"store": str(self.location), "endpoint": self.endpoint}},
+            )
+        return honoured
+
+    def _read_epoch(self, partition: int) -> tuple[int, str | None]:
+        found = self._read_json(_epoch_key(partition))
+        if found is None:
+            return 0, None
+        return int(found[0].get("epoch", 0)), found[1]
+
+    def _read_json(self, key: str) -> tuple[dict[str, Any], str | None] | None:
+        try:
+            result = self._call(key, lambda: obstore.get(self._store, key))
+            data = bytes(result.bytes())
+        except _NOT_FOUND:
+            return None
+        try:
+            value = json.loads(data)
+        except ValueError as exc:
+            raise ConfigError(
+                f"{self._url(key)}: unreadable store record ({exc}); restore it or delete it (the sink "
+                "then restarts the epochs)"
+            ) from None
+        return (value if isinstance(value, dict) else {}), result.meta.get("e_tag")
+
+    def _read_head(self, key: str) -> tuple[str | None, bytes] | None:
+        """The ETag and first bytes of ``key``, or None if there is no such object."""
+        try:
+            result = self._call(
+                key, lambda: obstore.get(self._store, key, options={"range": (0, _HEADER_BYTES)})
+            )
+            return result.meta.get("e_tag"), bytes(result.bytes())
+        except _NOT_FOUND:
+            return None
+
+    # ---- errors ------------------------------------------------------------------------------
+    def _url(self, key: str) -> str:
+        return f"{self.location}/{key}" if key else str(self.location)
+
+    def _call(self, key: str, action: Callable[[], T]) -> T:
+        """Run one request; map the client's errors to kubetape's (what, where, what to do)."""
+        try:
+            return action()
+        except (*_NOT_FOUND, obs_errors.AlreadyExistsError, obs_errors.PreconditionError) as exc:
+            if "NoSuchBucket" in str(exc):
+                raise ConfigError(
+                    f"{self._url(key)}: bucket {self.location.bucket!r} does not exist at {self.endpoint}; "
+                    "create it or fix the URL"
+                ) from None
+            raise
+        except (obs_errors.PermissionDeniedError, obs_errors.UnauthenticatedError) as exc:
+            raise ConfigError(
+                f"{self._url(key)}: access denied by {self.endpoint} ({_first_line(exc)}); check "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ~/.aws/credentials)"
+            ) from None
+        except obs_errors.BaseError as exc:
+            text = str(exc)
+            if "NoSuchBucket" in text:
+                raise ConfigError(
+                    f"{self._url(key)}: bucket {self.location.bucket!r} does not exist at {self.endpoint}; "
+                    "create it or fix the URL"
+                ) from None
+            if "SignatureDoesNotMatch" in text or "InvalidAccessKeyId" in text or "403" in text:
+                raise ConfigError(
+                    f"{self._url(key)}: access denied by {self.endpoint} ({_first_line(exc)}); check "
+                    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ~/.aws/credentials)"
+                ) from None
+            raise TransientError(
+                f"{self._url(key)}: the object store at {self.endpoint} did not answer ({_first_line(exc)}); "
+                "check that it is running and AWS_ENDPOINT_URL"
+            ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+
+
+def _connection(location: S3Location) -> tuple[S3Config, ClientConfig]:
+    """S3 settings from the environment (and the shared credentials file when it has no keys)."""
+    env = os.environ
+    config: S3Config = {
+        "region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+    }
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    client: ClientConfig = {"connect_timeout": timedelta(seconds=5)}
+    if endpoint:
+        config["endpoint"] = endpoint
+        client["allow_http"] = endpoint.startswith("http://")
+    if not env.get("AWS_ACCESS_KEY_ID"):
+        config.update(_shared_credentials())  # type: ignore[typeddict-item]  # keys of S3Config only
+    return config, client
+
+
+def _shared_credentials() -> dict[str, str]:
+    path = Path(env_file) if (env_file := os.environ.get("AWS_SHARED_CREDENTIALS_FILE")) else None
+    path = path or Path.home() / ".aws" / "credentials"
+    profile = os.environ.get("AWS_PROFILE", "default")
+    parser = configparser.ConfigParser()
+    try:
+        parser.read(path)
+    except configparser.Error as exc:
+        raise ConfigError(
+            f"{path}: unreadable AWS credentials file ({exc}); fix it or set AWS_ACCESS_KEY_ID"
+        ) from None
+    if not parser.has_section(profile):
+        return {}
+    section = parser[profile]
+    found = {
+        "access_key_id": section.get("aws_access_key_id"),
+        "secret_access_key": section.get("aws_secret_access_key"),
+        "token": section.get("aws_session_token"),
+    }
+    return {k: v for k, v in found.items() if v}
