@@ -1,4 +1,4 @@
-"""Session fixtures: the real local stack (one Kafka broker, KWOK clusters ``source`` and ``sim``),
+"""Session fixtures: the real local stack (one Kafka broker, one S3 server, KWOK clusters ``source`` and ``sim``),
 started once per test session in a private directory and stopped at the end.
 
 With ``CI=true`` a stack that cannot be built or started fails every test that needs it; elsewhere
@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pipeline.model.errors import StackError
+from pipeline.stack import s3
 from pipeline.stack.progress import stderr_reporter
 from pipeline.stack.stack import LocalStack, StackInfo
 from tests.data import SIMKUBE_TRACES
@@ -70,3 +72,23 @@ def simkube_traces() -> Path:
             f"SimKube example traces not found at {SIMKUBE_TRACES}; the format and replay tests need them"
         )
     return SIMKUBE_TRACES
+
+
+@pytest.fixture(scope="session")
+def s3_env(stack_info: StackInfo) -> dict[str, str]:
+    """The AWS_* variables that reach the stack's S3 server (s3proxy), as `kubetape stack env` prints."""
+    if stack_info.s3_endpoint is None:
+        pytest.fail(f"the local stack in {stack_info.stack_dir} runs no S3 server")
+    return dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in s3.env_lines(stack_info.s3_endpoint)
+        if line.startswith("export AWS_")
+    )
+
+
+@pytest.fixture
+def s3_url(s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh prefix in the stack's bucket, with this process's AWS_* variables pointing at the server."""
+    for name, value in s3_env.items():
+        monkeypatch.setenv(name, value)
+    return f"s3://{s3.BUCKET}/tests/{uuid.uuid4().hex[:12]}"

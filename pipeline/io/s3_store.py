@@ -3,7 +3,7 @@
 **Layout.** Under the store's prefix::
 
     segments/p0003/p0003-000000000123456.kseg   one object per segment, grouped by partition
-    epochs/p0003.json                           the partition's fencing epoch ({"epoch": 7})
+    epochs/p0003/0000000007                     the partition's fencing epoch: the highest marker
     kubetape-store.json                         the topic identity the store was filled from
 
 Grouping segment keys by partition keeps a listing proportional to what is asked for: the catalog lists
@@ -13,17 +13,26 @@ Grouping segment keys by partition keeps a listing proportional to what is asked
 
 **Fencing** (the rules of :mod:`pipeline.io.segment_store`) with conditional writes:
 
-* an epoch is raised with a read, then a PUT conditional on the ETag read (``If-Match``), or on the
-  object being absent (``If-None-Match: *``); a lost race re-reads and tries again, so two new owners
-  never take the same epoch;
+* an epoch is raised by creating the next epoch marker with ``If-None-Match: *`` (create only); of
+  owners racing for one epoch exactly one creates it, the others go past it. Markers rather than one
+  object updated with ``If-Match``, because creation is the condition S3 servers check atomically:
+  s3proxy 4.1's filesystem backend let 2 of 8 concurrent ``If-Match`` PUTs of one ETag through, but
+  exactly one of 8 concurrent creates in 25 of 25 trials (measured, see :mod:`pipeline.stack.s3`);
 * a fenced segment write reads the partition's epoch and the segment already stored (its ETag and
   header), checks both rules, then PUTs conditional on that ETag (or on absence). The "never less" rule
-  is therefore atomic with the write: a writer racing another on the same name re-checks against what
-  the other wrote. The epoch check is not atomic with the PUT (S3 has no transaction over two
-  objects): a stale writer whose check passed an instant before the new owner raised the epoch can
-  still land that one segment. That is the write the local store would have accepted just before the
-  epoch moved; it covers offsets of the same topic, the new owner's segments are never replaced by it
-  (If-Match), and readers take each offset once, so it costs space, never data.
+  is therefore atomic with the write on servers whose ``If-Match`` is atomic (AWS S3, MinIO): a writer
+  racing another on the same name re-checks against what the other wrote. Within one process the store
+  serialises writes of one key itself. On a server whose ``If-Match`` is not atomic (s3proxy 4.1's
+  filesystem backend) two processes *replacing* one existing segment at the same instant can both pass,
+  and the shorter copy can win: the offsets only the longer one held are then missing from the store
+  (the group has committed past them). Creation stays atomic there, and a sink resumes after the
+  store's last offset, so a successor writes new names rather than replacing its predecessor's; the
+  window is two writers replacing the same unreadable or shorter object at once. Use a server with
+  atomic conditional writes in production.
+* The epoch check is not atomic with the PUT (S3 has no transaction over two objects): a stale
+  writer whose check passed an instant before the new owner raised the epoch can still land that one
+  segment. That is the write the local store would have accepted just before the epoch moved; it
+  covers offsets of the same topic, and readers take each offset once, so it costs space, not data.
 
 **Without conditional writes** (some S3 implementations ignore the headers): the store probes the
 server once per process (a create-only PUT twice on a probe key); if the second one is not refused, it
@@ -76,6 +85,11 @@ log = logging.getLogger("kubetape.sink")
 T = TypeVar("T")
 _HEADER_BYTES = 1 << 16
 _RACE_ATTEMPTS = 20
+_EPOCH_ATTEMPTS = 200
+# Epoch markers kept below the current one. Pruning marker n lets a client whose listing is older
+# than n create it again, but that client's epoch is then below the current one, so its writes are
+# refused anyway: the margin only keeps such refused duplicates rare, never unsafe.
+_EPOCHS_KEPT = 16
 # obstore raises the builtin FileNotFoundError for a missing object (its NotFoundError class is kept
 # for the types); both mean "no such key", or a missing bucket (told apart by the message).
 _NOT_FOUND = (obs_errors.NotFoundError, FileNotFoundError)
@@ -92,8 +106,8 @@ def segment_key(name: SegmentName) -> str:
     return f"segments/p{parsed[0]:04d}/{name}"
 
 
-def _epoch_key(partition: int) -> str:
-    return f"epochs/p{partition:04d}.json"
+def _epoch_prefix(partition: int) -> str:
+    return f"epochs/p{partition:04d}/"
 
 
 class S3SegmentStore:
@@ -116,6 +130,7 @@ class S3SegmentStore:
         )
         self._conditional: bool | None = None
         self._conditional_lock = threading.Lock()
+        self._key_locks = [threading.Lock() for _ in range(32)]
 
     # ---- protocol ----------------------------------------------------------------------------
     def put(self, name: SegmentName, data: bytes, fence: WriteFence | None = None) -> None:
@@ -124,26 +139,29 @@ class S3SegmentStore:
             self._call(key, lambda: obstore.put(self._store, key, data))
             return
         where = self.describe(name)
-        for _ in range(_RACE_ATTEMPTS):
-            epoch, _etag = self._read_epoch(fence.partition)
-            existing = self._read_head(key)
-            header = existing[1] if existing is not None else None
-            check_fence(name, fence, {"epochs": {str(fence.partition): epoch}}, header, where)
-            if self._put_if(key, data, existing[0] if existing is not None else None):
-                return
-            # another writer changed the object between our read and our PUT: check against its bytes
+        with self._key_lock(key):
+            for _ in range(_RACE_ATTEMPTS):
+                epoch = self._current_epoch(fence.partition)
+                existing = self._read_head(key)
+                header = existing[1] if existing is not None else None
+                check_fence(name, fence, {"epochs": {str(fence.partition): epoch}}, header, where)
+                if self._put_if(key, data, existing[0] if existing is not None else None):
+                    return
+                # another writer changed the object between our read and our PUT: check against its bytes
         raise StaleWriterError(f"{where}: refused: the segment kept changing under {_RACE_ATTEMPTS} attempts")
 
     def acquire_epoch(self, partition: int) -> int:
-        key = _epoch_key(partition)
-        for _ in range(_RACE_ATTEMPTS):
-            current, etag = self._read_epoch(partition)
-            body = json.dumps({"epoch": current + 1}).encode()
-            if self._put_if(key, body, etag):
-                return current + 1
+        prefix = _epoch_prefix(partition)
+        epoch = self._current_epoch(partition)
+        for _ in range(_EPOCH_ATTEMPTS):
+            epoch += 1
+            if self._put_if(f"{prefix}{epoch:010d}", b"", None):
+                self._prune_epochs(partition, below=epoch - _EPOCHS_KEPT)
+                return epoch
+            epoch = max(epoch, self._current_epoch(partition))  # another owner took it: go past it
         raise TransientError(
-            f"{self._url(key)}: the epoch kept changing under {_RACE_ATTEMPTS} attempts (many sinks taking "
-            "the partition at once); the sink retries on its next rebalance"
+            f"{self._url(prefix)}: {_EPOCH_ATTEMPTS} owners took the partition at once; the sink retries on "
+            "its next rebalance"
         )
 
     def claim_source(self, identity: str) -> str:
@@ -184,7 +202,9 @@ class S3SegmentStore:
         return sorted(found, key=lambda s: s.name)
 
     def delete(self, name: SegmentName) -> None:
-        key = segment_key(name)
+        self._delete(segment_key(name))
+
+    def _delete(self, key: str) -> None:
         with contextlib.suppress(*_NOT_FOUND):  # S3 deletes are idempotent; some servers 404 anyway
             self._call(key, lambda: obstore.delete(self._store, key))
 
@@ -196,6 +216,11 @@ class S3SegmentStore:
         self._call("", lambda: obstore.list(self._probe, prefix="epochs/", chunk_size=1).collect())
 
     # ---- conditional writes ------------------------------------------------------------------
+    def _key_lock(self, key: str) -> threading.Lock:
+        """One fenced write of ``key`` at a time in this process (see the module docstring); striped so
+        the locks stay few however many segments a long-running sink writes."""
+        return self._key_locks[hash(key) % len(self._key_locks)]
+
     def _put_if(self, key: str, data: bytes, etag: str | None) -> bool:
         """PUT ``data`` if the object still has ``etag`` (None: is still absent); False if it changed."""
         if not self.supports_conditional_writes():
@@ -233,11 +258,19 @@ class S3SegmentStore:
             )
         return honoured
 
-    def _read_epoch(self, partition: int) -> tuple[int, str | None]:
-        found = self._read_json(_epoch_key(partition))
-        if found is None:
-            return 0, None
-        return int(found[0].get("epoch", 0)), found[1]
+    def _epochs(self, partition: int) -> tuple[int, ...]:
+        prefix = _epoch_prefix(partition)
+        listed = self._call(prefix, lambda: obstore.list(self._store, prefix=prefix).collect())
+        return tuple(int(name) for m in listed if (name := m["path"].rsplit("/", 1)[-1]).isdigit())
+
+    def _current_epoch(self, partition: int) -> int:
+        return max(self._epochs(partition), default=0)
+
+    def _prune_epochs(self, partition: int, *, below: int) -> None:
+        """Delete epoch markers older than ``below``: the current epoch is the highest one left."""
+        for old in self._epochs(partition):
+            if old < below:
+                self._delete(f"{_epoch_prefix(partition)}{old:010d}")
 
     def _read_json(self, key: str) -> tuple[dict[str, Any], str | None] | None:
         try:

@@ -1,0 +1,205 @@
+"""The segment store's contract, against a local directory and the stack's real S3 server (s3proxy).
+
+Both stores must give the same answers: atomic puts, listing only segments, the fencing rules (an older
+epoch is refused, a segment is never replaced by one covering fewer offsets), epochs that only grow
+even when many owners take a partition at once, and a first topic identity that sticks.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.formats.segment import PartitionRange, build_segment, encode_segment
+from pipeline.io.s3_store import S3SegmentStore, segment_key
+from pipeline.io.segment_store import (
+    LocalSegmentStore,
+    SegmentName,
+    SegmentStore,
+    StaleWriterError,
+    WriteFence,
+    segment_name,
+)
+from pipeline.io.store_url import open_segment_store, parse_store_url
+from pipeline.model.errors import ConfigError, FormatError, TransientError
+from pipeline.sink.synthetic import applied, deployment
+
+T0 = 1_763_700_000_000
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SegmentStore]:
+    if request.param == "local":
+        yield open_segment_store(str(tmp_path / "segments"))
+    else:
+        yield open_segment_store(request.getfixturevalue("s3_url"))
+
+
+def _segment(partition: int, first: int, last: int, epoch: int) -> tuple[SegmentName, bytes, WriteFence]:
+    """A real segment of ``partition`` holding offsets ``first``..``last``, written under ``epoch``."""
+    events = [applied(T0 + i, deployment("ns", f"d{i}", 1), 100 + i) for i in range(first, last + 1)]
+    seg = build_segment(
+        events,
+        start_ms=T0,
+        end_ms=T0 + 60_000,
+        partitions=[PartitionRange("kubetape.events", partition, first, last)],
+    )
+    return segment_name(partition, first), encode_segment(seg), WriteFence(partition, first, last, epoch)
+
+
+def test_put_get_head_list_delete(store: SegmentStore) -> None:
+    a, b = segment_name(0, 0), segment_name(1, 7)
+    store.put(b, b"second")
+    store.put(a, b"first")
+    store.put(a, b"first, rewritten")
+    assert [(s.name, s.size) for s in store.list()] == [(a, len(b"first, rewritten")), (b, 6)]
+    assert store.get(a) == b"first, rewritten"
+    assert store.head(b, 3) == b"sec"
+    version = {s.name: s.version for s in store.list()}[b]
+    store.put(b, b"changed")
+    assert {s.name: s.version for s in store.list()}[b] != version  # the catalog rereads its header
+    store.delete(a)
+    store.delete(a)  # already gone: no error
+    assert [s.name for s in store.list()] == [b]
+    with pytest.raises(FormatError, match=r"p0000-000000000000000\.kseg"):
+        store.get(a)
+    store.check()
+
+
+def _another_client(store: SegmentStore) -> SegmentStore:
+    """A separate client of the same store, sharing nothing in memory with ``store`` (another sink)."""
+    if isinstance(store, S3SegmentStore):
+        return S3SegmentStore(store.location)
+    assert isinstance(store, LocalSegmentStore)
+    return LocalSegmentStore(store.root)
+
+
+def test_epochs_only_grow_even_when_owners_race(store: SegmentStore) -> None:
+    """Twelve owners, each with its own client, take one partition at once: twelve distinct epochs."""
+    assert store.acquire_epoch(3) == 1
+    owners = [_another_client(store) for _ in range(12)]
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        taken = list(pool.map(lambda owner: owner.acquire_epoch(3), owners))
+    assert sorted(taken) == list(range(2, 14))  # every owner got its own epoch
+    assert store.acquire_epoch(4) == 1  # per partition
+    assert _another_client(store).acquire_epoch(3) == 14  # the epochs live in the store
+
+
+def test_fencing_refuses_an_older_epoch_and_a_shorter_segment(
+    store: SegmentStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    old = store.acquire_epoch(0)
+    name, whole, fence = _segment(0, 0, 19, old)
+    store.put(name, whole, fence)
+    _, part, part_fence = _segment(0, 0, 9, old)
+    with (
+        caplog.at_level(logging.WARNING, logger="kubetape.sink"),
+        pytest.raises(StaleWriterError, match="never replaces a segment with less"),
+    ):
+        store.put(name, part, part_fence)
+    assert "stale segment write refused" in caplog.text
+    new = store.acquire_epoch(0)
+    later, data, _ = _segment(0, 20, 25, old)
+    with pytest.raises(StaleWriterError, match=f"epoch {old}, but epoch {new}"):
+        store.put(later, data, WriteFence(0, 20, 25, old))
+    store.put(later, data, WriteFence(0, 20, 25, new))  # the new owner writes
+    _, longer, longer_fence = _segment(0, 0, 30, new)
+    store.put(name, longer, longer_fence)  # more offsets replace fewer
+    assert store.get(name) == longer
+    assert [s.name for s in store.list()] == [name, later]
+
+
+def test_concurrent_writers_of_one_name_keep_the_longest(store: SegmentStore) -> None:
+    """Writer threads of one sink racing on one segment name under the same epoch: whatever order they
+    land in, the stored segment is the one covering the most offsets."""
+    epoch = store.acquire_epoch(0)
+    candidates = [_segment(0, 0, last, epoch) for last in (4, 9, 14, 19, 24, 29)]
+
+    def write(candidate: tuple[SegmentName, bytes, WriteFence]) -> bool:
+        try:
+            store.put(*candidate)
+        except StaleWriterError:
+            return False
+        return True
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        landed = list(pool.map(write, candidates))
+    assert landed[-1], "the longest segment was refused"
+    assert store.get(candidates[-1][0]) == candidates[-1][1]
+
+
+def test_the_first_topic_identity_sticks(store: SegmentStore) -> None:
+    assert store.claim_source("kafka:c1/kubetape.events") == "kafka:c1/kubetape.events"
+    assert store.claim_source("kafka:c2/kubetape.events") == "kafka:c1/kubetape.events"
+
+
+def test_listing_skips_other_objects(store: SegmentStore, tmp_path: Path) -> None:
+    store.put(segment_name(2, 5), b"x")
+    store.acquire_epoch(2)
+    store.claim_source("kafka:c1/t")
+    if isinstance(store, S3SegmentStore):
+        assert store.supports_conditional_writes()  # s3proxy 4.x honours If-None-Match / If-Match
+        assert segment_key(segment_name(2, 5)) == "segments/p0002/p0002-000000000000005.kseg"
+        for expected in range(2, 41):  # old epoch markers are pruned: a rebalance lists a few keys
+            assert store.acquire_epoch(2) == expected
+        assert len(store._epochs(2)) <= 17
+    else:
+        (tmp_path / "segments" / "notes.txt").write_text("not a segment")
+    assert [s.name for s in store.list()] == [segment_name(2, 5)]
+
+
+def test_s3_errors_say_what_where_and_what_to_do(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = open_segment_store("s3://no-such-bucket-here/x")
+    with pytest.raises(
+        ConfigError, match=r"bucket 'no-such-bucket-here' does not exist at http://127\.0\.0\.1"
+    ):
+        missing.list()
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+    with pytest.raises(
+        ConfigError, match=r"access denied .* check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+    ):
+        open_segment_store(s3_url).list()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # discard port: nothing listens
+    with pytest.raises(TransientError, match=r"127\.0\.0\.1:9 did not answer .* check that it is running"):
+        open_segment_store(s3_url).check()
+
+
+def test_store_urls_parse_to_one_location_each(tmp_path: Path) -> None:
+    assert str(parse_store_url("s3://bucket-1/a/b/")) == "s3://bucket-1/a/b"
+    assert str(parse_store_url("s3://bucket-1")) == "s3://bucket-1"
+    assert parse_store_url(f"file://{tmp_path}") == parse_store_url(str(tmp_path))
+    for bad, why in [
+        ("s3://B/x", "no valid bucket name"),
+        ("s3:///x", "no valid bucket name"),
+        ("gs://bucket/x", "unsupported scheme 'gs'"),
+        ("file://host/x", "not a local file URL"),
+        ("s3://bucket/x?endpoint=y", "take no query"),
+        ("", "empty"),
+    ]:
+        with pytest.raises(ConfigError, match=why):
+            parse_store_url(bad)
+    with pytest.raises(ConfigError, match="does not exist; check --segment-store"):
+        open_segment_store(tmp_path / "absent", must_exist=True)
+
+
+def test_the_shared_credentials_file_is_read_without_keys_in_the_environment(
+    s3_env: dict[str, str], s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    credentials = tmp_path / "credentials"
+    credentials.write_text(
+        f"[ci]\naws_access_key_id = {s3_env['AWS_ACCESS_KEY_ID']}\n"
+        f"aws_secret_access_key = {s3_env['AWS_SECRET_ACCESS_KEY']}\n"
+    )
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    monkeypatch.setenv("AWS_PROFILE", "ci")
+    store = open_segment_store(s3_url)
+    store.put(segment_name(0, 0), b"signed with the file's keys")
+    assert store.get(segment_name(0, 0)) == b"signed with the file's keys"
+    assert "AWS_ACCESS_KEY_ID" not in os.environ
