@@ -93,8 +93,10 @@ _EPOCHS_KEPT = 16
 # obstore raises the builtin FileNotFoundError for a missing object (its NotFoundError class is kept
 # for the types); both mean "no such key", or a missing bucket (told apart by the message).
 _NOT_FOUND = (obs_errors.NotFoundError, FileNotFoundError)
-# Writes ride out a server restart (seconds) before failing the sink; the health probe answers at once.
-_PATIENT: RetryConfig = {"max_retries": 15, "retry_timeout": timedelta(seconds=60)}
+# Requests are retried every few seconds for ``retry_s`` (the sink: long enough to ride out a restart
+# of the server); obstore's default backoff spent its retries within 4 s of a refused connection. The
+# health probe answers at once instead, so /readyz shows an outage while writes wait.
+_BACKOFF = {"init_backoff": timedelta(milliseconds=200), "max_backoff": timedelta(seconds=3), "base": 2}
 _IMPATIENT: RetryConfig = {"max_retries": 0, "retry_timeout": timedelta(seconds=3)}
 
 
@@ -113,14 +115,14 @@ def _epoch_prefix(partition: int) -> str:
 class S3SegmentStore:
     """The segment store on an S3-compatible object store (see the module docstring)."""
 
-    def __init__(self, location: S3Location, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, location: S3Location, *, timeout_s: float = 30.0, retry_s: float = 15.0) -> None:
         self.location = location
         config, client = _connection(location)
         self.endpoint = str(config.get("endpoint", "AWS S3"))
         client = {**client, "timeout": timedelta(seconds=timeout_s)}
         prefix = location.prefix or None
         self._store = S3Store(location.bucket, prefix=prefix, config=config, client_options=client,
-                              retry_config=_PATIENT)  # fmt: skip
+                              retry_config=_retries(retry_s))  # fmt: skip
         self._probe = S3Store(
             location.bucket,
             prefix=prefix,
@@ -333,6 +335,10 @@ class S3SegmentStore:
                 f"{self._url(key)}: the object store at {self.endpoint} did not answer ({_first_line(exc)}); "
                 "check that it is running and AWS_ENDPOINT_URL"
             ) from None
+
+
+def _retries(within_s: float) -> RetryConfig:
+    return {"max_retries": 10_000, "retry_timeout": timedelta(seconds=within_s), "backoff": _BACKOFF}  # type: ignore[typeddict-item]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -84,9 +84,12 @@ def _valid_bucket(name: str) -> bool:
     )
 
 
-def open_segment_store(location: StoreLocation | str | Path, *, must_exist: bool = False) -> SegmentStore:
+def open_segment_store(
+    location: StoreLocation | str | Path, *, must_exist: bool = False, retry_s: float = 15.0
+) -> SegmentStore:
     """The store at ``location``. ``must_exist``: a reader (export, replay) refuses a local directory
-    that is not there instead of creating an empty one (an object store prefix needs no creating)."""
+    that is not there instead of creating an empty one (an object store prefix needs no creating).
+    ``retry_s``: how long an object store request is retried while its server does not answer."""
     if not isinstance(location, LocalLocation | S3Location):
         location = parse_store_url(location)
     if isinstance(location, LocalLocation):
@@ -98,4 +101,4 @@ def open_segment_store(location: StoreLocation | str | Path, *, must_exist: bool
         return LocalSegmentStore(location.path)
     from pipeline.io.s3_store import S3SegmentStore  # obstore loads only for an object store
 
-    return S3SegmentStore(location)
+    return S3SegmentStore(location, retry_s=retry_s)

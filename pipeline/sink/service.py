@@ -40,7 +40,8 @@ class SinkServiceSettings:
     """Everything ``kubetape sink`` needs. ``partitions``: created with this many partitions if the
     events topic does not exist yet; ``retention_s``: delete segments older than this (None: keep all);
     ``shutdown_timeout_s``: how long SIGTERM waits for the final flush before cancelling;
-    ``store_check_s``: how often readiness checks that the segment store answers."""
+    ``store_check_s``: how often readiness checks that the segment store answers; ``store_retry_s``: how
+    long a write waits for an object store that does not answer before the sink stops."""
 
     kafka: KafkaSettings
     segment_store: StoreLocation
@@ -53,6 +54,7 @@ class SinkServiceSettings:
     retention_check_s: float = 60.0
     shutdown_timeout_s: float = 30.0
     store_check_s: float = 5.0
+    store_retry_s: float = 120.0
 
 
 NO_NATIVE_HINT = (
@@ -77,14 +79,14 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    store = open_segment_store(settings.segment_store, retry_s=settings.store_retry_s)
+    store_health = StoreHealth(store)
+    await store_health.probe()  # a missing bucket or wrong credentials fail the start, with the reason
+    if isinstance(store, LocalSegmentStore) and (removed := store.remove_stale_temp_files()):
+        log.info("removed temp files of interrupted writes", extra={"ctx": {"count": removed}})
     topic = settings.sink.compaction.topic
     await ensure_topic(settings.kafka, topic, settings.partitions)
     await ensure_topic(settings.kafka, settings.deadletter_topic, 1)
-    store = open_segment_store(settings.segment_store)
-    if isinstance(store, LocalSegmentStore) and (removed := store.remove_stale_temp_files()):
-        log.info("removed temp files of interrupted writes", extra={"ctx": {"count": removed}})
-    store_health = StoreHealth(store)
-    await store_health.probe()  # a wrong URL or credentials fail the start, with the reason
     metrics = Metrics()
     ready = asyncio.Event()
     source = KafkaSinkSource(

@@ -1,4 +1,5 @@
-"""The segment store against the real broker: a stale sink is fenced out, a recreated topic is refused."""
+"""The segment store against the real broker: a stale sink is fenced out (in a local directory and in the
+stack's S3 server), a recreated topic is refused."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pipeline.io.kafka import KafkaSettings, admin_client, ensure_topic
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.io.sink_consumer import KafkaSinkSource
+from pipeline.io.store_url import open_segment_store
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings
 from pipeline.sink.export import ExportRequest, export_window
@@ -30,7 +32,7 @@ def _sink(
     topic: str,
     group: str,
     dlq: str,
-    segment_dir: Path,
+    segment_store: str | Path,
     *,
     idle_close_s: float,
     batch: int = 2_000,
@@ -39,7 +41,7 @@ def _sink(
         CompactionSettings(topic=topic, idle_close_s=idle_close_s), batch_max_records=batch
     )
     source = KafkaSinkSource(KafkaSettings(bootstrap=bootstrap), topic, group_id=group, deadletter_topic=dlq)
-    sink = Sink(source, LocalSegmentStore(segment_dir), settings, Metrics())
+    sink = Sink(source, open_segment_store(segment_store), settings, Metrics())
     source.on_assigned = sink.on_assigned
     source.on_revoked = sink.on_revoked
     return sink
@@ -52,8 +54,13 @@ async def _rounds_until(sink: Sink, consumed: int, within: float = 60) -> None:
         total += await sink.run_round()
 
 
+@pytest.fixture(params=["local", "s3"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return str(tmp_path) if request.param == "local" else str(request.getfixturevalue("s3_url"))
+
+
 async def test_a_sink_cut_off_from_its_group_cannot_overwrite_the_new_owners_segment(
-    kafka_bootstrap: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    kafka_bootstrap: str, store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A holds offsets 0-149 open when it is cut off from the group (its revocation never runs); B
     takes the partition, writes 0-299 and commits 300; A's late flush is refused by the store and the
@@ -65,7 +72,9 @@ async def test_a_sink_cut_off_from_its_group_cannot_overwrite_the_new_owners_seg
     t0 = _t0()
     events = _events(t0, 300, "d")
     await produce(kafka_bootstrap, topic, events[:150])
-    a = _sink(kafka_bootstrap, topic, group, dlq, tmp_path, idle_close_s=600.0, batch=150)  # holds 0-149 open
+    a = _sink(
+        kafka_bootstrap, topic, group, dlq, store_url, idle_close_s=600.0, batch=150
+    )  # holds 0-149 open
     a_source = a.source
     assert isinstance(a_source, KafkaSinkSource)
 
@@ -80,7 +89,7 @@ async def test_a_sink_cut_off_from_its_group_cannot_overwrite_the_new_owners_seg
     finally:
         await a_source.stop()
     await produce(kafka_bootstrap, topic, events[150:])
-    b = _sink(kafka_bootstrap, topic, group, dlq, tmp_path, idle_close_s=1.0)
+    b = _sink(kafka_bootstrap, topic, group, dlq, store_url, idle_close_s=1.0)
     stop = asyncio.Event()
     async with b.source:  # type: ignore[attr-defined]
         task = asyncio.create_task(b.run(stop))
@@ -93,7 +102,7 @@ async def test_a_sink_cut_off_from_its_group_cannot_overwrite_the_new_owners_seg
     b.close()
     assert "stale segment write refused" in caplog.text
     assert 0 not in a.compactors
-    result = export_window(SegmentCatalog(LocalSegmentStore(tmp_path)), ExportRequest(t0, t0 + 60_000))
+    result = export_window(SegmentCatalog(open_segment_store(store_url)), ExportRequest(t0, t0 + 60_000))
     assert result.events == 300
     assert result.data == direct_trace(events, t0, t0 + 60_000)
 

@@ -1,0 +1,160 @@
+"""The sink on the stack's real S3 server (s3proxy): the same segments as a local directory, an outage
+of the server reported by ``/readyz`` and ridden out without losing anything, and the CLI's readers
+(export, inspect) on ``s3://`` URLs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from pipeline.formats.segment import read_segment
+from pipeline.io.kafka import KafkaSettings, ensure_topic
+from pipeline.io.store_url import open_segment_store
+from pipeline.sink.catalog import SegmentCatalog
+from pipeline.sink.export import ExportRequest, export_window
+from pipeline.sink.synthetic import synthetic_events
+from pipeline.stack.stack import LocalStack
+from tests.integration.test_sink import (
+    KUBETAPE,
+    _http_port,
+    _names,
+    _t0,
+    direct_trace,
+    produce,
+    wait_committed,
+)
+from tests.polling import eventually
+
+
+@contextlib.contextmanager
+def _sink_process(
+    bootstrap: str, names: tuple[str, str, str], store: str, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``kubetape sink`` on ``store`` (the AWS_* variables of this process reach the S3 server)."""
+    topic, group, dlq = names
+    args = [
+        str(KUBETAPE), "sink", "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+        "--deadletter-topic", dlq, "--segment-store", store, "--http-port", "0",
+        "--idle-close", "1s", "--keyframe-every", "3", "--batch", "700", "--partitions", "2",
+    ]  # fmt: skip
+    with log.open("ab") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=out, env=dict(os.environ))
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+
+
+def _export(store: str, start_ms: int, end_ms: int) -> bytes:
+    return export_window(SegmentCatalog(open_segment_store(store)), ExportRequest(start_ms, end_ms)).data
+
+
+async def test_a_sink_on_s3_stores_what_a_sink_on_a_directory_stores(
+    kafka_bootstrap: str, s3_url: str, tmp_path: Path
+) -> None:
+    """Two sinks (two groups) read one topic, one into S3 and one into a directory: the exports are the
+    same bytes, the direct fold's; `kubetape export` and `kubetape inspect` read the S3 store."""
+    topic, group, dlq = _names("s3same")
+    await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 2)
+    t0 = _t0()
+    events = synthetic_events(3_000, t0, 600_000)
+    await produce(kafka_bootstrap, topic, events)
+    local = str(tmp_path / "segments")
+    with (
+        _sink_process(kafka_bootstrap, (topic, group, dlq), s3_url, tmp_path / "s3.log") as on_s3,
+        _sink_process(kafka_bootstrap, (topic, group + "-local", dlq), local, tmp_path / "local.log"),
+    ):
+        await wait_committed(kafka_bootstrap, group, topic, 2, within=180)
+        await wait_committed(kafka_bootstrap, group + "-local", topic, 2, within=180)
+        on_s3.terminate()
+        assert on_s3.wait(timeout=60) == 0, (tmp_path / "s3.log").read_text()[-3000:]
+    expected = direct_trace(events, t0, t0 + 600_000)
+    assert _export(local, t0, t0 + 600_000) == expected
+    assert _export(s3_url, t0, t0 + 600_000) == expected
+    window = (t0 + 120_000, t0 + 300_000)
+    assert _export(s3_url, *window) == _export(local, *window)
+
+    out = tmp_path / "from-s3.kseg"
+    cli = [str(KUBETAPE), "export", "--segment-store", s3_url, "--from", str(t0), "--to", str(t0 + 600_000)]
+    done = await asyncio.to_thread(_run, [*cli, "-o", str(out)])
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes() == expected
+    first = open_segment_store(s3_url).list()[0]
+    url = f"{s3_url}/segments/p{int(first.name[1:5]):04d}/{first.name}"
+    shown = await asyncio.to_thread(_run, [str(KUBETAPE), "inspect", url])
+    assert shown.returncode == 0, shown.stderr
+    assert first.name in shown.stdout
+    assert read_segment(out).header.start_ms == t0
+
+
+async def test_readyz_reports_an_s3_outage_and_nothing_is_lost(
+    kafka_bootstrap: str, s3_url: str, tmp_path: Path, local_stack: LocalStack
+) -> None:
+    """The S3 server stops while events keep coming: /readyz turns 503; once the server is back it
+    turns 200 again, the sink catches up, and the export holds every event."""
+    topic, group, dlq = _names("s3outage")
+    await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 2)
+    t0 = _t0()
+    events = synthetic_events(2_000, t0, 600_000)
+    log = tmp_path / "sink.log"
+    await produce(kafka_bootstrap, topic, events[:1_000])
+    with _sink_process(kafka_bootstrap, (topic, group, dlq), s3_url, log) as sink:
+        await wait_committed(kafka_bootstrap, group, topic, 2, within=180)
+        readyz = f"http://127.0.0.1:{_http_port(log)}/readyz"
+
+        async def status() -> int | str:
+            if sink.poll() is not None:
+                return f"sink exited with {sink.returncode}: {log.read_text()[-2000:]}"
+            async with aiohttp.ClientSession() as session, session.get(readyz) as resp:
+                return resp.status
+
+        await eventually(status, lambda s: s == 200, "the sink ready before the outage")
+        try:
+            await asyncio.to_thread(local_stack.stop_s3)
+            await produce(kafka_bootstrap, topic, events[1_000:])
+            await eventually(status, lambda s: s == 503, "/readyz reporting the S3 outage", timeout_s=60)
+        finally:
+            await asyncio.to_thread(local_stack.start_s3)
+        await eventually(status, lambda s: s == 200, "/readyz after the S3 server is back", timeout_s=60)
+        await wait_committed(kafka_bootstrap, group, topic, 2, within=180)
+        assert sink.poll() is None, log.read_text()[-3000:]
+    assert "segment store unreachable: not ready" in log.read_text()
+    assert _export(s3_url, t0, t0 + 600_000) == direct_trace(events, t0, t0 + 600_000)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("s3://no-such-bucket-here/x", "bucket 'no-such-bucket-here' does not exist"),
+        ("gs://bucket/x", "unsupported scheme 'gs'"),
+    ],
+)
+def test_the_sink_refuses_a_store_it_cannot_use(
+    kafka_bootstrap: str, s3_url: str, tmp_path: Path, url: str, message: str
+) -> None:
+    del s3_url  # for its AWS_* variables
+    topic, group, dlq = _names("s3refused")
+    args = [
+        str(KUBETAPE), "sink", "--bootstrap", kafka_bootstrap, "--topic", topic, "--group", group,
+        "--deadletter-topic", dlq, "--segment-store", url, "--http-port", "0",
+    ]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode != 0
+    assert message in done.stderr
