@@ -25,7 +25,7 @@ from pipeline.io.segment_store import (
     WriteFence,
     segment_name,
 )
-from pipeline.io.store_url import open_segment_store, parse_store_url
+from pipeline.io.store_url import open_segment_store
 from pipeline.model.errors import ConfigError, FormatError, TransientError
 from pipeline.sink.synthetic import applied, deployment
 
@@ -167,24 +167,6 @@ def test_s3_errors_say_what_where_and_what_to_do(s3_url: str, monkeypatch: pytes
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # discard port: nothing listens
     with pytest.raises(TransientError, match=r"127\.0\.0\.1:9 did not answer .* check that it is running"):
         open_segment_store(s3_url).check()
-
-
-def test_store_urls_parse_to_one_location_each(tmp_path: Path) -> None:
-    assert str(parse_store_url("s3://bucket-1/a/b/")) == "s3://bucket-1/a/b"
-    assert str(parse_store_url("s3://bucket-1")) == "s3://bucket-1"
-    assert parse_store_url(f"file://{tmp_path}") == parse_store_url(str(tmp_path))
-    for bad, why in [
-        ("s3://B/x", "no valid bucket name"),
-        ("s3:///x", "no valid bucket name"),
-        ("gs://bucket/x", "unsupported scheme 'gs'"),
-        ("file://host/x", "not a local file URL"),
-        ("s3://bucket/x?endpoint=y", "take no query"),
-        ("", "empty"),
-    ]:
-        with pytest.raises(ConfigError, match=why):
-            parse_store_url(bad)
-    with pytest.raises(ConfigError, match="does not exist; check --segment-store"):
-        open_segment_store(tmp_path / "absent", must_exist=True)
 
 
 def test_the_shared_credentials_file_is_read_without_keys_in_the_environment(
