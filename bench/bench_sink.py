@@ -52,7 +52,7 @@ from aiokafka import TopicPartition
 
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
 from pipeline.io.metrics import Metrics
-from pipeline.io.segment_store import LocalSegmentStore
+from pipeline.io.segment_store import LocalSegmentStore, SegmentStore
 from pipeline.io.sink_consumer import KafkaSinkSource, PartitionBatch
 from pipeline.model import wirescan
 from pipeline.model.events import decode_event, encode_event
@@ -113,14 +113,14 @@ async def bench_raw(
 
 
 async def bench_sink(
-    bootstrap: str, topic: str, ends: dict[int, int], store_dir: Path, window_ms: int = 60_000
+    bootstrap: str, topic: str, ends: dict[int, int], store: Path | SegmentStore, window_ms: int = 60_000
 ) -> dict[str, Any]:
     settings = SinkSettings(
         CompactionSettings(topic=topic, window_ms=window_ms, keyframe_every=10), batch_max_records=10_000
     )
     source = KafkaSinkSource(KafkaSettings(bootstrap), topic, group_id=f"bench-sink-{uuid.uuid4().hex[:6]}")
     metrics = Metrics()
-    sink = Sink(source, LocalSegmentStore(store_dir), settings, metrics)
+    sink = Sink(source, LocalSegmentStore(store) if isinstance(store, Path) else store, settings, metrics)
     source.on_assigned = sink.on_assigned
     source.on_revoked = sink.on_revoked
     phases = _time_phases(source, sink)
@@ -187,10 +187,16 @@ def _time_phases(source: KafkaSinkSource, sink: Sink) -> dict[str, float]:
     return phases
 
 
-def bench_export(store_dir: Path, start_ms: int) -> dict[str, Any]:
+def bench_export(
+    store: Path | Callable[[], SegmentStore],
+    start_ms: int,
+    formats: tuple[ExportFormat, ...] = tuple(ExportFormat),
+) -> dict[str, Any]:
+    """Export the hour from ``start_ms`` in each of ``formats``, each from a fresh catalog of ``store``
+    (a directory, or a function opening a new client: nothing is cached from an earlier run)."""
     out: dict[str, Any] = {}
-    for fmt in ExportFormat:
-        catalog = SegmentCatalog(LocalSegmentStore(store_dir))
+    for fmt in formats:
+        catalog = SegmentCatalog(LocalSegmentStore(store) if isinstance(store, Path) else store())
         began, cpu = time.perf_counter(), time.thread_time()
         result = export_window(catalog, ExportRequest(start_ms, start_ms + 3_600_000, fmt))
         out[fmt.value] = {

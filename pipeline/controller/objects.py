@@ -142,6 +142,8 @@ def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[
     source = spec.source
     if isinstance(source, TraceSource):
         args += ["--trace", source.url]
+    elif isinstance(source, SegmentsSource) and source.url:
+        args += ["--segments", source.url, f"--from={source.time_from}", f"--to={source.time_to}"]
     elif isinstance(source, SegmentsSource):
         directory = SEGMENTS_MOUNT if source.claim_name else ""
         if source.path:
@@ -204,6 +206,9 @@ def replayer_job(
         },
         "volumeMounts": mounts,
     }
+    if isinstance(spec.source, SegmentsSource) and spec.source.credentials_secret:
+        # AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL, AWS_REGION) for the object store
+        container["envFrom"] = [{"secretRef": {"name": spec.source.credentials_secret}}]
     key, value = KWOK_NODE_LABEL
     return {
         "apiVersion": "batch/v1",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pipeline.io.store_url import S3Location, parse_store_url
 from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
 
@@ -35,10 +36,15 @@ class SimulationSpecError(ConfigError):
 
 @dataclass(frozen=True, slots=True)
 class SegmentsSource:
+    """A range of the sink's segment store: a claim and/or path, or an object store ``url``
+    (``s3://bucket/prefix``) read with the AWS_* keys of the Secret ``credentials_secret``."""
+
     claim_name: str | None
     path: str | None
     time_from: str
     time_to: str
+    url: str | None = None
+    credentials_secret: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,13 +179,17 @@ def _parse_source(source: Any) -> TraceSourceSpec:
     if "segments" in given:
         seg = source["segments"]
         where = "spec.source.segments"
-        if not isinstance(seg, Mapping) or not (seg.get("claimName") or seg.get("path")):
-            raise SimulationSpecError(f"{where}: needs claimName (a PVC holding segments), path, or both")
+        if not isinstance(seg, Mapping) or not (seg.get("claimName") or seg.get("path") or seg.get("url")):
+            raise SimulationSpecError(
+                f"{where}: needs claimName (a PVC holding segments), path, or both; or url (s3://bucket/prefix)"
+            )
         return SegmentsSource(
             claim_name=seg.get("claimName") or None,
             path=seg.get("path") or None,
             time_from=check_time(str(seg.get("from", "")), f"{where}.from"),
             time_to=check_time(str(seg.get("to", "")), f"{where}.to"),
+            url=_object_store_url(seg, where),
+            credentials_secret=seg.get("credentialsSecret") or None,
         )
     topic = source["topic"]
     where = "spec.source.topic"
@@ -191,6 +201,25 @@ def _parse_source(source: Any) -> TraceSourceSpec:
         time_from=check_time(str(topic.get("from", "")), f"{where}.from"),
         time_to=check_time(str(topic.get("to", "")), f"{where}.to"),
     )
+
+
+def _object_store_url(seg: Mapping[str, Any], where: str) -> str | None:
+    url = seg.get("url")
+    if not url:
+        if seg.get("credentialsSecret"):
+            raise SimulationSpecError(f"{where}.credentialsSecret: only used with url (s3://bucket/prefix)")
+        return None
+    if seg.get("claimName") or seg.get("path"):
+        raise SimulationSpecError(f"{where}: give url or claimName/path, not both")
+    try:
+        location = parse_store_url(str(url), what=f"{where}.url")
+    except ConfigError as exc:
+        raise SimulationSpecError(str(exc)) from None
+    if not isinstance(location, S3Location):
+        raise SimulationSpecError(
+            f"{where}.url: {url!r} is not an object store URL; use path for a directory"
+        )
+    return str(location)
 
 
 def _parse_node_pools(pools: Any) -> tuple[NodePool, ...]:

@@ -1,0 +1,105 @@
+"""Segment store benchmark: the sink and the export on S3 against a local directory; prints one JSON document.
+
+One topic (6 partitions) is filled with N synthetic events over one hour of event time. In the same run
+and on the same data, the in-process sink (check, compact, zstd, durable fenced writes, commits) drains
+it into a local directory and into a prefix of the local stack's S3 server (s3proxy, filesystem backend,
+on loopback); then the whole hour is exported from each store with a fresh catalog (so the S3 figure
+includes listing the prefix and reading every header). The ratios ``s3 / local`` are the point: both
+stores run on the same disk and the same loaded machine, so what is left is the cost of the object store
+protocol (HTTP, signing, conditional writes, the epoch listing a fenced write does).
+
+Usage::
+
+    .venv/bin/python -m bench.bench_store              # starts a private stack (Kafka + S3, ~1 min)
+    .venv/bin/python -m bench.bench_store --events 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.bench_sink import PARTITIONS, bench_export, bench_sink, fill_topic
+from pipeline.io.kafka import KafkaSettings, ensure_topic
+from pipeline.io.store_url import open_segment_store
+from pipeline.sink.export import ExportFormat
+from pipeline.sink.service import tune_gc_for_throughput
+from pipeline.stack import s3
+from pipeline.stack.stack import LocalStack
+from pipeline.stack.versions import S3PROXY_VERSION
+
+
+@contextmanager
+def _stack() -> Iterator[tuple[str, str]]:
+    """A private stack with Kafka and the S3 server (no clusters); yields (bootstrap, S3 endpoint)."""
+    with tempfile.TemporaryDirectory(prefix="kubetape-bench-store-") as tmp:
+        stack = LocalStack(Path(tmp))
+        info = stack.up([])
+        try:
+            assert info.s3_endpoint is not None
+            yield info.bootstrap, info.s3_endpoint
+        finally:
+            stack.down()
+
+
+async def _main(bootstrap: str, endpoint: str, n: int) -> dict[str, Any]:
+    for line in s3.env_lines(endpoint):
+        name, value = line.removeprefix("export ").split("=", 1)
+        os.environ[name] = value
+    tune_gc_for_throughput()
+    topic = f"bench.store.{uuid.uuid4().hex[:8]}"
+    await ensure_topic(KafkaSettings(bootstrap), topic, PARTITIONS)
+    now = int(time.time() * 1000) - 3_600_000
+    start_ms = now - now % 60_000
+    ends = await fill_topic(bootstrap, topic, n, start_ms)
+    url = f"s3://{s3.BUCKET}/bench/{uuid.uuid4().hex[:8]}"
+    kubetape = (ExportFormat.KUBETAPE,)
+    with tempfile.TemporaryDirectory(prefix="kubetape-bench-segments-") as tmp:
+        local_sink = await bench_sink(bootstrap, topic, ends, Path(tmp))
+        s3_sink = await bench_sink(bootstrap, topic, ends, open_segment_store(url))
+        local_export = await asyncio.to_thread(bench_export, Path(tmp), start_ms, kubetape)
+        s3_export = await asyncio.to_thread(bench_export, lambda: open_segment_store(url), start_ms, kubetape)
+    local_x, s3_x = local_export["kubetape"], s3_export["kubetape"]
+    if s3_x["bytes"] != local_x["bytes"] or s3_x["events"] != local_x["events"]:
+        raise SystemExit(f"the exports differ: local {local_x}, s3 {s3_x}")
+    return {
+        "benchmark": "store",
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "events": n,
+        "partitions": PARTITIONS,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "s3_server": f"s3proxy {S3PROXY_VERSION} (filesystem backend, loopback)",
+        "sink": {"local": local_sink, "s3": s3_sink},
+        "export_one_hour": {"local": local_x, "s3": s3_x},
+        "sink_s3_vs_local": round(s3_sink["events_per_s"] / local_sink["events_per_s"], 3),
+        "export_s3_vs_local_time": round(s3_x["seconds"] / local_x["seconds"], 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=100_000, help="events in the topic (100000)")
+    args = parser.parse_args()
+    with _stack() as (bootstrap, endpoint):
+        result = asyncio.run(_main(bootstrap, endpoint, args.events))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
