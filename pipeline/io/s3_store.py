@@ -142,14 +142,19 @@ class S3SegmentStore:
             return
         where = self.describe(name)
         with self._key_lock(key):
+            # Most segments are new: try to create it first and read what is there only when that fails
+            # (one request less per segment than reading first; the rules are checked the same way).
+            existing: tuple[str | None, bytes] | None = None
+            if not self.supports_conditional_writes():
+                existing = self._read_head(key)  # a plain PUT would replace whatever is there unchecked
             for _ in range(_RACE_ATTEMPTS):
                 epoch = self._current_epoch(fence.partition)
-                existing = self._read_head(key)
                 header = existing[1] if existing is not None else None
                 check_fence(name, fence, {"epochs": {str(fence.partition): epoch}}, header, where)
                 if self._put_if(key, data, existing[0] if existing is not None else None):
                     return
-                # another writer changed the object between our read and our PUT: check against its bytes
+                # there is an object (or it changed since we read it): check against its bytes
+                existing = self._read_head(key)
         raise StaleWriterError(f"{where}: refused: the segment kept changing under {_RACE_ATTEMPTS} attempts")
 
     def acquire_epoch(self, partition: int) -> int:

@@ -185,3 +185,23 @@ def test_the_shared_credentials_file_is_read_without_keys_in_the_environment(
     store.put(segment_name(0, 0), b"signed with the file's keys")
     assert store.get(segment_name(0, 0)) == b"signed with the file's keys"
     assert "AWS_ACCESS_KEY_ID" not in os.environ
+
+
+def test_on_a_server_without_conditional_writes_the_rules_hold_for_one_writer_at_a_time(s3_url: str) -> None:
+    """The fallback (check, then a plain PUT) on the real server, as if it ignored the conditions."""
+    store = open_segment_store(s3_url)
+    assert isinstance(store, S3SegmentStore)
+    store._conditional = False  # what the probe concludes on a server that ignores If-None-Match
+    old = store.acquire_epoch(0)
+    name, whole, fence = _segment(0, 0, 19, old)
+    store.put(name, whole, fence)
+    _, part, part_fence = _segment(0, 0, 9, old)
+    with pytest.raises(StaleWriterError, match="never replaces a segment with less"):
+        store.put(name, part, part_fence)
+    new = store.acquire_epoch(0)
+    assert new == old + 1
+    with pytest.raises(StaleWriterError, match=f"epoch {old}, but epoch {new}"):
+        store.put(segment_name(0, 20), b"late", WriteFence(0, 20, 25, old))
+    assert store.get(name) == whole
+    assert store.claim_source("kafka:c1/t") == "kafka:c1/t"
+    assert store.claim_source("kafka:c2/t") == "kafka:c1/t"
