@@ -141,8 +141,10 @@ def _status(args: argparse.Namespace) -> int:
     kafka = status["kafka"]
     clusters = status["clusters"]
     autoscalers = status["autoscalers"]
+    s3 = status.get("s3")
     healthy = (
         bool(isinstance(kafka, dict) and kafka.get("running"))
+        and bool(isinstance(s3, dict) and s3.get("running"))
         and all(
             c["healthy"]
             for c in clusters.values()  # type: ignore[attr-defined]

@@ -1,12 +1,13 @@
 """The sink on the stack's real S3 server (s3proxy): the same segments as a local directory, an outage
-of the server reported by ``/readyz`` and ridden out without losing anything, and the CLI's readers
-(export, inspect) on ``s3://`` URLs."""
+of the server reported by ``/readyz`` and ridden out without losing anything, ``kill -9`` without losing
+anything, and the CLI's readers (export, inspect) on ``s3://`` URLs."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +24,11 @@ from pipeline.sink.synthetic import synthetic_events
 from pipeline.stack.stack import LocalStack
 from tests.integration.test_sink import (
     KUBETAPE,
+    _count_lines,
     _http_port,
     _names,
     _t0,
+    _wait_for_lines,
     direct_trace,
     produce,
     wait_committed,
@@ -136,6 +139,33 @@ async def test_readyz_reports_an_s3_outage_and_nothing_is_lost(
         await wait_committed(kafka_bootstrap, group, topic, 2, within=180)
         assert sink.poll() is None, log.read_text()[-3000:]
     assert "segment store unreachable: not ready" in log.read_text()
+    assert _export(s3_url, t0, t0 + 600_000) == direct_trace(events, t0, t0 + 600_000)
+
+
+async def test_kill_9_of_a_sink_writing_to_s3_gives_a_byte_identical_export(
+    kafka_bootstrap: str, s3_url: str, tmp_path: Path
+) -> None:
+    """SIGKILL right after a segment reached S3 (before its offsets are committed) and during start-up:
+    the restarted sink resumes from the store and the export equals the direct fold."""
+    names = topic, group, _dlq = _names("s3kill")
+    await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 2)
+    t0 = _t0()
+    events = synthetic_events(3_000, t0, 600_000)
+    log = tmp_path / "sink.log"
+    for index, chunk in enumerate(events[i : i + 1_000] for i in range(0, len(events), 1_000)):
+        with _sink_process(kafka_bootstrap, names, s3_url, log) as sink:
+            written_before = _count_lines(log, "segment written")
+            await produce(kafka_bootstrap, topic, chunk)
+            if index % 2 == 0:
+                await _wait_for_lines(log, "segment written", written_before + 1, within=120)
+            else:
+                await asyncio.sleep(0.5)  # still starting: joining the group, restoring from S3
+            sink.send_signal(signal.SIGKILL)
+            sink.wait()
+    with _sink_process(kafka_bootstrap, names, s3_url, log) as sink:
+        await wait_committed(kafka_bootstrap, group, topic, 2, within=180)
+        sink.terminate()
+        assert sink.wait(timeout=60) == 0, log.read_text()[-3000:]
     assert _export(s3_url, t0, t0 + 600_000) == direct_trace(events, t0, t0 + 600_000)
 
 

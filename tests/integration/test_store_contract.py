@@ -13,7 +13,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import obstore
 import pytest
+from obstore import exceptions as obs_errors
 
 from pipeline.formats.segment import PartitionRange, build_segment, encode_segment
 from pipeline.io.s3_store import S3SegmentStore, segment_key
@@ -28,6 +30,7 @@ from pipeline.io.segment_store import (
 from pipeline.io.store_url import open_segment_store
 from pipeline.model.errors import ConfigError, FormatError, TransientError
 from pipeline.sink.synthetic import applied, deployment
+from pipeline.stack.stack import LocalStack
 
 T0 = 1_763_700_000_000
 
@@ -205,3 +208,21 @@ def test_on_a_server_without_conditional_writes_the_rules_hold_for_one_writer_at
     assert store.get(name) == whole
     assert store.claim_source("kafka:c1/t") == "kafka:c1/t"
     assert store.claim_source("kafka:c2/t") == "kafka:c1/t"
+
+
+def test_the_stacks_s3_server_runs_and_honours_conditional_puts(local_stack: LocalStack, s3_url: str) -> None:
+    """What the S3 store relies on, asked of the server directly: If-None-Match: * and If-Match on PUT."""
+    status = local_stack.status()["s3"]
+    assert isinstance(status, dict)
+    assert status["running"], status
+    store = open_segment_store(s3_url)
+    assert isinstance(store, S3SegmentStore)
+    raw = store._store
+    first = obstore.put(raw, "probe", b"1", mode="create")
+    with pytest.raises(obs_errors.AlreadyExistsError):
+        obstore.put(raw, "probe", b"2", mode="create")
+    second = obstore.put(raw, "probe", b"3", mode={"e_tag": first["e_tag"]})
+    with pytest.raises(obs_errors.PreconditionError):
+        obstore.put(raw, "probe", b"4", mode={"e_tag": first["e_tag"]})  # stale ETag
+    assert bytes(obstore.get(raw, "probe").bytes()) == b"3"
+    assert second["e_tag"] != first["e_tag"]
