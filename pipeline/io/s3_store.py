@@ -115,6 +115,9 @@ def _epoch_prefix(partition: int) -> str:
 class S3SegmentStore:
     """The segment store on an S3-compatible object store (see the module docstring)."""
 
+    read_concurrency = 16
+    """Headers a catalog reads at once (:mod:`pipeline.sink.catalog`): each is one request."""
+
     def __init__(self, location: S3Location, *, timeout_s: float = 30.0, retry_s: float = 15.0) -> None:
         self.location = location
         config, client = _connection(location)

@@ -13,6 +13,7 @@ import contextlib
 import gc
 import logging
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,7 @@ from pipeline.io.topics import DEADLETTER_TOPIC
 from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, KubetapeError, TransientError
 from pipeline.sink.catalog import SegmentCatalog
-from pipeline.sink.export import ExportFormat, ExportRequest, export_window, filters_from_json
+from pipeline.sink.export import ExportFormat, ExportRequest, ExportResult, export_window, filters_from_json
 from pipeline.sink.retention import apply_retention
 from pipeline.sink.sink import Sink, SinkSettings
 
@@ -233,9 +234,19 @@ def export_request_from_json(body: Any) -> ExportRequest:
 
 
 def _exporter(store: SegmentStore) -> ExportFn:
+    # One catalog for every request: a refresh reads only the headers of segments new since the last
+    # export (on an object store each header is a request). Exports take turns: a catalog is not
+    # thread-safe, and each export uses the machine's CPU fully anyway.
+    catalog = SegmentCatalog(store)
+    turn = threading.Lock()
+
+    def export_in_turn(request: ExportRequest) -> ExportResult:
+        with turn:
+            return export_window(catalog, request)
+
     async def export(body: Any) -> ExportReply:
         request = export_request_from_json(body)
-        result = await asyncio.to_thread(export_window, SegmentCatalog(store), request)
+        result = await asyncio.to_thread(export_in_turn, request)
         return ExportReply(result.data, result.events, result.warnings)
 
     return export

@@ -38,7 +38,7 @@ from tests.polling import eventually
 
 @contextlib.contextmanager
 def _sink_process(
-    bootstrap: str, names: tuple[str, str, str], store: str, log: Path
+    bootstrap: str, names: tuple[str, str, str], store: str, log: Path, token: str = ""
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``kubetape sink`` on ``store`` (the AWS_* variables of this process reach the S3 server)."""
     topic, group, dlq = names
@@ -48,7 +48,8 @@ def _sink_process(
         "--idle-close", "1s", "--keyframe-every", "3", "--batch", "700", "--partitions", "2",
     ]  # fmt: skip
     with log.open("ab") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=out, env=dict(os.environ))
+        env = {**os.environ, "KUBETAPE_TOKEN": token}
+        process = subprocess.Popen(args, stdout=out, stderr=out, env=env)
     try:
         yield process
     finally:
@@ -73,7 +74,8 @@ async def test_a_sink_on_s3_stores_what_a_sink_on_a_directory_stores(
     kafka_bootstrap: str, s3_url: str, tmp_path: Path
 ) -> None:
     """Two sinks (two groups) read one topic, one into S3 and one into a directory: the exports are the
-    same bytes, the direct fold's; `kubetape export` and `kubetape inspect` read the S3 store."""
+    same bytes, the direct fold's, also over POST /export; `kubetape export` and `kubetape inspect` read
+    the S3 store."""
     topic, group, dlq = _names("s3same")
     await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 2)
     t0 = _t0()
@@ -81,16 +83,25 @@ async def test_a_sink_on_s3_stores_what_a_sink_on_a_directory_stores(
     await produce(kafka_bootstrap, topic, events)
     local = str(tmp_path / "segments")
     with (
-        _sink_process(kafka_bootstrap, (topic, group, dlq), s3_url, tmp_path / "s3.log") as on_s3,
+        _sink_process(kafka_bootstrap, (topic, group, dlq), s3_url, tmp_path / "s3.log", "tok") as on_s3,
         _sink_process(kafka_bootstrap, (topic, group + "-local", dlq), local, tmp_path / "local.log"),
     ):
         await wait_committed(kafka_bootstrap, group, topic, 2, within=180)
         await wait_committed(kafka_bootstrap, group + "-local", topic, 2, within=180)
+        url = f"http://127.0.0.1:{_http_port(tmp_path / 's3.log')}/export"
+        body = {"start_ms": t0, "end_ms": t0 + 600_000}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, json=body, headers={"Authorization": "Bearer tok"}) as resp,
+        ):
+            assert resp.status == 200, await resp.text()
+            over_http = await resp.read()
         on_s3.terminate()
         assert on_s3.wait(timeout=60) == 0, (tmp_path / "s3.log").read_text()[-3000:]
     expected = direct_trace(events, t0, t0 + 600_000)
     assert _export(local, t0, t0 + 600_000) == expected
     assert _export(s3_url, t0, t0 + 600_000) == expected
+    assert over_http == expected  # POST /export of the sink writing to S3
     window = (t0 + 120_000, t0 + 300_000)
     assert _export(s3_url, *window) == _export(local, *window)
 

@@ -29,6 +29,7 @@ from pipeline.io.segment_store import (
 )
 from pipeline.io.store_url import open_segment_store
 from pipeline.model.errors import ConfigError, FormatError, TransientError
+from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.synthetic import applied, deployment
 from pipeline.stack.stack import LocalStack
 
@@ -226,3 +227,18 @@ def test_the_stacks_s3_server_runs_and_honours_conditional_puts(local_stack: Loc
         obstore.put(raw, "probe", b"4", mode={"e_tag": first["e_tag"]})  # stale ETag
     assert bytes(obstore.get(raw, "probe").bytes()) == b"3"
     assert second["e_tag"] != first["e_tag"]
+
+
+def test_the_catalog_reads_every_header_and_names_the_unreadable_ones(store: SegmentStore) -> None:
+    """Many headers at once (read concurrently from an object store), one of them garbage."""
+    epoch = store.acquire_epoch(0)
+    written = [_segment(0, first, first + 4, epoch) for first in range(0, 200, 5)]
+    for name, data, fence in written:
+        store.put(name, data, fence)
+    store.put(segment_name(1, 0), b"not a segment")
+    catalog = SegmentCatalog(store)
+    catalog.refresh()
+    assert [e.name for e in catalog.entries()] == [name for name, _, _ in written]
+    assert list(catalog.corrupt) == [segment_name(1, 0)]
+    assert catalog.next_offset(0) == 200
+    assert catalog.next_offset(1) == 1
