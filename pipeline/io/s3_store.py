@@ -6,8 +6,12 @@
     epochs/p0003/0000000007                     the partition's fencing epoch: the highest marker
     kubetape-store.json                         the topic identity the store was filled from
 
-Grouping segment keys by partition keeps a listing proportional to what is asked for: the catalog lists
-``segments/`` (1,000 keys per request), and a reader of one partition lists one prefix.
+Grouping segment keys by partition keeps a listing proportional to what is asked for: a reader of one
+partition lists one prefix. The catalog lists ``segments/`` at 1,000 keys per request and reads only
+the headers it has not seen (16 at a time; the sink's ``/export`` keeps its catalog between requests),
+so a month of 6 partitions at 60 s windows (260k segments) costs 260 listing requests per export, not
+260k reads. An export cannot list less without an index: a segment written after the window (by
+offset) may still hold late events inside it, and the export must fold them in to equal the stream.
 
 **Atomicity.** A PUT is atomic by nature: a reader sees the old object or the new one, never a part.
 

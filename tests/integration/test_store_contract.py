@@ -30,6 +30,9 @@ from pipeline.io.segment_store import (
 from pipeline.io.store_url import open_segment_store
 from pipeline.model.errors import ConfigError, FormatError, TransientError
 from pipeline.sink.catalog import SegmentCatalog
+from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
+from pipeline.sink.export import ExportRequest, export_window
+from pipeline.sink.retention import apply_retention
 from pipeline.sink.synthetic import applied, deployment
 from pipeline.stack.stack import LocalStack
 
@@ -242,3 +245,21 @@ def test_the_catalog_reads_every_header_and_names_the_unreadable_ones(store: Seg
     assert list(catalog.corrupt) == [segment_name(1, 0)]
     assert catalog.next_offset(0) == 200
     assert catalog.next_offset(1) == 1
+
+
+def test_retention_removes_the_same_segments_and_keeps_later_ranges(store: SegmentStore) -> None:
+    """Retention on either store: the segments before the anchoring keyframe go, a later range exports
+    the same bytes as before."""
+    compactor = PartitionCompactor(0, CompactionSettings(window_ms=1_000, keyframe_every=2))
+    closed = []
+    for i in range(7):
+        event = applied(T0 + i * 1_000, deployment("ns", f"d{i % 3}", i + 1), 100 + i)
+        closed += compactor.add(i, event, 0.0)
+    for c in closed:
+        store.put(c.name, encode_segment(c.segment))
+    request = ExportRequest(T0 + 2_500, T0 + 6_000)
+    before = export_window(SegmentCatalog(store), request).data
+    removed = apply_retention(SegmentCatalog(store), cutoff_ms=T0 + 3_500)
+    assert removed == ["p0000-000000000000000.kseg", "p0000-000000000000001.kseg"]
+    assert [s.name for s in store.list()] == [c.name for c in closed[2:]]
+    assert export_window(SegmentCatalog(store), request).data == before
