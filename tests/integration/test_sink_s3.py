@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -119,6 +120,50 @@ async def test_a_sink_on_s3_stores_what_a_sink_on_a_directory_stores(
     assert shown.returncode == 0, shown.stderr
     assert first.name in shown.stdout
     assert read_segment(out).header.start_ms == t0
+
+
+async def test_replicas_sharing_one_s3_store_each_export_every_partition(
+    kafka_bootstrap: str, s3_url: str, tmp_path: Path
+) -> None:
+    """Two sink replicas in one group split the partitions but share the store: the POST /export of
+    each one holds every partition's events."""
+    names = topic, group, _dlq = _names("s3replicas")
+    await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 2)
+    t0 = _t0()
+    events = synthetic_events(2_000, t0, 600_000)
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    body = {"start_ms": t0, "end_ms": t0 + 600_000}
+    with (
+        _sink_process(kafka_bootstrap, names, s3_url, logs[0], "tok"),
+        _sink_process(kafka_bootstrap, names, s3_url, logs[1], "tok"),
+    ):
+
+        async def assigned() -> list[int]:
+            return [_count_lines(log, "partition assigned") for log in logs]
+
+        # both in the group before any event: the group splits the partitions, each replica writes its own
+        await eventually(assigned, all, "a partition assigned to each replica", timeout_s=120)
+        await produce(kafka_bootstrap, topic, events)
+        await wait_committed(kafka_bootstrap, group, topic, 2, within=180)
+        written = [_partitions_written(log) for log in logs]
+        assert all(written), f"partitions written per replica: {written}"
+        exports = []
+        async with aiohttp.ClientSession() as session:
+            for log in logs:
+                url = f"http://127.0.0.1:{_http_port(log)}/export"
+                async with session.post(url, json=body, headers={"Authorization": "Bearer tok"}) as resp:
+                    assert resp.status == 200, await resp.text()
+                    exports.append(await resp.read())
+    expected = direct_trace(events, t0, t0 + 600_000)
+    assert exports == [expected, expected]
+
+
+def _partitions_written(log: Path) -> set[str]:
+    return {
+        str(record["partition"])
+        for line in log.read_text().splitlines()
+        if line.startswith("{") and (record := json.loads(line)).get("msg") == "segment written"
+    }
 
 
 async def test_readyz_reports_an_s3_outage_and_nothing_is_lost(
