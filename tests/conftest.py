@@ -1,5 +1,5 @@
-"""Session fixtures: the real local stack (one Kafka broker, one S3 server, KWOK clusters ``source`` and ``sim``),
-started once per test session in a private directory and stopped at the end.
+"""Session fixtures: the real local stack (one Kafka broker, one S3 server, KWOK clusters ``source`` and
+``sim``), started once per test session in a private directory and stopped at the end.
 
 With ``CI=true`` a stack that cannot be built or started fails every test that needs it; elsewhere
 those tests are skipped with the reason, so unit tests stay usable on a laptop without Go or Java.
