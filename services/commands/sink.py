@@ -41,7 +41,9 @@ def add_store_argument(parser: argparse.ArgumentParser) -> None:
         "--segment-dir",
         dest="segment_store",
         type=_store_location,
-        default=parse_store_url(default or DEFAULT_SEGMENT_DIR),
+        # a string default goes through `type` at parse time: a bad $KUBETAPE_SEGMENT_STORE is reported as
+        # this option's error by the commands that read a store, not by every command of the CLI
+        default=default or str(DEFAULT_SEGMENT_DIR),
         metavar="DIR_OR_URL",
         help="segment store: a directory, file:///dir or s3://bucket/prefix (credentials and endpoint from "
         "AWS_* variables; default: $KUBETAPE_SEGMENT_STORE, $KUBETAPE_SEGMENT_DIR or "
