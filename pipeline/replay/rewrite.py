@@ -316,5 +316,10 @@ def autoscaler_node_pool(pool: Mapping[str, Any], settings: RewriteSettings, roo
     meta["ownerReferences"] = [root.owner_reference()]
     template = body.setdefault("spec", {}).setdefault("template", {})
     template_meta = template.setdefault("metadata", {})
-    template_meta["labels"] = {**(template_meta.get("labels") or {}), **settings.node_selector}
+    # the replay label too, so whoever lists the replay's nodes by it (a sweep's observer) sees these
+    template_meta["labels"] = {
+        **(template_meta.get("labels") or {}),
+        **settings.node_selector,
+        REPLAY_LABEL: settings.replay_name,
+    }
     return body

@@ -265,10 +265,8 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_node_pools(path: Path, speed: float) -> tuple[list[dict[str, Any]], list[Any]]:
-    """The NodePools of one ``--nodepool`` file with their time settings divided by ``speed``."""
-    from pipeline.replay.autoscale_settings import scale_nodepool
-
+def read_node_pools(path: Path) -> list[dict[str, Any]]:
+    """The NodePools of one ``--nodepool`` file, as written."""
     try:
         documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
     except OSError as exc:
@@ -277,15 +275,30 @@ def load_node_pools(path: Path, speed: float) -> tuple[list[dict[str, Any]], lis
         raise ConfigError(f"--nodepool: {path} is not valid YAML ({exc})") from None
     if not documents:
         raise ConfigError(f"--nodepool: {path} holds no NodePool")
-    pools: list[dict[str, Any]] = []
-    settings: list[Any] = []
     for index, document in enumerate(documents):
         if not isinstance(document, dict):
             raise ConfigError(f"--nodepool: document {index} of {path} is not a mapping")
-        pool, scaled = scale_nodepool(document, speed, source=f"--nodepool {path} (document {index})")
-        pools.append(pool)
+    return documents
+
+
+def scale_node_pools(
+    pools: list[dict[str, Any]], speed: float, source: str
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """``pools`` with their time settings divided by ``speed``, and every setting as given and applied."""
+    from pipeline.replay.autoscale_settings import scale_nodepool
+
+    scaled_pools: list[dict[str, Any]] = []
+    settings: list[Any] = []
+    for index, document in enumerate(pools):
+        pool, scaled = scale_nodepool(document, speed, source=f"--nodepool {source} (document {index})")
+        scaled_pools.append(pool)
         settings += scaled
-    return pools, settings
+    return scaled_pools, settings
+
+
+def load_node_pools(path: Path, speed: float) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The NodePools of one ``--nodepool`` file with their time settings divided by ``speed``."""
+    return scale_node_pools(read_node_pools(path), speed, str(path))
 
 
 def load_prices(path: Path) -> dict[str, float]:
@@ -326,22 +339,24 @@ def _autoscaler_setup(args: argparse.Namespace) -> tuple[list[dict[str, Any]], l
         more_pools, more_settings = load_node_pools(path, args.speed)
         pools += more_pools
         scaled += more_settings
-    return pools, [*scaled, *_scale_local_karpenter(args)]
+    kubeconfig = args.kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
+    return pools, [*scaled, *scale_local_karpenter(args.stack_dir, kubeconfig, args.speed)]
 
 
-def _scale_local_karpenter(args: argparse.Namespace) -> list[Any]:
+def scale_local_karpenter(stack_dir: Path | None, kubeconfig: Path | None, speed: float) -> list[Any]:
+    """Restart the local stack's Karpenter beside ``kubeconfig`` with its timers divided by ``speed``;
+    the timers as given and applied (or why they were not scaled)."""
     from pipeline.replay.autoscale_settings import scale_karpenter_timers, unscaled_karpenter_timers
     from pipeline.stack.progress import stderr_reporter
     from pipeline.stack.stack import LocalStack
 
-    kubeconfig = args.kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
-    stack = LocalStack(args.stack_dir, report=stderr_reporter)
+    stack = LocalStack(stack_dir, report=stderr_reporter)
     cluster = stack.karpenter_for(kubeconfig) if kubeconfig is not None else None
     if cluster is None:
         return unscaled_karpenter_timers(
             f"not scaled: no Karpenter of the local stack in {stack.stack_dir} runs beside this kubeconfig"
         )
-    timers, settings = scale_karpenter_timers(args.speed)
+    timers, settings = scale_karpenter_timers(speed)
     stack.rescale_karpenter(
         cluster,
         batch_idle_s=timers.batch_idle_s,

@@ -25,6 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.analytics.runs import NodePool, Run, RunInfo
 from pipeline.model.errors import ConfigError
+from pipeline.replay.autoscale_axes import (
+    CONSOLIDATION_POLICIES,
+    INSTANCE_FAMILY_LABEL,
+    AutoscalerAxes,
+    AutoscalerVariant,
+    autoscaler_variants,
+)
 
 if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when a sweep runs
     from pipeline.analytics.snapshots import SnapshotEvents
@@ -65,6 +72,16 @@ def node_pool(name: str, skeleton: Mapping[str, Any], count: int) -> NodePool:
         (parse_quantity(capacity.get("cpu")) or 0.0) * 1000,
         parse_quantity(capacity.get("memory")) or 0.0,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalerSweep:
+    """The autoscaled part of a sweep's grid: NodePool variants (see ``autoscale_axes``) replayed with
+    the local stack's Karpenter, its timers divided by each speed like ``kubetape replay`` does."""
+
+    variants: Sequence[AutoscalerVariant]
+    stack_dir: Path | None = None
+    prices: Mapping[str, float] | None = None
 
 
 # ---- one replay → one run -------------------------------------------------------------------------
@@ -238,30 +255,48 @@ async def run_sweep(
     speeds: Sequence[float],
     nodes: Sequence[NodeOption],
     repetitions: int,
+    autoscaler: AutoscalerSweep | None = None,
+    max_lag_s: float | None = None,
     reliability: str = DEFAULT_RELIABILITY,
     context: str | None = None,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     sample_interval_s: float = 1.0,
 ) -> SweepResult:
-    """Every (speed × node option) configuration ``repetitions`` times, one replay after another."""
+    """Every (speed × (node option or autoscaler variant)) configuration ``repetitions`` times, one
+    replay after another."""
     from pipeline.replay.replayer import ReplaySettings
 
     runs: list[Run] = []
-    grid = list(itertools.product(speeds, nodes))
+    options: list[NodeOption | AutoscalerVariant] = [*nodes, *(autoscaler.variants if autoscaler else ())]
+    grid = list(itertools.product(speeds, options))
     for index, (speed, option) in enumerate(grid):
+        autoscaled = (
+            # restarts the local Karpenter (blocking process management): off the event loop
+            await asyncio.to_thread(_autoscaled_settings, option, autoscaler, kubeconfig, speed)
+            if autoscaler
+            else {}
+        )
+        fixed = option if isinstance(option, NodeOption) else NodeOption(None, None, 0)
         for repetition in range(repetitions):
             name = f"sweep-c{index:02d}-r{repetition}"
             settings = ReplaySettings(
                 speed=speed,
                 replay_name=name,
                 namespace_prefix=name,
-                node_skeleton=option.skeleton,
-                node_count=option.count if option.skeleton is not None else 0,
+                node_skeleton=fixed.skeleton,
+                node_count=fixed.count if fixed.skeleton is not None else 0,
                 sample_interval_s=sample_interval_s,
+                max_lag_s=max_lag_s,
+                **autoscaled,
             )
-            pool = option.pool
-            described = f"{pool.skeleton}:{pool.count}" if pool else "none"
-            say(f"[sweep] {name}: speed {speed:g}, nodes {described}")
+            pool = fixed.pool
+            if isinstance(option, NodeOption):
+                labels: dict[str, str] = {}
+                described = f"nodes {pool.skeleton}:{pool.count}" if pool else "no nodes"
+            else:
+                labels = dict(option.labels)
+                described = f"Karpenter with {option.describe()}"
+            say(f"[sweep] {name}: speed {speed:g}, {described}")
             run = await replay_to_run(
                 kubeconfig,
                 trace_path,
@@ -269,10 +304,29 @@ async def run_sweep(
                 out_dir / name,
                 pool=pool,
                 repetition=repetition,
+                labels=labels,
                 context=context,
             )
             runs.append(run)
     return summarize_sweep(runs, reliability)
+
+
+def _autoscaled_settings(
+    option: NodeOption | AutoscalerVariant, autoscaler: AutoscalerSweep, kubeconfig: Path, speed: float
+) -> dict[str, Any]:
+    """The ``ReplaySettings`` fields of an autoscaled configuration (none for a fixed pool): its
+    NodePools with their timers divided by ``speed``, and the local Karpenter restarted likewise."""
+    from services.commands.replay import scale_local_karpenter, scale_node_pools
+
+    if isinstance(option, NodeOption):
+        return {}
+    pools, scaled = scale_node_pools(list(option.pools), speed, option.describe())
+    timers = scale_local_karpenter(autoscaler.stack_dir, kubeconfig, speed)
+    return {
+        "autoscaler_node_pools": tuple(pools),
+        "autoscaler_settings": (*scaled, *timers),
+        "prices": autoscaler.prices,
+    }
 
 
 def parse_node_option(text: str) -> NodeOption:
@@ -307,9 +361,47 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--nodes",
         action="append",
-        required=True,
+        default=[],
         metavar="SKELETON.yaml:N",
-        help="a node pool of the grid (repeatable), or 'none' for no virtual nodes",
+        help="a fixed node pool of the grid (repeatable), or 'none' for no virtual nodes",
+    )
+    autoscaler = parser.add_argument_group(
+        "autoscaler axes",
+        "with --autoscaler karpenter --nodepool POOL.yaml, every combination of the values below is a "
+        "configuration beside the fixed pools (an axis without values keeps the file's setting)",
+    )
+    autoscaler.add_argument("--autoscaler", choices=["karpenter"], default=None)
+    autoscaler.add_argument(
+        "--nodepool", type=Path, default=None, metavar="POOL.yaml", help="the Karpenter NodePools to vary"
+    )
+    autoscaler.add_argument(
+        "--consolidation-policy", action="append", default=[], choices=list(CONSOLIDATION_POLICIES)
+    )
+    autoscaler.add_argument(
+        "--consolidate-after", action="append", default=[], metavar="DURATION", help="e.g. 30s, 5m or Never"
+    )
+    autoscaler.add_argument(
+        "--instance-families",
+        action="append",
+        default=[],
+        metavar="F1,F2",
+        help=f"families the NodePools may launch ({INSTANCE_FAMILY_LABEL} In F1,F2)",
+    )
+    autoscaler.add_argument("--limit-cpu", action="append", default=[], metavar="CPU", help="spec.limits.cpu")
+    autoscaler.add_argument("--prices", type=Path, default=None, metavar="PRICES.yaml", help="$/hour by type")
+    autoscaler.add_argument(
+        "--stack-dir",
+        type=Path,
+        default=None,
+        help="the local stack whose Karpenter runs beside --kubeconfig (restarted with scaled timers)",
+    )
+    parser.add_argument(
+        "--max-lag",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="hold the trace clock while the cluster is this far behind (as `kubetape replay --max-lag`; "
+        "autoscaled sweeps want it: pods wait for Karpenter's nodes)",
     )
     parser.add_argument("--repetitions", type=int, default=3, help="replays per configuration (default 3)")
     parser.add_argument(
@@ -333,6 +425,11 @@ def _run(args: argparse.Namespace) -> int:
             f"--reliability {args.reliability!r} is not a run metric; choose one of {', '.join(METRICS)}"
         )
     options = [parse_node_option(text) for text in args.nodes]
+    autoscaler = _autoscaler_sweep(args)
+    if not options and autoscaler is None:
+        raise ConfigError("give the grid a fixed pool (--nodes SKELETON.yaml:N) or --autoscaler karpenter")
+    if args.max_lag is not None and args.max_lag <= 0:
+        raise ConfigError(f"--max-lag must be positive, got {args.max_lag}")
     result = asyncio.run(
         run_sweep(
             args.kubeconfig,
@@ -341,6 +438,8 @@ def _run(args: argparse.Namespace) -> int:
             speeds=speeds,
             nodes=options,
             repetitions=args.repetitions,
+            autoscaler=autoscaler,
+            max_lag_s=args.max_lag,
             reliability=args.reliability,
             context=args.context,
         )
@@ -352,6 +451,27 @@ def _run(args: argparse.Namespace) -> int:
         print(render_sweep_text(result))
         print(f"report: {args.out / 'report.html'}")
     return 0
+
+
+def _autoscaler_sweep(args: argparse.Namespace) -> AutoscalerSweep | None:
+    from services.commands.replay import load_prices, read_node_pools
+
+    axes = AutoscalerAxes(
+        consolidation_policies=args.consolidation_policy,
+        consolidate_after=args.consolidate_after,
+        instance_families=[text.split(",") for text in args.instance_families],
+        cpu_limits=args.limit_cpu,
+    )
+    if args.autoscaler is None:
+        varied = (args.consolidation_policy, args.consolidate_after, args.instance_families, args.limit_cpu)
+        if args.nodepool is not None or any(varied):
+            raise ConfigError("--nodepool and the autoscaler axes vary Karpenter: add --autoscaler karpenter")
+        return None
+    if args.nodepool is None:
+        raise ConfigError("--autoscaler karpenter needs --nodepool POOL.yaml, the NodePools to vary")
+    variants = autoscaler_variants(read_node_pools(args.nodepool), axes)
+    prices = load_prices(args.prices) if args.prices is not None else None
+    return AutoscalerSweep(variants, args.stack_dir, prices)
 
 
 def write_sweep_outputs(result: SweepResult, out_dir: Path, render: Callable[..., str]) -> None:

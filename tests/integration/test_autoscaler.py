@@ -210,3 +210,78 @@ def test_karpenter_launches_nodes_for_pending_pods_and_consolidation_removes_the
     print(f"nodes consolidated {consolidated_after_s:.1f} s after the replay ended")
     cluster = local_stack.cluster("sim", local_stack.info().bin_dir)
     cluster.kubectl("delete", "replayroot", f"kubetape-{name}", "--cascade=foreground", "--timeout=120s")
+
+
+SWEEP_HIGH, SWEEP_LOW = 12, 2
+SWEEP_SCALE_DOWN_MS, SWEEP_END_MS = 60_000, 460_000
+"""Twelve one-CPU pods for the first trace minute, then two for almost seven minutes (46 s of wall time
+at ×10): long enough for consolidation to act, short enough for six replays in one test."""
+
+
+def _write_sweep_trace(path: Path) -> None:
+    events = [
+        Event.applied(0, key_of(_deployment(SWEEP_HIGH)), _deployment(SWEEP_HIGH), 0),
+        Event.applied(SWEEP_SCALE_DOWN_MS, key_of(_deployment(SWEEP_LOW)), _deployment(SWEEP_LOW), 1),
+    ]
+    segment = build_segment(events, start_ms=0, end_ms=SWEEP_END_MS, kind=SegmentKind.TRACE)
+    path.write_bytes(encode_segment(segment))
+
+
+@pytest.mark.timeout(1800)
+async def test_a_sweep_over_consolidation_policies_orders_node_hours_and_draws_both_on_the_frontier_chart(
+    local_stack: LocalStack, karpenter_sim: str, tmp_path: Path
+) -> None:
+    from pipeline.analytics.compare import run_metrics
+    from pipeline.analytics.report_html import render_report
+    from pipeline.replay.autoscale_axes import AutoscalerAxes, autoscaler_variants
+    from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
+    from services.commands.replay import read_node_pools
+    from services.commands.sweep import AutoscalerSweep, parse_node_option, run_sweep, write_sweep_outputs
+
+    trace, pool, out = tmp_path / "burst.ktrace", tmp_path / "pool.yaml", tmp_path / "sweep"
+    _write_sweep_trace(trace)
+    _write_pool(pool)
+    policies = ["WhenEmpty", "WhenEmptyOrUnderutilized"]
+    variants = autoscaler_variants(read_node_pools(pool), AutoscalerAxes(consolidation_policies=policies))
+    result = await run_sweep(
+        local_stack.info().kubeconfigs[karpenter_sim],
+        trace,
+        out,
+        speeds=[SPEED],
+        nodes=[parse_node_option(f"{DEFAULT_NODE_SKELETON}:2")],  # 16 CPUs: the peak fits
+        repetitions=2,
+        autoscaler=AutoscalerSweep(variants, local_stack.stack_dir),
+        max_lag_s=5.0,  # the clock waits for Karpenter's nodes, so the scale-down follows the pods
+        say=print,
+    )
+    by_policy: dict[str, list[float]] = {}
+    for run in result.runs:
+        policy = run.info.labels.get("consolidation", "fixed")
+        by_policy.setdefault(policy, []).append(run_metrics(run)["node_hours"])
+        running = [s["pods_running"] for s in run.report["timeline"]["replay"]]
+        assert max(running) == SWEEP_HIGH, (run.info.name, running)
+        if policy != "fixed":  # every autoscaled run started from zero nodes and got some from Karpenter
+            autoscale = run.report["autoscale"]
+            assert autoscale["nodes_at_start"] == 0, (run.info.name, autoscale)
+            assert autoscale["launches"] >= 1, (run.info.name, autoscale)
+    print(json.dumps(by_policy))
+    assert {policy: len(hours) for policy, hours in by_policy.items()} == {
+        "fixed": 2,
+        "WhenEmpty": 2,
+        "WhenEmptyOrUnderutilized": 2,
+    }
+    # the sweep's own observation saw Karpenter's nodes (they carry the replay label)
+    assert min(by_policy["WhenEmpty"]) > 0, by_policy
+    # consolidating underutilized nodes never costs more than waiting for them to empty
+    mean = {policy: sum(hours) / len(hours) for policy, hours in by_policy.items()}
+    assert mean["WhenEmptyOrUnderutilized"] <= mean["WhenEmpty"], by_policy
+
+    configs = {run.info.labels.get("consolidation", "fixed"): run.info.config for run in result.runs}
+    assert set(result.points) == set(configs.values())
+    assert result.frontier, result.points
+    write_sweep_outputs(result, out, render_report)
+    document = json.loads((out / "sweep.json").read_text())
+    assert set(document["points"]) == set(configs.values())
+    html = (out / "report.html").read_text()
+    for config in configs.values():
+        assert f'data-config="{config}"' in html, config
