@@ -202,6 +202,7 @@ def parse_nodes(text: str) -> tuple[dict[str, Any], int]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from pipeline.replay.autoscale_nodes import judge_node_counts, without_autoscaler_nodes
     from pipeline.replay.plan import plan_replay
     from pipeline.replay.replayer import ReplaySettings
 
@@ -251,7 +252,12 @@ def _run(args: argparse.Namespace) -> int:
         report = asyncio.run(_replay(args, settings, None))
     else:
         plan = plan_replay(asyncio.run(_load_source(args)), settings.speed)
+        recorded_nodes: list[tuple[int, int]] = []
+        if node_pools:  # the simulated autoscaler makes the nodes; the recorded ones are the reference
+            plan, recorded_nodes = without_autoscaler_nodes(plan)
         report = asyncio.run(_replay(args, settings, plan))
+        span_ms = settings.duration_ms if settings.duration_ms is not None else plan.end_ms - plan.start_ms
+        judge_node_counts(report, recorded_nodes, settings.speed, span_ms)
     print(report.summary())
     if args.report_json is not None:
         args.report_json.write_text(json.dumps(report.to_json(), indent=2) + "\n")

@@ -164,6 +164,7 @@ async def replay_to_run(
     from pipeline.formats.trace import initial_events, read_trace
     from pipeline.io.kube import kube_api
     from pipeline.io.kube_apply import KubeApplier
+    from pipeline.replay.autoscale_nodes import judge_node_counts, without_autoscaler_nodes
     from pipeline.replay.plan import plan_replay
     from pipeline.replay.replayer import Replayer
 
@@ -172,6 +173,9 @@ async def replay_to_run(
         pool = node_pool(skeleton_name, settings.node_skeleton, settings.node_count)
     trace = read_trace(trace_path)
     plan = plan_replay(trace, settings.speed)
+    recorded_nodes: list[tuple[int, int]] = []
+    if settings.autoscaler_node_pools:  # as `kubetape replay` does: the recorded nodes are the reference
+        plan, recorded_nodes = without_autoscaler_nodes(plan)
     span_ms = settings.duration_ms if settings.duration_ms is not None else plan.end_ms - plan.start_ms
     end_ms = plan.start_ms + span_ms
     recorded = fold_events(initial_events(trace, time_ordered=True), origin_ms=plan.start_ms, end_ms=end_ms)
@@ -187,6 +191,7 @@ async def replay_to_run(
             await observer.observe()
             await asyncio.wait({task}, timeout=interval_s)
         report = task.result()
+    judge_node_counts(report, recorded_nodes, settings.speed, span_ms)
     rows = [*observer.rows, *folder.finish(end_ms)]
     info = RunInfo(
         name=run_dir.name,

@@ -213,15 +213,23 @@ def test_karpenter_launches_nodes_for_pending_pods_and_consolidation_removes_the
 
 
 SWEEP_HIGH, SWEEP_LOW = 12, 2
-SWEEP_SCALE_DOWN_MS, SWEEP_END_MS = 60_000, 460_000
-"""Twelve one-CPU pods for the first trace minute, then two for almost seven minutes (46 s of wall time
-at ×10): long enough for consolidation to act, short enough for six replays in one test."""
+SWEEP_SCALE_DOWN_MS, SWEEP_END_MS = 60_000, 900_000
+"""Twelve one-CPU pods for the first trace minute, then two for fourteen minutes (84 s of wall time at
+×10): consolidation acts within it, and what it saves (a node for most of it) outweighs how many nodes
+Karpenter happened to launch for the peak (two or three, a few trace minutes)."""
+
+
+def _end_marker() -> dict[str, Any]:
+    """A replay ends with its last event: this one keeps it going to the trace's end, through the quiet
+    tail where consolidation happens."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "end", "namespace": "shop"}}
 
 
 def _write_sweep_trace(path: Path) -> None:
     events = [
         Event.applied(0, key_of(_deployment(SWEEP_HIGH)), _deployment(SWEEP_HIGH), 0),
         Event.applied(SWEEP_SCALE_DOWN_MS, key_of(_deployment(SWEEP_LOW)), _deployment(SWEEP_LOW), 1),
+        Event.applied(SWEEP_END_MS - 1_000, key_of(_end_marker()), _end_marker(), 2),
     ]
     segment = build_segment(events, start_ms=0, end_ms=SWEEP_END_MS, kind=SegmentKind.TRACE)
     path.write_bytes(encode_segment(segment))
