@@ -41,6 +41,7 @@ REPLAY_ROOT_KIND = "ReplayRoot"
 
 SEGMENTS_MOUNT = "/var/lib/kubetape/segments"
 NODE_POOLS_MOUNT = "/etc/kubetape/node-pools"
+PRICES_FILE = "autoscaler-prices.yaml"
 TERMINATION_LOG = "/dev/termination-log"
 """The replayer writes its JSON report here; the kubelet hands it back in the pod's status (4 KiB max)."""
 KWOK_NODE_LABEL = ("type", "kwok")
@@ -120,18 +121,25 @@ def _metadata(simulation: Mapping[str, Any], name: str, namespace: str, **labels
 def node_pools_config_map(
     simulation: Mapping[str, Any], spec: SimulationSpec, settings: ControllerSettings
 ) -> dict[str, Any] | None:
-    """The node skeletons as files for ``--nodes``; None when the Simulation has no node pools."""
-    if not spec.node_pools:
+    """The node skeletons as files for ``--nodes``, and the autoscaler's NodePools and prices for
+    ``--nodepool``/``--prices``; None when the Simulation has neither."""
+    if not spec.node_pools and spec.autoscaler is None:
         return None
     name = simulation["metadata"]["name"]
+    data = {
+        f"pool-{i}.yaml": yaml.safe_dump(dict(pool.skeleton), sort_keys=False)
+        for i, pool in enumerate(spec.node_pools)
+    }
+    if spec.autoscaler is not None:
+        for i, nodepool in enumerate(spec.autoscaler.node_pools):
+            data[f"autoscaler-pool-{i}.yaml"] = yaml.safe_dump(dict(nodepool), sort_keys=False)
+        if spec.autoscaler.prices is not None:
+            data[PRICES_FILE] = yaml.safe_dump(dict(spec.autoscaler.prices), sort_keys=True)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(simulation, node_pools_name(name), settings.namespace),
-        "data": {
-            f"pool-{i}.yaml": yaml.safe_dump(dict(pool.skeleton), sort_keys=False)
-            for i, pool in enumerate(spec.node_pools)
-        },
+        "data": data,
     }
 
 
@@ -163,6 +171,12 @@ def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[
         args += ["--expect-profile", spec.cluster_profile]
     for i, pool in enumerate(spec.node_pools):
         args += ["--nodes", f"{NODE_POOLS_MOUNT}/pool-{i}.yaml:{pool.count}"]
+    if spec.autoscaler is not None:
+        args += ["--autoscaler", spec.autoscaler.provider]
+        for i in range(len(spec.autoscaler.node_pools)):
+            args += ["--nodepool", f"{NODE_POOLS_MOUNT}/autoscaler-pool-{i}.yaml"]
+        if spec.autoscaler.prices is not None:
+            args += ["--prices", f"{NODE_POOLS_MOUNT}/{PRICES_FILE}"]
     args += ["--report-json", TERMINATION_LOG]
     return args
 
@@ -185,7 +199,7 @@ def replayer_job(
             }
         )
         mounts.append({"name": "segments", "mountPath": SEGMENTS_MOUNT, "readOnly": True})
-    if spec.node_pools:
+    if spec.node_pools or spec.autoscaler is not None:
         volumes.append({"name": "node-pools", "configMap": {"name": node_pools_name(sim_name)}})
         mounts.append({"name": "node-pools", "mountPath": NODE_POOLS_MOUNT, "readOnly": True})
     container: dict[str, Any] = {

@@ -69,6 +69,21 @@ class NodePool:
     count: int
 
 
+AUTOSCALER_PROVIDERS = ("karpenter",)
+"""Autoscalers a replay can run with (``kubetape replay --autoscaler``)."""
+NODEPOOL_API_VERSION = "karpenter.sh/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalerSpec:
+    """``spec.autoscaler``: the provider, its NodePools (created per repetition, timers scaled by the
+    speed) and optional prices ($/hour by instance type) for the report's cost."""
+
+    provider: str
+    node_pools: tuple[Mapping[str, Any], ...]
+    prices: Mapping[str, float] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class SimulationSpec:
     source: TraceSourceSpec
@@ -84,6 +99,8 @@ class SimulationSpec:
     """``spec.maxSpeed``: replay as fast as the cluster keeps up (``--speed max``; needs ``maxLag``)."""
     cluster_profile: str | None = None
     """``spec.clusterProfile``: the profile the simulation cluster must state (``--expect-profile``)."""
+    autoscaler: AutoscalerSpec | None = None
+    """``spec.autoscaler``: nodes made by an autoscaler for pending pods (``--autoscaler``)."""
 
 
 def parse_duration(text: str, where: str) -> float:
@@ -139,6 +156,12 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
     profile = spec.get("clusterProfile")
     if profile is not None and (not isinstance(profile, str) or not profile):
         raise SimulationSpecError(f"spec.clusterProfile: {profile!r} must be a profile name, e.g. large")
+    autoscaler = _parse_autoscaler(spec.get("autoscaler"))
+    if autoscaler is not None and max_speed:
+        raise SimulationSpecError(
+            "spec.autoscaler: its timers are divided by one fixed speed, which spec.maxSpeed does not have; "
+            "give spec.speed instead"
+        )
     return SimulationSpec(
         source=_parse_source(spec.get("source")),
         speed=float(speed),
@@ -152,6 +175,7 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
         else _positive(parse_duration(str(max_lag), "spec.maxLag"), "spec.maxLag"),
         max_speed=max_speed,
         cluster_profile=profile,
+        autoscaler=autoscaler,
     )
 
 
@@ -236,3 +260,43 @@ def _parse_node_pools(pools: Any) -> tuple[NodePool, ...]:
             raise SimulationSpecError(f"{where}.count: {count!r} must be a whole number ≥ 1")
         parsed.append(NodePool(skeleton, count))
     return tuple(parsed)
+
+
+def _parse_autoscaler(autoscaler: Any) -> AutoscalerSpec | None:
+    if autoscaler is None:
+        return None
+    where = "spec.autoscaler"
+    if not isinstance(autoscaler, Mapping):
+        raise SimulationSpecError(f"{where}: must be an object with provider and nodePools")
+    provider = autoscaler.get("provider", "karpenter")
+    if provider not in AUTOSCALER_PROVIDERS:
+        raise SimulationSpecError(
+            f"{where}.provider: {provider!r} is not supported; use {', '.join(AUTOSCALER_PROVIDERS)}"
+        )
+    pools = autoscaler.get("nodePools")
+    if not isinstance(pools, list) or not pools:
+        raise SimulationSpecError(f"{where}.nodePools: give at least one Karpenter NodePool object")
+    for i, pool in enumerate(pools):
+        if (
+            not isinstance(pool, Mapping)
+            or pool.get("apiVersion") != NODEPOOL_API_VERSION
+            or pool.get("kind") != "NodePool"
+            or not (pool.get("metadata") or {}).get("name")
+        ):
+            raise SimulationSpecError(
+                f"{where}.nodePools[{i}]: must be a NodePool (apiVersion: {NODEPOOL_API_VERSION}, kind: "
+                f"NodePool) with metadata.name"
+            )
+    prices = autoscaler.get("prices")
+    if prices is not None and (
+        not isinstance(prices, Mapping)
+        or not all(isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in prices.values())
+    ):
+        raise SimulationSpecError(
+            f"{where}.prices: must map instance types to non-negative $/hour, e.g. kwok-standard-4: 0.192"
+        )
+    return AutoscalerSpec(
+        provider=str(provider),
+        node_pools=tuple(pools),
+        prices=None if prices is None else {str(k): float(v) for k, v in prices.items()},
+    )

@@ -28,10 +28,12 @@ from pipeline.replay.report import ReplayReport
 
 NODE_TOLERANCE = 1
 """Nodes the replay's count may differ from the recording's (beyond the window) and still hold."""
-SETTLE_WALL_S = 30.0
+SETTLE_WALL_S = 10.0
 """Wall seconds at the start not judged: the simulated Karpenter's first launches."""
-WINDOW_WALL_S = 20.0
-"""Wall seconds either side within which the recorded count is matched (reaction delays)."""
+WINDOW_WALL_S = 10.0
+"""Wall seconds either side within which the recorded count is matched: node termination's unscaled
+5 s drain and 5 s requeue (``autoscale_settings.NOT_SCALED``) make a simulated consolidation about ten
+wall seconds later than the scaled timers say."""
 
 
 def is_autoscaler_node(event: Event) -> bool:

@@ -93,7 +93,7 @@ def _write_trace(path: Path) -> None:
     path.write_bytes(encode_segment(build_segment(events, start_ms=0, end_ms=70_000, kind=SegmentKind.TRACE)))
 
 
-def _write_pool(path: Path) -> None:
+def _write_pool(path: Path, consolidate_after: str = "30s") -> None:
     pool = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -115,15 +115,18 @@ def _write_pool(path: Path) -> None:
                     ],
                 }
             },
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s"},
+            "disruption": {
+                "consolidationPolicy": "WhenEmptyOrUnderutilized",
+                "consolidateAfter": consolidate_after,
+            },
             "limits": {"cpu": "64"},
         },
     }
     path.write_text(yaml.safe_dump(pool))
 
 
-def _nodes_of(local_stack: LocalStack, pool: str) -> list[str]:
-    cluster = local_stack.cluster("sim", local_stack.info().bin_dir)
+def _nodes_of(local_stack: LocalStack, pool: str, cluster_name: str = "sim") -> list[str]:
+    cluster = local_stack.cluster(cluster_name, local_stack.info().bin_dir)
     listed = json.loads(cluster.kubectl("get", "nodes", "-l", f"karpenter.sh/nodepool={pool}", "-o", "json"))
     return [n["metadata"]["name"] for n in listed["items"]]
 
@@ -293,3 +296,115 @@ async def test_a_sweep_over_consolidation_policies_orders_node_hours_and_draws_b
     html = (out / "report.html").read_text()
     for config in configs.values():
         assert f'data-config="{config}"' in html, config
+
+
+RECORD_CONSOLIDATE_AFTER = "10s"
+"""Short enough that the recording on ``source`` (real time, Karpenter's default timers) consolidates
+within about a minute; the replay scales it like every setting (1 s at ×10)."""
+RECORD_HOLD_S = 60.0
+"""Recorded seconds at the peak, and after consolidation: six scaled seconds each at ×10."""
+
+
+def _recording_tracer(path: Path) -> None:
+    """The example tracer config with Nodes tracked too: the autoscaler's nodes are part of the recording."""
+    from services.mission import TRACER_CONFIG
+
+    config = yaml.safe_load(TRACER_CONFIG.read_text())
+    config["trackedObjects"]["v1.Node"] = {}
+    path.write_text(yaml.safe_dump(config))
+
+
+def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Path) -> Path:
+    """Karpenter on ``source`` launches nodes for twelve pods and consolidates after the scale-down to
+    two, while the watcher and the sink record it; returns the exported trace."""
+    from services.mission import _kubetape, _Service  # the demo's own service runner, reused
+
+    info = local_stack.info()
+    source = local_stack.cluster("source", info.bin_dir)
+    tracer, segments, trace = workdir / "tracer.yaml", workdir / "segments", workdir / "recorded.kts"
+    _recording_tracer(tracer)
+    source.kubectl("apply", "-f", str(pool))
+    source.kubectl("create", "namespace", "shop")
+    sink = _Service(
+        "sink",
+        ["sink", "--bootstrap", info.bootstrap, "--segment-dir", str(segments),
+         "--group", "autoscaled-recording", "--window", "10s", "--idle-close", "2s"],
+        workdir / "sink.log",
+    )  # fmt: skip
+    watcher = _Service(
+        "watcher",
+        ["watch", "--config", str(tracer), "--kubeconfig", str(info.kubeconfigs["source"]),
+         "--bootstrap", info.bootstrap],
+        workdir / "watcher.log",
+    )  # fmt: skip
+    try:
+        sink.wait_ready()
+        watcher.wait_ready()
+        start_ms = int(time.time() * 1000)
+        source.kubectl("apply", "-f", "-", stdin=json.dumps(_deployment(REPLICAS)))
+        eventually_sync(
+            lambda: source.kubectl(
+                "get", "pods", "-n", "shop", "--field-selector=status.phase=Running", "-o", "name"
+            ),
+            lambda names: len(names.split()) == REPLICAS,
+            f"Karpenter on source to launch nodes for {REPLICAS} pods",
+            timeout_s=RUNNING_BOUND_S,
+        )
+        time.sleep(RECORD_HOLD_S)  # the peak lasts beyond the replay's settle (10 wall s = 100 trace s)
+        source.kubectl("apply", "-f", "-", stdin=json.dumps(_deployment(2)))
+        pool_name = yaml.safe_load(pool.read_text())["metadata"]["name"]
+        eventually_sync(
+            lambda: _nodes_of(local_stack, pool_name, cluster_name="source"),
+            lambda nodes: len(nodes) <= 1,
+            "consolidation on source to leave one node for two pods",
+            timeout_s=CONSOLIDATION_BOUND_S,
+            interval_s=2.0,
+        )
+        time.sleep(RECORD_HOLD_S)  # and the consolidated cluster is compared for a while too
+        end_ms = int(time.time() * 1000)
+        time.sleep(2)  # the last changes reach Kafka before the watcher stops
+    finally:
+        watcher.stop()
+        time.sleep(3)  # the sink's idle-close writes what it holds
+        sink.stop()
+    _kubetape("export", "--segment-dir", str(segments), "--from", str(start_ms), "--to", str(end_ms),
+              "--config", str(tracer), "-o", str(trace))  # fmt: skip
+    return trace
+
+
+def test_an_autoscaled_recording_replays_under_karpenter_with_the_recorded_node_count(
+    local_stack: LocalStack, karpenter_sim: str, tmp_path: Path
+) -> None:
+    pool, report_path = tmp_path / "pool.yaml", tmp_path / "report.json"
+    _write_pool(pool, RECORD_CONSOLIDATE_AFTER)
+    local_stack.start_karpenter("source", KarpenterSettings())
+    try:
+        trace = _record_autoscaled_workload(local_stack, pool, tmp_path)
+    finally:
+        source = local_stack.cluster("source", local_stack.info().bin_dir)
+        source.kubectl("delete", "namespace", "shop", "--ignore-not-found", "--timeout=120s")
+        source.kubectl("delete", "-f", str(pool), "--ignore-not-found", "--timeout=120s")
+        local_stack.stop_karpenter("source")
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "services.cli", "replay", "--trace", str(trace), "--kubeconfig",
+            str(local_stack.info().kubeconfigs[karpenter_sim]), "--speed", str(SPEED),
+            "--autoscaler", "karpenter", "--nodepool", str(pool), "--stack-dir", str(local_stack.stack_dir),
+            "--name", "rerun", "--namespace-prefix", "rerun", "--max-lag", "5", "--quiet",
+            "--report-json", str(report_path),
+        ],
+        capture_output=True, text=True, timeout=400, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(done.stdout)
+    report = json.loads(report_path.read_text())
+    fidelity = report["autoscale"]["node_count_fidelity"]
+    # the recording carried Karpenter's nodes on source: at least two for twelve one-CPU pods
+    assert fidelity["recorded_peak"] >= 2, fidelity
+    # and none of them was replayed as a fixed node: the simulated Karpenter launched its own
+    assert report["autoscale"]["nodes_at_start"] == 0
+    assert report["autoscale"]["launches"] >= 2, report["autoscale"]
+    # every scaled second after the settle is within the tolerance the report states
+    assert fidelity["seconds_compared"] >= 5, fidelity
+    assert fidelity["held"] is True, [e for e in fidelity["per_scaled_second"] if e["error"]]
+    assert "autoscaler nodes vs recording" in done.stdout

@@ -57,10 +57,23 @@ RECORDED = [(10_000, 1), (20_000, 3), (900_000, 1)]
 """One node at 10 s, three at 20 s, one again at 900 s (trace time)."""
 
 
+def judge(replay: list[dict[str, Any]], *, end_ms: float = 1_200_000, tolerance: int = 1) -> dict[str, Any]:
+    """With a 30 s settle and a ±20 s window (wall): 300 and 200 trace seconds at ×10."""
+    return node_count_fidelity(
+        RECORDED,
+        replay,
+        speed=SPEED,
+        end_ms=end_ms,
+        tolerance=tolerance,
+        settle_wall_s=30.0,
+        window_wall_s=20.0,
+    )
+
+
 def test_a_replay_that_follows_the_recording_within_the_window_holds() -> None:
     # the simulated Karpenter reaches three nodes 15 wall s (150 trace s) late and consolidates 10 wall s late
     replay = samples([(0, 0), (50_000, 1), (170_000, 3), (1_000_000, 1)])
-    fidelity = node_count_fidelity(RECORDED, replay, speed=SPEED, end_ms=1_200_000)
+    fidelity = judge(replay)
     assert fidelity["held"] is True
     assert fidelity["max_error"] == 0
     assert fidelity["tolerance_nodes"] == 1
@@ -72,7 +85,7 @@ def test_a_replay_that_follows_the_recording_within_the_window_holds() -> None:
 def test_a_replay_whose_count_strays_beyond_the_tolerance_does_not_hold_and_says_when() -> None:
     # consolidation never happens in the replay: three nodes where the recording went back to one
     replay = samples([(0, 0), (50_000, 3)])
-    fidelity = node_count_fidelity(RECORDED, replay, speed=SPEED, end_ms=1_200_000)
+    fidelity = judge(replay)
     assert fidelity["held"] is False
     assert fidelity["max_error"] == 2
     outside = [e["trace_s"] for e in fidelity["per_scaled_second"] if e["error"] > 1]
@@ -83,14 +96,14 @@ def test_a_replay_whose_count_strays_beyond_the_tolerance_does_not_hold_and_says
 
 def test_one_node_off_is_within_the_stated_tolerance() -> None:
     replay = samples([(0, 2)])  # two nodes throughout: the recording had three, then one
-    fidelity = node_count_fidelity(RECORDED, replay, speed=SPEED, end_ms=1_200_000)
+    fidelity = judge(replay)
     assert fidelity["max_error"] == 1
     assert fidelity["held"] is True
-    assert node_count_fidelity(RECORDED, replay, speed=SPEED, end_ms=1_200_000, tolerance=0)["held"] is False
+    assert judge(replay, tolerance=0)["held"] is False
 
 
 @pytest.mark.parametrize("replay", [[], samples([(0, 1)])])
 def test_nothing_to_compare_before_the_settle_is_not_a_hold(replay: list[dict[str, Any]]) -> None:
-    fidelity = node_count_fidelity(RECORDED, replay, speed=SPEED, end_ms=200_000)
+    fidelity = judge(replay, end_ms=200_000)
     assert fidelity["seconds_compared"] == 0
     assert fidelity["held"] is False
