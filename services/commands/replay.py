@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +160,14 @@ def register(subparsers: Any) -> None:
         "(default: the price label Karpenter's KWOK provider puts on each node)",
     )
     parser.add_argument(
+        "--instance-types",
+        type=Path,
+        default=None,
+        metavar="TYPES.json",
+        help="with --autoscaler: the instance types the stack's Karpenter offers (its KWOK provider's JSON); "
+        "default: those of the Nodes the trace recorded (instance-type, zone, capacity labels), if any",
+    )
+    parser.add_argument(
         "--stack-dir",
         type=Path,
         default=None,
@@ -249,11 +259,17 @@ def _run(args: argparse.Namespace) -> int:
         prices=prices,
     )
     if args.follow:
+        if node_pools:
+            timers = scale_local_karpenter(args.stack_dir, _kubeconfig(args), args.speed)
+            settings = dataclasses.replace(settings, autoscaler_settings=(*scaled, *timers))
         report = asyncio.run(_replay(args, settings, None))
     else:
         plan = plan_replay(asyncio.run(_load_source(args)), settings.speed)
         recorded_nodes: list[tuple[int, int]] = []
         if node_pools:  # the simulated autoscaler makes the nodes; the recorded ones are the reference
+            types = recorded_instance_types(args, plan, prices)
+            timers = scale_local_karpenter(args.stack_dir, _kubeconfig(args), args.speed, types)
+            settings = dataclasses.replace(settings, autoscaler_settings=(*scaled, *timers))
             plan, recorded_nodes = without_autoscaler_nodes(plan)
         report = asyncio.run(_replay(args, settings, plan))
         span_ms = settings.duration_ms if settings.duration_ms is not None else plan.end_ms - plan.start_ms
@@ -327,9 +343,10 @@ def _autoscaler_setup(args: argparse.Namespace) -> tuple[list[dict[str, Any]], l
     """NodePools to create and every scaled setting; restarts the local stack's Karpenter with its
     batch windows divided by the speed when it runs beside ``--kubeconfig``."""
     if args.autoscaler is None:
-        if args.nodepool or args.prices is not None:
+        if args.nodepool or args.prices is not None or args.instance_types is not None:
             raise ConfigError(
-                "--nodepool and --prices describe an autoscaled replay: add --autoscaler karpenter"
+                "--nodepool, --prices and --instance-types describe an autoscaled replay: "
+                "add --autoscaler karpenter"
             )
         return [], []
     if args.speed == MAX_SPEED:
@@ -345,16 +362,29 @@ def _autoscaler_setup(args: argparse.Namespace) -> tuple[list[dict[str, Any]], l
         more_pools, more_settings = load_node_pools(path, args.speed)
         pools += more_pools
         scaled += more_settings
-    kubeconfig = args.kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
-    return pools, [*scaled, *scale_local_karpenter(args.stack_dir, kubeconfig, args.speed)]
+    return pools, scaled
 
 
-def scale_local_karpenter(stack_dir: Path | None, kubeconfig: Path | None, speed: float) -> list[Any]:
-    """Restart the local stack's Karpenter beside ``kubeconfig`` with its timers divided by ``speed``;
-    the timers as given and applied (or why they were not scaled)."""
-    from pipeline.replay.autoscale_settings import scale_karpenter_timers, unscaled_karpenter_timers
+def _kubeconfig(args: argparse.Namespace) -> Path | None:
+    return args.kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
+
+
+def scale_local_karpenter(
+    stack_dir: Path | None,
+    kubeconfig: Path | None,
+    speed: float,
+    instance_types: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """Restart the local stack's Karpenter beside ``kubeconfig`` with its timers divided by ``speed``
+    and, when given, other instance types (``source``: where they came from; ``types``: the provider's
+    JSON); the settings as given and applied (or why they were not scaled)."""
+    from pipeline.replay.autoscale_settings import (
+        ScaledSetting,
+        scale_karpenter_timers,
+        unscaled_karpenter_timers,
+    )
     from pipeline.stack.progress import stderr_reporter
-    from pipeline.stack.stack import LocalStack
+    from pipeline.stack.stack import LocalStack, StackState
 
     stack = LocalStack(stack_dir, report=stderr_reporter)
     cluster = stack.karpenter_for(kubeconfig) if kubeconfig is not None else None
@@ -363,14 +393,53 @@ def scale_local_karpenter(stack_dir: Path | None, kubeconfig: Path | None, speed
             f"not scaled: no Karpenter of the local stack in {stack.stack_dir} runs beside this kubeconfig"
         )
     timers, settings = scale_karpenter_timers(speed)
-    stack.rescale_karpenter(
+    running = StackState.load(stack.state_path).karpenter[cluster].settings()
+    types_path = running.instance_types
+    if instance_types is not None:
+        types_path = stack.stack_dir / f"karpenter-instance-types-{cluster}.json"
+        types_path.write_text(json.dumps(instance_types["types"], indent=2) + "\n")
+        names = ", ".join(t["name"] for t in instance_types["types"])
+        settings.append(ScaledSetting("Karpenter instance types", instance_types["source"], names))
+    stack.start_karpenter(
         cluster,
-        batch_idle_s=timers.batch_idle_s,
-        batch_max_s=timers.batch_max_s,
-        polling_period_s=timers.polling_period_s,
-        validation_delay_s=timers.validation_delay_s,
+        dataclasses.replace(
+            running,
+            batch_idle_s=timers.batch_idle_s,
+            batch_max_s=timers.batch_max_s,
+            polling_period_s=timers.polling_period_s,
+            validation_delay_s=timers.validation_delay_s,
+            instance_types=types_path,
+        ),
     )
     return settings
+
+
+def recorded_instance_types(args: argparse.Namespace, plan: Any, prices: Mapping[str, float] | None) -> Any:
+    """``--instance-types FILE``, else the instance types of the Nodes the trace recorded, else None
+    (the local Karpenter keeps the types it runs with)."""
+    from pipeline.replay.autoscale_instance_types import instance_types_from_nodes
+
+    if args.instance_types is not None:
+        try:
+            types = json.loads(args.instance_types.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"--instance-types: cannot read {args.instance_types} as JSON ({exc}); give the KWOK "
+                f"provider's instance-types file (see pipeline/stack/resources/karpenter-instance-types.json)"
+            ) from None
+        return {"source": f"file {args.instance_types}", "types": types}
+    nodes = [
+        step.payload.obj
+        for step in plan.steps
+        if step.payload.obj is not None and step.payload.obj.get("kind") == "Node"
+    ]
+    derived = instance_types_from_nodes(nodes, prices)
+    if not derived.instance_types:
+        return None
+    source = f"derived from {len(nodes)} recorded Node event(s)"
+    if derived.unpriced:
+        source += f"; priced 0 for want of a price: {', '.join(derived.unpriced)}"
+    return {"source": source, "types": derived.instance_types}
 
 
 def _check_source_arguments(args: argparse.Namespace) -> None:
