@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from pipeline.model.errors import ConfigError
+from pipeline.replay.autoscale_provider import PROVIDERS
 
 
 def register(subparsers: Any) -> None:
@@ -137,7 +138,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--autoscaler",
-        choices=("karpenter",),
+        choices=sorted(PROVIDERS),
         default=None,
         help="let an autoscaler provision nodes for pending pods (Karpenter with its KWOK provider, "
         "started beside the cluster by `kubetape stack up --autoscaler karpenter`)",
@@ -304,15 +305,17 @@ def read_node_pools(path: Path) -> list[dict[str, Any]]:
 
 
 def scale_node_pools(
-    pools: list[dict[str, Any]], speed: float, source: str
+    pools: list[dict[str, Any]], speed: float, source: str, provider: str = "karpenter"
 ) -> tuple[list[dict[str, Any]], list[Any]]:
     """``pools`` with their time settings divided by ``speed``, and every setting as given and applied."""
-    from pipeline.replay.autoscale_settings import scale_nodepool
+    from pipeline.replay.autoscale_provider import autoscaler_provider
 
     scaled_pools: list[dict[str, Any]] = []
     settings: list[Any] = []
     for index, document in enumerate(pools):
-        pool, scaled = scale_nodepool(document, speed, source=f"--nodepool {source} (document {index})")
+        pool, scaled = autoscaler_provider(provider).scale_pool(
+            document, speed, f"--nodepool {source} (document {index})"
+        )
         scaled_pools.append(pool)
         settings += scaled
     return scaled_pools, settings
@@ -378,11 +381,8 @@ def scale_local_karpenter(
     """Restart the local stack's Karpenter beside ``kubeconfig`` with its timers divided by ``speed``
     and, when given, other instance types (``source``: where they came from; ``types``: the provider's
     JSON); the settings as given and applied (or why they were not scaled)."""
-    from pipeline.replay.autoscale_settings import (
-        ScaledSetting,
-        scale_karpenter_timers,
-        unscaled_karpenter_timers,
-    )
+    from pipeline.replay.autoscale_provider import autoscaler_provider
+    from pipeline.replay.autoscale_settings import ScaledSetting, unscaled_karpenter_timers
     from pipeline.stack.progress import stderr_reporter
     from pipeline.stack.stack import LocalStack, StackState
 
@@ -392,7 +392,8 @@ def scale_local_karpenter(
         return unscaled_karpenter_timers(
             f"not scaled: no Karpenter of the local stack in {stack.stack_dir} runs beside this kubeconfig"
         )
-    timers, settings = scale_karpenter_timers(speed)
+    # the local stack runs Karpenter only (pipeline/stack/karpenter.py): its provider's timers
+    timers, settings = autoscaler_provider("karpenter").process_timers(speed)
     running = StackState.load(stack.state_path).karpenter[cluster].settings()
     types_path = running.instance_types
     if instance_types is not None:
@@ -404,10 +405,10 @@ def scale_local_karpenter(
         cluster,
         dataclasses.replace(
             running,
-            batch_idle_s=timers.batch_idle_s,
-            batch_max_s=timers.batch_max_s,
-            polling_period_s=timers.polling_period_s,
-            validation_delay_s=timers.validation_delay_s,
+            batch_idle_s=timers["batch_idle_s"],
+            batch_max_s=timers["batch_max_s"],
+            polling_period_s=timers["polling_period_s"],
+            validation_delay_s=timers["validation_delay_s"],
             instance_types=types_path,
         ),
     )

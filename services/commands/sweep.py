@@ -32,6 +32,7 @@ from pipeline.replay.autoscale_axes import (
     AutoscalerVariant,
     autoscaler_variants,
 )
+from pipeline.replay.autoscale_provider import PROVIDERS
 
 if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when a sweep runs
     from pipeline.analytics.snapshots import SnapshotEvents
@@ -375,7 +376,7 @@ def register(subparsers: Any) -> None:
         "with --autoscaler karpenter --nodepool POOL.yaml, every combination of the values below is a "
         "configuration beside the fixed pools (an axis without values keeps the file's setting)",
     )
-    autoscaler.add_argument("--autoscaler", choices=["karpenter"], default=None)
+    autoscaler.add_argument("--autoscaler", choices=sorted(PROVIDERS), default=None)
     autoscaler.add_argument(
         "--nodepool", type=Path, default=None, metavar="POOL.yaml", help="the Karpenter NodePools to vary"
     )
