@@ -6,7 +6,8 @@ from the Nodes' capacity, its architecture and OS from their labels, and one off
 (``topology.kubernetes.io/zone``) and capacity type (``karpenter.sh/capacity-type``, on-demand when
 absent) seen. The price of an offering comes from the user's price table, else from the price label
 the KWOK provider puts on its nodes, else it is 0 and the type is named in ``unpriced``. Nodes without
-an instance-type label cannot be offered and are counted. The output is the provider's JSON format
+an instance-type label cannot be offered and are counted, as are types whose Nodes never recorded a
+CPU and memory capacity. The output is the provider's JSON format
 (``INSTANCE_TYPES_FILE_PATH``; see ``pipeline/stack/resources/karpenter-instance-types.json``). Pure
 logic, no I/O.
 """
@@ -32,6 +33,8 @@ class DerivedInstanceTypes:
     """Types priced 0: neither the price table nor a node's price label gave a price."""
     unlabelled_nodes: int = 0
     """Recorded Nodes without an instance-type label (not offered)."""
+    without_capacity: list[str] = field(default_factory=list)
+    """Types whose Nodes never recorded a CPU and memory capacity (not offered: nothing to fit pods to)."""
 
 
 def _label_price(labels: Mapping[str, Any]) -> float | None:
@@ -65,6 +68,9 @@ def instance_types_from_nodes(
         if entry["price"] is None:
             entry["price"] = _label_price(labels)
     for name, entry in sorted(by_type.items()):
+        if not {"cpu", "memory"} <= entry["capacity"].keys():
+            derived.without_capacity.append(name)
+            continue
         price = (prices or {}).get(name, entry["price"])
         if price is None:
             derived.unpriced.append(name)

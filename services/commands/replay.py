@@ -440,6 +440,8 @@ def recorded_instance_types(args: argparse.Namespace, plan: Any, prices: Mapping
     source = f"derived from {len(nodes)} recorded Node event(s)"
     if derived.unpriced:
         source += f"; priced 0 for want of a price: {', '.join(derived.unpriced)}"
+    if derived.without_capacity:
+        source += f"; not offered, no recorded capacity: {', '.join(derived.without_capacity)}"
     return {"source": source, "types": derived.instance_types}
 
 

@@ -240,12 +240,13 @@ def _write_sweep_trace(path: Path) -> None:
 
 @pytest.mark.timeout(1800)
 async def test_a_sweep_over_consolidation_policies_orders_node_hours_and_draws_both_on_the_frontier_chart(
-    local_stack: LocalStack, karpenter_sim: str, tmp_path: Path
+    local_stack: LocalStack, karpenter_sim: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pipeline.analytics.compare import run_metrics
     from pipeline.analytics.report_html import render_report
     from pipeline.replay.autoscale_axes import AutoscalerAxes, autoscaler_variants
     from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
+    from services.cli import main
     from services.commands.replay import read_node_pools
     from services.commands.sweep import AutoscalerSweep, parse_node_option, run_sweep, write_sweep_outputs
 
@@ -266,9 +267,11 @@ async def test_a_sweep_over_consolidation_policies_orders_node_hours_and_draws_b
         say=print,
     )
     by_policy: dict[str, list[float]] = {}
+    node_hours_of: dict[str, float] = {}
     for run in result.runs:
         policy = run.info.labels.get("consolidation", "fixed")
-        by_policy.setdefault(policy, []).append(run_metrics(run)["node_hours"])
+        node_hours_of[run.info.name] = run_metrics(run)["node_hours"]
+        by_policy.setdefault(policy, []).append(node_hours_of[run.info.name])
         running = [s["pods_running"] for s in run.report["timeline"]["replay"]]
         assert max(running) == SWEEP_HIGH, (run.info.name, running)
         if policy != "fixed":  # every autoscaled run started from zero nodes and got some from Karpenter
@@ -296,6 +299,17 @@ async def test_a_sweep_over_consolidation_policies_orders_node_hours_and_draws_b
     html = (out / "report.html").read_text()
     for config in configs.values():
         assert f'data-config="{config}"' in html, config
+
+    # compare sets the Karpenter runs beside the fixed-pool runs of the same trace
+    capsys.readouterr()
+    assert main(["compare", str(out), "--json", "--node-price", "0.384"]) == 0
+    rows = json.loads(capsys.readouterr().out)["autoscaler_vs_fixed"]
+    kinds = {row["provisioning"].split(" ")[0] for row in rows}
+    assert kinds == {"fixed", "karpenter"}, rows
+    for row in rows:
+        assert row["node_hours"] == pytest.approx(node_hours_of[row["run"]], rel=1e-3), row
+        assert row["cost"] is not None, row  # fixed pools by --node-price, Karpenter's by its prices
+        assert row["pending_to_running_p50_s"] is not None, row
 
 
 RECORD_CONSOLIDATE_AFTER = "10s"

@@ -70,3 +70,11 @@ def test_the_derived_types_have_the_shape_of_the_stacks_own_instance_types_file(
     derived = instance_types_from_nodes([node("a", "m-4", "z", price="0.1")]).instance_types[0]
     assert set(derived) == set(shipped[0])
     assert set(derived["offerings"][0]) == set(shipped[0]["offerings"][0])
+
+
+def test_a_type_whose_nodes_never_recorded_a_capacity_is_not_offered() -> None:
+    bare = node("a", "y-8", "z", price="0.3")
+    del bare["status"]
+    derived = instance_types_from_nodes([bare, node("b", "m-4", "z", price="0.1")])
+    assert [t["name"] for t in derived.instance_types] == ["m-4"]
+    assert derived.without_capacity == ["y-8"]
