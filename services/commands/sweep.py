@@ -8,6 +8,14 @@ recording (:mod:`pipeline.analytics.snapshots`). Polling was chosen over running
 on the simulated cluster: it needs no Kafka round trip per run and sees pod phases (Pending, Running)
 that the watcher publishes only as lifecycles. Replays run one after another: virtual nodes of
 concurrent replays would share their pods.
+
+Autoscaler settings are axes too (``--autoscaler karpenter --nodepool POOL.yaml`` with
+``--consolidation-policy``, ``--consolidate-after``, ``--instance-families``, ``--limit-cpu``): each
+combination of their values is a configuration beside the fixed pools, starting from no nodes, its
+NodePools and the local Karpenter's timers scaled like ``kubetape replay`` does. Karpenter's nodes carry
+the replay label, so the observer counts them like fixed ones and node-hours compare across both. A
+run ends with the trace's last event: what happens after it (consolidation in a quiet tail) counts only
+if the trace records something at its end.
 """
 
 from __future__ import annotations
