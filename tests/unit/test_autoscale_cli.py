@@ -57,6 +57,7 @@ def test_prices_must_map_types_to_non_negative_numbers(tmp_path: Path, text: str
     [
         (["--nodepool", "p.yaml"], "add --autoscaler karpenter"),
         (["--prices", "p.yaml"], "add --autoscaler karpenter"),
+        (["--instance-types", "t.json"], "add --autoscaler karpenter"),
         (["--autoscaler", "karpenter"], "needs at least one --nodepool"),
         (["--autoscaler", "karpenter", "--nodepool", "missing.yaml"], "--nodepool: cannot read missing.yaml"),
         (
@@ -92,3 +93,20 @@ def test_karpenter_build_is_keyed_by_version_and_needs_go(
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(MissingToolError, match="`go`"):
         ensure_karpenter(StackVersions(), lambda _: None)
+
+
+def test_an_unreadable_instance_types_file_is_refused_with_the_expected_format(tmp_path: Path) -> None:
+    import argparse
+
+    from pipeline.replay.plan import ReplayPlan
+    from services.commands.replay import recorded_instance_types
+
+    bad = tmp_path / "types.json"
+    bad.write_text("not json")
+    plan = ReplayPlan([], {}, [], 0, 0, 0, None)
+    with pytest.raises(
+        ConfigError, match=r"--instance-types: cannot read .*types\.json as JSON .*karpenter-instance"
+    ):
+        recorded_instance_types(argparse.Namespace(instance_types=bad), plan, None)
+    # no file and no recorded Nodes: the local Karpenter keeps the types it runs with
+    assert recorded_instance_types(argparse.Namespace(instance_types=None), plan, None) is None
