@@ -70,3 +70,30 @@ def test_the_cluster_autoscaler_templates_are_kwok_nodes_replayed_pods_can_use()
         assert key in labels
         assert labels["type"] == "kwok"  # replayed pods select type=kwok
         assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+
+
+def test_the_autoscaled_example_simulation_passes_the_crds_schema_and_the_controllers_checks(
+    stack_info: StackInfo, sim_kubeconfig: Path
+) -> None:
+    from pipeline.controller.spec import parse_spec
+    from tests.polling import crd_established
+
+    crd = AUTOSCALERS.parent / "simulation-crd.yaml"
+    kubectl(stack_info, sim_kubeconfig, "apply", "-f", str(crd))
+    crd_established(lambda *a: kubectl(stack_info, sim_kubeconfig, *a), "simulations.kubetape.dev")
+    example = AUTOSCALERS.parent / "examples" / "simulation-autoscaled.yaml"
+    out = kubectl(stack_info, sim_kubeconfig, "apply", "--dry-run=server", "-f", str(example))
+    assert "(server dry run)" in out
+    spec = parse_spec(yaml.safe_load(example.read_text()))
+    assert spec.autoscaler is not None
+    assert spec.autoscaler.node_pools[0]["metadata"]["name"] == "general"
+    # and the schema refuses what the controller would refuse: a pool that is not a NodePool
+    bad = yaml.safe_load(example.read_text())
+    bad["spec"]["autoscaler"]["nodePools"][0]["kind"] = "Node"
+    done = subprocess.run(
+        [str(stack_info.bin_dir / "kubectl"), "--kubeconfig", str(sim_kubeconfig),
+         "apply", "--dry-run=server", "-f", "-"],
+        input=yaml.safe_dump(bad), capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "spec.autoscaler.nodePools[0].kind" in done.stderr, done.stderr
