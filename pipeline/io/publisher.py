@@ -48,9 +48,10 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 
 from pipeline.io.kafka import KafkaSettings, new_producer
 from pipeline.io.metrics import Metrics
-from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC
+from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, cluster_header
 from pipeline.io.watch_types import Record
 from pipeline.model.errors import TransientError
+from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId, message_key
 
 log = logging.getLogger("kubetape.publisher")
 
@@ -108,11 +109,16 @@ class KafkaPublisher:
         events_topic: str = EVENTS_TOPIC,
         deadletter_topic: str = DEADLETTER_TOPIC,
         producer_factory: Callable[[KafkaSettings], Any] = new_producer,
+        cluster: ClusterId = DEFAULT_CLUSTER,
     ) -> None:
         """``events_topic``: the topic whose records are acknowledged before any other is sent;
         ``deadletter_topic``: where records the broker can never take are described;
-        ``producer_factory``: makes the aiokafka producer (a seam for tests)."""
+        ``producer_factory``: makes the aiokafka producer (a seam for tests);
+        ``cluster``: the recorded cluster, in every record's key (:func:`~pipeline.model.keys.message_key`)
+        and header (:data:`~pipeline.io.topics.CLUSTER_HEADER`), so a fleet shares one topic set."""
         self._settings = settings
+        self._cluster = cluster
+        self._headers = cluster_header(cluster)
         self._new_producer = producer_factory
         # sends in flight, and whether the producer is being replaced (which waits for none in flight)
         self._flight = asyncio.Condition()
@@ -320,7 +326,7 @@ class KafkaPublisher:
             self._partitions[topic] = sorted(await self._producer.partitions_for(topic))
         by_partition: dict[tuple[str, int], list[tuple[bytes, Record]]] = {}
         for r in records:
-            key = r.key.encode()
+            key = message_key(self._cluster, r.key).encode()
             size = len(key) + len(r.value or b"")
             if size > self._max_record_bytes:  # aiokafka would put it in a batch of its own and send it
                 await self._dead_letter(
@@ -367,16 +373,19 @@ class KafkaPublisher:
     ) -> list[tuple[tuple[str, int], list[Record], asyncio.Future[Any]]]:
         """Fill and send the batches of each partition, in order: (partition, its records, ack future)."""
         sent: list[tuple[tuple[str, int], list[Record], asyncio.Future[Any]]] = []
+        headers = self._headers
         for (topic, partition), items in by_partition.items():
             batch = self._producer.create_batch()
             in_batch: list[Record] = []
             for key, r in items:
                 single = id(r) in alone
-                if in_batch and (single or batch.append(key=key, value=r.value, timestamp=r.ts_ms) is None):
+                if in_batch and (
+                    single or batch.append(key=key, value=r.value, timestamp=r.ts_ms, headers=headers) is None
+                ):
                     sent.append(((topic, partition), in_batch, await self._send_now(batch, topic, partition)))
                     batch, in_batch = self._producer.create_batch(), []
                 if not in_batch:  # an empty batch takes any record
-                    batch.append(key=key, value=r.value, timestamp=r.ts_ms)
+                    batch.append(key=key, value=r.value, timestamp=r.ts_ms, headers=headers)
                 in_batch.append(r)
                 if single:
                     sent.append(((topic, partition), in_batch, await self._send_now(batch, topic, partition)))
@@ -404,12 +413,13 @@ class KafkaPublisher:
             ("kubetape.source.key", r.key.encode()),
             ("kubetape.size", str(size).encode()),
             ("kubetape.error", reason.encode()[:4096]),
+            *self._headers,
         ]
         try:
             await self._producer.send_and_wait(
                 self._deadletter_topic,
                 value=orjson.dumps(description),
-                key=r.key.encode(),
+                key=message_key(self._cluster, r.key).encode(),
                 headers=headers,
                 timestamp_ms=r.ts_ms,
             )

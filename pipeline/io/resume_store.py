@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, topic_partitions
-from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, is_from_cluster
 from pipeline.model.errors import TransientError
+from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId, split_message_key
 
 _COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
 
@@ -25,8 +26,12 @@ async def ensure_watcher_topics(settings: KafkaSettings, partitions: int = 3) ->
     await ensure_topic(settings, RESUME_TOPIC, 1, dict(_COMPACTED))
 
 
-async def read_compacted(settings: KafkaSettings, topic: str, timeout_s: float = 120.0) -> dict[str, bytes]:
-    """The latest value of every key of ``topic`` (tombstoned keys left out), read up to its current end."""
+async def read_compacted(
+    settings: KafkaSettings, topic: str, timeout_s: float = 120.0, cluster: ClusterId = DEFAULT_CLUSTER
+) -> dict[str, bytes]:
+    """The latest value of every key ``cluster`` wrote to ``topic`` (tombstoned keys left out), read up to
+    its current end, keyed without the cluster prefix: a fleet's watchers share the topic and each reads
+    back only its own records (:data:`~pipeline.io.topics.CLUSTER_HEADER`)."""
     tps = await topic_partitions(settings, topic)
     if not tps:
         return {}
@@ -43,7 +48,9 @@ async def read_compacted(settings: KafkaSettings, topic: str, timeout_s: float =
                     batches = await consumer.getmany(timeout_ms=500, max_records=10_000)
                     for messages in batches.values():
                         for msg in messages:
-                            key = msg.key.decode() if msg.key is not None else ""
+                            key = _own_key(msg, cluster)
+                            if key is None:
+                                continue  # another cluster's record
                             if msg.value is None:
                                 latest.pop(key, None)
                             else:
@@ -56,6 +63,13 @@ async def read_compacted(settings: KafkaSettings, topic: str, timeout_s: float =
         return latest
     finally:
         await consumer.stop()
+
+
+def _own_key(msg: ConsumerRecord[bytes, bytes], cluster: ClusterId) -> str | None:
+    """The key of ``msg`` without its cluster prefix, or None if another cluster wrote it."""
+    if not is_from_cluster(msg.headers, cluster):
+        return None
+    return split_message_key(msg.key.decode() if msg.key is not None else "", cluster)
 
 
 async def _caught_up(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int]) -> bool:

@@ -170,3 +170,57 @@ class GroupVersionKind:
 
     def __str__(self) -> str:
         return self.format()
+
+
+# ---- fleets: which cluster an event belongs to --------------------------------------------------------
+ClusterId = NewType("ClusterId", str)
+"""Names one recorded cluster in a fleet: by default the UID of its ``kube-system`` namespace (stable for
+the cluster's life, unique across clusters), or a name the operator configures (``--cluster-id``)."""
+
+DEFAULT_CLUSTER = ClusterId("default")
+"""The cluster of every message without a cluster header and every segment at the root of a store: all
+recordings made before fleets existed. A watcher given ``--cluster-id default`` writes exactly as those
+did (unprefixed keys, no header), so it continues such a recording."""
+
+CLUSTER_ID_MAX = 63
+_CLUSTER_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
+
+
+def cluster_id_problem(text: object) -> str | None:
+    """Why ``text`` is not a usable :data:`ClusterId`, or None. It names a Kafka key prefix and a
+    directory or object-store prefix, so: 1-63 lowercase letters, digits, ``-``, ``.`` or ``_``, starting
+    and ending with a letter or digit (a Kubernetes UID qualifies)."""
+    if not isinstance(text, str) or not 1 <= len(text) <= CLUSTER_ID_MAX:
+        return f"must be 1-{CLUSTER_ID_MAX} characters, got {text!r}"
+    if not set(text) <= _CLUSTER_ID_CHARS or not (text[0].isalnum() and text[-1].isalnum()):
+        return (
+            f"must be lowercase letters, digits, '-', '.' or '_', starting and ending with a letter or digit "
+            f"(e.g. prod-eu-1 or the kube-system namespace UID), got {text!r}"
+        )
+    return None
+
+
+def parse_cluster_id(text: str, where: str = "cluster id") -> ClusterId:
+    """``text`` as a :data:`ClusterId`; raises FormatError naming ``where`` and the rule otherwise."""
+    problem = cluster_id_problem(text)
+    if problem is not None:
+        raise FormatError(f"{where}: {problem}")
+    return ClusterId(text)
+
+
+def message_key(cluster: ClusterId, key: str) -> str:
+    """The Kafka message key of ``key`` (an object key or a resume key) recorded from ``cluster``:
+    ``<cluster>/<key>``, so two clusters' objects never share a key, in the events topic or in the
+    compaction of the state and resume topics. The default cluster's keys stay unprefixed (old
+    recordings). Parsed back by :func:`split_message_key`."""
+    return key if cluster == DEFAULT_CLUSTER else f"{cluster}/{key}"
+
+
+def split_message_key(message: str, cluster: ClusterId) -> str | None:
+    """The key inside ``message``, a key :func:`message_key` wrote for ``cluster`` (the record's cluster
+    header says which cluster wrote it: the default cluster's keys carry no prefix to tell), or None if
+    it lacks ``cluster``'s prefix."""
+    if cluster == DEFAULT_CLUSTER:
+        return message
+    prefix = f"{cluster}/"
+    return message[len(prefix) :] if message.startswith(prefix) else None

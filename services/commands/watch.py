@@ -26,7 +26,10 @@ from pipeline.io.kafka import KafkaSettings
 from services.logs import configure_logging
 
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts faster without them
+    from kubernetes_asyncio.client import ApiClient
+
     from pipeline.io.publisher import KafkaPublisher
+    from pipeline.model.keys import ClusterId
     from pipeline.watch.watcher import Watcher
 
 log = logging.getLogger("kubetape.watch")
@@ -49,6 +52,8 @@ class WatchServiceSettings:
     max_pending_units: int = 10_000
     ready_ack_timeout_s: float = 5.0
     """/readyz fails when changes have waited this long with no acknowledgement from Kafka."""
+    cluster_id: str | None = None
+    """None: the UID of the recorded cluster's kube-system namespace (see pipeline.io.cluster_identity)."""
 
 
 def register(subparsers: Any) -> None:
@@ -69,6 +74,13 @@ def register(subparsers: Any) -> None:
         "account inside a cluster, else ~/.kube/config)",
     )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    parser.add_argument(
+        "--cluster-id",
+        default=None,
+        help="names the recorded cluster in a fleet sharing one topic set: in every Kafka key and the "
+        "kubetape.cluster header (default: $KUBETAPE_CLUSTER_ID, else the kube-system namespace UID; "
+        "'default' continues a recording made before fleets)",
+    )
     parser.add_argument(
         "--bootstrap",
         default=None,
@@ -133,6 +145,7 @@ def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
         flush_deadline_s=args.flush_deadline,
         max_pending_units=args.max_pending,
         ready_ack_timeout_s=args.ready_ack_timeout,
+        cluster_id=args.cluster_id or os.environ.get("KUBETAPE_CLUSTER_ID") or None,
     )
 
 
@@ -214,7 +227,6 @@ async def serve(settings: WatchServiceSettings) -> int:
         )
     metrics = Metrics()
     metrics.counter("malformed_watch_lines_total", "watch lines of unknown shape, skipped")
-    state, resume = await _read_back(settings.kafka, settings.partitions)
 
     def malformed(problem: str) -> None:
         metrics.inc("malformed_watch_lines_total")
@@ -224,46 +236,64 @@ async def serve(settings: WatchServiceSettings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with (
-        kube_api(settings.kubeconfig, settings.context) as api,
-        KafkaPublisher(settings.kafka, metrics, max_pending_units=settings.max_pending_units) as publisher,
-    ):
-        watcher = Watcher(config, KubeCluster(api, on_malformed=malformed), publisher, metrics)
-        watcher.restore(state, resume)
-        del state, resume
-        freeze_long_lived_objects()
-        readiness = Readiness(watcher, publisher, settings.ready_ack_timeout_s)
-        runner = await start_http(create_app(metrics, readiness.check), settings.http)
-        log.info(
-            "watching (tracer config %s); health and metrics on http://%s:%d",
-            config.source,
-            settings.http.host,
-            bound_port(runner),
-        )
-        run = asyncio.create_task(watcher.run(), name="kubetape-watcher")
-        freezer = asyncio.create_task(_freeze_when_synced(watcher), name="kubetape-gc-freeze")
-        stopper = asyncio.create_task(stop.wait(), name="kubetape-stop-signal")
-        try:
-            await asyncio.wait({run, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            log.info("stopping: no more watch intake, flushing %d pending changes", publisher.pending_units)
-            await watcher.stop()
-            await publisher.stop(settings.flush_deadline_s)
-        finally:
-            stopper.cancel()
-            freezer.cancel()
-            await runner.cleanup()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
-        if run.done() and not run.cancelled() and run.exception() is not None:
-            raise run.exception()  # type: ignore[misc]  # a fatal error (bad config, RBAC) ends the service
-        with contextlib.suppress(asyncio.CancelledError):
-            await run
+    async with kube_api(settings.kubeconfig, settings.context) as api:
+        cluster = await _recorded_cluster(settings, api)
+        state, resume = await _read_back(settings.kafka, settings.partitions, cluster)
+        async with KafkaPublisher(
+            settings.kafka, metrics, max_pending_units=settings.max_pending_units, cluster=cluster
+        ) as publisher:
+            watcher = Watcher(config, KubeCluster(api, on_malformed=malformed), publisher, metrics)
+            watcher.restore(state, resume)
+            del state, resume
+            freeze_long_lived_objects()
+            readiness = Readiness(watcher, publisher, settings.ready_ack_timeout_s)
+            runner = await start_http(create_app(metrics, readiness.check), settings.http)
+            log.info(
+                "watching (tracer config %s); health and metrics on http://%s:%d",
+                config.source,
+                settings.http.host,
+                bound_port(runner),
+            )
+            run = asyncio.create_task(watcher.run(), name="kubetape-watcher")
+            freezer = asyncio.create_task(_freeze_when_synced(watcher), name="kubetape-gc-freeze")
+            stopper = asyncio.create_task(stop.wait(), name="kubetape-stop-signal")
+            try:
+                await asyncio.wait({run, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                log.info(
+                    "stopping: no more watch intake, flushing %d pending changes", publisher.pending_units
+                )
+                await watcher.stop()
+                await publisher.stop(settings.flush_deadline_s)
+            finally:
+                stopper.cancel()
+                freezer.cancel()
+                await runner.cleanup()
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            if run.done() and not run.cancelled() and run.exception() is not None:
+                raise run.exception()  # type: ignore[misc]  # a fatal error (bad config, RBAC) ends the service
+            with contextlib.suppress(asyncio.CancelledError):
+                await run
     log.info("stopped cleanly")
     return 0
 
 
-async def _read_back(kafka: KafkaSettings, partitions: int) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """Create the topics if needed and read what earlier runs published (state, resume points)."""
+async def _recorded_cluster(settings: WatchServiceSettings, api: ApiClient) -> ClusterId:
+    """The configured cluster id, else the cluster's kube-system namespace UID."""
+    from pipeline.io.cluster_identity import kube_system_uid
+    from pipeline.model.keys import parse_cluster_id
+
+    configured = settings.cluster_id
+    cluster = parse_cluster_id(configured, "--cluster-id") if configured else await kube_system_uid(api)
+    log.info("recording cluster %s", cluster)
+    return cluster
+
+
+async def _read_back(
+    kafka: KafkaSettings, partitions: int, cluster: ClusterId
+) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """Create the topics if needed and read what earlier runs from ``cluster`` published (state, resume
+    points)."""
     from pipeline.io.kafka import ensure_topic
     from pipeline.io.resume_store import ensure_watcher_topics, read_compacted
     from pipeline.io.topics import DEADLETTER_TOPIC, RESUME_TOPIC, STATE_TOPIC
@@ -273,8 +303,8 @@ async def _read_back(kafka: KafkaSettings, partitions: int) -> tuple[dict[str, b
     try:
         await ensure_watcher_topics(kafka, partitions)
         await ensure_topic(kafka, DEADLETTER_TOPIC, 1)  # records the broker refuses are described there
-        state = await read_compacted(kafka, STATE_TOPIC)
-        resume = await read_compacted(kafka, RESUME_TOPIC)
+        state = await read_compacted(kafka, STATE_TOPIC, cluster=cluster)
+        resume = await read_compacted(kafka, RESUME_TOPIC, cluster=cluster)
     except TransientError:
         raise
     except Exception as exc:  # aiokafka raises many unrelated classes for "cannot reach the broker"

@@ -14,21 +14,26 @@ from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, OutOfOr
 from pipeline.io.kafka import KafkaSettings
 from pipeline.io.metrics import Metrics
 from pipeline.io.publisher import KafkaPublisher
-from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, STATE_TOPIC
+from pipeline.io.topics import CLUSTER_HEADER, DEADLETTER_TOPIC, EVENTS_TOPIC, STATE_TOPIC
 from pipeline.io.watch_types import Record
+from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 
 
 class FakeBatch:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.items: list[tuple[bytes, bytes | None, int]] = []
+        self.headers: list[list[tuple[str, bytes]]] = []
         self.size = 0
 
-    def append(self, *, key: bytes, value: bytes | None, timestamp: int) -> object | None:
+    def append(
+        self, *, key: bytes, value: bytes | None, timestamp: int, headers: list[tuple[str, bytes]]
+    ) -> object | None:
         size = len(key) + len(value or b"")
         if self.items and self.size + size > self.limit:
             return None  # as aiokafka: a full batch refuses, an empty one takes anything
         self.items.append((key, value, timestamp))
+        self.headers.append(headers)
         self.size += size
         return object()
 
@@ -47,6 +52,7 @@ class FakeProducer:
         self.broker_limit = broker_limit
         self.batch_bytes = batch_bytes
         self.log: dict[tuple[str, int], list[str]] = {}  # acknowledged keys per partition, in order
+        self.headers: list[list[tuple[str, bytes]]] = []  # of every acknowledged record
         self.deadletters: list[tuple[bytes, dict[str, Any], dict[str, bytes]]] = []
         self.attempts = 0
         self.starts = 0
@@ -79,6 +85,7 @@ class FakeProducer:
             future.set_exception(error)
         else:
             self.log.setdefault((topic, partition), []).extend(k.decode() for k, _, _ in batch.items)
+            self.headers += batch.headers
             future.set_result(None)
         return future
 
@@ -92,9 +99,11 @@ class FakeProducer:
         return sorted(k for (t, _), keys in self.log.items() if t == topic for k in keys)
 
 
-async def publisher_with(producer: FakeProducer, max_batch_bytes: int = 1 << 20) -> KafkaPublisher:
+async def publisher_with(
+    producer: FakeProducer, max_batch_bytes: int = 1 << 20, cluster: ClusterId = DEFAULT_CLUSTER
+) -> KafkaPublisher:
     settings = KafkaSettings("unused:9092", max_batch_bytes=max_batch_bytes)
-    return KafkaPublisher(settings, Metrics(), producer_factory=lambda _settings: producer)
+    return KafkaPublisher(settings, Metrics(), producer_factory=lambda _settings: producer, cluster=cluster)
 
 
 def unit(key: str, size: int = 10) -> list[Record]:
@@ -182,3 +191,23 @@ async def test_a_failed_batch_does_not_resend_other_partitions_records() -> None
     assert sorted(events) == sorted(keys), "each record delivered exactly once: no phase resent"
     assert producer.deadletters == []
     assert failed_partition
+
+
+async def test_a_fleet_member_prefixes_every_key_and_names_its_cluster_in_a_header() -> None:
+    producer = FakeProducer(broker_limit=5_000)
+    pub = await publisher_with(producer, cluster=ClusterId("prod-eu"))
+    await publish(pub, [unit("apps/Deployment/ns/web"), unit("core/ConfigMap/ns/huge", 50_000)])
+    assert producer.delivered(EVENTS_TOPIC) == ["prod-eu/apps/Deployment/ns/web"]
+    assert producer.delivered(STATE_TOPIC) == ["prod-eu/apps/Deployment/ns/web"]
+    assert producer.headers == [[(CLUSTER_HEADER, b"prod-eu")]] * 2
+    # a record set aside still says which cluster it came from
+    assert {(k, h[CLUSTER_HEADER]) for k, _, h in producer.deadletters} == {
+        (b"prod-eu/core/ConfigMap/ns/huge", b"prod-eu")
+    }
+
+
+async def test_the_default_cluster_publishes_as_before_fleets() -> None:
+    producer = FakeProducer()
+    await publish(await publisher_with(producer), [unit("apps/Deployment/ns/web")])
+    assert producer.delivered(EVENTS_TOPIC) == ["apps/Deployment/ns/web"]
+    assert producer.headers == [[], []]
