@@ -5,6 +5,7 @@
     segments/p0003/p0003-000000000123456.kseg   one object per segment, grouped by partition
     epochs/p0003/0000000007                     the partition's fencing epoch: the highest marker
     kubetape-store.json                         the topic identity the store was filled from
+    clusters/<cluster id>/...                   the same layout per fleet member (pipeline.io.store_url)
 
 Grouping segment keys by partition keeps a listing proportional to what is asked for: a reader of one
 partition lists one prefix. The catalog lists ``segments/`` at 1,000 keys per request and reads only
@@ -217,6 +218,13 @@ class S3SegmentStore:
 
     def delete(self, name: SegmentName) -> None:
         self._delete(segment_key(name))
+
+    def children(self, prefix: str) -> tuple[str, ...]:
+        """The names directly under ``prefix`` (``clusters/``: the fleet's cluster ids), objects and
+        "directories" alike, in one delimited listing: never the keys below them."""
+        listed = self._call(prefix, lambda: obstore.list_with_delimiter(self._store, prefix=prefix))
+        paths = [*listed["common_prefixes"], *(meta["path"] for meta in listed["objects"])]
+        return tuple(sorted({path.rstrip("/").rsplit("/", 1)[-1] for path in paths}))
 
     def _delete(self, key: str) -> None:
         with contextlib.suppress(*_NOT_FOUND):  # S3 deletes are idempotent; some servers 404 anyway

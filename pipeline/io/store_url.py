@@ -3,6 +3,13 @@
 Every command that takes a segment store (``sink``, ``export``, ``replay --segments``, ``inspect``, the
 Simulation's segment source) parses it here, so they accept the same forms and fail with the same
 messages.
+
+**Fleets.** A store holds each recorded cluster apart, as a store of its own under
+``clusters/<cluster id>/`` (a directory, or an object-store prefix), so a reader of cluster A never
+lists or reads cluster B's segments. The default cluster (recordings made before fleets) is the store's
+root, so old stores read as they did. :func:`stored_clusters` lists the clusters a store holds (one
+delimited listing, not the segments), and :func:`cluster_location` picks one: a store holding several
+clusters without ``--cluster`` is an error naming them, never a merge of their histories.
 """
 
 from __future__ import annotations
@@ -11,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from pipeline.io.segment_store import LocalSegmentStore, SegmentStore
-from pipeline.model.errors import ConfigError
+from pipeline.io.segment_store import LocalSegmentStore, SegmentStore, parse_segment_name
+from pipeline.model.errors import ConfigError, FormatError
+from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId, cluster_id_problem, parse_cluster_id
 
 _EXAMPLES = "e.g. /var/lib/kubetape/segments, file:///data/segments or s3://my-bucket/kubetape/prod"
 
@@ -39,6 +47,9 @@ class S3Location:
 
 
 StoreLocation = LocalLocation | S3Location
+
+CLUSTERS_DIR = "clusters"
+"""Under a store's root, one sub-store per recorded cluster other than the default one."""
 
 
 def parse_store_url(text: str | Path, *, what: str = "--segment-store") -> StoreLocation:
@@ -102,3 +113,53 @@ def open_segment_store(
     from pipeline.io.s3_store import S3SegmentStore  # obstore loads only for an object store
 
     return S3SegmentStore(location, retry_s=retry_s)
+
+
+def cluster_store_location(location: StoreLocation, cluster: ClusterId) -> StoreLocation:
+    """Where ``cluster``'s segments live inside the store at ``location`` (the root for the default one)."""
+    if cluster == DEFAULT_CLUSTER:
+        return location
+    if isinstance(location, LocalLocation):
+        return LocalLocation(location.path / CLUSTERS_DIR / cluster)
+    return S3Location(location.bucket, "/".join(p for p in (location.prefix, CLUSTERS_DIR, cluster) if p))
+
+
+def stored_clusters(location: StoreLocation | str | Path) -> list[ClusterId]:
+    """The clusters whose segments the store at ``location`` holds, sorted: the default cluster if its
+    root holds any segment, then every ``clusters/<id>/``. Two delimited listings on an object store."""
+    if not isinstance(location, LocalLocation | S3Location):
+        location = parse_store_url(location)
+    if isinstance(location, LocalLocation):
+        root = location.path
+        named = (
+            sorted(p.name for p in (root / CLUSTERS_DIR).iterdir()) if (root / CLUSTERS_DIR).is_dir() else []
+        )
+        held_at_root = root.is_dir() and any(parse_segment_name(p.name) is not None for p in root.iterdir())
+    else:
+        from pipeline.io.s3_store import S3SegmentStore  # obstore loads only for an object store
+
+        store = S3SegmentStore(location)
+        named = list(store.children(f"{CLUSTERS_DIR}/"))
+        held_at_root = bool(store.children("segments/"))
+    found = [ClusterId(n) for n in named if cluster_id_problem(n) is None and n != DEFAULT_CLUSTER]
+    return [DEFAULT_CLUSTER, *found] if held_at_root else found
+
+
+def cluster_location(location: StoreLocation | str | Path, cluster: str | None) -> StoreLocation:
+    """The sub-store a reader (export, replay, validate, inspect) opens: ``cluster``'s if given, else
+    the one cluster the store holds (or its root while it holds none). Raises ConfigError for a bad
+    cluster id, and naming the clusters when the store holds several and ``cluster`` is None."""
+    if not isinstance(location, LocalLocation | S3Location):
+        location = parse_store_url(location)
+    if cluster is not None:
+        try:
+            return cluster_store_location(location, parse_cluster_id(cluster, "--cluster"))
+        except FormatError as exc:
+            raise ConfigError(str(exc)) from None
+    held = stored_clusters(location)
+    if len(held) > 1:
+        raise ConfigError(
+            f"segment store {location} holds {len(held)} clusters ({', '.join(held)}); choose one with "
+            f"--cluster (`kubetape inspect --clusters {location}` lists them)"
+        )
+    return cluster_store_location(location, held[0]) if held else location

@@ -28,6 +28,7 @@ from pipeline.io.store_url import StoreLocation, open_segment_store
 from pipeline.io.topics import DEADLETTER_TOPIC
 from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, KubetapeError, TransientError
+from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.export import ExportFormat, ExportRequest, ExportResult, export_window, filters_from_json
 from pipeline.sink.retention import apply_retention
@@ -42,7 +43,9 @@ class SinkServiceSettings:
     events topic does not exist yet; ``retention_s``: delete segments older than this (None: keep all);
     ``shutdown_timeout_s``: how long SIGTERM waits for the final flush before cancelling;
     ``store_check_s``: how often readiness checks that the segment store answers; ``store_retry_s``: how
-    long a write waits for an object store that does not answer before the sink stops."""
+    long a write waits for an object store that does not answer before the sink stops. ``cluster``: the
+    one cluster of a fleet this sink records (``segment_store`` is then that cluster's sub-store,
+    :func:`~pipeline.io.store_url.cluster_store_location`)."""
 
     kafka: KafkaSettings
     segment_store: StoreLocation
@@ -56,6 +59,7 @@ class SinkServiceSettings:
     shutdown_timeout_s: float = 30.0
     store_check_s: float = 5.0
     store_retry_s: float = 120.0
+    cluster: ClusterId = DEFAULT_CLUSTER
 
 
 NO_NATIVE_HINT = (
@@ -93,7 +97,7 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     source = KafkaSinkSource(
         settings.kafka, topic, group_id=settings.group_id, deadletter_topic=settings.deadletter_topic
     )
-    sink = Sink(source, store, settings.sink, metrics)
+    sink = Sink(source, store, settings.sink, metrics, cluster=settings.cluster)
     log.info(
         "ingest path",
         extra={"ctx": {"native": wirescan.NATIVE, "hint": "" if wirescan.NATIVE else NO_NATIVE_HINT}},

@@ -26,6 +26,13 @@ The store is the source of truth, reconciled with the topic on every assignment:
 * each assignment takes a new fencing epoch in the store; a write refused as stale (see
   :mod:`pipeline.io.segment_store`) drops the partition from this member, which lost it.
 
+Fleets: a sink records one cluster (``cluster``; the default one records the messages without a cluster
+header, as before fleets) into that cluster's sub-store
+(:func:`pipeline.io.store_url.cluster_store_location`), with a consumer group of its own. Other
+clusters' messages are told apart by their Kafka header alone: never scanned or decoded, they pass like
+dead letters (consumed, not stored). Its store's topic identity and every segment's ``source`` name the
+cluster, so a segment knows which cluster it holds.
+
 Throughput: each partition's batch is checked and folded into the compactor's state by the C code of
 :mod:`pipeline.model.wirescan` (object bodies are walked, never built), and the message bytes go into
 the segment as they are. Whatever that code leaves undecided goes through the Python rules
@@ -47,9 +54,11 @@ from pipeline.io.kafka import Message
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import SegmentStore, StaleWriterError, WriteFence, segment_name
 from pipeline.io.sink_consumer import PartitionBatch
+from pipeline.io.topics import CLUSTER_HEADER, is_from_cluster
 from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import EventHead, WireProbe
+from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import ClosedSegment, CompactionSettings, PartitionCompactor
 from pipeline.sink.history import restore_partition
@@ -119,6 +128,7 @@ def declare_metrics(metrics: Metrics) -> None:
     metrics.gauge("sink_open_segments", "Segments open (not yet durable)")
     metrics.counter("sink_gap_markers_total", "Gap markers written: offsets the topic no longer held")
     metrics.counter("sink_fenced_total", "Partitions dropped after a stale write was refused")
+    metrics.counter("sink_other_cluster_messages_total", "Messages of other clusters, skipped unread")
 
 
 class Sink:
@@ -131,8 +141,12 @@ class Sink:
         settings: SinkSettings,
         metrics: Metrics | None = None,
         clock: Clock = time.monotonic,
+        *,
+        cluster: ClusterId = DEFAULT_CLUSTER,
     ) -> None:
         self.source = source
+        self.cluster = cluster
+        self._other_clusters: set[bytes] = set()  # header values of other clusters met so far (logged once)
         self.store = store
         self.settings = settings
         self.metrics = metrics or Metrics()
@@ -173,6 +187,8 @@ class Sink:
         epochs = {p: await asyncio.to_thread(self.store.acquire_epoch, p) for p in partitions}
         self.catalog.refresh()
         identity = await self.source.identity()
+        if identity is not None and self.cluster != DEFAULT_CLUSTER:
+            identity = f"{identity}#cluster={self.cluster}"
         if identity is not None:
             recorded = await asyncio.to_thread(self.store.claim_source, identity)
             if recorded != identity:
@@ -314,15 +330,36 @@ class Sink:
     async def _heads(self, batch: PartitionBatch) -> list[EventHead | None]:
         """Each message's checked head (None once it is in the dead-letter topic): the C scanner
         takes the common cases, the probe decides the rest (and names what is wrong)."""
-        heads, undecided = wirescan.scan(batch.values)
+        others = self._other_clusters_in(batch)
+        values = [None if i in others else v for i, v in enumerate(batch.values)] if others else batch.values
+        heads, undecided = wirescan.scan(values)
         for i in undecided:
-            value = batch.values[i]
+            if i in others:
+                continue  # another cluster's message: this sink does not record it
+            value = values[i]
             try:
                 # a None value fails as undecodable; _dead_letter then says it had no value
                 heads[i] = self._probe.head(value)  # type: ignore[arg-type]
             except FormatError:
                 await self._dead_letter(batch.message(i))
         return heads
+
+    def _other_clusters_in(self, batch: PartitionBatch) -> set[int]:
+        """Indices of ``batch``'s messages from other clusters than this sink's (by header only)."""
+        mine = self.cluster
+        others = {i for i, r in enumerate(batch.records) if not is_from_cluster(r.headers, mine)}
+        if others:
+            self.metrics.inc("sink_other_cluster_messages_total", float(len(others)))
+            for i in others:
+                seen = dict(batch.records[i].headers).get(CLUSTER_HEADER, DEFAULT_CLUSTER.encode())
+                if seen not in self._other_clusters:
+                    self._other_clusters.add(seen)
+                    log.warning(
+                        "messages of another cluster are skipped: a sink records one cluster; run one "
+                        "with --cluster for it",
+                        extra={"ctx": {"cluster": self.cluster, "other": seen.decode(errors="replace")}},
+                    )
+        return others
 
     async def _dead_letter(self, message: Message) -> None:
         """Send a message the probe refused to the dead-letter topic, with the error naming where it was."""

@@ -13,9 +13,10 @@ from typing import Any
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka import KafkaSettings
 from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP
-from pipeline.io.store_url import StoreLocation, parse_store_url
+from pipeline.io.store_url import StoreLocation, cluster_store_location, parse_store_url
 from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC
-from pipeline.model.errors import ConfigError
+from pipeline.model.errors import ConfigError, FormatError
+from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId, parse_cluster_id
 from pipeline.sink.compactor import CompactionSettings
 from pipeline.sink.service import SinkServiceSettings, run_sink_service
 from pipeline.sink.sink import SinkSettings
@@ -51,6 +52,29 @@ def add_store_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_cluster_argument(parser: argparse.ArgumentParser, *, reader: bool = True) -> None:
+    """``--cluster``: which cluster of a fleet a command reads (``reader``) or the sink records."""
+    if reader:
+        text = (
+            "the recorded cluster to read, of a store or topic holding a fleet (default: the store's only "
+            "cluster; `kubetape inspect --clusters STORE` lists them)"
+        )
+    else:
+        text = (
+            "the cluster this sink records, of a fleet sharing the topic (its watcher's --cluster-id; "
+            f"default: '{DEFAULT_CLUSTER}', the messages without a cluster header). Its segments go "
+            "under clusters/<id>/ in the store, its consumer group defaults to kubetape-sink.<id>"
+        )
+    parser.add_argument("--cluster", type=_cluster_id, default=None if reader else DEFAULT_CLUSTER, help=text)
+
+
+def _cluster_id(text: str) -> ClusterId:
+    try:
+        return parse_cluster_id(text, "--cluster")
+    except FormatError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _store_location(text: str) -> StoreLocation:
     try:
         return parse_store_url(text)
@@ -68,9 +92,12 @@ def register(subparsers: Any) -> None:
         help="Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP, set by `kubetape stack env`)",
     )
     add_store_argument(parser)
+    add_cluster_argument(parser, reader=False)
     parser.add_argument("--topic", default=EVENTS_TOPIC, help=f"events topic (default: {EVENTS_TOPIC})")
     parser.add_argument(
-        "--group", default=DEFAULT_SINK_GROUP, help=f"consumer group (default: {DEFAULT_SINK_GROUP})"
+        "--group",
+        default=None,
+        help=f"consumer group (default: {DEFAULT_SINK_GROUP}; {DEFAULT_SINK_GROUP}.<id> with --cluster <id>)",
     )
     parser.add_argument(
         "--deadletter-topic",
@@ -112,16 +139,23 @@ def settings_from_args(args: argparse.Namespace) -> SinkServiceSettings:
     )
     return SinkServiceSettings(
         kafka=KafkaSettings(bootstrap=args.bootstrap, client_id="kubetape-sink"),
-        segment_store=args.segment_store,
+        segment_store=cluster_store_location(args.segment_store, args.cluster),
+        cluster=args.cluster,
         sink=SinkSettings(compaction=compaction, batch_max_records=args.batch),
         http=HttpSettings(
             host=args.http_host, port=args.http_port, token=os.environ.get(args.token_env) or None
         ),
-        group_id=args.group,
+        group_id=args.group or sink_group(args.cluster),
         deadletter_topic=args.deadletter_topic,
         partitions=args.partitions,
         retention_s=args.retention,
     )
+
+
+def sink_group(cluster: ClusterId) -> str:
+    """The default consumer group of the sink recording ``cluster``: one group per cluster, since each
+    reads every message of the topic and keeps its own cluster's."""
+    return DEFAULT_SINK_GROUP if cluster == DEFAULT_CLUSTER else f"{DEFAULT_SINK_GROUP}.{cluster}"
 
 
 def _run(args: argparse.Namespace) -> int:

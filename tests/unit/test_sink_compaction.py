@@ -51,6 +51,7 @@ class _Record(NamedTuple):
     key: bytes | None
     value: bytes | None
     timestamp: int
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 class FakeSource:
