@@ -11,6 +11,7 @@ from pipeline.io.segment_store import LocalSegmentStore, segment_name
 from pipeline.io.store_url import (
     LocalLocation,
     S3Location,
+    StoreLocation,
     cluster_location,
     cluster_store_location,
     stored_clusters,
@@ -19,7 +20,8 @@ from pipeline.model.errors import ConfigError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 
 
-def fill(location: LocalLocation) -> None:
+def fill(location: StoreLocation) -> None:
+    assert isinstance(location, LocalLocation)
     LocalSegmentStore(location.path).put(segment_name(0, 0), b"segment bytes")
 
 
