@@ -4,18 +4,53 @@ A replay or an analysis of a recorded range must not move any group's committed 
 the analytics consumers' groups stay untouched), so these readers assign partitions themselves
 (``group_id=None``) and never commit. Offsets are located with ``offsets_for_times``: Kafka timestamps
 are the events' times (the watcher sets them), so "the first record at or after T" is the range edge.
+
+A topic a fleet shares holds several clusters' records: a reader keeps one cluster's, chosen by the
+record header alone (:class:`ClusterFilter`), so other clusters' values are never decoded or kept.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from pipeline.io.kafka import KafkaSettings, Message, new_consumer, offsets_at, topic_partitions
+from pipeline.io.topics import cluster_named, is_from_cluster
 from pipeline.model.errors import ConfigError, TransientError
+from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
+
+
+class ClusterFilter:
+    """Keeps the records of one cluster of a fleet (:data:`~pipeline.io.topics.CLUSTER_HEADER`).
+
+    With no cluster chosen (``None``) it keeps the default cluster's (recordings from before fleets),
+    and a record of any other cluster is an error naming the clusters met (:meth:`check`): a reader
+    never merges clusters silently."""
+
+    def __init__(self, topic: str, cluster: ClusterId | None) -> None:
+        self.topic = topic
+        self.cluster = cluster or DEFAULT_CLUSTER
+        self.chosen = cluster is not None
+        self.others: set[str] = set()
+
+    def keeps(self, headers: Sequence[tuple[str, bytes]] | None) -> bool:
+        if is_from_cluster(headers, self.cluster):
+            return True
+        if not self.chosen:
+            self.others.add(cluster_named(headers))
+        return False
+
+    def check(self) -> None:
+        """Raise ConfigError if records of clusters nobody chose were met."""
+        if self.others:
+            met = ", ".join(sorted(self.others))
+            raise ConfigError(
+                f"topic {self.topic!r} holds records of other clusters than the default one ({met}): "
+                "a fleet shares it; choose one with --cluster"
+            )
 
 
 async def _start(consumer: AIOKafkaConsumer, settings: KafkaSettings, topic: str) -> list[TopicPartition]:
@@ -36,13 +71,21 @@ async def _start(consumer: AIOKafkaConsumer, settings: KafkaSettings, topic: str
 
 
 async def read_topic_range(
-    settings: KafkaSettings, topic: str, end_ms: int, *, start_ms: int | None = None
+    settings: KafkaSettings,
+    topic: str,
+    end_ms: int,
+    *,
+    start_ms: int | None = None,
+    cluster: ClusterId | None = None,
 ) -> list[Message]:
-    """Every record of ``topic`` from ``start_ms`` (default: the oldest retained) up to, not including,
-    the first record at or after ``end_ms``, per partition in offset order, partitions concatenated.
+    """Every record of ``cluster`` (:class:`ClusterFilter`) in ``topic`` from ``start_ms`` (default: the
+    oldest retained) up to, not including, the first record at or after ``end_ms``, per partition in
+    offset order, partitions concatenated.
 
-    Raises ConfigError for a missing topic and TransientError when the broker cannot be reached.
+    Raises ConfigError for a missing topic or records of clusters not chosen, and TransientError when
+    the broker cannot be reached.
     """
+    wanted = ClusterFilter(topic, cluster)
     consumer = new_consumer(settings, group_id=None, role="range-reader")
     try:
         partitions = await _start(consumer, settings, topic)
@@ -60,13 +103,14 @@ async def read_topic_range(
             batches = await consumer.getmany(timeout_ms=500, max_records=5000)
             for tp, messages in batches.items():
                 for m in messages:
-                    if m.offset < stops[tp]:
+                    if m.offset < stops[tp] and wanted.keeps(m.headers):
                         out[tp.partition].append(Message(tp.partition, m.offset, m.timestamp, m.key, m.value))
             for tp in list(remaining):
                 # control records (transaction markers) occupy offsets too: the position tells
                 if await consumer.position(tp) >= stops[tp]:
                     remaining.discard(tp)
                     consumer.pause(tp)
+        wanted.check()
         return [record for p in sorted(out) for record in out[p]]
     except KafkaError as exc:
         raise TransientError(f"reading {topic!r} from {settings.bootstrap} failed: {exc}") from None
@@ -75,10 +119,17 @@ async def read_topic_range(
 
 
 async def tail_topic(
-    settings: KafkaSettings, topic: str, from_ms: int, poll_timeout_ms: int = 200
+    settings: KafkaSettings,
+    topic: str,
+    from_ms: int,
+    poll_timeout_ms: int = 200,
+    *,
+    cluster: ClusterId | None = None,
 ) -> AsyncIterator[list[Message]]:
-    """Batches of ``topic``'s records from the first at or after ``from_ms`` on, forever (each batch in
+    """Batches of ``cluster``'s records (:class:`ClusterFilter`; a record of another cluster not chosen
+    raises ConfigError) of ``topic`` from the first at or after ``from_ms`` on, forever (each batch in
     offset order per partition; an empty batch when nothing arrived within ``poll_timeout_ms``)."""
+    wanted = ClusterFilter(topic, cluster)
     consumer = new_consumer(settings, group_id=None, role="range-reader")
     try:
         partitions = await _start(consumer, settings, topic)
@@ -92,10 +143,13 @@ async def tail_topic(
             except KafkaConnectionError:
                 await asyncio.sleep(1.0)  # the broker is away: keep the position, try again
                 continue
-            yield [
+            batch = [
                 Message(tp.partition, m.offset, m.timestamp, m.key, m.value)
                 for tp, messages in batches.items()
                 for m in messages
+                if wanted.keeps(m.headers)
             ]
+            wanted.check()
+            yield batch
     finally:
         await consumer.stop()

@@ -131,6 +131,10 @@ def stored_clusters(location: StoreLocation | str | Path) -> list[ClusterId]:
         location = parse_store_url(location)
     if isinstance(location, LocalLocation):
         root = location.path
+        if not root.is_dir():
+            raise ConfigError(
+                f"segment store {root} does not exist; check --segment-store (a directory or s3:// URL)"
+            )
         named = (
             sorted(p.name for p in (root / CLUSTERS_DIR).iterdir()) if (root / CLUSTERS_DIR).is_dir() else []
         )

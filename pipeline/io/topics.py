@@ -28,6 +28,14 @@ def cluster_header(cluster: ClusterId) -> list[tuple[str, bytes]]:
     return [] if cluster == DEFAULT_CLUSTER else [(CLUSTER_HEADER, cluster.encode())]
 
 
+def cluster_named(headers: Iterable[tuple[str, bytes]] | None) -> str:
+    """The cluster a record with ``headers`` names (the default cluster without the header), as text."""
+    for name, value in headers or ():
+        if name == CLUSTER_HEADER:
+            return value.decode(errors="replace")
+    return DEFAULT_CLUSTER
+
+
 def is_from_cluster(headers: Iterable[tuple[str, bytes]] | None, cluster: ClusterId) -> bool:
     """Whether a record with ``headers`` (aiokafka's ``ConsumerRecord.headers``) was written by
     ``cluster``; a record without the header belongs to the default cluster."""

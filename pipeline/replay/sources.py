@@ -11,6 +11,9 @@
   apiserver allows. Pod lifetimes are learnt as lifecycles arrive: an owner whose pods end by themselves
   gets the median duration seen so far when its object is (re)applied.
 
+Both read one cluster of a topic a fleet shares (``cluster``, by the record header: other clusters'
+values are never decoded; see :class:`pipeline.io.kafka_range.ClusterFilter`).
+
 Redelivered records (Kafka is at least once) are byte-identical to the first delivery and are skipped.
 
 Following runs for months, so nothing here grows with the topic: redeliveries are recognized within a
@@ -22,6 +25,7 @@ recently are remembered (an owner forgotten learns its lifetime again from its n
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import time
@@ -36,7 +40,7 @@ from pipeline.io.kafka import KafkaSettings, Message
 from pipeline.io.kafka_range import read_topic_range, tail_topic
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType, decode_event
-from pipeline.model.keys import ObjectKey
+from pipeline.model.keys import ClusterId, ObjectKey
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.replay.plan import ReplayPlan, plan_replay, pods_end_by_themselves
 from pipeline.replay.schedule import ScheduledStep
@@ -93,11 +97,12 @@ async def read_topic_trace(
     *,
     config: TracerConfig | None = None,
     warn: Warn = lambda _: None,
+    cluster: ClusterId | None = None,
 ) -> Segment:
-    """The trace of ``[start_ms, end_ms)`` from ``topic`` (see the module docstring)."""
+    """The trace of ``[start_ms, end_ms)`` of ``cluster`` from ``topic`` (see the module docstring)."""
     if start_ms >= end_ms:
         raise FormatError(f"topic range is empty: from {start_ms} ms is not before to {end_ms} ms")
-    records = await read_topic_range(settings, topic, end_ms)
+    records = await read_topic_range(settings, topic, end_ms, cluster=cluster)
     events = _Decoder(topic, warn).decode(records)
     return assemble_window(None, events, start_ms, end_ms, config=config or TracerConfig.default())
 
@@ -138,9 +143,11 @@ class FollowSource:
         config: TracerConfig | None = None,
         warn: Warn = lambda _: None,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-        tail: Tail = tail_topic,
+        tail: Tail | None = None,
+        cluster: ClusterId | None = None,
     ) -> None:
-        """``tail``: the topic's records from a time on (a seam for tests and benchmarks)."""
+        """``tail``: the topic's records from a time on (a seam for tests and benchmarks; default: the
+        topic's, of ``cluster``)."""
         self.settings = settings
         self.topic = topic
         self.lag_ms = lag_ms
@@ -149,7 +156,8 @@ class FollowSource:
         self._now_ms = now_ms
         self.start_ms = now_ms() - lag_ms
         self.plan: ReplayPlan | None = None
-        self._tail = tail
+        self.cluster = cluster
+        self._tail = tail or functools.partial(tail_topic, cluster=cluster)
         self._rng = random.Random(0)  # reproducible samples
         self._durations: OrderedDict[ObjectKey, DurationSample] = OrderedDict()  # least recent first
         self._self_ending: OrderedDict[ObjectKey, None] = OrderedDict()
@@ -157,7 +165,7 @@ class FollowSource:
     async def initial_plan(self) -> ReplayPlan:
         """The state at ``now − lag`` (every retained record before it, folded) as the replay's first
         steps; the plan's lifetimes then grow as :meth:`steps` sees lifecycles."""
-        records = await read_topic_range(self.settings, self.topic, self.start_ms)
+        records = await read_topic_range(self.settings, self.topic, self.start_ms, cluster=self.cluster)
         events = self._decoder.decode(records)
         trace = assemble_window(None, events, self.start_ms, self.start_ms + 1, config=self.config)
         self.plan = plan_replay(trace, 1.0)

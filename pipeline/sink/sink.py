@@ -54,7 +54,7 @@ from pipeline.io.kafka import Message
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import SegmentStore, StaleWriterError, WriteFence, segment_name
 from pipeline.io.sink_consumer import PartitionBatch
-from pipeline.io.topics import CLUSTER_HEADER, is_from_cluster
+from pipeline.io.topics import cluster_named, is_from_cluster
 from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import EventHead, WireProbe
@@ -146,7 +146,7 @@ class Sink:
     ) -> None:
         self.source = source
         self.cluster = cluster
-        self._other_clusters: set[bytes] = set()  # header values of other clusters met so far (logged once)
+        self._other_clusters: set[str] = set()  # header values of other clusters met so far (logged once)
         self.store = store
         self.settings = settings
         self.metrics = metrics or Metrics()
@@ -351,13 +351,13 @@ class Sink:
         if others:
             self.metrics.inc("sink_other_cluster_messages_total", float(len(others)))
             for i in others:
-                seen = dict(batch.records[i].headers).get(CLUSTER_HEADER, DEFAULT_CLUSTER.encode())
+                seen = cluster_named(batch.records[i].headers)
                 if seen not in self._other_clusters:
                     self._other_clusters.add(seen)
                     log.warning(
                         "messages of another cluster are skipped: a sink records one cluster; run one "
                         "with --cluster for it",
-                        extra={"ctx": {"cluster": self.cluster, "other": seen.decode(errors="replace")}},
+                        extra={"ctx": {"cluster": self.cluster, "other": seen}},
                     )
         return others
 

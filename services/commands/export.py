@@ -12,7 +12,7 @@ from typing import Any
 
 from pipeline.formats.segment import decode_segment, encode_segment, is_segment
 from pipeline.formats.simkube import read_simkube_trace
-from pipeline.io.store_url import open_segment_store
+from pipeline.io.store_url import cluster_location, open_segment_store
 from pipeline.model.errors import ConfigError
 from pipeline.model.tracer_config import load_tracer_config
 from pipeline.sink.catalog import SegmentCatalog
@@ -28,7 +28,7 @@ from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
 from pipeline.validate.tracefile import encode_trace
 from pipeline.validate.transform import Transform, load_transform
-from services.commands.sink import add_store_argument
+from services.commands.sink import add_cluster_argument, add_store_argument
 
 
 def register(subparsers: Any) -> None:
@@ -39,6 +39,7 @@ def register(subparsers: Any) -> None:
     # negative number so relative times work without "--from=-30m" (no option of ours looks like that).
     parser._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[smhd]?$")
     add_store_argument(parser)
+    add_cluster_argument(parser)
     parser.add_argument(
         "--from", dest="start", required=True, help="range start: -30m, -2h, now, epoch ms or ISO-8601"
     )
@@ -91,7 +92,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     # Load the transform before exporting: a bad transform file must fail before any work is done.
     transform = load_transform(args.transform) if args.transform else None
-    catalog = SegmentCatalog(open_segment_store(args.segment_store, must_exist=True))
+    location = cluster_location(args.segment_store, args.cluster)
+    catalog = SegmentCatalog(open_segment_store(location, must_exist=True))
     result = export_window(catalog, request, lambda w: print(f"kubetape: warning: {w}", file=sys.stderr))
     # The transform runs on the bytes in memory: nothing of the raw trace reaches the disk, not even a
     # temporary file, so a transform that fails leaves no unredacted copy behind.

@@ -1,5 +1,6 @@
 """``kubetape inspect FILE``: summarise any trace or segment file (``--json`` for machines); a segment in an
-object store is named by its URL, ``s3://bucket/prefix/segments/p0000/p0000-000000000000000.kseg``."""
+object store is named by its URL, ``s3://bucket/prefix/segments/p0000/p0000-000000000000000.kseg``.
+``kubetape inspect --clusters STORE`` lists the clusters of a fleet a segment store holds, one a line."""
 
 from __future__ import annotations
 
@@ -15,12 +16,23 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("file", help="a file, or the s3:// URL of a segment in a segment store")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument(
+        "--clusters",
+        action="store_true",
+        help="FILE is a segment store (directory or s3:// URL): list the clusters it holds, one a line "
+        "(the values of --cluster for export, replay --segments and validate)",
+    )
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from pipeline.formats.inspect import inspect_bytes, inspect_file
+    from pipeline.io.store_url import stored_clusters
 
+    if args.clusters:
+        clusters = stored_clusters(args.file)
+        print(json.dumps(clusters) if args.json else "\n".join(clusters))
+        return 0
     if args.file.startswith("s3://"):
         report = inspect_bytes(*_fetch_segment(args.file))
     else:

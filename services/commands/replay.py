@@ -29,6 +29,7 @@ import yaml
 
 from pipeline.model.errors import ConfigError
 from pipeline.replay.autoscale_provider import PROVIDERS
+from services.commands.sink import add_cluster_argument
 
 
 def register(subparsers: Any) -> None:
@@ -53,6 +54,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--from", dest="start", help="range start: -30m, -2h, now, epoch ms or ISO-8601")
     parser.add_argument("--to", dest="end", default=None, help="range end, exclusive (default: now)")
     parser.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers (with --topic)")
+    add_cluster_argument(parser)
     parser.add_argument(
         "--follow", action="store_true", help="with --topic: shadow the live topic --lag behind, at speed 1"
     )
@@ -489,22 +491,28 @@ async def _load_source(args: argparse.Namespace) -> Any:
     start_ms = parse_time(args.start, what="--from")
     end_ms = parse_time(args.end or "now", what="--to")
     if args.segments is not None:
-        return _segments_trace(args.segments, start_ms, end_ms, config)
+        return _segments_trace(args.segments, start_ms, end_ms, config, cluster=args.cluster)
     from pipeline.io.kafka import KafkaSettings
     from pipeline.replay.sources import read_topic_trace
 
     return await read_topic_trace(
-        KafkaSettings(args.bootstrap), args.topic, start_ms, end_ms, config=config, warn=_warn
+        KafkaSettings(args.bootstrap),
+        args.topic,
+        start_ms,
+        end_ms,
+        config=config,
+        warn=_warn,
+        cluster=args.cluster,
     )
 
 
-def _segments_trace(segments: str, start_ms: int, end_ms: int, config: Any) -> Any:
+def _segments_trace(segments: str, start_ms: int, end_ms: int, config: Any, *, cluster: Any = None) -> Any:
     # the same assembly as `kubetape export`, so a range replays as its exported file would
-    from pipeline.io.store_url import open_segment_store, parse_store_url
+    from pipeline.io.store_url import cluster_location, open_segment_store, parse_store_url
     from pipeline.sink.catalog import SegmentCatalog
     from pipeline.sink.export import ExportRequest, window_trace
 
-    location = parse_store_url(segments, what="--segments")
+    location = cluster_location(parse_store_url(segments, what="--segments"), cluster)
     catalog = SegmentCatalog(open_segment_store(location, must_exist=True))
     return window_trace(catalog, ExportRequest(start_ms, end_ms, config=config), _warn)
 
@@ -527,6 +535,7 @@ async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
             round(args.lag * 1000),
             config=load_tracer_config(args.config) if args.config else None,
             warn=_warn,
+            cluster=args.cluster,
         )
         plan = await follow.initial_plan()
 
