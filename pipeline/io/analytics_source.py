@@ -8,6 +8,9 @@ Start per partition: the first message at or after ``start_ms`` when given (a to
 the group's committed offset, otherwise the oldest retained message. End: with ``end_ms``, the first
 message at or after it, fixed when the source starts (``finished()`` then turns true); without, the
 source follows the topic until stopped.
+
+Of a topic a fleet shares, a source delivers one cluster's messages (``cluster``; chosen by header, see
+:class:`~pipeline.io.kafka_range.ClusterFilter`), with a group of its own per cluster.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from pipeline.io.kafka import (
     offsets_at,
     topic_partitions,
 )
+from pipeline.io.kafka_range import ClusterFilter
 from pipeline.model.errors import ConfigError, TransientError
+from pipeline.model.keys import ClusterId
 
 
 class KafkaAnalyticsSource(ConsumerClient):
@@ -39,8 +44,10 @@ class KafkaAnalyticsSource(ConsumerClient):
         *,
         start_ms: int | None = None,
         end_ms: int | None = None,
+        cluster: ClusterId | None = None,
     ) -> None:
         self.settings = settings
+        self._wanted = ClusterFilter(topic, cluster)
         self.topic = topic
         self.group_id = group_id
         self.start_ms = start_ms
@@ -105,10 +112,14 @@ class KafkaAnalyticsSource(ConsumerClient):
             for record in records:
                 if end is not None and record.offset >= end:
                     break
-                out.append(Message(tp.partition, record.offset, record.timestamp, record.key, record.value))
+                if self._wanted.keeps(record.headers):
+                    out.append(
+                        Message(tp.partition, record.offset, record.timestamp, record.key, record.value)
+                    )
                 self._positions[tp] = record.offset + 1
             if end is not None and self._positions[tp] >= end:
                 self.consumer.pause(tp)
+        self._wanted.check()
         return out
 
     def lag(self) -> int | None:

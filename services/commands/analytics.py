@@ -29,6 +29,7 @@ from typing import Any
 from pipeline.analytics.consumer import AnalyticsConsumer, group_id_for
 from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
+from services.commands.sink import add_cluster_argument
 
 BUILTIN_CONSUMERS = ("timeline", "metrics")
 
@@ -53,6 +54,7 @@ def register(subparsers: Any) -> None:
         help="Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP)",
     )
     run.add_argument("--topic", default=EVENTS_TOPIC, help=f"topic to consume (default {EVENTS_TOPIC})")
+    add_cluster_argument(run)
     run.add_argument("--from", dest="start", default=None, help="range start: -30m, now, ms or ISO-8601")
     run.add_argument("--to", dest="end", default=None, help="range end (exclusive); stop there")
     run.add_argument(
@@ -93,6 +95,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.trace is not None:
         if args.start or args.end:
             raise ConfigError("--from/--to select a Kafka range; a trace file is read whole")
+        if args.cluster:
+            raise ConfigError("--cluster selects a cluster of a Kafka topic; a trace file holds one cluster")
         consumer = build_consumer(args.name, args.out, offline=True)
         stats = run_offline(
             consumer, initial_events(read_trace(args.trace), time_ordered=True), str(args.trace)
@@ -150,8 +154,9 @@ async def _run_kafka(args: argparse.Namespace, bootstrap: str) -> None:
         )
     settings = KafkaSettings(bootstrap=bootstrap, client_id="kubetape-analytics")
     try:
+        group = group_id_for(consumer.name) + (f".{args.cluster}" if args.cluster else "")
         async with KafkaAnalyticsSource(
-            settings, args.topic, group_id_for(consumer.name), start_ms=start_ms, end_ms=end_ms
+            settings, args.topic, group, start_ms=start_ms, end_ms=end_ms, cluster=args.cluster
         ) as source:
             runner = ConsumerRunner(consumer, source)
             loop = asyncio.get_running_loop()

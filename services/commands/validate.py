@@ -49,6 +49,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--end", default=None, help="check events before here: offset (90s, 5m) or @unix")
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     parser.add_argument(
+        "--cluster",
+        default=None,
+        help="with a segment store directory holding a fleet: the cluster whose segments to check "
+        "(`kubetape inspect --clusters DIR` lists them)",
+    )
+    parser.add_argument(
         "--ignore",
         action="append",
         default=[],
@@ -66,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError("`validate explain` takes at most one rule code")
         return _explain(args.traces[1] if len(args.traces) == 2 else None)
     args.ignore = _ignored_codes(args.ignore)
-    paths = _expand(args.traces)
+    paths = _expand(args.traces, args.cluster)
     if args.fix is not None and len(paths) != 1:
         raise ConfigError(f"--fix writes the repairs of one trace; got {len(paths)} traces")
     if len(paths) == 1:
@@ -81,13 +87,14 @@ def _ignored_codes(values: list[str]) -> set[str]:
     return {rule(code.strip()).code for value in values for code in value.split(",") if code.strip()}
 
 
-def _expand(arguments: list[str]) -> list[Path]:
+def _expand(arguments: list[str], cluster: str | None) -> list[Path]:
     from pipeline.model.errors import ConfigError
 
     paths: list[Path] = []
     for argument in arguments:
         path = Path(argument)
         if path.is_dir():
+            path = _cluster_directory(path, cluster)
             found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TRACE_SUFFIXES)
             if not found:
                 raise ConfigError(
@@ -97,6 +104,18 @@ def _expand(arguments: list[str]) -> list[Path]:
         else:
             paths.append(path)
     return paths
+
+
+def _cluster_directory(path: Path, cluster: str | None) -> Path:
+    """The directory of ``cluster``'s segments when ``path`` is a segment store of a fleet (or when a
+    cluster is asked for); a store of several clusters without ``--cluster`` is refused naming them."""
+    from pipeline.io.store_url import CLUSTERS_DIR, LocalLocation, cluster_location
+
+    if cluster is None and not (path / CLUSTERS_DIR).is_dir():
+        return path
+    location = cluster_location(LocalLocation(path), cluster)
+    assert isinstance(location, LocalLocation)
+    return location.path
 
 
 def _findings(path: Path, args: argparse.Namespace) -> list[Any]:
