@@ -20,23 +20,27 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from pipeline.io.kafka import KafkaSettings, Message, new_consumer, offsets_at, topic_partitions
 from pipeline.io.topics import cluster_named, is_from_cluster
 from pipeline.model.errors import ConfigError, TransientError
-from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
+from pipeline.model.keys import ClusterId
 
 
 class ClusterFilter:
-    """Keeps the records of one cluster of a fleet (:data:`~pipeline.io.topics.CLUSTER_HEADER`).
+    """Keeps the records of one cluster of a fleet, by :data:`~pipeline.io.topics.CLUSTER_HEADER` alone.
 
-    With no cluster chosen (``None``) it keeps the default cluster's (recordings from before fleets),
-    and a record of any other cluster is an error naming the clusters met (:meth:`check`): a reader
-    never merges clusters silently."""
+    ``cluster`` None: the only cluster the topic holds, taken from the first record met (the default
+    cluster for records without the header); a record of a second cluster makes :meth:`check` raise,
+    naming both: a reader never merges clusters silently. One filter may serve several reads (a
+    follow's range, then its tail) so they keep the same cluster."""
 
     def __init__(self, topic: str, cluster: ClusterId | None) -> None:
         self.topic = topic
-        self.cluster = cluster or DEFAULT_CLUSTER
+        self.cluster = cluster
         self.chosen = cluster is not None
         self.others: set[str] = set()
 
     def keeps(self, headers: Sequence[tuple[str, bytes]] | None) -> bool:
+        if self.cluster is None:
+            self.cluster = ClusterId(cluster_named(headers))
+            return True
         if is_from_cluster(headers, self.cluster):
             return True
         if not self.chosen:
@@ -44,12 +48,12 @@ class ClusterFilter:
         return False
 
     def check(self) -> None:
-        """Raise ConfigError if records of clusters nobody chose were met."""
+        """Raise ConfigError if, with no cluster chosen, records of several clusters were met."""
         if self.others:
-            met = ", ".join(sorted(self.others))
+            met = ", ".join(sorted({str(self.cluster), *self.others}))
             raise ConfigError(
-                f"topic {self.topic!r} holds records of other clusters than the default one ({met}): "
-                "a fleet shares it; choose one with --cluster"
+                f"topic {self.topic!r} holds records of several clusters ({met}): a fleet shares it; "
+                "choose one with --cluster"
             )
 
 
@@ -76,7 +80,7 @@ async def read_topic_range(
     end_ms: int,
     *,
     start_ms: int | None = None,
-    cluster: ClusterId | None = None,
+    cluster: ClusterId | ClusterFilter | None = None,
 ) -> list[Message]:
     """Every record of ``cluster`` (:class:`ClusterFilter`) in ``topic`` from ``start_ms`` (default: the
     oldest retained) up to, not including, the first record at or after ``end_ms``, per partition in
@@ -85,7 +89,7 @@ async def read_topic_range(
     Raises ConfigError for a missing topic or records of clusters not chosen, and TransientError when
     the broker cannot be reached.
     """
-    wanted = ClusterFilter(topic, cluster)
+    wanted = cluster if isinstance(cluster, ClusterFilter) else ClusterFilter(topic, cluster)
     consumer = new_consumer(settings, group_id=None, role="range-reader")
     try:
         partitions = await _start(consumer, settings, topic)
@@ -124,12 +128,12 @@ async def tail_topic(
     from_ms: int,
     poll_timeout_ms: int = 200,
     *,
-    cluster: ClusterId | None = None,
+    cluster: ClusterId | ClusterFilter | None = None,
 ) -> AsyncIterator[list[Message]]:
     """Batches of ``cluster``'s records (:class:`ClusterFilter`; a record of another cluster not chosen
     raises ConfigError) of ``topic`` from the first at or after ``from_ms`` on, forever (each batch in
     offset order per partition; an empty batch when nothing arrived within ``poll_timeout_ms``)."""
-    wanted = ClusterFilter(topic, cluster)
+    wanted = cluster if isinstance(cluster, ClusterFilter) else ClusterFilter(topic, cluster)
     consumer = new_consumer(settings, group_id=None, role="range-reader")
     try:
         partitions = await _start(consumer, settings, topic)

@@ -37,7 +37,7 @@ from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment import Segment
 from pipeline.formats.trace import initial_events
 from pipeline.io.kafka import KafkaSettings, Message
-from pipeline.io.kafka_range import read_topic_range, tail_topic
+from pipeline.io.kafka_range import ClusterFilter, read_topic_range, tail_topic
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import ClusterId, ObjectKey
@@ -156,8 +156,8 @@ class FollowSource:
         self._now_ms = now_ms
         self.start_ms = now_ms() - lag_ms
         self.plan: ReplayPlan | None = None
-        self.cluster = cluster
-        self._tail = tail or functools.partial(tail_topic, cluster=cluster)
+        self.cluster = ClusterFilter(topic, cluster)  # one for the range and the tail: the same cluster
+        self._tail = tail or functools.partial(tail_topic, cluster=self.cluster)
         self._rng = random.Random(0)  # reproducible samples
         self._durations: OrderedDict[ObjectKey, DurationSample] = OrderedDict()  # least recent first
         self._self_ending: OrderedDict[ObjectKey, None] = OrderedDict()

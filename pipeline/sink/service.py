@@ -28,7 +28,7 @@ from pipeline.io.store_url import StoreLocation, open_segment_store
 from pipeline.io.topics import DEADLETTER_TOPIC
 from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, KubetapeError, TransientError
-from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
+from pipeline.model.keys import ClusterId
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.export import ExportFormat, ExportRequest, ExportResult, export_window, filters_from_json
 from pipeline.sink.retention import apply_retention
@@ -45,7 +45,8 @@ class SinkServiceSettings:
     ``store_check_s``: how often readiness checks that the segment store answers; ``store_retry_s``: how
     long a write waits for an object store that does not answer before the sink stops. ``cluster``: the
     one cluster of a fleet this sink records (``segment_store`` is then that cluster's sub-store,
-    :func:`~pipeline.io.store_url.cluster_store_location`)."""
+    :func:`~pipeline.io.store_url.cluster_store_location`); None: the messages without a cluster header
+    (see :class:`~pipeline.sink.sink.Sink`)."""
 
     kafka: KafkaSettings
     segment_store: StoreLocation
@@ -59,7 +60,7 @@ class SinkServiceSettings:
     shutdown_timeout_s: float = 30.0
     store_check_s: float = 5.0
     store_retry_s: float = 120.0
-    cluster: ClusterId = DEFAULT_CLUSTER
+    cluster: ClusterId | None = None
 
 
 NO_NATIVE_HINT = (

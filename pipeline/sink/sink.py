@@ -26,12 +26,13 @@ The store is the source of truth, reconciled with the topic on every assignment:
 * each assignment takes a new fencing epoch in the store; a write refused as stale (see
   :mod:`pipeline.io.segment_store`) drops the partition from this member, which lost it.
 
-Fleets: a sink records one cluster (``cluster``; the default one records the messages without a cluster
-header, as before fleets) into that cluster's sub-store
+Fleets: a sink records one cluster (``cluster``) into that cluster's sub-store
 (:func:`pipeline.io.store_url.cluster_store_location`), with a consumer group of its own. Other
 clusters' messages are told apart by their Kafka header alone: never scanned or decoded, they pass like
 dead letters (consumed, not stored). Its store's topic identity and every segment's ``source`` name the
-cluster, so a segment knows which cluster it holds.
+cluster, so a segment knows which cluster it holds. Without ``cluster`` the sink records the messages
+without a cluster header, as before fleets, and stops at the first message of a cluster: it names the
+cluster to pass (never a silent merge, never a silent skip).
 
 Throughput: each partition's batch is checked and folded into the compactor's state by the C code of
 :mod:`pipeline.model.wirescan` (object bodies are walked, never built), and the message bytes go into
@@ -142,10 +143,11 @@ class Sink:
         metrics: Metrics | None = None,
         clock: Clock = time.monotonic,
         *,
-        cluster: ClusterId = DEFAULT_CLUSTER,
+        cluster: ClusterId | None = None,
     ) -> None:
         self.source = source
-        self.cluster = cluster
+        self.cluster = cluster or DEFAULT_CLUSTER
+        self._cluster_chosen = cluster is not None
         self._other_clusters: set[str] = set()  # header values of other clusters met so far (logged once)
         self.store = store
         self.settings = settings
@@ -348,6 +350,14 @@ class Sink:
         """Indices of ``batch``'s messages from other clusters than this sink's (by header only)."""
         mine = self.cluster
         others = {i for i, r in enumerate(batch.records) if not is_from_cluster(r.headers, mine)}
+        if others and not self._cluster_chosen:
+            met = sorted({cluster_named(batch.records[i].headers) for i in others})
+            self._fatal = ConfigError(
+                f"topic {self.settings.compaction.topic} p{batch.partition} holds messages of the cluster(s) "
+                f"{', '.join(met)} (a watcher's --cluster-id, by default its kube-system namespace UID): a "
+                f"sink records one cluster; start it with --cluster {met[0]} (one sink per cluster)"
+            )
+            raise self._fatal
         if others:
             self.metrics.inc("sink_other_cluster_messages_total", float(len(others)))
             for i in others:

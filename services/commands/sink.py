@@ -61,11 +61,13 @@ def add_cluster_argument(parser: argparse.ArgumentParser, *, reader: bool = True
         )
     else:
         text = (
-            "the cluster this sink records, of a fleet sharing the topic (its watcher's --cluster-id; "
-            f"default: '{DEFAULT_CLUSTER}', the messages without a cluster header). Its segments go "
-            "under clusters/<id>/ in the store, its consumer group defaults to kubetape-sink.<id>"
+            "the cluster this sink records (its watcher's --cluster-id, by default the kube-system "
+            "namespace UID, which the watcher logs). Its segments go under clusters/<id>/ in the store, "
+            "its consumer group defaults to kubetape-sink.<id>. Unset: the messages without a cluster "
+            "header (recorded before fleets, or by a watcher given --cluster-id default); the sink stops "
+            "naming the cluster to pass at a message of any other"
         )
-    parser.add_argument("--cluster", type=_cluster_id, default=None if reader else DEFAULT_CLUSTER, help=text)
+    parser.add_argument("--cluster", type=_cluster_id, default=None, help=text)
 
 
 def _cluster_id(text: str) -> ClusterId:
@@ -139,13 +141,13 @@ def settings_from_args(args: argparse.Namespace) -> SinkServiceSettings:
     )
     return SinkServiceSettings(
         kafka=KafkaSettings(bootstrap=args.bootstrap, client_id="kubetape-sink"),
-        segment_store=cluster_store_location(args.segment_store, args.cluster),
+        segment_store=cluster_store_location(args.segment_store, args.cluster or DEFAULT_CLUSTER),
         cluster=args.cluster,
         sink=SinkSettings(compaction=compaction, batch_max_records=args.batch),
         http=HttpSettings(
             host=args.http_host, port=args.http_port, token=os.environ.get(args.token_env) or None
         ),
-        group_id=args.group or sink_group(args.cluster),
+        group_id=args.group or sink_group(args.cluster or DEFAULT_CLUSTER),
         deadletter_topic=args.deadletter_topic,
         partitions=args.partitions,
         retention_s=args.retention,

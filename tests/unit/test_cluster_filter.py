@@ -1,5 +1,5 @@
 """Readers of a topic a fleet shares keep one cluster's records by header, and never merge clusters
-silently: without --cluster, a record of a cluster other than the default one is an error naming it."""
+silently: without --cluster they read the topic's only cluster, and a second one is an error naming both."""
 
 from __future__ import annotations
 
@@ -21,12 +21,20 @@ def test_a_chosen_cluster_keeps_its_records_only() -> None:
     wanted.check()  # the others were skipped on purpose
 
 
-def test_without_a_cluster_the_default_one_is_read_and_others_are_an_error_naming_them() -> None:
+def test_without_a_cluster_the_only_one_is_read_and_a_second_is_an_error_naming_them() -> None:
     wanted = ClusterFilter("kubetape.events", None)
-    assert [wanted.keeps(h) for h in (LEGACY, None)] == [True, True]
-    wanted.check()
-    assert [wanted.keeps(h) for h in (EU, US, EU)] == [False, False, False]
+    assert [wanted.keeps(h) for h in (EU, EU)] == [True, True]
+    wanted.check()  # one cluster so far: a single-cluster topic reads as before fleets
+    assert wanted.cluster == "eu"
+    assert [wanted.keeps(h) for h in (US, LEGACY, EU)] == [False, False, True]
     with pytest.raises(
-        ConfigError, match=r"'kubetape.events' holds records of other clusters .*\(eu, us\).*--cluster"
+        ConfigError, match=r"'kubetape.events' holds records of several clusters \(default, eu, us\)"
     ):
         wanted.check()
+
+
+def test_records_without_the_header_are_the_default_clusters() -> None:
+    wanted = ClusterFilter("kubetape.events", None)
+    assert [wanted.keeps(h) for h in (LEGACY, None)] == [True, True]
+    assert wanted.cluster == "default"
+    wanted.check()

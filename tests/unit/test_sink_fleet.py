@@ -4,10 +4,13 @@ and segments name the cluster."""
 
 from __future__ import annotations
 
+import pytest
+
 from pipeline.formats.segment import decode_segment
 from pipeline.io.segment_store import MemorySegmentStore
 from pipeline.io.sink_consumer import PartitionBatch
 from pipeline.io.topics import CLUSTER_HEADER
+from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.catalog import SegmentCatalog
@@ -101,3 +104,17 @@ async def test_a_fleet_members_store_and_segments_name_its_cluster() -> None:
     assert store.claim_source("anything else") == "kafka:c1/kubetape.events#cluster=eu"
     sources = {decode_segment(data).header.source for data in store.files.values()}
     assert sources == {"kafka:c1/kubetape.events#cluster=eu"}
+
+
+async def test_a_sink_given_no_cluster_stops_at_a_fleet_members_message_naming_it() -> None:
+    legacy = synthetic_events(50, T0, 60_000, seed=3)
+    source = FleetSource(fleet_log({DEFAULT_CLUSTER: list(legacy), US: synthetic_events(5, T0, 60_000)}))
+    sink = Sink(source, MemorySegmentStore(), SETTINGS, clock=Clock())
+    await sink.on_assigned([0, 1, 2])
+    with pytest.raises(
+        ConfigError, match=r"holds messages of the cluster\(s\) us .* start it with --cluster us"
+    ):
+        await drain(sink, source)
+    assert not [c for p, c in source.commits.items() if c > 0], (
+        "nothing past the refused message is committed"
+    )
