@@ -108,7 +108,9 @@ async def test_a_fleet_members_store_and_segments_name_its_cluster() -> None:
 
 async def test_a_sink_given_no_cluster_stops_at_a_fleet_members_message_naming_it() -> None:
     legacy = synthetic_events(50, T0, 60_000, seed=3)
-    source = FleetSource(fleet_log({DEFAULT_CLUSTER: list(legacy), US: list(synthetic_events(5, T0, 60_000))}))
+    source = FleetSource(
+        fleet_log({DEFAULT_CLUSTER: list(legacy), US: list(synthetic_events(5, T0, 60_000))})
+    )
     sink = Sink(source, MemorySegmentStore(), SETTINGS, clock=Clock())
     await sink.on_assigned([0, 1, 2])
     with pytest.raises(
