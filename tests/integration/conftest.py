@@ -35,3 +35,15 @@ def source_nodes(local_stack: LocalStack, tmp_path_factory: pytest.TempPathFacto
     skeleton: Path = tmp_path_factory.mktemp("nodes") / "node.yaml"
     skeleton.write_text(WATCH_TEST_NODE)
     return local_stack.add_nodes("source", skeleton, 2)
+
+
+@pytest.fixture(scope="session")
+def second_source(local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A second recorded cluster, ``source-b``, with two KWOK nodes: the other member of a fleet. Started
+    the stack's own way (``LocalStack.up`` adds a named cluster to the running stack); returns its
+    kubeconfig."""
+    info = local_stack.up(["source-b"])
+    skeleton: Path = tmp_path_factory.mktemp("nodes-b") / "node.yaml"
+    skeleton.write_text(WATCH_TEST_NODE)
+    local_stack.add_nodes("source-b", skeleton, 2)
+    return info.kubeconfigs["source-b"]

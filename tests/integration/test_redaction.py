@@ -190,6 +190,7 @@ async def test_no_env_value_reaches_any_topic_or_trace(stack_info: StackInfo, tm
         started_ms,
         int(time.time() * 1000) + 1,
         config=config,
+        cluster=w.cluster_id(),  # the topic may hold other clusters of a fleet (test_fleet.py)
     )
     objs = [e.obj for e in trace.events if e.obj is not None]
     if trace.keyframe is not None:

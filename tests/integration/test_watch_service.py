@@ -25,6 +25,7 @@ import pytest
 from pipeline.io.kafka import KafkaSettings, new_consumer, topic_partitions
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.model.events import Event, EventType, decode_event, encode_event
+from pipeline.model.keys import ClusterId
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack, StackInfo
 from pipeline.watch.shaper import TIME_SOURCE_ANNOTATION
@@ -94,7 +95,7 @@ class WatcherProcess:
             await self.reader
 
 
-async def start_watcher(config: Path, kubeconfig: Path, bootstrap: str) -> WatcherProcess:
+async def start_watcher(config: Path, kubeconfig: Path, bootstrap: str, *extra: str) -> WatcherProcess:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -110,6 +111,7 @@ async def start_watcher(config: Path, kubeconfig: Path, bootstrap: str) -> Watch
         "0",
         "--log-level",
         "debug",
+        *extra,
         cwd=REPO,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -136,8 +138,10 @@ async def start_watcher(config: Path, kubeconfig: Path, bootstrap: str) -> Watch
 
 
 @contextlib.asynccontextmanager
-async def running_watcher(config: Path, kubeconfig: Path, bootstrap: str) -> AsyncIterator[WatcherProcess]:
-    watcher = await start_watcher(config, kubeconfig, bootstrap)
+async def running_watcher(
+    config: Path, kubeconfig: Path, bootstrap: str, *extra: str
+) -> AsyncIterator[WatcherProcess]:
+    watcher = await start_watcher(config, kubeconfig, bootstrap, *extra)
     try:
         yield watcher
     finally:
@@ -161,6 +165,12 @@ class Workload:
         result = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, check=False)
         assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
         return result.stdout
+
+    def cluster_id(self) -> ClusterId:
+        """The cluster id a watcher of this cluster records under by default: its kube-system UID."""
+        return ClusterId(
+            self.kubectl("get", "namespace", "kube-system", "-o", "jsonpath={.metadata.uid}").strip()
+        )
 
     def apply(self, manifest: dict[str, Any]) -> None:
         self.kubectl("apply", "-n", self.ns, "-f", "-", stdin=json.dumps(manifest))

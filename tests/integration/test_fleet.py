@@ -1,0 +1,186 @@
+"""A fleet on the real stack: two KWOK clusters (``source`` and ``source-b``) with different workloads, and
+one object of the same name in both, recorded by two watchers into one broker's topics and, by one sink
+per cluster, into one S3 store. For each cluster, the export holds exactly that cluster's recording (the
+fold of its own records in the topic, the state its cluster shows) and none of the other's; the store
+lists both clusters; a read without ``--cluster`` is refused naming them; topic-range reads keep one
+cluster by header."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.formats.segment import Segment, decode_segment
+from pipeline.io.kafka import KafkaSettings, new_consumer, topic_partitions
+from pipeline.io.topics import EVENTS_TOPIC, cluster_named
+from pipeline.model.events import Event, EventType, decode_event
+from pipeline.model.keys import ClusterId
+from pipeline.replay.sources import read_topic_trace
+from pipeline.stack.stack import StackInfo
+from services.commands.replay import _segments_trace
+from tests.integration.test_sink import KUBETAPE, direct_trace, wait_committed
+from tests.integration.test_watch_service import Workload, deployment, running_watcher, tracer_config
+from tests.polling import eventually
+
+pytestmark = pytest.mark.timeout(600)
+__all__ = ["tracer_config"]  # the fixture, used by name
+
+NS = "wt-fleet"
+A = "fleet-a"  # configured; cluster B goes by its kube-system namespace UID (the default)
+
+
+async def events_by_cluster(bootstrap: str) -> dict[str, list[Event]]:
+    """Every event of the events topic up to its current end, by the cluster its header names."""
+    settings = KafkaSettings(bootstrap)
+    tps = await topic_partitions(settings, EVENTS_TOPIC)
+    consumer = new_consumer(settings, group_id=None)
+    await consumer.start()
+    try:
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        out: dict[str, list[Event]] = {}
+        async with asyncio.timeout(60):
+            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+                for msgs in (await consumer.getmany(timeout_ms=500)).values():
+                    for m in msgs:
+                        assert m.value is not None
+                        out.setdefault(cluster_named(m.headers), []).append(decode_event(m.value))
+        return out
+    finally:
+        await consumer.stop()
+
+
+def final_deployments(trace: Segment) -> dict[str, int]:
+    """``name: replicas`` of the Deployments of NS alive at the end of the trace (keyframe, then events)."""
+    alive: dict[str, Any] = {}
+    if trace.keyframe is not None:
+        alive.update({str(k): e.obj for k, e in trace.keyframe.objects.items()})
+    for e in trace.events:
+        if e.type is EventType.APPLIED:
+            alive[e.key] = e.obj
+        elif e.type is EventType.DELETED:
+            alive.pop(e.key, None)
+    prefix = f"apps/Deployment/{NS}/"
+    return {
+        k.removeprefix(prefix): obj["spec"]["replicas"] for k, obj in alive.items() if k.startswith(prefix)
+    }
+
+
+def identities(trace: Segment) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """What a trace holds, independent of the order of events of equal time across partitions."""
+    keyframe = sorted(map(str, trace.keyframe.objects)) if trace.keyframe is not None else []
+    events = sorted((e.ts_ms, e.key, e.type.value, e.spec_hash, e.pod_start_ms or 0) for e in trace.events)
+    return keyframe, events
+
+
+@contextlib.contextmanager
+def sink_process(bootstrap: str, store: str, cluster: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    args = [
+        str(KUBETAPE), "sink", "--bootstrap", bootstrap, "--segment-store", store, "--cluster", cluster,
+        "--http-port", "0", "--idle-close", "1s", "--partitions", "3",
+    ]  # fmt: skip
+    with log.open("ab") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=out, env=dict(os.environ))
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(KUBETAPE), *argv], capture_output=True, text=True, check=False, timeout=120)
+
+
+@pytest.mark.usefixtures("source_nodes")
+async def test_two_clusters_in_one_topic_set_and_one_store_export_apart(
+    stack_info: StackInfo,
+    second_source: Path,
+    tracer_config: Path,
+    s3_url: str,
+    tmp_path: Path,
+) -> None:
+    a, b = Workload(stack_info, NS), Workload(stack_info, NS)
+    b.kubeconfig = second_source
+    b_id = b.cluster_id()
+    assert b_id != a.cluster_id()
+    started_ms = int(time.time() * 1000)
+    for w in (a, b):
+        w.kubectl("create", "namespace", NS)
+    bootstrap = stack_info.bootstrap
+    async with (
+        running_watcher(tracer_config, a.kubeconfig, bootstrap, "--cluster-id", A),
+        running_watcher(tracer_config, b.kubeconfig, bootstrap),  # named by its kube-system UID
+    ):
+        a.apply(deployment("shared", 2, "app:a"))  # the same object key in both clusters
+        a.apply(deployment("alpha", 1, "app:a"))
+        b.apply(deployment("shared", 3, "app:b"))
+        b.apply(deployment("beta", 2, "app:b"))
+        await a.wait_running("app=shared", 2)
+        await b.wait_running("app=beta", 2)
+
+        def deployments_of(by_cluster: dict[str, list[Event]]) -> dict[str, set[str]]:
+            prefix = f"apps/Deployment/{NS}/"
+            return {
+                c: {e.key.removeprefix(prefix) for e in by_cluster.get(c, []) if e.key.startswith(prefix)}
+                for c in (A, b_id)
+            }
+
+        by_cluster = await eventually(
+            lambda: events_by_cluster(bootstrap),
+            lambda seen: deployments_of(seen) == {A: {"shared", "alpha"}, b_id: {"shared", "beta"}},
+            "both clusters' Deployments in the events topic",
+            timeout_s=90,
+        )
+    end_ms = int(time.time() * 1000) + 1
+    start_ms = started_ms - 600_000
+
+    with (
+        sink_process(bootstrap, s3_url, A, tmp_path / "sink-a.log"),
+        sink_process(bootstrap, s3_url, b_id, tmp_path / "sink-b.log"),
+    ):
+        await wait_committed(bootstrap, f"kubetape-sink.{A}", EVENTS_TOPIC, 3, within=180)
+        await wait_committed(bootstrap, f"kubetape-sink.{b_id}", EVENTS_TOPIC, 3, within=180)
+
+    listed = cli("inspect", "--clusters", s3_url)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == sorted([A, b_id])
+    refused = cli("export", "--segment-store", s3_url, "--from", str(start_ms), "-o", str(tmp_path / "x"))
+    assert refused.returncode != 0
+    assert f"holds 2 clusters ({', '.join(sorted([A, b_id]))}); choose one with --cluster" in refused.stderr
+
+    expected_state = {A: {"shared": 2, "alpha": 1}, b_id: {"shared": 3, "beta": 2}}
+    for cluster in (A, b_id):
+        out = tmp_path / f"{cluster}.kseg"
+        done = cli(
+            "export", "--segment-store", s3_url, "--cluster", cluster,
+            "--from", str(start_ms), "--to", str(end_ms), "-o", str(out),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        exported = decode_segment(out.read_bytes())
+        # what recording this cluster alone gives: the fold of its own records, nothing of the other's
+        alone = decode_segment(direct_trace(by_cluster[cluster], start_ms, end_ms))
+        assert identities(exported) == identities(alone), cluster
+        assert final_deployments(exported) == expected_state[cluster]
+        # replay --segments and a topic-range replay read the same cluster, by header
+        assert (
+            final_deployments(_segments_trace(s3_url, start_ms, end_ms, None, cluster=cluster))
+            == (expected_state[cluster])
+        )
+        topic_range = await read_topic_trace(
+            KafkaSettings(bootstrap), EVENTS_TOPIC, start_ms, end_ms, cluster=ClusterId(cluster)
+        )
+        assert final_deployments(topic_range) == expected_state[cluster]
