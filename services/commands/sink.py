@@ -62,12 +62,15 @@ def add_cluster_argument(parser: argparse.ArgumentParser, *, reader: bool = True
     else:
         text = (
             "the cluster this sink records (its watcher's --cluster-id, by default the kube-system "
-            "namespace UID, which the watcher logs). Its segments go under clusters/<id>/ in the store, "
-            "its consumer group defaults to kubetape-sink.<id>. Unset: the messages without a cluster "
+            "namespace UID, which the watcher logs; default: $KUBETAPE_CLUSTER_ID, as the watcher). Its "
+            "segments go under clusters/<id>/ in the store, its consumer group defaults to "
+            "kubetape-sink.<id>. Unset: the messages without a cluster "
             "header (recorded before fleets, or by a watcher given --cluster-id default); the sink stops "
             "naming the cluster to pass at a message of any other"
         )
-    parser.add_argument("--cluster", type=_cluster_id, default=None, help=text)
+    # the recording side (watcher and sink) shares $KUBETAPE_CLUSTER_ID; a reader names its cluster itself
+    default = None if reader else os.environ.get("KUBETAPE_CLUSTER_ID") or None
+    parser.add_argument("--cluster", type=_cluster_id, default=default, help=text)
 
 
 def _cluster_id(text: str) -> ClusterId:

@@ -35,3 +35,32 @@ def test_outside_a_pod_the_default_is_the_users_kubeconfig(monkeypatch: pytest.M
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert settings_for() == Path("~/.kube/config").expanduser()
+
+
+def test_the_cluster_id_comes_from_the_flag_or_the_environment_else_the_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def cluster_id(*argv: str) -> str | None:
+        return settings_from_args(build_parser().parse_args(["watch", *argv])).cluster_id
+
+    monkeypatch.delenv("KUBETAPE_CLUSTER_ID", raising=False)
+    assert cluster_id() is None  # the service reads the kube-system namespace UID
+    monkeypatch.setenv("KUBETAPE_CLUSTER_ID", "prod-eu")
+    assert cluster_id() == "prod-eu"
+    assert cluster_id("--cluster-id", "prod-us") == "prod-us"
+
+
+def test_the_sink_records_the_cluster_its_watcher_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.commands.sink import settings_from_args as sink_settings
+
+    def sink(*argv: str) -> tuple[object, str, str]:
+        s = sink_settings(
+            build_parser().parse_args(["sink", "--bootstrap", "b:9092", "--segment-store", "/s", *argv])
+        )
+        return s.cluster, str(s.segment_store), s.group_id
+
+    monkeypatch.delenv("KUBETAPE_CLUSTER_ID", raising=False)
+    assert sink() == (None, "/s", "kubetape-sink")
+    monkeypatch.setenv("KUBETAPE_CLUSTER_ID", "prod-eu")
+    assert sink() == ("prod-eu", "/s/clusters/prod-eu", "kubetape-sink.prod-eu")
+    assert sink("--cluster", "default") == ("default", "/s", "kubetape-sink")
