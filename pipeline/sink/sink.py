@@ -55,7 +55,7 @@ from pipeline.io.kafka import Message
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import SegmentStore, StaleWriterError, WriteFence, segment_name
 from pipeline.io.sink_consumer import PartitionBatch
-from pipeline.io.topics import cluster_named, is_from_cluster
+from pipeline.io.topics import cluster_header, cluster_named, is_from_cluster
 from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import EventHead, WireProbe
@@ -148,6 +148,8 @@ class Sink:
         self.source = source
         self.cluster = cluster or DEFAULT_CLUSTER
         self._cluster_chosen = cluster is not None
+        # the headers its watcher writes, as aiokafka delivers them (a tuple): one C comparison a message
+        self._own_headers = tuple(cluster_header(self.cluster))
         self._other_clusters: set[str] = set()  # header values of other clusters met so far (logged once)
         self.store = store
         self.settings = settings
@@ -348,8 +350,12 @@ class Sink:
 
     def _other_clusters_in(self, batch: PartitionBatch) -> set[int]:
         """Indices of ``batch``'s messages from other clusters than this sink's (by header only)."""
-        mine = self.cluster
-        others = {i for i, r in enumerate(batch.records) if not is_from_cluster(r.headers, mine)}
+        mine, own = self.cluster, self._own_headers
+        others = {
+            i
+            for i, r in enumerate(batch.records)
+            if r.headers != own and not is_from_cluster(r.headers, mine)
+        }
         if others and not self._cluster_chosen:
             met = sorted({cluster_named(batch.records[i].headers) for i in others})
             self._fatal = ConfigError(

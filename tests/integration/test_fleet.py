@@ -8,11 +8,8 @@ cluster by header."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +17,14 @@ import pytest
 
 from pipeline.formats.segment import Segment, decode_segment
 from pipeline.io.kafka import KafkaSettings, new_consumer, topic_partitions
-from pipeline.io.topics import EVENTS_TOPIC, cluster_named
+from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, cluster_named
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import ClusterId
 from pipeline.replay.sources import read_topic_trace
 from pipeline.stack.stack import StackInfo
 from services.commands.replay import _segments_trace
 from tests.integration.test_sink import KUBETAPE, direct_trace, wait_committed
+from tests.integration.test_sink_s3 import _sink_process
 from tests.integration.test_watch_service import Workload, deployment, running_watcher, tracer_config
 from tests.polling import eventually
 
@@ -82,25 +80,6 @@ def identities(trace: Segment) -> tuple[list[str], list[tuple[Any, ...]]]:
     return keyframe, events
 
 
-@contextlib.contextmanager
-def sink_process(bootstrap: str, store: str, cluster: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    args = [
-        str(KUBETAPE), "sink", "--bootstrap", bootstrap, "--segment-store", store, "--cluster", cluster,
-        "--http-port", "0", "--idle-close", "1s", "--partitions", "3",
-    ]  # fmt: skip
-    with log.open("ab") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=out, env=dict(os.environ))
-    try:
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def cli(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(KUBETAPE), *argv], capture_output=True, text=True, check=False, timeout=120)
 
@@ -148,12 +127,29 @@ async def test_two_clusters_in_one_topic_set_and_one_store_export_apart(
     end_ms = int(time.time() * 1000) + 1
     start_ms = started_ms - 600_000
 
+    groups = {c: f"kubetape-sink.{c}" for c in (A, b_id)}  # one consumer group per cluster
     with (
-        sink_process(bootstrap, s3_url, A, tmp_path / "sink-a.log"),
-        sink_process(bootstrap, s3_url, b_id, tmp_path / "sink-b.log"),
+        _sink_process(
+            bootstrap,
+            (EVENTS_TOPIC, groups[A], DEADLETTER_TOPIC),
+            s3_url,
+            tmp_path / "a.log",
+            "",
+            "--cluster",
+            A,
+        ),
+        _sink_process(
+            bootstrap,
+            (EVENTS_TOPIC, groups[b_id], DEADLETTER_TOPIC),
+            s3_url,
+            tmp_path / "b.log",
+            "",
+            "--cluster",
+            b_id,
+        ),
     ):
-        await wait_committed(bootstrap, f"kubetape-sink.{A}", EVENTS_TOPIC, 3, within=180)
-        await wait_committed(bootstrap, f"kubetape-sink.{b_id}", EVENTS_TOPIC, 3, within=180)
+        for group in groups.values():
+            await wait_committed(bootstrap, group, EVENTS_TOPIC, 3, within=180)
 
     listed = cli("inspect", "--clusters", s3_url)
     assert listed.returncode == 0, listed.stderr

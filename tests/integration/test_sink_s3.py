@@ -40,14 +40,15 @@ from tests.polling import eventually
 
 @contextlib.contextmanager
 def _sink_process(
-    bootstrap: str, names: tuple[str, str, str], store: str, log: Path, token: str = ""
+    bootstrap: str, names: tuple[str, str, str], store: str, log: Path, token: str = "", *extra: str
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``kubetape sink`` on ``store`` (the AWS_* variables of this process reach the S3 server)."""
+    """``kubetape sink`` on ``store`` (the AWS_* variables of this process reach the S3 server), with
+    ``extra`` arguments."""
     topic, group, dlq = names
     args = [
         str(KUBETAPE), "sink", "--bootstrap", bootstrap, "--topic", topic, "--group", group,
         "--deadletter-topic", dlq, "--segment-store", store, "--http-port", "0",
-        "--idle-close", "1s", "--keyframe-every", "3", "--batch", "700", "--partitions", "2",
+        "--idle-close", "1s", "--keyframe-every", "3", "--batch", "700", "--partitions", "2", *extra,
     ]  # fmt: skip
     with log.open("ab") as out:
         env = {**os.environ, "KUBETAPE_TOKEN": token}
