@@ -4,6 +4,8 @@ silently: without --cluster they read the topic's only cluster, and a second one
 from __future__ import annotations
 
 import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from pipeline.io.kafka_range import ClusterFilter
 from pipeline.io.topics import CLUSTER_HEADER
@@ -38,3 +40,42 @@ def test_records_without_the_header_are_the_default_clusters() -> None:
     assert [wanted.keeps(h) for h in (LEGACY, None)] == [True, True]
     assert wanted.cluster == "default"
     wanted.check()
+
+
+class ClusterFilterMachine(RuleBasedStateMachine):
+    """Records of random clusters against the naive model: the chosen cluster, else the first one met,
+    is kept; the rest is dropped; an error exactly when, unchosen, two clusters were met."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter: ClusterFilter | None = None
+        self.chosen: str | None = None
+        self.met: list[str] = []
+
+    @initialize(chosen=st.sampled_from([None, "default", "eu", "us"]))
+    def start(self, chosen: str | None) -> None:
+        self.filter = ClusterFilter("t", ClusterId(chosen) if chosen else None)
+        self.chosen = chosen
+
+    @rule(cluster=st.sampled_from(["default", "eu", "us"]), noise=st.booleans())
+    def record(self, cluster: str, noise: bool) -> None:
+        assert self.filter is not None
+        headers = [("traceparent", b"x")] if noise else []
+        if cluster != "default":
+            headers.append((CLUSTER_HEADER, cluster.encode()))
+        self.met.append(cluster)
+        kept = self.chosen or self.met[0]
+        assert self.filter.keeps(headers) == (cluster == kept)
+
+    @invariant()
+    def refuses_a_merge_exactly_when_two_unchosen_clusters_were_met(self) -> None:
+        assert self.filter is not None
+        merged = self.chosen is None and len(set(self.met)) > 1
+        if merged:
+            with pytest.raises(ConfigError, match="several clusters"):
+                self.filter.check()
+        else:
+            self.filter.check()
+
+
+TestClusterFilterMachine = ClusterFilterMachine.TestCase
