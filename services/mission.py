@@ -232,6 +232,8 @@ def run_mission(stack: LocalStack, workdir: Path, *, speed: float = 10.0, say: S
             str(segments),
             "--group",
             f"kubetape-demo-{run_id}",
+            "--cluster",  # the name the watcher below records under
+            "source",
             "--window",
             "10s",
             "--idle-close",
@@ -249,6 +251,8 @@ def run_mission(stack: LocalStack, workdir: Path, *, speed: float = 10.0, say: S
             str(info.kubeconfigs["source"]),
             "--bootstrap",
             info.bootstrap,
+            "--cluster-id",
+            "source",
         ],
         workdir / "watcher.log",
     )

@@ -20,6 +20,7 @@ import yaml
 from pipeline.io.kafka import KafkaSettings
 from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.model.events import Event, EventType, decode_event
+from pipeline.model.keys import ClusterId
 from pipeline.model.tracer_config import TracerConfig, load_tracer_config
 from pipeline.replay.sources import read_topic_trace
 from pipeline.stack.stack import StackInfo
@@ -116,10 +117,10 @@ def add_ephemeral_container(w: Workload, pod: str) -> None:
     w.kubectl("replace", "--raw", path, "-f", "-", stdin=json.dumps(current))
 
 
-async def published_objects(bootstrap: str, ns: str) -> dict[str, Event]:
-    """The latest APPLIED event per key of ``ns`` on the events topic."""
+async def published_objects(bootstrap: str, ns: str, cluster: ClusterId) -> dict[str, Event]:
+    """The latest APPLIED event per key of ``ns`` of ``cluster`` on the events topic."""
     out: dict[str, Event] = {}
-    for key, value, _ in await read_topic(bootstrap, EVENTS_TOPIC):
+    for key, value, _ in await read_topic(bootstrap, EVENTS_TOPIC, cluster):
         if f"/{ns}/" in key and value is not None:
             event = decode_event(value)
             if event.type is EventType.APPLIED:
@@ -149,6 +150,7 @@ async def test_no_env_value_reaches_any_topic_or_trace(stack_info: StackInfo, tm
     }
     expected = {k.format(ns=ns) for k in expected}
     started_ms = int(time.time() * 1000) - 60_000
+    cluster = w.cluster_id()  # what the watcher names this cluster by default
     async with running_watcher(config_path, w.kubeconfig, stack_info.bootstrap) as watcher:
         for manifest in objects.values():
             w.apply(manifest)
@@ -156,7 +158,7 @@ async def test_no_env_value_reaches_any_topic_or_trace(stack_info: StackInfo, tm
         deadline = time.monotonic() + 90
         seen: dict[str, Event] = {}
         while True:
-            seen = await published_objects(stack_info.bootstrap, ns)
+            seen = await published_objects(stack_info.bootstrap, ns, cluster)
             bare = seen.get(f"core/Pod/{ns}/bare")
             has_ephemeral = (
                 bare is not None and bare.obj is not None and "ephemeralContainers" in bare.obj["spec"]
@@ -190,7 +192,7 @@ async def test_no_env_value_reaches_any_topic_or_trace(stack_info: StackInfo, tm
         started_ms,
         int(time.time() * 1000) + 1,
         config=config,
-        cluster=w.cluster_id(),  # the topic may hold other clusters of a fleet (test_fleet.py)
+        cluster=cluster,  # the topic may hold other clusters of a fleet (test_fleet.py)
     )
     objs = [e.obj for e in trace.events if e.obj is not None]
     if trace.keyframe is not None:

@@ -23,9 +23,9 @@ import orjson
 import pytest
 
 from pipeline.io.kafka import KafkaSettings, new_consumer, topic_partitions
-from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, is_from_cluster
 from pipeline.model.events import Event, EventType, decode_event, encode_event
-from pipeline.model.keys import ClusterId
+from pipeline.model.keys import ClusterId, split_message_key
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack, StackInfo
 from pipeline.watch.shaper import TIME_SOURCE_ANNOTATION
@@ -259,8 +259,11 @@ def cronjob(name: str) -> dict[str, Any]:
 
 
 # ---- reading the topic back -----------------------------------------------------------------------
-async def read_topic(bootstrap: str, topic: str) -> list[tuple[str, bytes | None, int]]:
-    """Every (key, value, timestamp) of ``topic`` up to its current end."""
+async def read_topic(
+    bootstrap: str, topic: str, cluster: ClusterId | None = None
+) -> list[tuple[str, bytes | None, int]]:
+    """Every (key, value, timestamp) of ``topic`` up to its current end; with ``cluster``, only that
+    cluster's records, keyed as its watcher meant them (without the cluster prefix of the Kafka key)."""
     tps = await topic_partitions(KafkaSettings(bootstrap), topic)
     consumer = new_consumer(KafkaSettings(bootstrap), group_id=None)
     await consumer.start()
@@ -275,7 +278,18 @@ async def read_topic(bootstrap: str, topic: str) -> list[tuple[str, bytes | None
                 if all(pos >= ends[tp] for pos, tp in zip(positions, tps, strict=True)):
                     return out
                 for msgs in (await consumer.getmany(timeout_ms=500)).values():
-                    out += [(m.key.decode(), m.value, m.timestamp) for m in msgs]
+                    for m in msgs:
+                        key = m.key.decode()
+                        if cluster is not None:
+                            own = (
+                                split_message_key(key, cluster)
+                                if is_from_cluster(m.headers, cluster)
+                                else None
+                            )
+                            if own is None:
+                                continue
+                            key = own
+                        out.append((key, m.value, m.timestamp))
     finally:
         await consumer.stop()
 
@@ -638,7 +652,7 @@ async def test_forced_410_relists_publishes_a_gap_and_the_right_final_state(
     cluster = local_stack.cluster("source", stack_info.bin_dir)
     kwok.stop_cluster(cluster)
     kwok.start_cluster(cluster)
-    resume = {k: v for k, v, _ts in await read_topic(stack_info.bootstrap, RESUME_TOPIC)}
+    resume = {k: v for k, v, _ts in await read_topic(stack_info.bootstrap, RESUME_TOPIC, w.cluster_id())}
     stored = resume["rv/apps/Deployment/*/*"]
     assert stored is not None
     stored_rv = orjson.loads(stored)["rv"]
@@ -683,7 +697,7 @@ async def test_forced_410_relists_publishes_a_gap_and_the_right_final_state(
 
     # the compacted state now holds exactly the live Deployments of the namespace
     state: dict[str, bytes | None] = {}
-    for key, value, _ts in await read_topic(stack_info.bootstrap, STATE_TOPIC):
+    for key, value, _ts in await read_topic(stack_info.bootstrap, STATE_TOPIC, w.cluster_id()):
         state[key] = value
     live = {k.rsplit("/", 1)[1] for k, v in state.items() if k.startswith(f"apps/Deployment/{ns}/") and v}
     assert live == {"keep", "change", "fresh"}
