@@ -1,7 +1,8 @@
 """Object keys and GVK strings: the stable names every stage uses for a Kubernetes object.
 
 * An :data:`ObjectKey` is ``group/Kind/namespace/name``: the Kafka message key of every event about the
-  object, so one object's changes stay ordered in one partition. The core API group is spelled ``core``
+  object (behind its cluster's id in a fleet, :func:`message_key`), so one object's changes stay
+  ordered in one partition. The core API group is spelled ``core``
   and a cluster-scoped object's namespace is spelled ``_`` (neither is a valid group or namespace name,
   so keys never collide). The version is deliberately not part of the key: an object keeps its identity
   when it is read through another API version.
