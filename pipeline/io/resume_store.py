@@ -48,7 +48,7 @@ async def read_compacted(
                     batches = await consumer.getmany(timeout_ms=500, max_records=10_000)
                     for messages in batches.values():
                         for msg in messages:
-                            key = _own_key(msg, cluster)
+                            key = own_record_key(msg, cluster)
                             if key is None:
                                 continue  # another cluster's record
                             if msg.value is None:
@@ -65,7 +65,7 @@ async def read_compacted(
         await consumer.stop()
 
 
-def _own_key(msg: ConsumerRecord[bytes, bytes], cluster: ClusterId) -> str | None:
+def own_record_key(msg: ConsumerRecord[bytes, bytes], cluster: ClusterId) -> str | None:
     """The key of ``msg`` without its cluster prefix, or None if another cluster wrote it."""
     if not is_from_cluster(msg.headers, cluster):
         return None
