@@ -366,8 +366,8 @@ class Sink:
             raise self._fatal
         if others:
             self.metrics.inc("sink_other_cluster_messages_total", float(len(others)))
-            for i in others:
-                seen = cluster_named(batch.records[i].headers)
+            # a watcher writes the same headers on every record: name each distinct set once
+            for seen in {cluster_named(h) for h in {tuple(batch.records[i].headers) for i in others}}:
                 if seen not in self._other_clusters:
                     self._other_clusters.add(seen)
                     log.warning(

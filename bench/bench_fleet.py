@@ -1,0 +1,106 @@
+"""What a fleet costs the sink per message; prints one JSON document.
+
+A sink records one cluster of the topic. It tells each message's cluster from its Kafka header before
+anything else, and never scans another cluster's payload. This benchmark measures that check beside
+the C ingest scan (``wirescan.scan``) of the same batch, in one run, in memory (no broker):
+
+* ``own``: a batch where every message belongs to the sink's cluster. This is the common case, one
+  tuple comparison per message;
+* ``mixed``: half the messages come from another cluster. Those are skipped, and the batch the scan
+  sees is half empty.
+
+Usage::
+
+    .venv/bin/python -m bench.bench_fleet [--messages 10000] [--repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pipeline.io.segment_store import MemorySegmentStore
+from pipeline.io.sink_consumer import PartitionBatch
+from pipeline.io.topics import cluster_header
+from pipeline.model import wirescan
+from pipeline.model.events import encode_event
+from pipeline.model.keys import ClusterId
+from pipeline.sink.sink import Sink, SinkSettings
+from pipeline.sink.synthetic import synthetic_events
+from tests.unit.test_sink_compaction import FakeSource, _Record
+
+EU, US = ClusterId("eu"), ClusterId("us")
+
+
+def _best_ns_per_message(work: Callable[[], object], messages: int, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - started)
+    return best / messages * 1e9
+
+
+def _batch(values: list[bytes | None], other_every: int) -> PartitionBatch:
+    own, other = tuple(cluster_header(EU)), tuple(cluster_header(US))
+    return PartitionBatch.of(
+        0,
+        [
+            _Record(i, b"k", v, 0, other if other_every and i % other_every == 0 else own)
+            for i, v in enumerate(values)
+        ],
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    values: list[bytes | None] = [
+        encode_event(e) for e in synthetic_events(args.messages, 1_763_700_000_000, 600_000)
+    ]
+    sink = Sink(FakeSource({}), MemorySegmentStore(), SinkSettings(), cluster=EU)
+    figures: dict[str, Any] = {}
+    loop = asyncio.new_event_loop()
+    for name, other_every in (("own", 0), ("mixed", 2)):
+        batch = _batch(values, other_every)
+        check = _best_ns_per_message(
+            functools.partial(sink._other_clusters_in, batch), len(values), args.repeat
+        )
+        scan = _best_ns_per_message(functools.partial(wirescan.scan, values), len(values), args.repeat)
+        heads = _best_ns_per_message(
+            lambda b=batch: loop.run_until_complete(sink._heads(b)),  # type: ignore[misc]  # bound default
+            len(values),
+            args.repeat,
+        )
+        figures[name] = {
+            "cluster_check_ns_per_message": round(check, 1),
+            "wirescan_ns_per_message": round(scan, 1),
+            "sink_heads_ns_per_message": round(heads, 1),
+            "ratio_check_to_scan": round(check / scan, 3),
+        }
+    loop.close()
+    result = {
+        "messages": args.messages,
+        "native_scan": wirescan.NATIVE,
+        **figures,
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "loadavg": os.getloadavg(),
+        },
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
