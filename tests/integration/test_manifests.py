@@ -123,6 +123,24 @@ def test_the_recording_side_is_read_only_and_never_reads_secrets(rendered: dict[
         assert "secrets" not in rule["resources"], rule
         assert "*" not in rule["resources"], rule
         assert "*" not in rule["apiGroups"], rule
+    # the cluster id: one namespace, read only; nothing else of namespaces
+    assert [r for r in rules if "namespaces" in r["resources"]] == [
+        {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": ["kube-system"], "verbs": ["get"]}
+    ]
+
+
+def test_watcher_and_sink_name_the_same_cluster(rendered: dict[str, str]) -> None:
+    docs = objects(rendered["prod"])
+    refs = {}
+    for workload in (o for o in docs if o["kind"] in WORKLOAD_KINDS):
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e for e in container.get("env", [])}
+        refs[workload["metadata"]["name"]] = env["KUBETAPE_CLUSTER_ID"]["valueFrom"]["configMapKeyRef"]
+    assert len(refs) == 2, refs
+    (ref,) = {(r["name"], r["key"]) for r in refs.values()}
+    assert ref[1] == "cluster-id"
+    (config_map,) = [o for o in docs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == ref[0]]
+    assert config_map["data"]["cluster-id"] == "prod"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
