@@ -17,6 +17,7 @@ import pytest
 
 from pipeline.formats.segment import Segment, decode_segment
 from pipeline.io.kafka import KafkaSettings, new_consumer, topic_partitions
+from pipeline.io.kafka_range import tail_topic
 from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, cluster_named
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import ClusterId
@@ -159,6 +160,10 @@ async def test_two_clusters_in_one_topic_set_and_one_store_export_apart(
     assert f"holds 2 clusters ({', '.join(sorted([A, b_id]))}); choose one with --cluster" in refused.stderr
 
     expected_state = {A: {"shared": 2, "alpha": 1}, b_id: {"shared": 3, "beta": 2}}
+
+    def other(cluster: str) -> str:
+        return b_id if cluster == A else A
+
     for cluster in (A, b_id):
         out = tmp_path / f"{cluster}.kseg"
         done = cli(
@@ -180,3 +185,28 @@ async def test_two_clusters_in_one_topic_set_and_one_store_export_apart(
             KafkaSettings(bootstrap), EVENTS_TOPIC, start_ms, end_ms, cluster=ClusterId(cluster)
         )
         assert final_deployments(topic_range) == expected_state[cluster]
+        # --follow tails the live topic by the same header filter
+        followed = await tailed(bootstrap, ClusterId(cluster), {e.key for e in by_cluster[cluster]})
+        assert not {e.key for e in followed} & {e.key for e in by_cluster[other(cluster)]} - {
+            e.key for e in by_cluster[cluster]
+        }, "none of the other cluster's objects"
+        assert replicas_applied(followed, "shared") == {expected_state[cluster]["shared"]}
+
+
+async def tailed(bootstrap: str, cluster: ClusterId, keys: set[str]) -> list[Event]:
+    """What tailing the topic from its start yields for ``cluster`` until every one of ``keys`` was seen."""
+    events: list[Event] = []
+    try:
+        async with asyncio.timeout(60):
+            async for batch in tail_topic(KafkaSettings(bootstrap), EVENTS_TOPIC, 0, cluster=cluster):
+                events += [decode_event(m.value) for m in batch if m.value is not None]
+                if keys <= {e.key for e in events}:
+                    return events
+    except TimeoutError:
+        pass
+    raise AssertionError(f"tailing {cluster} never met {sorted(keys - {e.key for e in events})}")
+
+
+def replicas_applied(events: list[Event], name: str) -> set[int]:
+    key = f"apps/Deployment/{NS}/{name}"
+    return {e.obj["spec"]["replicas"] for e in events if e.key == key and e.obj is not None}
