@@ -178,6 +178,8 @@ def _inspect_segment(where: str, data: bytes, seg: Segment) -> InspectReport:
         else:
             kinds.setdefault("(gap markers)", Counter())["gap"] += 1
     details: dict[str, Any] = {"kind": h.kind.value}
+    if h.source is not None:  # the topic's identity, and the cluster of a fleet (``#cluster=<id>``)
+        details["source"] = h.source
     if h.partitions:
         details["partitions"] = ", ".join(
             f"{p.topic}[{p.partition}] {p.first_offset}..{p.last_offset}" for p in h.partitions

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.formats.inspect import inspect_bytes
 from pipeline.formats.segment import decode_segment
 from pipeline.io.segment_store import MemorySegmentStore
 from pipeline.io.sink_consumer import PartitionBatch
@@ -104,6 +105,9 @@ async def test_a_fleet_members_store_and_segments_name_its_cluster() -> None:
     assert store.claim_source("anything else") == "kafka:c1/kubetape.events#cluster=eu"
     sources = {decode_segment(data).header.source for data in store.files.values()}
     assert sources == {"kafka:c1/kubetape.events#cluster=eu"}
+    # a segment file on its own says which cluster it holds
+    name, data = next(iter(store.files.items()))
+    assert inspect_bytes(data, name).to_json()["details"]["source"] == "kafka:c1/kubetape.events#cluster=eu"
 
 
 async def test_a_sink_given_no_cluster_stops_at_a_fleet_members_message_naming_it() -> None:
