@@ -12,6 +12,7 @@ record header alone (:class:`ClusterFilter`), so other clusters' values are neve
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -155,5 +156,37 @@ async def tail_topic(
             ]
             wanted.check()
             yield batch
+    finally:
+        await consumer.stop()
+
+
+async def latest_clusters(settings: KafkaSettings, topic: str) -> set[str]:
+    """The clusters named by the last record of each partition of ``topic`` (empty for an empty or
+    missing topic): which cluster a sink nobody named a cluster for records (:class:`ClusterFilter`'s
+    header rule)."""
+    consumer = new_consumer(settings, group_id=None, role="range-reader")
+    try:
+        partitions = await _start(consumer, settings, topic)
+        ends = await consumer.end_offsets(partitions)
+        starts = await consumer.beginning_offsets(partitions)
+        last = {tp: ends[tp] - 1 for tp in partitions if ends[tp] > starts[tp]}
+        consumer.assign(list(last))
+        for tp, offset in last.items():
+            consumer.seek(tp, offset)
+        met: set[str] = set()
+        # a partition whose last offset is a transaction marker yields nothing: the others decide
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10):
+                while last:
+                    for tp, records in (await consumer.getmany(timeout_ms=500)).items():
+                        met.update(cluster_named(r.headers) for r in records)
+                        last.pop(tp, None)
+        return met
+    except ConfigError:
+        return set()  # no topic yet: nothing recorded, the default cluster
+    except KafkaError as exc:
+        raise TransientError(
+            f"reading the last records of {topic!r} from {settings.bootstrap} failed: {exc}"
+        ) from None
     finally:
         await consumer.stop()

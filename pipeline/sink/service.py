@@ -20,15 +20,16 @@ from typing import Any
 
 from pipeline.io.http import HttpSettings, bound_port, create_app, start_http
 from pipeline.io.kafka import KafkaSettings, ensure_topic
+from pipeline.io.kafka_range import latest_clusters
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore, SegmentStore
 from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP, KafkaSinkSource
 from pipeline.io.sink_http import ExportFn, ExportReply, add_export_route
-from pipeline.io.store_url import StoreLocation, open_segment_store
+from pipeline.io.store_url import StoreLocation, cluster_store_location, open_segment_store
 from pipeline.io.topics import DEADLETTER_TOPIC
 from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, KubetapeError, TransientError
-from pipeline.model.keys import ClusterId
+from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.export import ExportFormat, ExportRequest, ExportResult, export_window, filters_from_json
 from pipeline.sink.retention import apply_retention
@@ -44,9 +45,9 @@ class SinkServiceSettings:
     ``shutdown_timeout_s``: how long SIGTERM waits for the final flush before cancelling;
     ``store_check_s``: how often readiness checks that the segment store answers; ``store_retry_s``: how
     long a write waits for an object store that does not answer before the sink stops. ``cluster``: the
-    one cluster of a fleet this sink records (``segment_store`` is then that cluster's sub-store,
-    :func:`~pipeline.io.store_url.cluster_store_location`); None: the messages without a cluster header
-    (see :class:`~pipeline.sink.sink.Sink`)."""
+    one cluster of a fleet this sink records, in its sub-store of ``segment_store``
+    (:func:`~pipeline.io.store_url.cluster_store_location`); None: the topic's only cluster, and a message
+    of another one stops the sink naming it (see :class:`~pipeline.sink.sink.Sink`)."""
 
     kafka: KafkaSettings
     segment_store: StoreLocation
@@ -77,6 +78,18 @@ def tune_gc_for_throughput() -> None:
     gc.freeze()
 
 
+async def _only_cluster(kafka: KafkaSettings, topic: str) -> ClusterId:
+    """The cluster a sink records when nobody named one: the topic's only cluster, told by the last record
+    of each partition (the default cluster for an empty topic). Several: ConfigError naming them."""
+    met = sorted(await latest_clusters(kafka, topic))
+    if len(met) > 1:
+        raise ConfigError(
+            f"topic {topic} holds records of several clusters ({', '.join(met)}): a fleet shares it; a sink "
+            "records one cluster: start one sink per cluster with --cluster ID ($KUBETAPE_CLUSTER_ID)"
+        )
+    return ClusterId(met[0]) if met else DEFAULT_CLUSTER
+
+
 async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (or ``stop`` is set)."""
     stop = stop or asyncio.Event()
@@ -85,20 +98,30 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    store = open_segment_store(settings.segment_store, retry_s=settings.store_retry_s)
+    topic = settings.sink.compaction.topic
+    await ensure_topic(settings.kafka, topic, settings.partitions)
+    cluster = settings.cluster or await _only_cluster(settings.kafka, topic)
+    location = cluster_store_location(settings.segment_store, cluster)
+    store = open_segment_store(location, retry_s=settings.store_retry_s)
     store_health = StoreHealth(store)
     await store_health.probe()  # a missing bucket or wrong credentials fail the start, with the reason
     if isinstance(store, LocalSegmentStore) and (removed := store.remove_stale_temp_files()):
         log.info("removed temp files of interrupted writes", extra={"ctx": {"count": removed}})
-    topic = settings.sink.compaction.topic
-    await ensure_topic(settings.kafka, topic, settings.partitions)
     await ensure_topic(settings.kafka, settings.deadletter_topic, 1)
     metrics = Metrics()
     ready = asyncio.Event()
     source = KafkaSinkSource(
         settings.kafka, topic, group_id=settings.group_id, deadletter_topic=settings.deadletter_topic
     )
-    sink = Sink(source, store, settings.sink, metrics, cluster=settings.cluster)
+    # a cluster nobody named is the topic's only one: a message of another stops the sink
+    sink = Sink(
+        source,
+        store,
+        settings.sink,
+        metrics,
+        cluster=cluster,
+        skip_other_clusters=settings.cluster is not None,
+    )
     log.info(
         "ingest path",
         extra={"ctx": {"native": wirescan.NATIVE, "hint": "" if wirescan.NATIVE else NO_NATIVE_HINT}},
@@ -113,7 +136,8 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
         extra={
             "ctx": {
                 "http_port": bound_port(runner),
-                "segment_store": str(settings.segment_store),
+                "segment_store": str(location),
+                "cluster": cluster,
                 "topic": topic,
             }
         },

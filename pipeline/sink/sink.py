@@ -30,9 +30,9 @@ Fleets: a sink records one cluster (``cluster``) into that cluster's sub-store
 (:func:`pipeline.io.store_url.cluster_store_location`), with a consumer group of its own. Other
 clusters' messages are told apart by their Kafka header alone: never scanned or decoded, they pass like
 dead letters (consumed, not stored). Its store's topic identity and every segment's ``source`` name the
-cluster, so a segment knows which cluster it holds. Without ``cluster`` the sink records the messages
-without a cluster header, as before fleets, and stops at the first message of a cluster: it names the
-cluster to pass (never a silent merge, never a silent skip).
+cluster, so a segment knows which cluster it holds. With ``skip_other_clusters`` False (a sink whose
+cluster nobody named: the topic's only one, see :mod:`pipeline.sink.service`) a message of another
+cluster stops the sink instead, naming the cluster to pass (never a silent merge, never a silent skip).
 
 Throughput: each partition's batch is checked and folded into the compactor's state by the C code of
 :mod:`pipeline.model.wirescan` (object bodies are walked, never built), and the message bytes go into
@@ -143,11 +143,12 @@ class Sink:
         metrics: Metrics | None = None,
         clock: Clock = time.monotonic,
         *,
-        cluster: ClusterId | None = None,
+        cluster: ClusterId = DEFAULT_CLUSTER,
+        skip_other_clusters: bool = True,
     ) -> None:
         self.source = source
-        self.cluster = cluster or DEFAULT_CLUSTER
-        self._cluster_chosen = cluster is not None
+        self.cluster = cluster
+        self._skip_other_clusters = skip_other_clusters
         # the headers its watcher writes, as aiokafka delivers them (a tuple): one C comparison a message
         self._own_headers = tuple(cluster_header(self.cluster))
         self._other_clusters: set[str] = set()  # header values of other clusters met so far (logged once)
@@ -356,12 +357,13 @@ class Sink:
             for i, r in enumerate(batch.records)
             if r.headers != own and not is_from_cluster(r.headers, mine)
         }
-        if others and not self._cluster_chosen:
+        if others and not self._skip_other_clusters:
             met = sorted({cluster_named(batch.records[i].headers) for i in others})
             self._fatal = ConfigError(
-                f"topic {self.settings.compaction.topic} p{batch.partition} holds messages of the cluster(s) "
-                f"{', '.join(met)} (a watcher's --cluster-id, by default its kube-system namespace UID): a "
-                f"sink records one cluster; start it with --cluster {met[0]} (one sink per cluster)"
+                f"topic {self.settings.compaction.topic} p{batch.partition} holds messages of the "
+                f"cluster(s) {', '.join(met)} besides {self.cluster} (a watcher's --cluster-id, by default "
+                f"its kube-system namespace UID): a sink records one cluster; start it with --cluster "
+                f"{met[0]} (one sink per cluster)"
             )
             raise self._fatal
         if others:

@@ -13,7 +13,7 @@ from typing import Any
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka import KafkaSettings
 from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP
-from pipeline.io.store_url import StoreLocation, cluster_store_location, parse_store_url
+from pipeline.io.store_url import StoreLocation, parse_store_url
 from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId, parse_cluster_id
@@ -64,9 +64,9 @@ def add_cluster_argument(parser: argparse.ArgumentParser, *, reader: bool = True
             "the cluster this sink records (its watcher's --cluster-id, by default the kube-system "
             "namespace UID, which the watcher logs; default: $KUBETAPE_CLUSTER_ID, as the watcher). Its "
             "segments go under clusters/<id>/ in the store, its consumer group defaults to "
-            "kubetape-sink.<id>. Unset: the messages without a cluster "
-            "header (recorded before fleets, or by a watcher given --cluster-id default); the sink stops "
-            "naming the cluster to pass at a message of any other"
+            "kubetape-sink.<id>. Unset: the topic's only cluster (by the last record of each partition; "
+            "'default' for records without a cluster header, as before fleets); a message of another "
+            "stops the sink, naming the --cluster to pass"
         )
     # the recording side (watcher and sink) shares $KUBETAPE_CLUSTER_ID; a reader names its cluster itself
     default = None if reader else os.environ.get("KUBETAPE_CLUSTER_ID") or None
@@ -144,7 +144,7 @@ def settings_from_args(args: argparse.Namespace) -> SinkServiceSettings:
     )
     return SinkServiceSettings(
         kafka=KafkaSettings(bootstrap=args.bootstrap, client_id="kubetape-sink"),
-        segment_store=cluster_store_location(args.segment_store, args.cluster or DEFAULT_CLUSTER),
+        segment_store=args.segment_store,
         cluster=args.cluster,
         sink=SinkSettings(compaction=compaction, batch_max_records=args.batch),
         http=HttpSettings(

@@ -8,6 +8,7 @@ cluster by header."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -158,6 +159,13 @@ async def test_two_clusters_in_one_topic_set_and_one_store_export_apart(
     refused = cli("export", "--segment-store", s3_url, "--from", str(start_ms), "-o", str(tmp_path / "x"))
     assert refused.returncode != 0
     assert f"holds 2 clusters ({', '.join(sorted([A, b_id]))}); choose one with --cluster" in refused.stderr
+
+    # a sink nobody named a cluster for records the topic's only one: here it stops, naming what to pass
+    # (at start if the partitions' last records name several clusters, else at the first other one met)
+    unnamed = cli("sink", "--bootstrap", bootstrap, "--segment-store", str(tmp_path / "unnamed"))
+    assert unnamed.returncode == 2, unnamed.stderr
+    assert "a sink records one cluster" in unnamed.stderr
+    assert re.search(rf"--cluster ({A}|{b_id}|ID)", unnamed.stderr), unnamed.stderr[-2000:]
 
     expected_state = {A: {"shared": 2, "alpha": 1}, b_id: {"shared": 3, "beta": 2}}
 

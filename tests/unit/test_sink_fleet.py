@@ -110,17 +110,36 @@ async def test_a_fleet_members_store_and_segments_name_its_cluster() -> None:
     assert inspect_bytes(data, name).to_json()["details"]["source"] == "kafka:c1/kubetape.events#cluster=eu"
 
 
-async def test_a_sink_given_no_cluster_stops_at_a_fleet_members_message_naming_it() -> None:
+async def test_a_sink_whose_cluster_nobody_named_stops_at_another_clusters_message_naming_it() -> None:
     legacy = synthetic_events(50, T0, 60_000, seed=3)
     source = FleetSource(
         fleet_log({DEFAULT_CLUSTER: list(legacy), US: list(synthetic_events(5, T0, 60_000))})
     )
-    sink = Sink(source, MemorySegmentStore(), SETTINGS, clock=Clock())
+    sink = Sink(source, MemorySegmentStore(), SETTINGS, clock=Clock(), skip_other_clusters=False)
     await sink.on_assigned([0, 1, 2])
-    with pytest.raises(
-        ConfigError, match=r"holds messages of the cluster\(s\) us .* start it with --cluster us"
-    ):
+    with pytest.raises(ConfigError, match=r"cluster\(s\) us besides default .* start it with --cluster us"):
         await drain(sink, source)
     assert not [c for p, c in source.commits.items() if c > 0], (
         "nothing past the refused message is committed"
     )
+
+
+async def test_a_sink_nobody_named_a_cluster_for_records_the_topics_only_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pipeline.io.kafka import KafkaSettings
+    from pipeline.sink import service
+
+    met: set[str] = set()
+
+    async def latest(_settings: KafkaSettings, _topic: str) -> set[str]:
+        return met
+
+    monkeypatch.setattr(service, "latest_clusters", latest)
+    kafka = KafkaSettings("unused:9092")
+    assert await service._only_cluster(kafka, "t") == DEFAULT_CLUSTER  # nothing recorded yet
+    met.update({"eu"})
+    assert await service._only_cluster(kafka, "t") == EU
+    met.update({"us"})
+    with pytest.raises(ConfigError, match=r"topic t holds records of several clusters \(eu, us\)"):
+        await service._only_cluster(kafka, "t")

@@ -60,7 +60,7 @@ def test_the_sink_records_the_cluster_its_watcher_names(monkeypatch: pytest.Monk
         return s.cluster, str(s.segment_store), s.group_id
 
     monkeypatch.delenv("KUBETAPE_CLUSTER_ID", raising=False)
-    assert sink() == (None, "/s", "kubetape-sink")
+    assert sink() == (None, "/s", "kubetape-sink")  # the topic's only cluster, found when it starts
     monkeypatch.setenv("KUBETAPE_CLUSTER_ID", "prod-eu")
-    assert sink() == ("prod-eu", "/s/clusters/prod-eu", "kubetape-sink.prod-eu")
+    assert sink() == ("prod-eu", "/s", "kubetape-sink.prod-eu")  # its sub-store: clusters/prod-eu/
     assert sink("--cluster", "default") == ("default", "/s", "kubetape-sink")
