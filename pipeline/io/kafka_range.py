@@ -170,6 +170,8 @@ async def latest_clusters(settings: KafkaSettings, topic: str) -> set[str]:
         ends = await consumer.end_offsets(partitions)
         starts = await consumer.beginning_offsets(partitions)
         last = {tp: ends[tp] - 1 for tp in partitions if ends[tp] > starts[tp]}
+        if not last:
+            return set()  # nothing recorded yet
         consumer.assign(list(last))
         for tp, offset in last.items():
             consumer.seek(tp, offset)
