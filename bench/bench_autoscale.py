@@ -43,8 +43,9 @@ from pipeline.model.keys import key_of
 from pipeline.replay.autoscale_figures import NODEPOOL_LABEL, AutoscaleFigures
 from pipeline.replay.autoscale_settings import scale_karpenter_timers, scale_nodepool
 from pipeline.replay.plan import plan_replay
-from pipeline.replay.replayer import Replayer, ReplaySettings
+from pipeline.replay.replayer import Replayer
 from pipeline.replay.rewrite import REPLAY_LABEL
+from pipeline.replay.settings import ReplaySettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.stack.stack import LocalStack
 
@@ -199,8 +200,7 @@ async def _run(args: argparse.Namespace, stack: LocalStack, kubeconfig: Path) ->
             speed=args.speed,
             replay_name=name,
             namespace_prefix=name,
-            node_skeleton=_skeleton(),
-            node_count=fixed_nodes,
+            node_pools=((_skeleton(), fixed_nodes),),
         ),
         f"{REPLAY_LABEL}={{}}",
     )

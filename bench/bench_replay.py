@@ -37,8 +37,9 @@ from pipeline.io.kube_apply import KubeApplier
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.plan import plan_replay
-from pipeline.replay.replayer import Replayer, ReplaySettings
+from pipeline.replay.replayer import Replayer
 from pipeline.replay.report import ReplayReport
+from pipeline.replay.settings import ReplaySettings
 
 
 def _config_map(name: str, namespace: str, i: int) -> dict[str, Any]:

@@ -203,8 +203,9 @@ async def ceiling(
 # ---- the replay -----------------------------------------------------------------------------------
 async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace) -> dict[str, Any]:
     from pipeline.replay.plan import plan_replay
-    from pipeline.replay.replayer import Replayer, ReplaySettings
+    from pipeline.replay.replayer import Replayer
     from pipeline.replay.report import ReplayProgress
+    from pipeline.replay.settings import ReplaySettings
 
     trace = build_segment(events, start_ms=0, end_ms=round(args.duration * 1000), kind=SegmentKind.TRACE)
     name = f"scale-{uuid.uuid4().hex[:6]}"

@@ -22,45 +22,13 @@ Each hold also says where the cluster was behind, from the replay's pods at that
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
 from pipeline.replay.fidelity import BOUND_PODS, Timeline, range_over
-
-
-@dataclass(frozen=True, slots=True)
-class PodCounts:
-    """The replay's pods of one owner at one sample, by how far they got."""
-
-    running: int = 0
-    unscheduled: int = 0
-    bound: int = 0
-    """Bound to a node, not Running yet."""
-
-
-def count_pods(pods: Iterable[Mapping[str, Any]], owner_of: str) -> dict[str, PodCounts]:
-    """Per recorded owner (the pod annotation ``owner_of``), pods Running, unscheduled and bound; pods
-    being deleted are left out, as the fidelity sample leaves them out."""
-    running: Counter[str] = Counter()
-    unscheduled: Counter[str] = Counter()
-    bound: Counter[str] = Counter()
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        owner = (meta.get("annotations") or {}).get(owner_of)
-        if not isinstance(owner, str) or meta.get("deletionTimestamp"):
-            continue
-        phase = (pod.get("status") or {}).get("phase")
-        if phase == "Running":
-            running[owner] += 1
-        elif phase in (None, "Pending"):
-            if (pod.get("spec") or {}).get("nodeName"):
-                bound[owner] += 1
-            else:
-                unscheduled[owner] += 1
-    owners = set(running) | set(unscheduled) | set(bound)
-    return {o: PodCounts(running[o], unscheduled[o], bound[o]) for o in owners}
+from pipeline.replay.pod_tally import PodCounts
 
 
 @dataclass(slots=True)

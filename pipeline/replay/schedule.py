@@ -56,6 +56,11 @@ class MonotonicClock:
             await asyncio.sleep(remaining)
 
 
+async def pause(clock: Clock, seconds: float) -> None:
+    """Wait ``seconds`` on ``clock`` (the real one in service; virtual time in tests)."""
+    await clock.sleep_until(clock.now() + seconds)
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduledStep(Generic[T]):
     """One unit of replay work: ``payload`` for the object ``key``, recorded at trace time ``ts_ms``."""

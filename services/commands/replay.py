@@ -217,7 +217,7 @@ def parse_nodes(text: str) -> tuple[dict[str, Any], int]:
 def _run(args: argparse.Namespace) -> int:
     from pipeline.replay.autoscale_nodes import judge_node_counts, without_autoscaler_nodes
     from pipeline.replay.plan import plan_replay
-    from pipeline.replay.replayer import ReplaySettings
+    from pipeline.replay.settings import ReplaySettings
 
     max_speed = args.speed == MAX_SPEED
     if max_speed and args.max_lag is None:
@@ -237,7 +237,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.follow and (max_speed or args.speed != 1.0):
         raise ConfigError("--follow shadows the live topic at speed 1; drop --speed")
     pools = [parse_nodes(text) for text in args.nodes]
-    skeleton, count = pools[0] if pools else (None, 0)
     node_pools, scaled = _autoscaler_setup(args)
     prices = load_prices(args.prices) if args.prices is not None else None
     settings = ReplaySettings(
@@ -249,9 +248,7 @@ def _run(args: argparse.Namespace) -> int:
         duration_ms=None if args.duration is None else round(args.duration * 1000),
         max_in_flight=args.max_in_flight,
         qps=args.qps,
-        node_skeleton=skeleton,
-        node_count=count,
-        more_node_pools=tuple(pools[1:]),
+        node_pools=tuple(pools),
         keep=args.keep,
         sample_interval_s=args.sample_interval,
         desired_settle_s=args.desired_settle,

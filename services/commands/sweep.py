@@ -177,9 +177,10 @@ async def replay_to_run(
     from pipeline.replay.plan import plan_replay
     from pipeline.replay.replayer import Replayer
 
-    if pool is None and settings.node_skeleton is not None and settings.node_count > 0:
-        skeleton_name = str((settings.node_skeleton.get("metadata") or {}).get("name") or "node")
-        pool = node_pool(skeleton_name, settings.node_skeleton, settings.node_count)
+    if pool is None and settings.node_pools and settings.node_pools[0][1] > 0:
+        skeleton, count = settings.node_pools[0]
+        skeleton_name = str((skeleton.get("metadata") or {}).get("name") or "node")
+        pool = node_pool(skeleton_name, skeleton, count)
     trace = read_trace(trace_path)
     plan = plan_replay(trace, settings.speed)
     recorded_nodes: list[tuple[int, int]] = []
@@ -278,7 +279,7 @@ async def run_sweep(
 ) -> SweepResult:
     """Every (speed × (node option or autoscaler variant)) configuration ``repetitions`` times, one
     replay after another."""
-    from pipeline.replay.replayer import ReplaySettings
+    from pipeline.replay.settings import ReplaySettings
 
     runs: list[Run] = []
     options: list[NodeOption | AutoscalerVariant] = [*nodes, *(autoscaler.variants if autoscaler else ())]
@@ -297,8 +298,7 @@ async def run_sweep(
                 speed=speed,
                 replay_name=name,
                 namespace_prefix=name,
-                node_skeleton=fixed.skeleton,
-                node_count=fixed.count if fixed.skeleton is not None else 0,
+                node_pools=() if fixed.skeleton is None else ((fixed.skeleton, fixed.count),),
                 sample_interval_s=sample_interval_s,
                 max_lag_s=max_lag_s,
                 **autoscaled,

@@ -19,7 +19,7 @@ from pipeline.analytics.timeline import CLUSTER_OWNER, fold_events
 from pipeline.formats.trace import initial_events, read_trace
 from pipeline.io.analytics_source import KafkaAnalyticsSource
 from pipeline.io.kafka import KafkaSettings
-from pipeline.replay.replayer import ReplaySettings
+from pipeline.replay.settings import ReplaySettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.stack.stack import LocalStack
 from services.cli import main
@@ -64,8 +64,7 @@ async def test_three_replays_of_a_recording_compare_within_the_fidelity_threshol
             speed=10.0,
             replay_name=name,
             namespace_prefix=f"e2e{repetition}",
-            node_skeleton=skeleton,
-            node_count=3,
+            node_pools=((skeleton, 3),),
             sample_interval_s=0.25,
         )
         run = await replay_to_run(

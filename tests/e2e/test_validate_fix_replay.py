@@ -19,9 +19,10 @@ from pipeline.formats.trace import read_trace
 from pipeline.io.kube import kube_api
 from pipeline.io.kube_apply import KubeApplier
 from pipeline.replay.plan import plan_replay
-from pipeline.replay.replayer import Replayer, ReplaySettings
+from pipeline.replay.replayer import Replayer
 from pipeline.replay.report import ReplayReport
 from pipeline.replay.rewrite import REPLAY_LABEL
+from pipeline.replay.settings import ReplaySettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.fixes import PLACEHOLDER_IMAGE, fix_transform
@@ -57,8 +58,7 @@ async def replayed(trace: Path, kubeconfig: Path, name: str) -> AsyncIterator[Re
         speed=10.0,
         replay_name=name,
         namespace_prefix=name,
-        node_skeleton=yaml.safe_load(DEFAULT_NODE_SKELETON.read_text()),
-        node_count=1,
+        node_pools=((yaml.safe_load(DEFAULT_NODE_SKELETON.read_text()), 1),),
         keep=True,
     )
     plan = plan_replay(read_trace(trace), settings.speed)

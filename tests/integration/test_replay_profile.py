@@ -16,7 +16,8 @@ from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.plan import plan_replay
-from pipeline.replay.replayer import Replayer, ReplaySettings
+from pipeline.replay.replayer import Replayer
+from pipeline.replay.settings import ReplaySettings
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack, StackState
 
@@ -96,8 +97,7 @@ async def test_a_replay_at_max_speed_names_the_profile_and_what_changes_scheduli
         speed=10,
         replay_name="profiled",
         namespace_prefix="profiled",
-        node_skeleton=yaml.safe_load(kwok.DEFAULT_NODE_SKELETON.read_text()),
-        node_count=2,
+        node_pools=((yaml.safe_load(kwok.DEFAULT_NODE_SKELETON.read_text()), 2),),
         sample_interval_s=0.5,
         max_lag_s=5.0,
         max_speed=True,

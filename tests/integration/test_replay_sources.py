@@ -19,8 +19,9 @@ from pipeline.io.kube import kube_api
 from pipeline.io.kube_apply import KubeApplier
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import key_of
-from pipeline.replay.replayer import Replayer, ReplaySettings
+from pipeline.replay.replayer import Replayer
 from pipeline.replay.rewrite import REPLAY_LABEL
+from pipeline.replay.settings import ReplaySettings
 from pipeline.replay.sources import FollowSource, read_topic_trace
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from tests.polling import eventually
@@ -106,8 +107,7 @@ async def test_following_the_live_topic_applies_each_new_event_a_fixed_lag_later
         speed=1.0,
         replay_name=name,
         namespace_prefix=name,
-        node_skeleton=yaml.safe_load(DEFAULT_NODE_SKELETON.read_text()),
-        node_count=1,
+        node_pools=((yaml.safe_load(DEFAULT_NODE_SKELETON.read_text()), 1),),
     )
     async with kube_api(sim_kubeconfig) as api:
         cluster = KubeApplier(api)

@@ -22,9 +22,10 @@ from pipeline.io.kube_apply import KubeApplier
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.plan import plan_replay
-from pipeline.replay.replayer import Replayer, ReplaySettings
+from pipeline.replay.replayer import Replayer
 from pipeline.replay.report import ReplayReport
 from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL
+from pipeline.replay.settings import ReplaySettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 
 
@@ -72,8 +73,7 @@ def node_settings(name: str, speed: float, **kwargs: Any) -> ReplaySettings:
         speed=speed,
         replay_name=name,
         namespace_prefix=name,
-        node_skeleton=skeleton,
-        node_count=2,
+        node_pools=((skeleton, 2),),
         sample_interval_s=0.5,
         **kwargs,
     )

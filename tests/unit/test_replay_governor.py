@@ -8,8 +8,9 @@ from typing import Any
 
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
-from pipeline.replay.governor import ConvergenceGovernor, PodCounts, count_pods
+from pipeline.replay.governor import ConvergenceGovernor
 from pipeline.replay.plan import plan_replay
+from pipeline.replay.pod_tally import PodCounts, count_pods
 from pipeline.replay.replayer import Replayer
 from tests.unit.test_replay_replayer import MemoryCluster, applied, fast, pod, trace
 

@@ -17,10 +17,12 @@ from pipeline.io.kube_types import ApiResource
 from pipeline.model.errors import ApiUnavailableError, KubeApiError, ObjectRejectedError, UnknownKindError
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey, key_of
-from pipeline.replay import replayer as replayer_module
+from pipeline.replay import setup as replay_setup
 from pipeline.replay.plan import plan_replay
-from pipeline.replay.replayer import Replayer, ReplaySettings, root_crd
+from pipeline.replay.replayer import Replayer
 from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL
+from pipeline.replay.settings import ReplaySettings
+from pipeline.replay.setup import root_crd
 from tests.data import SIMKUBE_TRACES
 
 KINDS = {
@@ -197,7 +199,7 @@ async def test_virtual_nodes_are_created_and_owned_by_the_root() -> None:
     plan = plan_replay(trace([applied(0, pod("p"))]), speed=1)
     big = {**skeleton, "metadata": {"name": "big"}}
     pools = ((skeleton, 1), (big, 1))  # a second pool of the same skeleton must not collide
-    settings = fast(keep=True, node_skeleton=skeleton, node_count=2, more_node_pools=pools)
+    settings = fast(keep=True, node_pools=((skeleton, 2), *pools))
     report = await Replayer(cluster, plan, settings).run()
     nodes = sorted(name for kind, _, name in cluster.objects if kind == "Node")
     assert nodes == ["t1-big-2-0", "t1-sk-0", "t1-sk-1", "t1-sk-1-0"]
@@ -481,7 +483,7 @@ async def test_a_cluster_without_the_root_crd_gets_it_before_the_root() -> None:
 async def test_a_root_crd_that_never_becomes_established_fails_the_replay_with_its_conditions(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(replayer_module, "ROOT_CRD_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(replay_setup, "ROOT_CRD_TIMEOUT_S", 0.3)
     cluster = ClusterWithoutRootCrd(pending_gets=10**9)
     with pytest.raises(
         KubeApiError, match=r"replayroots\.kubetape\.dev not Established after .*last conditions: \[\]"

@@ -12,8 +12,10 @@ from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.plan import plan_replay
-from pipeline.replay.replayer import PROFILE_CONFIGMAP, Replayer, SpeedSeeker, read_cluster_profile
+from pipeline.replay.replayer import Replayer
+from pipeline.replay.sampler import SpeedSeeker
 from pipeline.replay.schedule import ScheduledStep, Scheduler
+from pipeline.replay.setup import PROFILE_CONFIGMAP, read_cluster_profile
 from tests.unit.test_replay_replayer import KwokLikeCluster, MemoryCluster, applied, fast, pod, trace
 from tests.unit.test_replay_schedule import FakeClock
 

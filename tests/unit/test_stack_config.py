@@ -154,7 +154,7 @@ def test_an_unknown_profile_is_a_clear_error_before_anything_starts(tmp_path: Pa
 
 
 def test_the_replayer_reads_the_profile_where_the_stack_states_it() -> None:
-    from pipeline.replay.replayer import PROFILE_CONFIGMAP
+    from pipeline.replay.setup import PROFILE_CONFIGMAP
 
     assert kwok.PROFILE_CONFIGMAP == PROFILE_CONFIGMAP
     stated = kwok.profile_configmap(kwok.profile_named("large"))["metadata"]

@@ -1,0 +1,75 @@
+"""Every knob of one replay (:class:`ReplaySettings`), with the defaults ``kubetape replay`` uses."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.replay.autoscale_settings import ScaledSetting
+
+NodePool = tuple[Mapping[str, Any], int]
+"""A pool of virtual nodes: a Node skeleton and how many nodes to make of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySettings:
+    """Every knob of one replay; defaults are what ``kubetape replay`` uses without flags."""
+
+    speed: float = 1.0
+    """Trace seconds per wall second (10 = ten times faster than recorded)."""
+    replay_name: str = ""
+    """Names the root and labels every object (default: ``replay-<8 hex>``)."""
+    namespace_prefix: str = "kubetape"
+    duration_ms: int | None = None
+    """Trace time to replay: shorter cuts the trace, longer keeps the simulation running after it."""
+    max_in_flight: int = 32
+    """Objects applied concurrently at most."""
+    qps: float | None = None
+    """Client-side limit of apiserver writes per second (None: unlimited)."""
+    apply_retries: int = 3
+    """Retries of a write the apiserver answered with 429/5xx or did not answer."""
+    node_pools: tuple[NodePool, ...] = ()
+    """(skeleton, count) pools of virtual nodes, created in this order (one per ``--nodes``)."""
+    keep: bool = False
+    """Leave the simulated objects in the cluster (no cleanup)."""
+    sample_interval_s: float = 1.0
+    """Wall seconds between two samples of the replay's pods (the report's timelines)."""
+    fidelity_resolution_s: float = 1.0
+    """Wall seconds a replayed pod count may trail the recording by (see pipeline.replay.fidelity)."""
+    desired_settle_s: float = 2.0
+    """Further wall seconds allowed to owners judged by the pods they asked for (``spec.replicas``,
+    where the trace has no lifecycles): the simulated controller, scheduler and KWOK must first turn
+    the change into Running pods, which a recorded lifecycle already includes."""
+    max_lag_s: float | None = None
+    """Convergence-aware time scaling: hold the trace clock while the simulated cluster is more than
+    this many trace seconds behind the recording (see :mod:`pipeline.replay.governor`); None: never."""
+    max_hold_s: float = 60.0
+    """Wall seconds one hold may last before the owners still behind are given up on."""
+    max_lag_tolerance: int = 1
+    """Pods an owner may be off the recording without holding the clock (the fidelity bound)."""
+    expect_profile: str | None = None
+    """Refuse to replay unless the simulated cluster states this profile (``--expect-profile``)."""
+    max_speed: bool = False
+    """``--speed max``: ``speed`` is only where the trace clock starts; it speeds up while the cluster
+    keeps up and slows down at each convergence hold (needs ``max_lag_s``); see
+    :class:`~pipeline.replay.sampler.SpeedSeeker`."""
+    cleanup_timeout_s: float = 180.0
+    cleanup_progress_every_s: float = 5.0
+    """How often a long cleanup logs how far it is (thousands of pods take minutes)."""
+    node_ready_timeout_s: float = 30.0
+    node_settle_s: float = 1.0
+    """Wait after the virtual nodes are Ready, before trace time starts (see
+    :meth:`~pipeline.replay.setup.ReplaySetup.create_virtual_nodes`)."""
+    namespace_ready_timeout_s: float = 10.0
+    autoscaler_node_pools: tuple[Mapping[str, Any], ...] = ()
+    """Karpenter NodePools (time settings already scaled, see ``autoscale_settings``) created for the
+    replay; Karpenter must run against the cluster. Empty: fixed node pools only."""
+    autoscaler_settings: tuple[ScaledSetting, ...] = ()
+    """The autoscaler's time settings as given and as applied, for the report."""
+    prices: Mapping[str, float] | None = None
+    """$/hour by instance type for the autoscaled run's cost (default: the nodes' price labels)."""
+
+    def resolved_name(self) -> str:
+        return self.replay_name or f"replay-{uuid.uuid4().hex[:8]}"
