@@ -40,12 +40,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pipeline.formats.segment import SegmentKind, build_segment
 from pipeline.io.kube import kube_api
 from pipeline.io.kube_apply import KubeApplier
+from pipeline.io.pod_watch import PodWatch
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 
@@ -237,7 +239,13 @@ async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace
             )
 
     async with kube_api(kubeconfig) as api:
-        replayer = Replayer(KubeApplier(api), plan_replay(trace, speed), settings, on_progress=progress)
+        replayer = Replayer(
+            KubeApplier(api),
+            plan_replay(trace, speed),
+            settings,
+            on_progress=progress,
+            pod_watch=partial(PodWatch, api),
+        )
         report = await replayer.run()
     doc = report.to_json()
     owners = report.owner_fidelity()
@@ -268,6 +276,7 @@ async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace
         "achieved_speed": achieved
         if achieved is not None
         else round(report.trace_span_ms / 1000 / trace_wall, 3),
+        "largest_sample_gap_s": doc["largest_sample_gap_seconds"],
         "events": doc["events"],
         "lateness_ms": doc["lateness_ms"],
         "pods_running_peak": max((p for _, p, _ in report.replay_timeline), default=0),

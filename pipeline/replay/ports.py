@@ -4,7 +4,7 @@ which :class:`pipeline.io.pod_watch.PodWatch` has). Unit tests give in-memory ve
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from pipeline.io.kube_types import ApiResource, ClusterObjects
@@ -29,3 +29,8 @@ class PodEvents(Protocol):
     async def list_pods(self) -> ListResult: ...
 
     def watch_pods(self, since: ResourceVersion) -> AsyncIterator[WatchEvent]: ...
+
+
+PodWatchFactory = Callable[[str, str], PodEvents]
+"""Makes the :class:`PodEvents` of the pods labelled (label, value): the replay's label is known only
+once the replay is named."""

@@ -32,7 +32,7 @@ from pipeline.replay.apply import Retrying, StepWriter
 from pipeline.replay.autoscale_figures import AutoscaleFigures
 from pipeline.replay.governor import ConvergenceGovernor
 from pipeline.replay.plan import ReplayPlan
-from pipeline.replay.ports import PodEvents, ReplayCluster
+from pipeline.replay.ports import PodWatchFactory, ReplayCluster
 from pipeline.replay.report import ReplayProgress, ReplayReport
 from pipeline.replay.rewrite import REPLAY_LABEL, RewriteSettings, RootRef, namespace_is_replays
 from pipeline.replay.sampler import ListedPods, PodSource, Sampler, SpeedSeeker, WatchedPods
@@ -79,8 +79,9 @@ def _new_report(name: str, source: str, plan: ReplayPlan, settings: ReplaySettin
 class Replayer:
     """Replays one planned trace into one cluster; :meth:`run` returns the report.
 
-    ``pods``, a pod watch of the cluster (:class:`pipeline.io.pod_watch.PodWatch`), makes each sample
-    a read of counts kept from it; without one, every sample lists the replay's pods."""
+    ``pod_watch`` makes a pod watch of the cluster (``functools.partial(PodWatch, api)``, see
+    :class:`pipeline.io.pod_watch.PodWatch`): each sample is then a read of counts kept from it, however
+    many pods there are. Without one, every sample lists the replay's pods."""
 
     def __init__(
         self,
@@ -91,7 +92,7 @@ class Replayer:
         source: str = "trace",
         clock: Clock | None = None,
         on_progress: Callable[[ReplayProgress], None] | None = None,
-        pods: PodEvents | None = None,
+        pod_watch: PodWatchFactory | None = None,
     ) -> None:
         _check_settings(settings)
         self._cluster = cluster
@@ -140,7 +141,9 @@ class Replayer:
             clock=self._clock,
         )
         pod_source: PodSource = (
-            ListedPods(cluster, self.name) if pods is None else WatchedPods(pods, self._clock)
+            ListedPods(cluster, self.name)
+            if pod_watch is None
+            else WatchedPods(pod_watch(REPLAY_LABEL, self.name), self._clock)
         )
         self._governor = (
             None

@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -517,6 +518,7 @@ def _segments_trace(segments: str, start_ms: int, end_ms: int, config: Any, *, c
 async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
     from pipeline.io.kube import kube_api
     from pipeline.io.kube_apply import KubeApplier
+    from pipeline.io.pod_watch import PodWatch
     from pipeline.replay.replayer import Replayer
     from pipeline.replay.report import ReplayProgress
 
@@ -548,7 +550,14 @@ async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
     if kubeconfig is None and os.environ.get("KUBECONFIG"):
         kubeconfig = Path(os.environ["KUBECONFIG"])
     async with kube_api(kubeconfig, args.context) as api:
-        replayer = Replayer(KubeApplier(api), plan, settings, source=_source_name(args), on_progress=progress)
+        replayer = Replayer(
+            KubeApplier(api),
+            plan,
+            settings,
+            source=_source_name(args),
+            on_progress=progress,
+            pod_watch=partial(PodWatch, api),
+        )
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
 

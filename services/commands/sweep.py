@@ -28,6 +28,7 @@ import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +174,7 @@ async def replay_to_run(
     from pipeline.formats.trace import initial_events, read_trace
     from pipeline.io.kube import kube_api
     from pipeline.io.kube_apply import KubeApplier
+    from pipeline.io.pod_watch import PodWatch
     from pipeline.replay.autoscale_nodes import judge_node_counts, without_autoscaler_nodes
     from pipeline.replay.plan import plan_replay
     from pipeline.replay.replayer import Replayer
@@ -193,7 +195,7 @@ async def replay_to_run(
     snapshots = SnapshotEvents(strip_prefix(settings.namespace_prefix))
     async with kube_api(kubeconfig, context) as api:
         cluster = KubeApplier(api)
-        replayer = Replayer(cluster, plan, settings, source=str(trace_path))
+        replayer = Replayer(cluster, plan, settings, source=str(trace_path), pod_watch=partial(PodWatch, api))
         observer = _RunObserver(cluster, replayer, folder, snapshots, start_ms=plan.start_ms, end_ms=end_ms)
         interval_s = max(1.0 / settings.speed, 0.05)  # one observation per trace second at most
         task = asyncio.create_task(replayer.run(), name=f"replay {replayer.name}")

@@ -4,6 +4,7 @@ profile, and a replay onto it (at ``--speed max``) names the profile and what of
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import yaml
 from pipeline.formats.segment import Segment, SegmentKind, build_segment
 from pipeline.io.kube import kube_api
 from pipeline.io.kube_apply import KubeApplier
+from pipeline.io.pod_watch import PodWatch
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
@@ -105,7 +107,9 @@ async def test_a_replay_at_max_speed_names_the_profile_and_what_changes_scheduli
     )
     async with kube_api(profiled.kubeconfig) as api:
         cluster = KubeApplier(api)
-        report = await Replayer(cluster, plan_replay(trace, 10), settings).run()
+        report = await Replayer(
+            cluster, plan_replay(trace, 10), settings, pod_watch=partial(PodWatch, api)
+        ).run()
         assert report.failed == 0, report.summary()
         assert report.speed_mode == "max"
         assert report.convergence is not None, report.summary()

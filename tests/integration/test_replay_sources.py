@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from aiokafka import AIOKafkaProducer
 from pipeline.io.kafka import KafkaSettings, ensure_topic
 from pipeline.io.kube import kube_api
 from pipeline.io.kube_apply import KubeApplier
+from pipeline.io.pod_watch import PodWatch
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import key_of
 from pipeline.replay.replayer import Replayer
@@ -111,7 +113,9 @@ async def test_following_the_live_topic_applies_each_new_event_a_fixed_lag_later
     )
     async with kube_api(sim_kubeconfig) as api:
         cluster = KubeApplier(api)
-        replayer = Replayer(cluster, plan, replay_settings, source=f"topic {topic}")
+        replayer = Replayer(
+            cluster, plan, replay_settings, source=f"topic {topic}", pod_watch=partial(PodWatch, api)
+        )
         run = asyncio.create_task(
             replayer.run(follow.steps(), first_due_at=follow.first_due_at(time.monotonic()))
         )

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from pipeline.formats.segment import SegmentKind, build_segment, encode_segment
 from pipeline.formats.trace import read_trace
 from pipeline.io.kube import kube_api
 from pipeline.io.kube_apply import KubeApplier
+from pipeline.io.pod_watch import PodWatch
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.plan import plan_replay
@@ -46,7 +48,7 @@ async def replay_and_watch(
     pods: dict[str, PodTimes] = {}
     async with kube_api(kubeconfig) as api:
         cluster = KubeApplier(api)
-        replayer = Replayer(cluster, plan, settings, source=str(trace))
+        replayer = Replayer(cluster, plan, settings, source=str(trace), pod_watch=partial(PodWatch, api))
         run = asyncio.create_task(replayer.run())
         selector = f"{REPLAY_LABEL}={replayer.name}"
         while not run.done():
@@ -163,7 +165,7 @@ async def test_rejected_object_and_unknown_kind_are_reported_and_replay_goes_on(
     plan = plan_replay(read_trace(trace), settings.speed)
     async with kube_api(sim_kubeconfig) as api:
         cluster = KubeApplier(api)
-        replayer = Replayer(cluster, plan, settings)
+        replayer = Replayer(cluster, plan, settings, pod_watch=partial(PodWatch, api))
         report = await replayer.run()
         assert report.applied == 2
         assert report.failed == 2

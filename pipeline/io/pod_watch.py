@@ -1,0 +1,43 @@
+"""One label's pods, listed once and then watched: what the replay's sampler keeps its counts from.
+
+Built on the watcher's :class:`~pipeline.io.kube_watch.KubeCluster` (paged lists, bookmarks, 410 and
+dropped streams mapped to :class:`~pipeline.model.errors.GoneError` and
+:class:`~pipeline.model.errors.WatchBrokenError`), so a pod watch behaves as every other watch of
+kubetape. That client has no label selector, so pods of other labels are filtered out here: on a
+simulated cluster nearly every pod is the replay's anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from pipeline.io.kube_types import ApiResource
+from pipeline.io.kube_watch import KubeCluster
+from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent
+
+PODS = ApiResource("v1", "Pod", "pods", namespaced=True)
+
+
+class PodWatch:
+    """The pods labelled ``label`` = ``value`` on the cluster behind ``api``."""
+
+    def __init__(self, api: client.ApiClient, label: str, value: str) -> None:
+        self._cluster = KubeCluster(api)
+        self._label, self._value = label, value
+
+    def _labelled(self, pod: dict[str, Any]) -> bool:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        return bool(labels.get(self._label) == self._value)
+
+    async def list_pods(self) -> ListResult:
+        listed = await self._cluster.list_objects(PODS)
+        return ListResult([p for p in listed.items if self._labelled(p)], listed.resource_version)
+
+    async def watch_pods(self, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
+        async for event in self._cluster.watch_objects(PODS, since):
+            # bookmarks carry no labels but move the version on: pass them through
+            if event.type == "BOOKMARK" or self._labelled(event.obj):
+                yield event
