@@ -31,7 +31,7 @@ MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=kubetape-controller"
 FINALIZER = "kubetape.dev/simulation-cleanup"
 """Held until the replayed objects of every repetition are gone (they are not owned by the Simulation)."""
 
-# Same values as pipeline.replay.rewrite.REPLAY_LABEL and pipeline.replay.replayer.ROOT_KIND: the
+# Same values as pipeline.replay.rewrite.REPLAY_LABEL and pipeline.replay.setup.ROOT_KIND: the
 # replayer labels everything with its replay name and owns it by ReplayRoot ``kubetape-<replay name>``
 # (kubetape's own kind, k8s/sim/replayroot-crd.yaml); repeated here because stages must not import
 # each other.
