@@ -9,6 +9,7 @@ simulated cluster nearly every pod is the replay's anyway.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,14 +19,19 @@ from pipeline.io.kube_types import ApiResource
 from pipeline.io.kube_watch import KubeCluster
 from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent
 
+log = logging.getLogger(__name__)
 PODS = ApiResource("v1", "Pod", "pods", namespaced=True)
+
+
+def _skipped(what: str) -> None:
+    log.warning("pod watch skipped an event of unknown shape", extra={"ctx": {"event": what}})
 
 
 class PodWatch:
     """The pods labelled ``label`` = ``value`` on the cluster behind ``api``."""
 
     def __init__(self, api: client.ApiClient, label: str, value: str) -> None:
-        self._cluster = KubeCluster(api)
+        self._cluster = KubeCluster(api, on_malformed=_skipped)
         self._label, self._value = label, value
 
     def _labelled(self, pod: dict[str, Any]) -> bool:
