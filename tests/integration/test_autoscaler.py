@@ -342,13 +342,13 @@ def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Pa
     sink = _Service(
         "sink",
         ["sink", "--bootstrap", info.bootstrap, "--segment-dir", str(segments),
-         "--group", "autoscaled-recording", "--window", "10s", "--idle-close", "2s"],
+         "--group", "autoscaled-recording", "--cluster", "source", "--window", "10s", "--idle-close", "2s"],
         workdir / "sink.log",
     )  # fmt: skip
     watcher = _Service(
         "watcher",
         ["watch", "--config", str(tracer), "--kubeconfig", str(info.kubeconfigs["source"]),
-         "--bootstrap", info.bootstrap],
+         "--bootstrap", info.bootstrap, "--cluster-id", "source"],
         workdir / "watcher.log",
     )  # fmt: skip
     try:
