@@ -16,7 +16,9 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.model.errors import StackError
 from pipeline.stack.processes import require_tool, run_logged
@@ -78,6 +80,60 @@ def _go_env() -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True, slots=True)
+class GoWork:
+    """One Go build's context: the go command, the directory it runs in, its environment, and where its
+    output is logged and reported. Every Go step of the stack's builds goes through it."""
+
+    go: str
+    cwd: Path
+    env: dict[str, str]
+    report: Reporter
+    log_file: Path
+
+    def run(self, args: list[str], step: str, *, heartbeat_s: float | None = None) -> None:
+        """``go ARGS`` in :attr:`cwd`, its output in the log, ``step`` reported (with a heartbeat)."""
+        extra = {} if heartbeat_s is None else {"heartbeat_s": heartbeat_s}
+        run_logged(
+            [self.go, *args],
+            step=step,
+            report=self.report,
+            log_file=self.log_file,
+            cwd=self.cwd,
+            env=self.env,
+            **extra,
+        )
+
+    def download(self, module: str, what: str = "") -> dict[str, Any]:
+        """``go mod download -json MODULE@VERSION``: the module's record (``Dir``, ``GoMod``…) once it is
+        in the module cache; a StackError saying what failed when the proxy does not have it."""
+        downloaded = subprocess.run(
+            [self.go, "mod", "download", "-json", module],
+            cwd=self.cwd,
+            env=self.env,
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        if downloaded.returncode != 0:
+            raise StackError(
+                f"could not fetch {module}{' (' + what + ')' if what else ''} from the Go module "
+                f"proxy: {downloaded.stderr.strip()[-800:]}"
+            )
+        record: dict[str, Any] = json.loads(downloaded.stdout)
+        return record
+
+    def init_wrapper_module(self, name: str) -> None:
+        """A go.mod in :attr:`cwd` for a module that is built as a dependency (it has replace lines)."""
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        if not (self.cwd / "go.mod").exists():
+            self.run_quiet(["mod", "init", name])
+
+    def run_quiet(self, args: list[str]) -> None:
+        """A short ``go`` step that fails loudly but needs no log (``go mod init``, ``go mod edit``)."""
+        subprocess.run([self.go, *args], cwd=self.cwd, env=self.env, check=True, capture_output=True)
+
+
 def ensure_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
     """Return the directory with kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
     etcd, kwok and kwokctl, building whichever are missing (~11 min cold on 2 cores)."""
@@ -109,16 +165,14 @@ def ensure_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
             env={**env, "GOBIN": str(partial)},
         )
     if not (partial / "etcd").exists():
-        _build_etcd(
-            go, versions=versions, module_dir=work / "etcd", out=partial, env=env, report=report, logs=logs
-        )
+        etcd_log = logs / f"{versions.kube_key}-etcd.log"
+        _build_etcd(GoWork(go, work / "etcd", env, report, etcd_log), versions, partial)
     if not all(
         (partial / b).exists()
         for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
     ):
-        _build_kubernetes(
-            go, versions=versions, module_dir=work / "k8s", out=partial, env=env, report=report, logs=logs
-        )
+        kube_log = logs / f"{versions.kube_key}-kubernetes.log"
+        _build_kubernetes(GoWork(go, work / "k8s", env, report, kube_log), versions, partial)
 
     missing = [b for b in ALL_KUBE_BINARIES if not (partial / b).exists()]
     if missing:
@@ -132,69 +186,21 @@ def ensure_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
     return bin_dir
 
 
-def _init_wrapper_module(go: str, module_dir: Path, name: str, env: dict[str, str]) -> None:
-    module_dir.mkdir(parents=True, exist_ok=True)
-    if not (module_dir / "go.mod").exists():
-        subprocess.run([go, "mod", "init", name], cwd=module_dir, env=env, check=True, capture_output=True)
-
-
-def _build_etcd(
-    go: str,
-    *,
-    versions: StackVersions,
-    module_dir: Path,
-    out: Path,
-    env: dict[str, str],
-    report: Reporter,
-    logs: Path,
-) -> None:
+def _build_etcd(work: GoWork, versions: StackVersions, out: Path) -> None:
     # etcd's server module has replace lines, so it is built as a dependency of a wrapper module.
-    _init_wrapper_module(go, module_dir, "kubetape.local/etcdbin", env)
-    log = logs / f"{versions.kube_key}-etcd.log"
-    run_logged(
-        [go, "get", "-tool", f"go.etcd.io/etcd/server/v3@{versions.etcd}"],
-        step=f"etcd {versions.etcd}: resolving modules",
-        report=report,
-        log_file=log,
-        cwd=module_dir,
-        env=env,
-    )
-    run_logged(
-        [go, "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "etcd"), "go.etcd.io/etcd/server/v3"],
-        step=f"etcd {versions.etcd}: compiling",
-        report=report,
-        log_file=log,
-        cwd=module_dir,
-        env=env,
+    work.init_wrapper_module("kubetape.local/etcdbin")
+    module = "go.etcd.io/etcd/server/v3"
+    work.run(["get", "-tool", f"{module}@{versions.etcd}"], f"etcd {versions.etcd}: resolving modules")
+    work.run(
+        ["build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "etcd"), module],
+        f"etcd {versions.etcd}: compiling",
     )
 
 
-def _build_kubernetes(
-    go: str,
-    *,
-    versions: StackVersions,
-    module_dir: Path,
-    out: Path,
-    env: dict[str, str],
-    report: Reporter,
-    logs: Path,
-) -> None:
-    _init_wrapper_module(go, module_dir, "kubetape.local/k8sbin", env)
-    log = logs / f"{versions.kube_key}-kubernetes.log"
-    downloaded = subprocess.run(
-        [go, "mod", "download", "-json", f"k8s.io/kubernetes@{versions.kubernetes}"],
-        cwd=module_dir,
-        env=env,
-        check=False,
-        capture_output=True,
-        text=True,
-    )
-    if downloaded.returncode != 0:
-        raise StackError(
-            f"could not fetch k8s.io/kubernetes@{versions.kubernetes} from the Go module "
-            f"proxy: {downloaded.stderr.strip()[-500:]}"
-        )
-    upstream_gomod = Path(json.loads(downloaded.stdout)["GoMod"]).read_text()
+def _build_kubernetes(work: GoWork, versions: StackVersions, out: Path) -> None:
+    work.init_wrapper_module("kubetape.local/k8sbin")
+    record = work.download(f"k8s.io/kubernetes@{versions.kubernetes}")
+    upstream_gomod = Path(record["GoMod"]).read_text()
     # k8s.io/kubernetes requires its staging modules at v0.0.0 through ./staging replaces; pin each
     # to its published tag (v1.X.Y -> v0.X.Y) instead.
     staging_version = "v0." + versions.kubernetes.removeprefix("v1.")
@@ -202,23 +208,14 @@ def _build_kubernetes(
         parts = line.split()
         if "=>" in parts and any(p.startswith("./staging/") for p in parts):
             module = parts[0]
-            subprocess.run(
-                [go, "mod", "edit", f"-replace={module}={module}@{staging_version}"],
-                cwd=module_dir,
-                env=env,
-                check=True,
-            )
+            work.run_quiet(["mod", "edit", f"-replace={module}={module}@{staging_version}"])
     commands = [
         f"k8s.io/kubernetes/cmd/{c}"
         for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
     ]
-    run_logged(
-        [go, "get", "-tool", *[f"{c}@{versions.kubernetes}" for c in commands]],
-        step=f"Kubernetes {versions.kubernetes}: resolving modules",
-        report=report,
-        log_file=log,
-        cwd=module_dir,
-        env=env,
+    work.run(
+        ["get", "-tool", *[f"{c}@{versions.kubernetes}" for c in commands]],
+        f"Kubernetes {versions.kubernetes}: resolving modules",
     )
     minor = versions.kubernetes.split(".")[1]
     ldflags = ["-s", "-w"]
@@ -229,12 +226,8 @@ def _build_kubernetes(
             f"-X {pkg}.gitMinor={minor}",
             f"-X {pkg}.gitTreeState=clean",
         ]
-    run_logged(
-        [go, "build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", str(out) + "/", *commands],
-        step=f"Kubernetes {versions.kubernetes}: compiling 4 binaries (the long step)",
-        report=report,
-        log_file=log,
-        cwd=module_dir,
-        env=env,
+    work.run(
+        ["build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", str(out) + "/", *commands],
+        f"Kubernetes {versions.kubernetes}: compiling 4 binaries (the long step)",
         heartbeat_s=60.0,
     )

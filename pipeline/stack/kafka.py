@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import base64
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack.processes import port_open, require_tool, spawn_detached, terminate_process_group
+from pipeline.stack.processes import (
+    port_open,
+    require_tool,
+    spawn_detached,
+    terminate_process_group,
+    wait_until_ready,
+)
 
 STARTED_MARKER = "Kafka Server started"
 _TOOL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
@@ -148,24 +153,14 @@ def start_broker(libs: Path, layout: KafkaLayout) -> int:
 
 
 def wait_ready(layout: KafkaLayout, pid: int, timeout_s: float = 90.0, log_offset: int = 0) -> None:
-    """Wait for the broker's "started" log line and an open listener port."""
-    from pipeline.stack.processes import pid_alive
+    """Wait for the broker's "started" log line (after ``log_offset``) and an open listener port."""
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            raise StackError(
-                f"the Kafka broker exited during start-up; see {layout.log_file}:\n"
-                + _log_tail(layout.log_file)
-            )
-        text = _read_from(layout.log_file, log_offset)
-        if STARTED_MARKER in text and port_open(layout.broker_port):
-            return
-        time.sleep(0.25)
-    raise StackError(
-        f"the Kafka broker did not become ready within {timeout_s:.0f}s; see {layout.log_file}:\n"
-        + _log_tail(layout.log_file)
-    )
+    def probe() -> str | None:
+        if STARTED_MARKER not in _read_from(layout.log_file, log_offset):
+            return "no started line in the log yet"
+        return None if port_open(layout.broker_port) else f"port {layout.broker_port} not open yet"
+
+    wait_until_ready("the Kafka broker", pid, probe, log_file=layout.log_file, timeout_s=timeout_s)
 
 
 def stop_broker(pid: int) -> None:
@@ -180,10 +175,6 @@ def _read_from(path: Path, offset: int) -> str:
             return handle.read().decode(errors="replace")
     except OSError:
         return ""
-
-
-def _log_tail(path: Path, lines: int = 20) -> str:
-    return "\n".join(_read_from(path, 0).splitlines()[-lines:])
 
 
 def log_size(layout: KafkaLayout) -> int:

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -28,14 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model.errors import StackError
+from pipeline.stack.build import GoWork
 from pipeline.stack.kwok import RESOURCES, KwokCluster
 from pipeline.stack.processes import (
     free_port,
+    http_probe,
     pid_alive,
     require_tool,
-    run_logged,
     spawn_detached,
     terminate_process_group,
+    wait_until_ready,
 )
 from pipeline.stack.progress import Reporter
 from pipeline.stack.versions import KARPENTER_GO_TOOLCHAIN, StackVersions, cache_root, karpenter_dir
@@ -105,20 +106,11 @@ def ensure_karpenter(versions: StackVersions, report: Reporter) -> Path:
     log = logs / f"{versions.karpenter_key}.log"
     work = cache_root() / "gowork" / versions.karpenter_key
     work.mkdir(parents=True, exist_ok=True)
-    downloaded = subprocess.run(
-        [go, "mod", "download", "-json", f"sigs.k8s.io/karpenter@{versions.karpenter}"],
-        cwd=work,
-        env=env,
-        check=False,
-        capture_output=True,
-        text=True,
+    build = GoWork(go, work, env, report, log)
+    record = build.download(
+        f"sigs.k8s.io/karpenter@{versions.karpenter}", f"Go toolchain {KARPENTER_GO_TOOLCHAIN}"
     )
-    if downloaded.returncode != 0:
-        raise StackError(
-            f"could not fetch sigs.k8s.io/karpenter@{versions.karpenter} (Go toolchain "
-            f"{KARPENTER_GO_TOOLCHAIN}) from the Go module proxy: {downloaded.stderr.strip()[-800:]}"
-        )
-    module = Path(json.loads(downloaded.stdout)["Dir"])
+    module = Path(record["Dir"])
     source = work / "src"
     shutil.rmtree(source, ignore_errors=True)
     shutil.copytree(module, source)
@@ -127,13 +119,9 @@ def ensure_karpenter(versions: StackVersions, report: Reporter) -> Path:
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     (partial / "crds").mkdir(parents=True)
-    run_logged(
-        [go, "build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial / BINARY), "./kwok"],
-        step=f"Karpenter {versions.karpenter} (KWOK provider): compiling",
-        report=report,
-        log_file=log,
-        cwd=source,
-        env=env,
+    GoWork(go, source, env, report, log).run(
+        ["build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial / BINARY), "./kwok"],
+        f"Karpenter {versions.karpenter} (KWOK provider): compiling",
         heartbeat_s=60.0,
     )
     for crd_dir in _CRD_DIRS:
@@ -267,24 +255,13 @@ def start(cluster: KwokCluster, build: Path, settings: KarpenterSettings) -> Kar
 
 
 def wait_ready(state: KarpenterState, log_file: Path, timeout_s: float = READY_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    last = "no answer yet"
-    while time.monotonic() < deadline:
-        if not pid_alive(state.pid):
-            raise StackError(f"Karpenter for cluster {state.cluster!r} exited at start; see {log_file}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{state.health_port}/readyz", timeout=2.0) as r:
-                if r.status == 200:
-                    return
-                last = f"HTTP {r.status}"
-        except urllib.error.HTTPError as exc:
-            last = f"HTTP {exc.code}"
-        except OSError as exc:
-            last = str(exc)
-        time.sleep(0.5)
-    raise StackError(
-        f"Karpenter for cluster {state.cluster!r} not ready after {timeout_s:.0f} s (last: {last}); "
-        f"see {log_file}"
+    wait_until_ready(
+        f"Karpenter for cluster {state.cluster!r}",
+        state.pid,
+        http_probe(f"http://127.0.0.1:{state.health_port}/readyz"),
+        log_file=log_file,
+        timeout_s=timeout_s,
+        interval_s=0.5,
     )
 
 

@@ -9,7 +9,9 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pipeline.model.errors import MissingToolError, StackError
@@ -90,17 +92,62 @@ def run_logged(
                 report(f"{step}: still working ({now - started:.0f}s) — {latest}")
         code = proc.wait()
     if code != 0:
-        tail = _tail(log_file, 25)
+        tail = log_tail(log_file, 25)
         raise StackError(f"{step} failed with exit code {code}. Last lines of {log_file}:\n{tail}")
     report(f"{step}: done in {time.monotonic() - started:.0f}s")
 
 
-def _tail(path: Path, lines: int) -> str:
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` of a component's log, for an error message."""
     try:
         content = path.read_text(errors="replace").splitlines()
     except OSError:
         return "(log unreadable)"
     return "\n".join(content[-lines:])
+
+
+def wait_until_ready(
+    component: str,
+    pid: int,
+    probe: Callable[[], str | None],
+    *,
+    log_file: Path,
+    timeout_s: float,
+    interval_s: float = 0.25,
+) -> None:
+    """Poll ``probe`` (None when the component is ready, else what it last saw) until it is ready; a
+    StackError naming the log, with its tail, when the process exits first or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            raise StackError(f"{component} exited during start-up; see {log_file}:\n{log_tail(log_file)}")
+        seen = probe()
+        if seen is None:
+            return
+        last = seen
+        time.sleep(interval_s)
+    raise StackError(
+        f"{component} did not become ready within {timeout_s:.0f}s (last: {last}); see {log_file}:\n"
+        + log_tail(log_file)
+    )
+
+
+def http_probe(url: str, *, ready_below: int = 300) -> Callable[[], str | None]:
+    """A readiness probe for :func:`wait_until_ready`: ready when ``url`` answers with a status below
+    ``ready_below``; otherwise what it answered, or why it could not connect."""
+
+    def probe() -> str | None:
+        try:
+            with urllib.request.urlopen(url, timeout=2.0) as reply:
+                status = int(reply.status)
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        except OSError as exc:
+            return str(exc)
+        return None if status < ready_below else f"HTTP {status}"
+
+    return probe
 
 
 def pid_alive(pid: int) -> bool:

@@ -17,20 +17,20 @@ from __future__ import annotations
 
 import shutil
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model.errors import StackError
 from pipeline.stack.processes import (
     free_port,
+    http_probe,
     pid_alive,
     port_open,
     require_tool,
     run_logged,
     spawn_detached,
     terminate_process_group,
+    wait_until_ready,
 )
 from pipeline.stack.progress import Reporter
 from pipeline.stack.versions import StackVersions, cache_root
@@ -130,30 +130,14 @@ def start_server(jar: Path, layout: S3Layout) -> int:
 
 
 def wait_ready(layout: S3Layout, pid: int, timeout_s: float = 60.0) -> None:
-    """Wait until the server answers HTTP (any S3 reply, an anonymous 403 included)."""
-    deadline = time.monotonic() + timeout_s
-    last = "no answer yet"
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            raise StackError(
-                f"s3proxy exited during start-up; see {layout.log_file}:\n{_tail(layout.log_file)}"
-            )
-        if port_open(layout.port):
-            try:
-                with urllib.request.urlopen(f"{layout.endpoint}/", timeout=2.0) as reply:
-                    last = f"HTTP {reply.status}"
-                    return
-            except urllib.error.HTTPError as exc:
-                if exc.code < 500:
-                    return  # a signed-request error is an S3 server answering
-                last = f"HTTP {exc.code}"
-            except OSError as exc:
-                last = str(exc)
-        time.sleep(0.25)
-    raise StackError(
-        f"s3proxy did not answer on {layout.endpoint} within {timeout_s:.0f}s ({last}); see "
-        f"{layout.log_file}:\n{_tail(layout.log_file)}"
-    )
+    """Wait until the server answers HTTP (any S3 reply below 500, an anonymous 403 included: a
+    signed-request error is an S3 server answering)."""
+    answers = http_probe(f"{layout.endpoint}/", ready_below=500)
+
+    def probe() -> str | None:
+        return answers() if port_open(layout.port) else f"port {layout.port} not open yet"
+
+    wait_until_ready("s3proxy", pid, probe, log_file=layout.log_file, timeout_s=timeout_s)
 
 
 def stop_server(pid: int) -> None:
@@ -169,13 +153,6 @@ def env_lines(endpoint: str) -> list[str]:
         f"export AWS_REGION={REGION}",
         f"export KUBETAPE_S3_STORE=s3://{BUCKET}/segments",
     ]
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 def describe(endpoint: str) -> dict[str, object]:

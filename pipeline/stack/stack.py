@@ -11,9 +11,10 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from pipeline.model.errors import StackError
 from pipeline.stack import kafka, karpenter, kwok, s3
@@ -30,6 +31,12 @@ AUTOSCALERS = ("karpenter",)
 def default_stack_dir() -> Path:
     configured = os.environ.get("KUBETAPE_STACK_DIR")
     return Path(configured).expanduser() if configured else cache_root() / "stack" / "default"
+
+
+class _Process(Protocol):
+    """The saved state of a component that runs as one process (Kafka, the S3 server)."""
+
+    pid: int | None
 
 
 @dataclass(slots=True)
@@ -273,11 +280,7 @@ class LocalStack:
 
     def stop_kafka(self) -> None:
         """Stop the broker but keep its data (a later ``start_kafka`` resumes on the same port)."""
-        state = StackState.load(self.state_path)
-        if state.kafka and state.kafka.pid:
-            kafka.stop_broker(state.kafka.pid)
-            state.kafka.pid = None
-            state.save(self.state_path)
+        self._stop_keeping_data(lambda state: state.kafka, kafka.stop_broker)
 
     def start_kafka(self) -> None:
         libs, _ = self.build()
@@ -294,10 +297,17 @@ class LocalStack:
 
     def stop_s3(self) -> None:
         """Stop the S3 server but keep its objects (``start_s3`` resumes on the same port)."""
+        self._stop_keeping_data(lambda state: state.s3, s3.stop_server)
+
+    def _stop_keeping_data(
+        self, component: Callable[[StackState], _Process | None], stop: Callable[[int], None]
+    ) -> None:
+        """Stop one component's process and forget its pid; its ports and data stay for the restart."""
         state = StackState.load(self.state_path)
-        if state.s3 and state.s3.pid:
-            s3.stop_server(state.s3.pid)
-            state.s3.pid = None
+        running = component(state)
+        if running is not None and running.pid:
+            stop(running.pid)
+            running.pid = None
             state.save(self.state_path)
 
     def down(self, *, keep_data: bool = False) -> None:
