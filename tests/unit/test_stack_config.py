@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
+import re
+import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,7 +15,8 @@ import yaml
 
 from pipeline.model.errors import MissingToolError, StackError
 from pipeline.stack import kafka, kwok
-from pipeline.stack.processes import require_tool
+from pipeline.stack.build import GoWork
+from pipeline.stack.processes import http_probe, require_tool, wait_until_ready
 from pipeline.stack.stack import LocalStack, StackState
 from pipeline.stack.versions import StackVersions, kube_bin_dir
 
@@ -174,3 +180,56 @@ def test_k8s_sim_mirrors_each_stack_profile(name: str) -> None:
     assert yaml.safe_load((folder / "kwok.yaml").read_text())["options"] == profile.kwok_options
     flags = " ".join(f"--{k}={v}" for k, v in profile.controller_manager_args.items())
     assert f"#   kube-controller-manager: {flags}\n" in stated
+
+
+def test_a_component_that_exits_during_start_up_is_reported_with_its_log(tmp_path: Path) -> None:
+    log = tmp_path / "broker.log"
+    log.write_text("starting\nERROR Address already in use\n")
+    finished = subprocess.Popen(["true"])
+    finished.wait()  # reaped: the pid is gone, as a crashed component's is
+    with pytest.raises(StackError, match="the Kafka broker exited during start-up") as info:
+        wait_until_ready("the Kafka broker", finished.pid, lambda: "no answer", log_file=log, timeout_s=5)
+    assert str(log) in str(info.value)
+    assert "Address already in use" in str(info.value), "the log's tail says why"
+
+
+def test_a_component_that_never_gets_ready_says_what_it_last_saw(tmp_path: Path) -> None:
+    answers = iter(["no answer yet", "HTTP 503"])
+    with pytest.raises(StackError, match=r"s3proxy did not become ready within 0s \(last: HTTP 503\)"):
+        wait_until_ready(
+            "s3proxy",
+            os.getpid(),  # alive for the whole wait
+            lambda: next(answers, "HTTP 503"),
+            log_file=tmp_path / "missing.log",
+            timeout_s=0.2,
+            interval_s=0.05,
+        )
+
+
+def test_an_http_probe_counts_any_answer_below_its_limit_as_ready() -> None:
+    class Forbidden(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(403)  # an S3 server refusing an anonymous request: it is up
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidden) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        assert http_probe(url, ready_below=500)() is None
+        assert http_probe(url)() == "HTTP 403", "a readiness endpoint must answer 2xx"
+        server.shutdown()
+    assert http_probe(url)() is not None, "nobody listening: not ready, with the reason"
+
+
+def test_a_go_module_the_proxy_does_not_have_is_a_clear_error(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    go.write_text("#!/bin/sh\necho 'sigs.k8s.io/karpenter@v9.9.9: 404 Not Found' >&2\nexit 1\n")
+    go.chmod(0o755)
+    work = GoWork(str(go), tmp_path, dict(os.environ), lambda _: None, tmp_path / "go.log")
+    fetching = re.escape("could not fetch sigs.k8s.io/karpenter@v9.9.9 (Go toolchain x)")
+    with pytest.raises(StackError, match=fetching) as info:
+        work.download("sigs.k8s.io/karpenter@v9.9.9", "Go toolchain x")
+    assert str(info.value).endswith("from the Go module proxy: sigs.k8s.io/karpenter@v9.9.9: 404 Not Found")
