@@ -15,8 +15,9 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from pipeline.controller.lease import LeaseKeeper, now_utc
+from pipeline.controller.lease import LeaseKeeper
 from pipeline.controller.objects import MANAGED_BY_SELECTOR
+from pipeline.controller.part import now_utc
 from pipeline.controller.ports import ControllerClient
 from pipeline.controller.reconciler import Reconciler
 from pipeline.controller.settings import ControllerSettings

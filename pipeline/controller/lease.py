@@ -12,23 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pipeline.controller.ports import ControllerCluster
-from pipeline.controller.settings import ControllerSettings
+from pipeline.controller.part import ControllerPart
 from pipeline.model.errors import ConflictError
 
 log = logging.getLogger(__name__)
 
 ACTIVE_SIMULATION_ANNOTATION = "kubetape.dev/active-simulation"
 LEASE_API_VERSION = "coordination.k8s.io/v1"
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)
 
 
 def format_micro_time(moment: datetime) -> str:
@@ -70,21 +65,12 @@ class LeaseState:
         return self.holder in ("", identity) or self.expires is None or self.expires <= now
 
 
-class LeaseKeeper:
+class LeaseKeeper(ControllerPart):
     """Acquires and renews the Lease for ``settings.identity``; :attr:`held` says whether it may act."""
 
-    def __init__(
-        self,
-        cluster: ControllerCluster,
-        settings: ControllerSettings,
-        clock: Callable[[], datetime] = now_utc,
-    ) -> None:
-        self._cluster = cluster
-        self._settings = settings
-        self._clock = clock
-        self.held = False
-        self.holder = ""
-        """The current holder as last seen ('' when nobody)."""
+    held = False
+    holder = ""
+    """The current holder as last seen ('' when nobody)."""
 
     def _body(self, active_simulation: str | None, transitions: int, acquired: str) -> dict[str, Any]:
         now = format_micro_time(self._clock())

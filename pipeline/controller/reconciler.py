@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.controller.lease import format_time, now_utc
+from pipeline.controller.lease import format_time
 from pipeline.controller.objects import (
     FINALIZER,
     MANAGED_BY_SELECTOR,
@@ -35,9 +34,8 @@ from pipeline.controller.objects import (
     replay_root_name,
     replayer_job,
 )
-from pipeline.controller.ports import ControllerCluster
+from pipeline.controller.part import ControllerPart
 from pipeline.controller.progress import RepetitionResult, repetition_result
-from pipeline.controller.settings import ControllerSettings
 from pipeline.controller.spec import (
     API_VERSION,
     KIND,
@@ -71,18 +69,8 @@ def _is_active(sim: Mapping[str, Any]) -> bool:
     return bool(status.get("startTime")) and status.get("phase") not in TERMINAL_PHASES
 
 
-class Reconciler:
+class Reconciler(ControllerPart):
     """Runs :meth:`reconcile_all`; holds no state between passes except the settings and the clock."""
-
-    def __init__(
-        self,
-        cluster: ControllerCluster,
-        settings: ControllerSettings,
-        clock: Callable[[], datetime] = now_utc,
-    ) -> None:
-        self._cluster = cluster
-        self._settings = settings
-        self._clock = clock
 
     async def reconcile_all(self) -> str | None:
         """One pass; returns the name of the active Simulation (None when the cluster is free)."""
