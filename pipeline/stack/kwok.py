@@ -3,15 +3,21 @@ with fake nodes, created and deleted with ``kwokctl`` using only locally built b
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import re
 import subprocess
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.model.errors import StackError
-from pipeline.stack.processes import pid_alive, terminate_process_group
+from pipeline.stack.processes import log_tail, pid_alive, port_open, terminate_process_group
+from pipeline.stack.versions import cache_root
 
 RESOURCES = Path(__file__).parent / "resources"
 DEFAULT_NODE_SKELETON = RESOURCES / "node-skeleton.yaml"
@@ -254,11 +260,44 @@ def profile_configmap(profile: ClusterProfile) -> dict[str, Any]:
     }
 
 
+CREATE_ATTEMPTS = 3
+SERVING_TIMEOUT_S = 60.0
+"""How long kwok-controller may take to serve after kwokctl returns: it first waits for the apiserver."""
+
+
 def create_cluster(cluster: KwokCluster) -> None:
-    config = write_kwokctl_config(cluster)
-    cluster.kwokctl(
-        "create", "cluster", "--config", str(config), "--kubeconfig", "", "--wait", "3m", timeout_s=420.0
-    )
+    """Create ``cluster`` and make sure its KWOK controller is running.
+
+    kwokctl picks each component's port when it creates a cluster, and the component binds it seconds
+    later. Two stacks creating clusters at the same time (two checkouts' test runs, say) can pick the
+    same free port: the loser's kwok-controller exits with "address already in use", kwokctl still
+    reports success, and the cluster's pods then stay Pending forever. So creation is serialised across
+    the machine's stacks, and a cluster whose controller is not serving is deleted and created again.
+    """
+    problem = ""
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        with _machine_lock("kwokctl-create"):
+            config = write_kwokctl_config(cluster)
+            cluster.kwokctl(
+                "create",
+                "cluster",
+                "--config",
+                str(config),
+                "--kubeconfig",
+                "",
+                "--wait",
+                "3m",
+                timeout_s=420.0,
+            )
+            problem = kwok_controller_problem(cluster, SERVING_TIMEOUT_S)
+        if not problem:
+            break
+        delete_cluster(cluster)
+        if attempt == CREATE_ATTEMPTS:
+            raise StackError(
+                f"cluster {cluster.name!r}: kwok-controller did not stay up in {CREATE_ATTEMPTS} attempts "
+                f"({problem}); is another program taking ports in 32000-32767 (kwokctl's range)?"
+            )
     if not cluster.kubeconfig.exists():
         raise StackError(
             f"kwokctl created cluster {cluster.name!r} but wrote no kubeconfig at {cluster.kubeconfig}"
@@ -266,6 +305,52 @@ def create_cluster(cluster: KwokCluster) -> None:
     cluster.profile_path.write_text(cluster.profile.name + "\n")
     if cluster.profile.name != "default":
         cluster.kubectl("apply", "-f", "-", stdin=json.dumps(profile_configmap(cluster.profile)))
+
+
+def kwok_controller_problem(cluster: KwokCluster, timeout_s: float) -> str:
+    """Why the cluster's kwok-controller is not serving (it exited, or its port stays closed within
+    ``timeout_s``); empty when it serves."""
+    pid_files = sorted((cluster.cluster_dir / "pids").glob("kwok-controller*.pid"))
+    log_file = cluster.cluster_dir / "logs" / "kwok-controller.log"
+    if not pid_files:
+        return f"no kwok-controller pid file in {cluster.cluster_dir / 'pids'}"
+    port = _configured_port(cluster, "kwokControllerPort")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            pid = int(pid_files[0].read_text().strip())
+        except (OSError, ValueError):
+            return f"unreadable {pid_files[0]}"
+        if not pid_alive(pid):
+            return f"kwok-controller exited; last lines of {log_file}:\n{log_tail(log_file, 5)}"
+        if port is None or port_open(port):
+            return ""
+        if time.monotonic() > deadline:
+            return f"kwok-controller not serving on 127.0.0.1:{port} after {timeout_s:.0f}s (log: {log_file})"
+        time.sleep(0.25)
+
+
+def _configured_port(cluster: KwokCluster, option: str) -> int | None:
+    """A port kwokctl chose for the cluster, from the configuration it saved (``kwok.yaml``)."""
+    try:
+        saved = (cluster.cluster_dir / "kwok.yaml").read_text()
+    except OSError:
+        return None
+    found = re.search(rf"^\s*{option}:\s*(\d+)\s*$", saved, re.MULTILINE)
+    return int(found.group(1)) if found else None
+
+
+@contextlib.contextmanager
+def _machine_lock(name: str) -> Iterator[None]:
+    """An exclusive lock shared by every stack of this machine (in the build cache, which they share)."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / f".{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
 
 
 def created_profile(cluster: KwokCluster) -> str:

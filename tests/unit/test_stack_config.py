@@ -233,3 +233,36 @@ def test_a_go_module_the_proxy_does_not_have_is_a_clear_error(tmp_path: Path) ->
     with pytest.raises(StackError, match=fetching) as info:
         work.download("sigs.k8s.io/karpenter@v9.9.9", "Go toolchain x")
     assert str(info.value).endswith("from the Go module proxy: sigs.k8s.io/karpenter@v9.9.9: 404 Not Found")
+
+
+def _kwok_cluster_with_controller(tmp_path: Path, pid: int, port: int | None) -> kwok.KwokCluster:
+    cluster = kwok.KwokCluster("c1", tmp_path, tmp_path / "bin")
+    (cluster.cluster_dir / "pids").mkdir(parents=True)
+    (cluster.cluster_dir / "logs").mkdir()
+    (cluster.cluster_dir / "pids" / "kwok-controller.pid").write_text(str(pid))
+    (cluster.cluster_dir / "logs" / "kwok-controller.log").write_text(
+        'msg="Failed to run server" err="listen tcp 127.0.0.1:32739: bind: address already in use"\n'
+    )
+    if port is not None:
+        (cluster.cluster_dir / "kwok.yaml").write_text(f"options:\n  kwokControllerPort: {port}\n")
+    return cluster
+
+
+def test_a_kwok_controller_that_exited_at_start_is_reported_with_its_log(tmp_path: Path) -> None:
+    exited = subprocess.Popen(["true"])
+    exited.wait()
+    cluster = _kwok_cluster_with_controller(tmp_path, exited.pid, None)
+    problem = kwok.kwok_controller_problem(cluster, timeout_s=1.0)
+    assert "kwok-controller exited" in problem
+    assert "address already in use" in problem
+
+
+def test_a_kwok_controller_is_serving_once_its_port_answers(tmp_path: Path) -> None:
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    try:
+        cluster = _kwok_cluster_with_controller(tmp_path, os.getpid(), server.server_address[1])
+        assert kwok.kwok_controller_problem(cluster, timeout_s=1.0) == ""
+    finally:
+        server.server_close()
+    # the same port closed: alive but not serving, reported once the deadline passes
+    assert "not serving" in kwok.kwok_controller_problem(cluster, timeout_s=0.5)
