@@ -47,7 +47,9 @@ class FakeBatch:
 
         self.closed = False
 
-    def append(self, *, key: bytes, value: bytes | None, timestamp: int) -> object:
+    def append(
+        self, *, key: bytes, value: bytes | None, timestamp: int, headers: list[tuple[str, bytes]]
+    ) -> object:
         assert not self.closed, "a batch handed to the producer is never appended to"
         self.keys.append(key.decode())
         return object()
