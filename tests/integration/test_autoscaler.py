@@ -93,7 +93,11 @@ def _write_trace(path: Path) -> None:
     path.write_bytes(encode_segment(build_segment(events, start_ms=0, end_ms=70_000, kind=SegmentKind.TRACE)))
 
 
-def _write_pool(path: Path, consolidate_after: str = "30s") -> None:
+def _write_pool(
+    path: Path,
+    consolidate_after: str = "30s",
+    instance_types: tuple[str, ...] = ("kwok-standard-4", "kwok-standard-8"),
+) -> None:
     pool = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -110,7 +114,7 @@ def _write_pool(path: Path, consolidate_after: str = "30s") -> None:
                         {
                             "key": "node.kubernetes.io/instance-type",
                             "operator": "In",
-                            "values": ["kwok-standard-4", "kwok-standard-8"],
+                            "values": list(instance_types),
                         }
                     ],
                 }
@@ -252,7 +256,9 @@ async def test_a_sweep_over_consolidation_policies_orders_node_hours_and_draws_b
 
     trace, pool, out = tmp_path / "burst.ktrace", tmp_path / "pool.yaml", tmp_path / "sweep"
     _write_sweep_trace(trace)
-    _write_pool(pool)
+    # one instance type: the peak then takes the same nodes under either policy, and node-hours differ by
+    # what consolidation does after the scale-down, not by which sizes Karpenter happened to launch first
+    _write_pool(pool, instance_types=("kwok-standard-8",))
     policies = ["WhenEmpty", "WhenEmptyOrUnderutilized"]
     variants = autoscaler_variants(read_node_pools(pool), AutoscalerAxes(consolidation_policies=policies))
     result = await run_sweep(
@@ -328,6 +334,21 @@ def _recording_tracer(path: Path) -> None:
     path.write_text(yaml.safe_dump(config))
 
 
+def _on_karpenter_nodes(deployment: dict[str, Any]) -> dict[str, Any]:
+    """Pods that only a Karpenter node takes: ``source`` keeps the static nodes other tests of the session
+    added, which would otherwise hold the workload and leave Karpenter nothing to launch."""
+    deployment["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "karpenter.sh/nodepool", "operator": "Exists"}]}
+                ]
+            }
+        }
+    }
+    return deployment
+
+
 def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Path) -> Path:
     """Karpenter on ``source`` launches nodes for twelve pods and consolidates after the scale-down to
     two, while the watcher and the sink record it; returns the exported trace."""
@@ -355,7 +376,7 @@ def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Pa
         sink.wait_ready()
         watcher.wait_ready()
         start_ms = int(time.time() * 1000)
-        source.kubectl("apply", "-f", "-", stdin=json.dumps(_deployment(REPLICAS)))
+        source.kubectl("apply", "-f", "-", stdin=json.dumps(_on_karpenter_nodes(_deployment(REPLICAS))))
         eventually_sync(
             lambda: source.kubectl(
                 "get", "pods", "-n", "shop", "--field-selector=status.phase=Running", "-o", "name"
@@ -365,7 +386,7 @@ def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Pa
             timeout_s=RUNNING_BOUND_S,
         )
         time.sleep(RECORD_HOLD_S)  # the peak lasts beyond the replay's settle (10 wall s = 100 trace s)
-        source.kubectl("apply", "-f", "-", stdin=json.dumps(_deployment(2)))
+        source.kubectl("apply", "-f", "-", stdin=json.dumps(_on_karpenter_nodes(_deployment(2))))
         pool_name = yaml.safe_load(pool.read_text())["metadata"]["name"]
         eventually_sync(
             lambda: _nodes_of(local_stack, pool_name, cluster_name="source"),
@@ -386,6 +407,7 @@ def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Pa
     return trace
 
 
+@pytest.mark.usefixtures("source_nodes")  # as in the full suite: static nodes on source too
 def test_an_autoscaled_recording_replays_under_karpenter_with_the_recorded_node_count(
     local_stack: LocalStack, karpenter_sim: str, tmp_path: Path
 ) -> None:
