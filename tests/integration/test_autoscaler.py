@@ -220,10 +220,17 @@ def test_karpenter_launches_nodes_for_pending_pods_and_consolidation_removes_the
 
 
 SWEEP_HIGH, SWEEP_LOW = 12, 2
-SWEEP_SCALE_DOWN_MS, SWEEP_END_MS = 60_000, 900_000
-"""Twelve one-CPU pods for the first trace minute, then two for fourteen minutes (84 s of wall time at
-×10): consolidation acts within it, and what it saves (a node for most of it) outweighs how many nodes
-Karpenter happened to launch for the peak (two or three, a few trace minutes)."""
+SWEEP_SCALE_DOWN_MS, SWEEP_STEP_MS, SWEEP_END_MS = 60_000, 5_000, 900_000
+"""Twelve one-CPU pods for the first trace minute, then down to two for the rest (about 80 s of wall time
+at ×10): consolidation acts within it, and what it saves (a node for most of it) outweighs how many nodes
+Karpenter happened to launch for the peak (two or three, a few trace minutes).
+
+The scale-down goes one replica at a time, SWEEP_STEP_MS apart. The ReplicaSet controller deletes first
+the pods on the node holding the most of its pods, ranking them once per scale-down: one step of 12 → 2
+from an 8 + 4 peak would delete all eight and two of the four, leaving both pods on one node, and then
+WhenEmpty consolidates as well as WhenEmptyOrUnderutilized and the sweep has nothing to tell apart.
+Single steps rebalance at each one, so the two pods left sit on two nodes: WhenEmpty must keep both,
+WhenEmptyOrUnderutilized can pack them onto one."""
 
 
 def _end_marker() -> dict[str, Any]:
@@ -235,9 +242,11 @@ def _end_marker() -> dict[str, Any]:
 def _write_sweep_trace(path: Path) -> None:
     events = [
         Event.applied(0, key_of(_deployment(SWEEP_HIGH)), _deployment(SWEEP_HIGH), 0),
-        Event.applied(SWEEP_SCALE_DOWN_MS, key_of(_deployment(SWEEP_LOW)), _deployment(SWEEP_LOW), 1),
-        Event.applied(SWEEP_END_MS - 1_000, key_of(_end_marker()), _end_marker(), 2),
     ]
+    for step, replicas in enumerate(range(SWEEP_HIGH - 1, SWEEP_LOW - 1, -1)):
+        at_ms = SWEEP_SCALE_DOWN_MS + step * SWEEP_STEP_MS
+        events.append(Event.applied(at_ms, key_of(_deployment(replicas)), _deployment(replicas), len(events)))
+    events.append(Event.applied(SWEEP_END_MS - 1_000, key_of(_end_marker()), _end_marker(), len(events)))
     segment = build_segment(events, start_ms=0, end_ms=SWEEP_END_MS, kind=SegmentKind.TRACE)
     path.write_bytes(encode_segment(segment))
 
@@ -292,9 +301,9 @@ async def test_a_sweep_over_consolidation_policies_orders_node_hours_and_draws_b
     }
     # the sweep's own observation saw Karpenter's nodes (they carry the replay label)
     assert min(by_policy["WhenEmpty"]) > 0, by_policy
-    # consolidating underutilized nodes never costs more than waiting for them to empty
+    # the two pods left sit on two nodes: WhenEmpty keeps both, WhenEmptyOrUnderutilized packs them onto one
     mean = {policy: sum(hours) / len(hours) for policy, hours in by_policy.items()}
-    assert mean["WhenEmptyOrUnderutilized"] <= mean["WhenEmpty"], by_policy
+    assert mean["WhenEmptyOrUnderutilized"] < mean["WhenEmpty"], by_policy
 
     configs = {run.info.labels.get("consolidation", "fixed"): run.info.config for run in result.runs}
     assert set(result.points) == set(configs.values())
