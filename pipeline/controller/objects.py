@@ -161,6 +161,8 @@ def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[
     elif isinstance(source, TopicSource):
         args += ["--topic", source.topic, "--bootstrap", source.bootstrap]
         args += [f"--from={source.time_from}", f"--to={source.time_to}"]
+    if isinstance(source, SegmentsSource | TopicSource) and source.cluster is not None:
+        args += ["--cluster", source.cluster]
     if spec.duration_s is not None:
         args += ["--duration", f"{spec.duration_s:g}"]
     if spec.namespace_prefix is not None:

@@ -17,6 +17,7 @@ from typing import Any
 from pipeline.io.store_url import S3Location, parse_store_url
 from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
+from pipeline.model.keys import cluster_id_problem
 
 API_GROUP = "kubetape.dev"
 API_VERSION = f"{API_GROUP}/v1"
@@ -45,6 +46,8 @@ class SegmentsSource:
     time_to: str
     url: str | None = None
     credentials_secret: str | None = None
+    cluster: str | None = None
+    """Which recorded cluster of a fleet's store (``--cluster``); None: the store's only one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,8 @@ class TopicSource:
     topic: str
     time_from: str
     time_to: str
+    cluster: str | None = None
+    """Which recorded cluster of a fleet's topic (``--cluster``); None: the topic's only one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +219,7 @@ def _parse_source(source: Any) -> TraceSourceSpec:
             time_to=check_time(str(seg.get("to", "")), f"{where}.to"),
             url=_object_store_url(seg, where),
             credentials_secret=seg.get("credentialsSecret") or None,
+            cluster=_cluster(seg, where),
         )
     topic = source["topic"]
     where = "spec.source.topic"
@@ -224,7 +230,20 @@ def _parse_source(source: Any) -> TraceSourceSpec:
         topic=str(topic.get("topic") or EVENTS_TOPIC),
         time_from=check_time(str(topic.get("from", "")), f"{where}.from"),
         time_to=check_time(str(topic.get("to", "")), f"{where}.to"),
+        cluster=_cluster(topic, where),
     )
+
+
+def _cluster(source: Mapping[str, Any], where: str) -> str | None:
+    """``cluster``: one recorded cluster of a fleet's store or topic, checked by the rule the sink
+    writes it with, so a typo is refused here rather than by every repetition's Job."""
+    cluster = source.get("cluster")
+    if cluster is None:
+        return None
+    problem = cluster_id_problem(cluster)
+    if problem is not None:
+        raise SimulationSpecError(f"{where}.cluster: {problem}")
+    return str(cluster)
 
 
 def _object_store_url(seg: Mapping[str, Any], where: str) -> str | None:

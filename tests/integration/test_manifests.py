@@ -291,3 +291,30 @@ def test_the_controller_cannot_delete_cluster_admin_and_can_still_clean_up_its_r
         return kubectl("get", *owned, "--ignore-not-found", "-o", "name").stdout.split()
 
     eventually_sync(left, lambda names: names == [], "the root and what it owns deleted", timeout_s=120)
+
+
+def test_the_apiserver_takes_a_fleet_clusters_name_and_refuses_one_the_sink_could_not_have_written(
+    kubectl: Kubectl, target_cluster: None
+) -> None:
+    from pipeline.controller.spec import parse_spec
+
+    def simulation(source: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "kubetape.dev/v1",
+            "kind": "Simulation",
+            "metadata": {"name": "one-of-a-fleet"},
+            "spec": {"source": source},
+        }
+
+    sources = [
+        {"segments": {"url": "s3://traces/kubetape", "from": "-1h", "to": "now", "cluster": "prod-eu.1"}},
+        {"topic": {"bootstrap": "k:9092", "from": "-1h", "to": "now", "cluster": "prod-eu.1"}},
+    ]
+    for source in sources:
+        dry_run(kubectl, yaml.safe_dump(simulation(source)))
+        assert parse_spec(simulation(source)).source.cluster == "prod-eu.1"  # type: ignore[union-attr]
+    for name in ("Prod", "prod-", "a" * 64):
+        bad = simulation({"topic": {"bootstrap": "k:9092", "from": "-1h", "to": "now", "cluster": name}})
+        result = kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(bad))
+        assert result.returncode != 0, name
+        assert "spec.source.topic.cluster" in result.stderr, result.stderr

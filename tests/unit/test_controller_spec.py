@@ -155,3 +155,28 @@ def test_a_simulation_at_max_speed_on_a_stated_profile_passes_both_to_its_replay
 def test_max_speed_and_cluster_profile_are_checked(extra: dict[str, object], message: str) -> None:
     with pytest.raises(SimulationSpecError, match=message):
         parse_spec({"spec": {"source": {"traceURL": "/t"}, **extra}})
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"segments": {"url": "s3://traces/kubetape", "from": "-1h", "to": "now", "cluster": "prod-eu-1"}},
+        {"segments": {"claimName": "segments", "from": "-1h", "to": "now", "cluster": "prod-eu-1"}},
+        {"topic": {"bootstrap": "kafka:9092", "from": "-1h", "to": "now", "cluster": "prod-eu-1"}},
+    ],
+)
+def test_a_simulation_naming_a_cluster_of_a_fleet_replays_only_it(source: dict[str, dict[str, str]]) -> None:
+    from services.cli import build_parser
+
+    args = replay_args("fleet", 1, parse_spec({"spec": {"source": source}}))
+    assert args[args.index("--cluster") + 1] == "prod-eu-1"
+    assert build_parser().parse_args(args).cluster == "prod-eu-1"  # the replayer Job's CLI takes it
+    without = {kind: {k: v for k, v in fields.items() if k != "cluster"} for kind, fields in source.items()}
+    assert "--cluster" not in replay_args("fleet", 1, parse_spec({"spec": {"source": without}}))
+
+
+@pytest.mark.parametrize("cluster", ["Prod", "-prod", "a" * 64, 7])
+def test_a_cluster_the_sink_could_not_have_written_is_refused_naming_its_field(cluster: object) -> None:
+    source = {"topic": {"bootstrap": "kafka:9092", "from": "-1h", "to": "now", "cluster": cluster}}
+    with pytest.raises(SimulationSpecError, match=r"spec\.source\.topic\.cluster: must be"):
+        parse_spec({"spec": {"source": source}})
