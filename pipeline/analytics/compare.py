@@ -6,7 +6,9 @@ Per run (:func:`run_metrics`), from its timelines in trace seconds:
 * ``pending_pod_seconds`` — pods pending, summed over trace seconds (unreliability);
 * ``peak_running``, ``scheduling_delay_p50_s``/``p95_s`` — from the replay's pod times;
 * ``owner_error_max`` / ``owner_error_mean`` — per-owner running-pod error against the recording: the
-  replayer's own figures where its report has them (:func:`run_owner_errors`), else the timelines'.
+  replayer's own figures where its report has them (:func:`run_owner_errors`), else the timelines'
+  (the recorded pods, or what each owner asked for where none of its pods were recorded:
+  :func:`recorded_truth`).
 
 The per-owner error at second ``t`` is the distance of the replay's count to the range the recording
 took over ``[t − window, t + window]``: a replay trails the recording by the simulated controllers'
@@ -44,6 +46,17 @@ def series(rows: Sequence[TimelineRow], owner: str, column: str) -> dict[int, fl
     return {row.second: float(getattr(row, column)) for row in rows if row.owner == owner}
 
 
+def recorded_truth(rows: Sequence[TimelineRow], owner: str) -> dict[int, float]:
+    """The pods ``owner`` ran per second of a recording: its recorded running pods, or the pods it
+    asked for (``desired``) when none of its pods were recorded (lifecycles off; SimKube traces hold no
+    pods at all). The replayer judges its own samples by the same rule."""
+    mine = [row for row in rows if row.owner == owner]
+    pods_recorded = any(row.pending or row.running or row.succeeded or row.failed for row in mine)
+    if pods_recorded or all(row.desired is None for row in mine):
+        return {row.second: float(row.running) for row in mine}
+    return {row.second: float(row.desired or 0) for row in mine}
+
+
 def owners_of(rows: Sequence[TimelineRow]) -> set[str]:
     return {row.owner for row in rows if row.owner != CLUSTER_OWNER}
 
@@ -77,7 +90,7 @@ def owner_errors(
         return []
     out = []
     for owner in sorted(owners_of(recorded) | owners_of(replay)):
-        rec, rep = series(recorded, owner, "running"), series(replay, owner, "running")
+        rec, rep = recorded_truth(recorded, owner), series(replay, owner, "running")
         errors = []
         for t in range(seconds[0], seconds[-1] + 1):
             # before the trace nothing the replay creates existed (0 pods); after its end, unknown

@@ -13,6 +13,10 @@ What each event contributes:
   the event's ``owner_key``. Transitions may lie in the future of the event (a trace carries a finished
   lifecycle at the pod's start), so they are queued by time and applied when the fold gets there.
 * ``APPLIED`` Node / ``DELETED`` Node: the node exists / is gone.
+* ``APPLIED`` workload at the top of its controller chain (a Deployment, StatefulSet or ReplicaSet, or a
+  bare pod): the pods it asks for (:func:`~pipeline.model.desired.desired_pods`), the ``desired``
+  column; ``DELETED``: it asks for nothing more. Traces without recorded pods (SimKube's) still give
+  each owner a row, so their timelines say what the cluster was asked to run.
 * any other ``APPLIED`` object: remembered for owner chains and pod templates (a pod known only from its
   lifecycle requests what its owner's template requests).
 * ``DELETED`` Pod, or a Pod with ``metadata.deletionTimestamp`` (terminating): the pod is gone.
@@ -45,6 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.model.desired import desired_pods
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, object_key, parse_object_key
@@ -57,6 +62,7 @@ CLUSTER_OWNER = "*"
 PHASES = ("Pending", "Running", "Succeeded", "Failed")
 ACTIVE_PHASES = ("Pending", "Running")
 _NODE_ADDED, _NODE_GONE = "node+", "node-"  # transition "phases" of nodes
+_DESIRED, _GONE = "desired", -1  # a workload's desired pods change to ``count``; _GONE: it was deleted
 STATE_VERSION = 1
 """Version of :meth:`TimelineFolder.to_state`'s document."""
 FUTURE_HORIZON_MS = 3_600_000
@@ -169,6 +175,9 @@ class TimelineRow:
     """Nodes in the cluster (the same on every row of a second)."""
     nodes_used: int
     """Nodes with at least one running pod of this owner (cluster row: of any owner)."""
+    desired: int | None = None
+    """Pods the owner asks for (its ``spec.replicas``; a bare pod: itself), None where its kind says
+    nothing (Jobs, DaemonSets, custom kinds) or it was not seen; cluster row: the sum of those known."""
 
 
 TIMELINE_COLUMNS = tuple(TimelineRow.__slots__)
@@ -218,6 +227,8 @@ class _Transition:
     node: str | None = field(compare=False, default=None)
     requests: Requests | None = field(compare=False, default=None)
     from_lifecycle: bool = field(compare=False, default=False)
+    count: int = field(compare=False, default=0)
+    """For a ``desired`` change: the pods asked for (``_GONE``: the workload was deleted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +273,7 @@ class TimelineFolder:
         self._pods: dict[str, _Pod] = {}
         self._totals: dict[str, _Totals] = {}
         self._nodes: set[str] = set()
+        self._desired: dict[str, int] = {}  # owner → pods it asks for, while it exists
         self._parents: dict[str, str] = {}
         self._templates: dict[str, Requests] = {}
         self._queue: list[_Transition] = []
@@ -318,13 +330,18 @@ class TimelineFolder:
             elif key.kind == "Pod" and key.group == "":
                 self._remember(event.key, event.obj)
                 self._pod_applied(event.ts_ms, event.key, event.obj)
+                self._queue_desired(event.ts_ms, event.key, desired_pods(key.group, key.kind, event.obj))
             else:
                 self._remember(event.key, event.obj)
+                self._queue_desired(event.ts_ms, event.key, desired_pods(key.group, key.kind, event.obj))
         elif event.type is EventType.DELETED:
             if key.kind == "Node" and key.group == "":
                 self._queue_node(event.ts_ms, event.key, present=False)
-            elif key.kind == "Pod" and key.group == "":
+                return
+            if key.kind == "Pod" and key.group == "":
                 self._push(event.ts_ms, event.key, "", "")
+            if desired_pods(key.group, key.kind, None) is not None:
+                self._queue_desired(event.ts_ms, event.key, _GONE)
 
     def add_all(self, events: Iterable[Event]) -> None:
         for event in events:
@@ -380,6 +397,14 @@ class TimelineFolder:
         if event.pod_end_ms is not None:
             self._push(event.pod_end_ms, event.key, "Succeeded", owner, lifecycle=True)
 
+    def _queue_desired(self, ts_ms: int, key: ObjectKey, count: int | None) -> None:
+        """A change of what ``key`` asks for, if the rule says and ``key`` heads its controller chain
+        (a ReplicaSet of a Deployment, or a pod of a ReplicaSet, is counted by its owner)."""
+        if count is None or self.owner_of(key) != key:
+            return
+        self._seq += 1
+        heapq.heappush(self._queue, _Transition(ts_ms, self._seq, key, _DESIRED, key, count=count))
+
     def _queue_node(self, ts_ms: int, key: ObjectKey, *, present: bool) -> None:
         self._push(ts_ms, key, _NODE_ADDED if present else _NODE_GONE, "")
 
@@ -401,6 +426,12 @@ class TimelineFolder:
         )
 
     def _apply(self, t: _Transition) -> None:
+        if t.phase == _DESIRED:
+            if t.count == _GONE:
+                self._desired.pop(t.key, None)
+            else:
+                self._desired[t.key] = t.count
+            return
         if t.phase in {_NODE_ADDED, _NODE_GONE}:
             name = parse_object_key(t.key).name
             if t.phase == _NODE_ADDED:
@@ -516,6 +547,7 @@ class TimelineFolder:
                 for k, p in self._pods.items()
             },
             "nodes": sorted(self._nodes),
+            "desired": self._desired,
             "parents": self._parents,
             "templates": {k: [r.cpu_m, r.memory_bytes] for k, r in self._templates.items()},
             "queue": [
@@ -528,6 +560,7 @@ class TimelineFolder:
                     t.node,
                     _requests_json(t.requests),
                     t.from_lifecycle,
+                    t.count,
                 ]
                 for t in self._queue
             ],
@@ -563,11 +596,13 @@ class TimelineFolder:
                 for k, (owner, phase, node, cpu, mem, lifecycle) in state["pods"].items()
             }
             folder._nodes = set(state["nodes"])
+            # absent in states written before it existed
+            folder._desired = {k: int(v) for k, v in state.get("desired", {}).items()}
             folder._parents = dict(state["parents"])
             folder._templates = {k: Requests(cpu, mem) for k, (cpu, mem) in state["templates"].items()}
             folder._queue = [
-                _Transition(at, seq, key, phase, owner, node, _requests_from(req), lifecycle)
-                for at, seq, key, phase, owner, node, req, lifecycle in state["queue"]
+                _Transition(at, seq, key, phase, owner, node, _requests_from(req), lifecycle, *count)
+                for at, seq, key, phase, owner, node, req, lifecycle, *count in state["queue"]
             ]
             heapq.heapify(folder._queue)
             for pod in folder._pods.values():
@@ -581,21 +616,35 @@ class TimelineFolder:
     def _snapshot(self, second: int) -> list[TimelineRow]:
         self._totals.setdefault(CLUSTER_OWNER, _Totals())
         nodes = len(self._nodes)
+        # an owner asking for pods has a row even when none of them were recorded (SimKube traces)
+        asking = {owner for owner, count in self._desired.items() if count and owner not in self._totals}
+        owners = sorted([*self._totals, *asking])
+        none = _Totals()
         return [
-            TimelineRow(
-                second=second,
-                owner=owner,
-                pending=totals.phases["Pending"],
-                running=totals.phases["Running"],
-                succeeded=totals.phases["Succeeded"],
-                failed=totals.phases["Failed"],
-                cpu_requested_m=round(totals.cpu_m, 3),
-                memory_requested_bytes=round(totals.memory_bytes),
-                nodes=nodes,
-                nodes_used=len(totals.running_per_node),
-            )
-            for owner, totals in sorted(self._totals.items())
+            self._row(second, owner, self._totals.get(owner, none), nodes, self._desired_of(owner))
+            for owner in owners
         ]
+
+    def _desired_of(self, owner: str) -> int | None:
+        if owner != CLUSTER_OWNER:
+            return self._desired.get(owner)
+        return sum(self._desired.values()) if self._desired else None
+
+    @staticmethod
+    def _row(second: int, owner: str, totals: _Totals, nodes: int, desired: int | None) -> TimelineRow:
+        return TimelineRow(
+            second=second,
+            owner=owner,
+            pending=totals.phases["Pending"],
+            running=totals.phases["Running"],
+            succeeded=totals.phases["Succeeded"],
+            failed=totals.phases["Failed"],
+            cpu_requested_m=round(totals.cpu_m, 3),
+            memory_requested_bytes=round(totals.memory_bytes),
+            nodes=nodes,
+            nodes_used=len(totals.running_per_node),
+            desired=desired,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,11 @@ from pathlib import Path
 from pipeline.analytics.timeline import TIMELINE_COLUMNS, PodTimes, TimelineRow
 from pipeline.io.parquet import read_columns, write_columns
 
-TIMELINE_FORMAT, TIMELINE_VERSION = "kubetape.timeline", 1
+TIMELINE_FORMAT, TIMELINE_VERSION = "kubetape.timeline", 2
+"""Version 2 added ``desired``; version 1 files still read (``desired`` is None in them)."""
 PODS_FORMAT, PODS_VERSION = "kubetape.pod-times", 1
 
-_TIMELINE_TYPES = {
+TIMELINE_TYPES = {
     "second": "int64",
     "owner": "string",
     "pending": "int64",
@@ -22,19 +23,21 @@ _TIMELINE_TYPES = {
     "memory_requested_bytes": "float64",
     "nodes": "int64",
     "nodes_used": "int64",
+    "desired": "int64",
 }
-assert tuple(_TIMELINE_TYPES) == TIMELINE_COLUMNS
+assert tuple(TIMELINE_TYPES) == TIMELINE_COLUMNS
 _POD_TYPES = {"pod": "string", "owner": "string", "created_s": "float64", "running_s": "float64"}
 
 
 def write_timeline(path: Path, rows: Sequence[TimelineRow]) -> None:
     columns = {name: [getattr(row, name) for row in rows] for name in TIMELINE_COLUMNS}
-    write_columns(path, columns, _TIMELINE_TYPES, format_name=TIMELINE_FORMAT, version=TIMELINE_VERSION)
+    write_columns(path, columns, TIMELINE_TYPES, format_name=TIMELINE_FORMAT, version=TIMELINE_VERSION)
 
 
 def read_timeline(path: Path) -> list[TimelineRow]:
-    columns = read_columns(path, format_name=TIMELINE_FORMAT, version=TIMELINE_VERSION)
+    columns = read_columns(path, format_name=TIMELINE_FORMAT, version=TIMELINE_VERSION, also_reads=(1,))
     count = len(columns["second"])
+    columns.setdefault("desired", [None] * count)
     return [TimelineRow(**{name: columns[name][i] for name in TIMELINE_COLUMNS}) for i in range(count)]
 
 

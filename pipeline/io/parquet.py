@@ -9,7 +9,7 @@ metadata; :func:`read_columns` rejects another format or version with a clear er
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,11 @@ def write_columns(
     temp.replace(path)
 
 
-def read_columns(path: Path, *, format_name: str, version: int) -> dict[str, list[Any]]:
-    """The columns of a file written by :func:`write_columns` with the same format name and version."""
+def read_columns(
+    path: Path, *, format_name: str, version: int, also_reads: Collection[int] = ()
+) -> dict[str, list[Any]]:
+    """The columns of a file written by :func:`write_columns` with the same format name and ``version``
+    (or one of the older versions ``also_reads``: columns added since are then absent)."""
     try:
         table = pq.read_table(path)
     except FileNotFoundError:
@@ -59,7 +62,7 @@ def read_columns(path: Path, *, format_name: str, version: int) -> dict[str, lis
     if found != format_name:
         raise FormatError(f"{path}: holds {found or 'no kubetape format'!r}, expected {format_name!r}")
     found_version = metadata.get(b"kubetape.version", b"").decode()
-    if found_version != str(version):
+    if found_version not in {str(v) for v in (version, *also_reads)}:
         raise UnknownVersionError(
             f"{path}: {format_name} version {found_version or '?'} is not supported (this build reads "
             f"version {version}); use a matching kubetape"

@@ -22,6 +22,7 @@ from typing import Any
 
 from pipeline.formats.segment import Segment
 from pipeline.formats.trace import initial_events
+from pipeline.model.desired import desired_pods
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, key_of
@@ -119,11 +120,6 @@ def cronjobs_with_recorded_jobs(events: Iterable[Event]) -> frozenset[str]:
     return frozenset(out)
 
 
-REPLICATED_KINDS = frozenset({("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")})
-"""Workloads whose ``spec.replicas`` is the number of Running pods they ask for."""
-_ENDED_PHASES = frozenset({"Succeeded", "Failed"})
-
-
 def _lifecycle_kinds(lifecycles: Iterable[Event], config: TracerConfig | None) -> set[tuple[str, str]]:
     """(group, kind) of the owners whose pods' lifecycles were tracked: as the trace's tracer config
     says, and wherever the trace holds a lifecycle of one owner of that kind."""
@@ -157,16 +153,8 @@ def desired_timelines(
         group, kind = owner.split("/", 2)[:2]
         if (group, kind) in lifecycle_kinds or e.type not in (EventType.APPLIED, EventType.DELETED):
             continue
-        if e.type is EventType.DELETED:
-            wanted = 0
-        elif (group, kind) in REPLICATED_KINDS:
-            replicas = ((e.obj or {}).get("spec") or {}).get("replicas", 1)
-            wanted = replicas if isinstance(replicas, int) and replicas >= 0 else 1
-        elif (group, kind) == ("core", "Pod") and not ((e.obj or {}).get("metadata") or {}).get(
-            "ownerReferences"
-        ):
-            wanted = 0 if ((e.obj or {}).get("status") or {}).get("phase") in _ENDED_PHASES else 1
-        else:
+        wanted = 0 if e.type is EventType.DELETED else desired_pods(group, kind, e.obj)
+        if wanted is None:
             continue
         if owner not in changes and e.type is EventType.DELETED:
             continue  # a delete of something the trace never showed asks for nothing

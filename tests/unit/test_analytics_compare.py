@@ -212,3 +212,50 @@ def test_a_run_with_a_replay_report_is_judged_by_the_replayers_own_figures() -> 
     # a run without the replayer's figures (older runs) is judged by its timelines
     assert compare_runs([run]).fidelity["r"][0].max_error == 3
     assert compare_runs([run]).verdicts["r"]["verdict"] == "unknown"
+
+
+def asked(replicas: list[int]) -> list[TimelineRow]:
+    """A recording without pods (a SimKube trace): the owner's rows say only what it asked for."""
+    return [
+        TimelineRow(second, owner, 0, 0, 0, 0, 0.0, 0.0, 1, 0, desired=count)
+        for second, count in enumerate(replicas)
+        for owner in (OWNER, CLUSTER_OWNER)
+    ]
+
+
+def test_a_replay_of_a_trace_without_pods_is_judged_against_what_each_owner_asked_for() -> None:
+    replay = rows([0, 3, 3, 5, 5, 5])
+    [error] = owner_errors(asked([3, 3, 3, 5, 5, 5]), replay, window_s=1)
+    assert (error.max_error, error.recorded_peak) == (0, 5)  # a faithful replay, not "recorded 0"
+    [error] = owner_errors(asked([3, 3, 3, 5, 5, 5]), rows([0, 3, 3, 2, 2, 2]), window_s=1)
+    assert error.max_error == 3  # and one that fell short says by how much
+
+
+def test_recorded_pods_stay_the_truth_where_they_were_recorded() -> None:
+    recorded = [
+        TimelineRow(second, owner, 0, running, 0, 0, 0.0, 0.0, 1, 1, desired=5)
+        for second, running in enumerate([2, 2, 2])
+        for owner in (OWNER, CLUSTER_OWNER)
+    ]
+    [error] = owner_errors(recorded, rows([2, 2, 2]), window_s=0)
+    assert (error.max_error, error.recorded_peak) == (0, 2)  # ran 2 of the 5 asked: the replay matches
+
+
+def test_a_timeline_round_trips_its_desired_column_and_version_1_files_still_read(tmp_path: Path) -> None:
+    from pipeline.analytics.timeline_store import (
+        TIMELINE_FORMAT,
+        TIMELINE_TYPES,
+        read_timeline,
+        write_timeline,
+    )
+    from pipeline.io.parquet import write_columns
+
+    timeline = [*asked([3, 4]), TimelineRow(2, OWNER, 0, 1, 0, 0, 0.0, 0.0, 1, 1)]
+    write_timeline(tmp_path / "t.parquet", timeline)
+    assert read_timeline(tmp_path / "t.parquet") == timeline
+    # version 1: the same columns but desired
+    v1_types = {name: kind for name, kind in TIMELINE_TYPES.items() if name != "desired"}
+    v1 = {name: [OWNER] if kind == "string" else [0] for name, kind in v1_types.items()}
+    write_columns(tmp_path / "v1.parquet", v1, v1_types, format_name=TIMELINE_FORMAT, version=1)
+    [row] = read_timeline(tmp_path / "v1.parquet")
+    assert (row.owner, row.desired) == (OWNER, None)

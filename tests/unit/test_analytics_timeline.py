@@ -317,3 +317,87 @@ def test_the_metrics_consumer_counts_future_dated_events_and_keeps_its_gauges_cu
     assert "kubetape_analytics_future_dated_events_total 1" in text
     assert 'kubetape_analytics_pods{phase="Running"} 1' in text  # second 4 is the last complete one
     assert consumer.metrics.value("event_age_seconds") == pytest.approx(5.0)
+
+
+def deployment(name: str, replicas: int | None, namespace: str = "web") -> dict[str, Any]:
+    spec: dict[str, Any] = {"template": {"spec": {"containers": [{"name": "c"}]}}}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
+            "spec": spec}  # fmt: skip
+
+
+def by_owner(rows: list[TimelineRow], owner: str) -> dict[int, TimelineRow]:
+    return {row.second: row for row in rows if row.owner == owner}
+
+
+def test_a_trace_without_pods_says_what_each_deployment_asked_for_second_by_second() -> None:
+    web, api = deployment("web", 3), deployment("api", None)  # unset replicas: Kubernetes makes it 1
+    events = [
+        applied(0, web),
+        applied(0.5, api),
+        applied(2, deployment("web", 5)),
+        applied(3, deployment("web", 0)),
+        Event.deleted(T0 + 4_000, key_of(web), web),
+    ]
+    rows = fold_events(events, origin_ms=T0, end_ms=T0 + 6_000).rows
+    web_rows, api_rows = by_owner(rows, str(key_of(web))), by_owner(rows, str(key_of(api)))
+    assert {s: r.desired for s, r in web_rows.items()} == {0: 3, 1: 3, 2: 5}  # 0 and deleted: no row
+    assert all(r.running == 0 and r.pending == 0 for r in web_rows.values())  # nothing ran in the trace
+    assert {s: r.desired for s, r in api_rows.items()} == dict.fromkeys(range(6), 1)
+    assert {s: r.desired for s, r in cluster(rows).items()} == {0: 4, 1: 4, 2: 6, 3: 1, 4: 1, 5: 1}
+
+
+def test_a_deployments_pods_count_under_it_and_its_replicaset_asks_for_nothing_twice() -> None:
+    rs = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web-1", "namespace": "web",
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                          "controller": True}]},
+        "spec": {"replicas": 2},
+    }  # fmt: skip
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "web"},
+           "spec": {"parallelism": 4}}  # fmt: skip
+    events = [
+        applied(0, deployment("web", 2)),
+        applied(0, rs),
+        applied(0, job),
+        applied(0.2, pod("web-1-a", phase="Running", node="n1", owner="web-1")),
+        applied(0.2, pod("bare", phase="Running", node="n1")),
+    ]
+    rows = fold_events(events, origin_ms=T0, end_ms=T0 + 2_000).rows
+    web = by_owner(rows, str(key_of(deployment("web", 2))))
+    assert (web[1].desired, web[1].running) == (2, 1)  # asked for 2, one recorded running
+    assert str(key_of(rs)) not in {r.owner for r in rows}
+    assert str(key_of(job)) not in {r.owner for r in rows}  # a Job's pods' run time is not in its spec
+    assert by_owner(rows, str(key_of(pod("bare"))))[1].desired == 1
+    assert cluster(rows)[1].desired == 3
+
+
+def test_a_fold_resumed_mid_change_keeps_what_owners_asked_for() -> None:
+    events = [
+        applied(0, deployment("web", 3)),
+        applied(5, deployment("web", 7)),
+        applied(9, deployment("x", 1)),
+    ]
+    whole = fold_events(events, origin_ms=T0, end_ms=T0 + 10_000).rows
+    first = TimelineFolder(T0)
+    first.add_all(events[:2])
+    rows = first.advance(T0 + 2_000)  # the change at 5 s is still queued
+    resumed = TimelineFolder.from_state(first.to_state())
+    resumed.add_all(events[2:])
+    rows += resumed.finish(T0 + 10_000)
+    assert rows == whole
+
+
+def test_a_state_written_before_desired_existed_still_resumes() -> None:
+    folder = TimelineFolder(T0)
+    folder.add(applied(0, pod("bare", phase="Running", node="n1")))
+    folder.add(applied(3, pod("other", phase="Pending")))
+    state = folder.to_state()
+    del state["desired"]
+    state["queue"] = [entry[:8] for entry in state["queue"]]  # the queue's 8 fields of version 1
+    resumed = TimelineFolder.from_state(state)
+    rows = cluster(resumed.finish(T0 + 4_000))
+    assert (rows[3].running, rows[3].pending) == (1, 1)
