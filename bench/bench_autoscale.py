@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.formats.segment import SegmentKind, build_segment
-from pipeline.io.kube import kube_api
-from pipeline.io.kube_apply import KubeApplier
+from pipeline.io.kube.client import KubeClient
+from pipeline.io.kube.connect import kube_api
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.autoscale_figures import NODEPOOL_LABEL, AutoscaleFigures
@@ -121,7 +121,7 @@ async def _replay(
     figures = AutoscaleFigures(settings.speed)
     settings = dataclasses.replace(settings, keep=True)  # cleaned up below, after the last sample
     async with kube_api(kubeconfig) as api:
-        cluster = KubeApplier(api)
+        cluster = KubeClient(api)
         replayer = Replayer(cluster, plan_replay(trace, settings.speed), settings)
 
         async def sample() -> None:

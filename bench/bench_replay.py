@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.formats.segment import SegmentKind, build_segment
-from pipeline.io.kube import kube_api
-from pipeline.io.kube_apply import KubeApplier
+from pipeline.io.kube.client import KubeClient
+from pipeline.io.kube.connect import kube_api
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.plan import plan_replay
@@ -59,7 +59,7 @@ async def _replay(kubeconfig: Path, events: list[Event], speed: float, max_in_fl
         speed=speed, replay_name=name, namespace_prefix=name, max_in_flight=max_in_flight, keep=True
     )
     async with kube_api(kubeconfig) as api:
-        replayer = Replayer(KubeApplier(api), plan_replay(trace, speed), settings)
+        replayer = Replayer(KubeClient(api), plan_replay(trace, speed), settings)
         report = await replayer.run()
         await replayer.cleanup()  # not timed: wall_seconds is measured before cleanup
     return report
@@ -70,7 +70,7 @@ async def _write_loop(kubeconfig: Path, count: int, concurrency: int, *, apply: 
     ceiling) or server-side apply with an owner reference (what the replayer sends, minus the replayer)."""
     namespace = f"bench-plain-{uuid.uuid4().hex[:6]}"
     async with kube_api(kubeconfig) as api:
-        cluster = KubeApplier(api)
+        cluster = KubeClient(api)
         owner = await cluster.create(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         )

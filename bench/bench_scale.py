@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.formats.segment import SegmentKind, build_segment
-from pipeline.io.kube import kube_api
-from pipeline.io.kube_apply import KubeApplier
+from pipeline.io.kube.client import KubeClient
+from pipeline.io.kube.connect import kube_api
 from pipeline.io.pod_watch import PodWatch
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
@@ -162,7 +162,7 @@ def bare_pod(name: str, node: str | None) -> dict[str, Any]:
 
 
 async def ceiling(
-    cluster: KubeApplier, count: int, nodes: list[str] | None, timeout_s: float
+    cluster: KubeClient, count: int, nodes: list[str] | None, timeout_s: float
 ) -> dict[str, Any]:
     """Create ``count`` pods (32 in flight) and wait until all are Running: pods per second of each.
     ``nodes``: preset nodeName round-robin over them (the scheduler does nothing)."""
@@ -240,7 +240,7 @@ async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace
 
     async with kube_api(kubeconfig) as api:
         replayer = Replayer(
-            KubeApplier(api),
+            KubeClient(api),
             plan_replay(trace, speed),
             settings,
             on_progress=progress,
@@ -292,7 +292,7 @@ async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace
     }
 
 
-async def nodes_ready(cluster: KubeApplier, count: int, timeout_s: float = 300.0) -> None:
+async def nodes_ready(cluster: KubeClient, count: int, timeout_s: float = 300.0) -> None:
     """Wait until KWOK marked the nodes Ready, and a little more: a pod bound to a node KWOK marked
     Ready before its pod handling for that node started is never started (kubernetes-sigs/kwok#1572)."""
     deadline = time.monotonic() + timeout_s
@@ -316,7 +316,7 @@ async def nodes_ready(cluster: KubeApplier, count: int, timeout_s: float = 300.0
 async def measure(kubeconfig: Path, nodes: list[str], args: argparse.Namespace) -> dict[str, Any]:
     events, trace = cluster_hour(args)
     async with kube_api(kubeconfig) as api:
-        cluster = KubeApplier(api)
+        cluster = KubeClient(api)
         await nodes_ready(cluster, len(nodes))
         count = args.ceiling_pods or min(args.peak_pods, 2000)
         scheduled = await ceiling(cluster, count, None, args.ceiling_timeout)

@@ -60,7 +60,7 @@ import aiohttp
 import orjson
 
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer, topic_partitions
-from pipeline.io.kube import kube_api
+from pipeline.io.kube.connect import kube_api
 from pipeline.io.metrics import Metrics
 from pipeline.io.publisher import KafkaPublisher
 from pipeline.io.resume_store import ensure_watcher_topics

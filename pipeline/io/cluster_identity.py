@@ -8,37 +8,28 @@ operators' "cluster id"). Reading it needs one read-only grant: ``get`` on that 
 
 from __future__ import annotations
 
-import aiohttp
-import orjson
-from kubernetes_asyncio import client
-
-from pipeline.io.kube import error_for_status, open_get
-from pipeline.model.errors import AccessDeniedError, ConfigError, TransientError
+from pipeline.io.kube.cluster import ClusterReads
+from pipeline.io.kube.types import ApiResource
+from pipeline.model.errors import ConfigError
 from pipeline.model.keys import ClusterId, parse_cluster_id
 
-_PATH = "/api/v1/namespaces/kube-system"
-_LIMITS = aiohttp.ClientTimeout(total=30)
+NAMESPACES = ApiResource("v1", "Namespace", "namespaces", namespaced=False)
+_NAME = "kube-system"
 
 
-async def kube_system_uid(api: client.ApiClient) -> ClusterId:
-    """The UID of the cluster's ``kube-system`` namespace, as a :data:`ClusterId`."""
+async def kube_system_uid(cluster: ClusterReads) -> ClusterId:
+    """The UID of the cluster's ``kube-system`` namespace, as a :data:`ClusterId`.
+
+    Errors are the client's reads': a refused request is a ``ConfigError``, an unreachable or failing
+    apiserver a retriable ``WatchBrokenError``."""
     try:
-        response = await open_get(api, _PATH, [], _LIMITS)
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        raise TransientError(
-            f"cannot reach the API server for GET {_PATH} ({type(exc).__name__}: {exc})"
+        found = await cluster.get_object(NAMESPACES, None, _NAME)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc}. The watcher names its cluster by the kube-system namespace UID: grant get on that "
+            "namespace (k8s/prod/rbac.yaml) or pass --cluster-id"
         ) from None
-    try:
-        data = await response.read()
-    finally:
-        response.release()
-    if response.status != 200:
-        error = error_for_status(f"GET {_PATH}", response.status, data)
-        if isinstance(error, AccessDeniedError):
-            raise ConfigError(
-                f"the API server refused {error}; the watcher names its cluster by the kube-system namespace "
-                "UID: grant get on that namespace (k8s/prod/rbac.yaml) or pass --cluster-id"
-            )
-        raise error
-    uid = orjson.loads(data).get("metadata", {}).get("uid")
+    if found is None:
+        raise ConfigError("the cluster has no kube-system namespace to name it by; pass --cluster-id")
+    uid = (found.get("metadata") or {}).get("uid")
     return parse_cluster_id(str(uid).lower(), "the kube-system namespace UID")

@@ -1,9 +1,10 @@
 """One label's pods, listed once and then watched: what the replay's sampler keeps its counts from.
 
-Built on the watcher's :class:`~pipeline.io.kube_watch.KubeCluster` (paged lists, bookmarks, 410 and
-dropped streams mapped to :class:`~pipeline.model.errors.GoneError` and
+Built on the one client's reads (:meth:`~pipeline.io.kube.client.KubeClient.list_all` and
+:meth:`~pipeline.io.kube.client.KubeClient.watch_objects`: paged lists, bookmarks, 410 and dropped
+streams mapped to :class:`~pipeline.model.errors.GoneError` and
 :class:`~pipeline.model.errors.WatchBrokenError`), so a pod watch behaves as every other watch of
-kubetape. That client has no label selector, so pods of other labels are filtered out here: on a
+kubetape. Those reads take no label selector, so pods of other labels are filtered out here: on a
 simulated cluster nearly every pod is the replay's anyway.
 """
 
@@ -15,9 +16,8 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from pipeline.io.kube_types import ApiResource
-from pipeline.io.kube_watch import KubeCluster
-from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent
+from pipeline.io.kube.client import KubeClient
+from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
 
 log = logging.getLogger(__name__)
 PODS = ApiResource("v1", "Pod", "pods", namespaced=True)
@@ -31,7 +31,7 @@ class PodWatch:
     """The pods labelled ``label`` = ``value`` on the cluster behind ``api``."""
 
     def __init__(self, api: client.ApiClient, label: str, value: str) -> None:
-        self._cluster = KubeCluster(api, on_malformed=_skipped)
+        self._cluster = KubeClient(api, on_malformed=_skipped)
         self._label, self._value = label, value
 
     def _labelled(self, pod: dict[str, Any]) -> bool:
@@ -39,7 +39,7 @@ class PodWatch:
         return bool(labels.get(self._label) == self._value)
 
     async def list_pods(self) -> ListResult:
-        listed = await self._cluster.list_objects(PODS)
+        listed = await self._cluster.list_all(PODS)
         return ListResult([p for p in listed.items if self._labelled(p)], listed.resource_version)
 
     async def watch_pods(self, since: ResourceVersion) -> AsyncIterator[WatchEvent]:

@@ -41,7 +41,7 @@ class TransientError(KubetapeError):
 
 
 # ---- the Kubernetes API ------------------------------------------------------------------------------
-# HTTP statuses are mapped to these once, in pipeline.io.kube.error_for_status; callers catch classes,
+# HTTP statuses are mapped to these once, in pipeline.io.kube.status; callers catch classes,
 # never compare status numbers.
 class KubeApiError(KubetapeError):
     """The apiserver refused a request; ``status`` is the HTTP status (0 when none was received)."""

@@ -1,22 +1,19 @@
-"""What the replay needs from the simulated cluster: the object verbs (:class:`ReplayCluster`, which
-:class:`pipeline.io.kube_apply.KubeApplier` has) and, optionally, a pod watch (:class:`PodEvents`,
+"""What the replay needs from the simulated cluster: the object verbs (:class:`ReplayCluster`, the
+writer's subset of :class:`pipeline.io.kube.cluster.Cluster`, which
+:class:`pipeline.io.kube.client.KubeClient` has) and, optionally, a pod watch (:class:`PodEvents`,
 which :class:`pipeline.io.pod_watch.PodWatch` has). Unit tests give in-memory versions of both."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
-from pipeline.io.kube_types import ApiResource, ClusterObjects
-from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent
+from pipeline.io.kube.cluster import ClusterWrites
+from pipeline.io.kube.types import ListResult, ResourceVersion, WatchEvent
 
-
-class ReplayCluster(ClusterObjects, Protocol):
-    """The object verbs the replay uses on the simulated cluster."""
-
-    async def resource_for(self, api_version: str, kind: str) -> ApiResource: ...
-
-    async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]: ...
+ReplayCluster = ClusterWrites
+"""The object verbs the replay uses on the simulated cluster: resolving kinds, server-side apply, get,
+list and delete."""
 
 
 class PodEvents(Protocol):

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from pipeline.io.watch_types import ResourceVersion
+from pipeline.io.kube.types import ResourceVersion
 from pipeline.model.errors import GoneError, KubeApiError, KubetapeError, WatchBrokenError
 from pipeline.model.events import Event
 from pipeline.replay.autoscale_figures import NODEPOOL_LABEL, AutoscaleFigures
@@ -71,7 +71,7 @@ class WatchedPods:
     """Counts kept from a pod watch: one list, then a watch from its resourceVersion. A watch the
     server ends, or that drops, goes on from the last version seen; one answered 410 Gone (the
     version is too old) lists again. Bad input is the watch client's to set aside (see
-    :mod:`pipeline.io.kube_watch`)."""
+    :mod:`pipeline.io.kube.watch`)."""
 
     def __init__(self, events: PodEvents, clock: Clock, *, retry_s: float = 1.0) -> None:
         self._events = events

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
-from pipeline.io.kube_types import ApiResource
-from pipeline.io.watch_types import ListResult, Record, ResourceVersion, WatchEvent
-from pipeline.model.keys import GroupVersionKind
+from pipeline.io.kube.cluster import ClusterReads
+from pipeline.io.watch_types import Record
 
-
-class Cluster(Protocol):
-    """Read-only access to the watched cluster (:class:`pipeline.io.kube_watch.KubeCluster`)."""
-
-    async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None: ...
-
-    async def list_objects(self, res: ApiResource) -> ListResult: ...
-
-    async def get_object(
-        self, res: ApiResource, namespace: str | None, name: str
-    ) -> dict[str, Any] | None: ...
-
-    def watch_objects(self, res: ApiResource, since: ResourceVersion) -> AsyncIterator[WatchEvent]: ...
+Cluster = ClusterReads
+"""Read-only access to the watched cluster: the reads of :class:`pipeline.io.kube.cluster.Cluster`."""
 
 
 class Bus(Protocol):

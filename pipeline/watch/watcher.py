@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import orjson
 
-from pipeline.io.kube_types import ApiResource
+from pipeline.io.kube.types import ApiResource, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC
-from pipeline.io.watch_types import Record, ResourceVersion, WatchEvent
+from pipeline.io.watch_types import Record
 from pipeline.model.errors import ConfigError, FormatError, GoneError, TransientError, WatchBrokenError
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, kind_key
@@ -260,7 +260,7 @@ class Watcher:
 
     async def _relist(self, s: _Stream, reason: str) -> None:
         old_rv = s.rv
-        listed = await self._cluster.list_objects(s.res)
+        listed = await self._cluster.list_all(s.res)
         ts = self._clock()
         out = Shaped()
         if old_rv is not None or (s.tracked and self._has_published(s.res)):

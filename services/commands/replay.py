@@ -517,8 +517,8 @@ def _segments_trace(segments: str, start_ms: int, end_ms: int, config: Any, *, c
 
 
 async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
-    from pipeline.io.kube import kube_api
-    from pipeline.io.kube_apply import KubeApplier
+    from pipeline.io.kube.client import KubeClient
+    from pipeline.io.kube.connect import kube_api
     from pipeline.io.pod_watch import PodWatch
     from pipeline.replay.replayer import Replayer
     from pipeline.replay.report import ReplayProgress
@@ -552,7 +552,7 @@ async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
         kubeconfig = Path(os.environ["KUBECONFIG"])
     async with kube_api(kubeconfig, args.context) as api:
         replayer = Replayer(
-            KubeApplier(api),
+            KubeClient(api),
             plan,
             settings,
             source=_source_name(args),

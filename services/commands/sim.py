@@ -317,12 +317,13 @@ def _sim_delete(args: argparse.Namespace) -> int:
 def _client(args: argparse.Namespace) -> Any:
     from contextlib import asynccontextmanager
 
-    from pipeline.io.kube_controller import KubeControllerClient, kube_api_auto
+    from pipeline.io.kube.client import controller_client
+    from pipeline.io.kube.connect import kube_api_auto
 
     @asynccontextmanager
     async def opened() -> Any:
         async with kube_api_auto(args.kubeconfig, args.context) as api:
-            yield KubeControllerClient(api)
+            yield controller_client(api)
 
     return opened()
 
@@ -379,7 +380,8 @@ async def serve_controller(
     """Run the controller until SIGTERM/SIGINT; returns the exit code."""
     from pipeline.controller.controller import Controller
     from pipeline.io.http import bound_port, create_app, start_http
-    from pipeline.io.kube_controller import KubeControllerClient, kube_api_auto
+    from pipeline.io.kube.client import controller_client
+    from pipeline.io.kube.connect import kube_api_auto
     from pipeline.io.metrics import Metrics
 
     stop = asyncio.Event()
@@ -389,7 +391,7 @@ async def serve_controller(
     metrics = Metrics()
     try:
         async with kube_api_auto(kubeconfig, context) as api:
-            controller = Controller(KubeControllerClient(api), settings, metrics)
+            controller = Controller(controller_client(api), settings, metrics)
             runner = await start_http(create_app(metrics, lambda: controller.ready), http)
             log.info(
                 "controller %s: namespace %s, image %s; health on http://%s:%d",

@@ -46,7 +46,7 @@ from pipeline.replay.autoscale_provider import PROVIDERS
 if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when a sweep runs
     from pipeline.analytics.snapshots import SnapshotEvents
     from pipeline.analytics.timeline import TimelineFolder, TimelineRow
-    from pipeline.io.kube_apply import KubeApplier
+    from pipeline.io.kube.client import KubeClient
     from pipeline.model.events import Event
     from pipeline.replay.replayer import Replayer
 
@@ -105,7 +105,7 @@ class _RunObserver:
 
     def __init__(
         self,
-        cluster: KubeApplier,
+        cluster: KubeClient,
         replayer: Replayer,
         folder: TimelineFolder,
         snapshots: SnapshotEvents,
@@ -172,8 +172,8 @@ async def replay_to_run(
     from pipeline.analytics.snapshots import SnapshotEvents, strip_prefix
     from pipeline.analytics.timeline import TimelineFolder, fold_events
     from pipeline.formats.trace import initial_events, read_trace
-    from pipeline.io.kube import kube_api
-    from pipeline.io.kube_apply import KubeApplier
+    from pipeline.io.kube.client import KubeClient
+    from pipeline.io.kube.connect import kube_api
     from pipeline.io.pod_watch import PodWatch
     from pipeline.replay.autoscale_nodes import judge_node_counts, without_autoscaler_nodes
     from pipeline.replay.plan import plan_replay
@@ -194,7 +194,7 @@ async def replay_to_run(
     folder = TimelineFolder(origin_ms=plan.start_ms)
     snapshots = SnapshotEvents(strip_prefix(settings.namespace_prefix))
     async with kube_api(kubeconfig, context) as api:
-        cluster = KubeApplier(api)
+        cluster = KubeClient(api)
         replayer = Replayer(cluster, plan, settings, source=str(trace_path), pod_watch=partial(PodWatch, api))
         observer = _RunObserver(cluster, replayer, folder, snapshots, start_ms=plan.start_ms, end_ms=end_ms)
         interval_s = max(1.0 / settings.speed, 0.05)  # one observation per trace second at most

@@ -28,6 +28,8 @@ from services.logs import configure_logging
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts faster without them
     from kubernetes_asyncio.client import ApiClient
 
+    from pipeline.io.kube.client import KubeClient
+    from pipeline.io.metrics import Metrics
     from pipeline.io.publisher import KafkaPublisher
     from pipeline.model.keys import ClusterId
     from pipeline.watch.watcher import Watcher
@@ -212,8 +214,7 @@ def _run(args: argparse.Namespace) -> int:
 async def serve(settings: WatchServiceSettings) -> int:
     """Run the watcher service until SIGTERM/SIGINT; returns the exit code."""
     from pipeline.io.http import bound_port, create_app, start_http
-    from pipeline.io.kube import kube_api
-    from pipeline.io.kube_watch import KubeCluster
+    from pipeline.io.kube.connect import kube_api
     from pipeline.io.metrics import Metrics
     from pipeline.io.publisher import KafkaPublisher
     from pipeline.model.errors import ConfigError
@@ -226,23 +227,18 @@ async def serve(settings: WatchServiceSettings) -> int:
             f"kubeconfig {settings.kubeconfig} does not exist; pass --kubeconfig or set $KUBECONFIG"
         )
     metrics = Metrics()
-    metrics.counter("malformed_watch_lines_total", "watch lines of unknown shape, skipped")
-
-    def malformed(problem: str) -> None:
-        metrics.inc("malformed_watch_lines_total")
-        log.warning("skipped a watch event: %s", problem)
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with kube_api(settings.kubeconfig, settings.context) as api:
-        cluster = await _recorded_cluster(settings, api)
+        kube = _watched_cluster(api, metrics)
+        cluster = await _recorded_cluster(settings, kube)
         state, resume = await _read_back(settings.kafka, settings.partitions, cluster)
         async with KafkaPublisher(
             settings.kafka, metrics, max_pending_units=settings.max_pending_units, cluster=cluster
         ) as publisher:
-            watcher = Watcher(config, KubeCluster(api, on_malformed=malformed), publisher, metrics)
+            watcher = Watcher(config, kube, publisher, metrics)
             watcher.restore(state, resume)
             del state, resume
             freeze_long_lived_objects()
@@ -278,13 +274,26 @@ async def serve(settings: WatchServiceSettings) -> int:
     return 0
 
 
-async def _recorded_cluster(settings: WatchServiceSettings, api: ApiClient) -> ClusterId:
+def _watched_cluster(api: ApiClient, metrics: Metrics) -> KubeClient:
+    """The watcher's client; an event of unknown shape is counted, logged and skipped."""
+    from pipeline.io.kube.client import KubeClient
+
+    metrics.counter("malformed_watch_lines_total", "watch lines of unknown shape, skipped")
+
+    def malformed(problem: str) -> None:
+        metrics.inc("malformed_watch_lines_total")
+        log.warning("skipped a watch event: %s", problem)
+
+    return KubeClient(api, on_malformed=malformed)
+
+
+async def _recorded_cluster(settings: WatchServiceSettings, kube: KubeClient) -> ClusterId:
     """The configured cluster id, else the cluster's kube-system namespace UID."""
     from pipeline.io.cluster_identity import kube_system_uid
     from pipeline.model.keys import parse_cluster_id
 
     configured = settings.cluster_id
-    cluster = parse_cluster_id(configured, "--cluster-id") if configured else await kube_system_uid(api)
+    cluster = parse_cluster_id(configured, "--cluster-id") if configured else await kube_system_uid(kube)
     log.info("recording cluster %s", cluster)
     return cluster
 

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 import yaml
 
 from pipeline.formats.trace import read_trace
-from pipeline.io.kube import kube_api
-from pipeline.io.kube_apply import KubeApplier
+from pipeline.io.kube.client import KubeClient
+from pipeline.io.kube.connect import kube_api
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.report import ReplayReport
@@ -43,7 +43,7 @@ class Replayed:
     """A finished replay whose objects are still in the cluster (``keep``), until the block ends."""
 
     report: ReplayReport
-    cluster: KubeApplier
+    cluster: KubeClient
     selector: str
     namespace: str
 
@@ -63,7 +63,7 @@ async def replayed(trace: Path, kubeconfig: Path, name: str) -> AsyncIterator[Re
     )
     plan = plan_replay(read_trace(trace), settings.speed)
     async with kube_api(kubeconfig) as api:
-        cluster = KubeApplier(api)
+        cluster = KubeClient(api)
         replayer = Replayer(cluster, plan, settings, source=str(trace))
         report = await replayer.run()
         try:

@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 import pytest
 
 from pipeline.controller.spec import API_VERSION, KIND
-from pipeline.io.kube_controller import KubeControllerClient, kube_api_auto
+from pipeline.io.kube.client import KubeClient, controller_client
+from pipeline.io.kube.connect import kube_api_auto
 from pipeline.stack.stack import StackInfo
 from tests.polling import crd_established
 
@@ -68,9 +69,9 @@ def simulation_cluster(kubectl: Callable[..., str]) -> None:
 
 
 @pytest.fixture
-async def kube(sim_kubeconfig: Path, simulation_cluster: None) -> AsyncIterator[KubeControllerClient]:
+async def kube(sim_kubeconfig: Path, simulation_cluster: None) -> AsyncIterator[KubeClient]:
     async with kube_api_auto(sim_kubeconfig) as api:
-        yield KubeControllerClient(api)
+        yield controller_client(api)
 
 
 @dataclass
@@ -124,7 +125,7 @@ def start_controller(
 class Env:
     """What each test works with: the API, kubectl, controller processes, the cluster, a scratch dir."""
 
-    kube: KubeControllerClient
+    kube: KubeClient
     kubectl: Callable[..., str]
     start_controller: Callable[[str], ControllerProcess]
     kubeconfig: Path
@@ -133,7 +134,7 @@ class Env:
 
 @pytest.fixture
 def env(
-    kube: KubeControllerClient,
+    kube: KubeClient,
     kubectl: Callable[..., str],
     start_controller: Callable[[str], ControllerProcess],
     sim_kubeconfig: Path,
@@ -168,9 +169,7 @@ def simulation(name: str, trace: Path, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": body}
 
 
-async def until_phase(
-    kube: KubeControllerClient, name: str, phase: str, timeout_s: float = 60.0
-) -> dict[str, Any]:
+async def until_phase(kube: KubeClient, name: str, phase: str, timeout_s: float = 60.0) -> dict[str, Any]:
     """The Simulation once its status says ``phase``; the status last seen is in the time-out message."""
     seen: dict[str, Any] = {}
 
@@ -184,11 +183,11 @@ async def until_phase(
     return await eventually(check, f"Simulation {name} {phase}", timeout_s, lambda: seen.get("status"))
 
 
-async def job_for(kube: KubeControllerClient, name: str) -> dict[str, Any] | None:
+async def job_for(kube: KubeClient, name: str) -> dict[str, Any] | None:
     return await kube.get("batch/v1", "Job", NS, name)
 
 
-async def job_pod(kube: KubeControllerClient, job: str) -> dict[str, Any] | None:
+async def job_pod(kube: KubeClient, job: str) -> dict[str, Any] | None:
     pods = await kube.list_objects("v1", "Pod", namespace=NS, label_selector=f"job-name={job}")
     return pods[0] if pods else None
 
@@ -211,7 +210,7 @@ def replay_command(
 
 
 async def run_repetition_here(
-    kube: KubeControllerClient, job_name: str, kubeconfig: Path, pod_dir: Path
+    kube: KubeClient, job_name: str, kubeconfig: Path, pod_dir: Path
 ) -> tuple[int, str]:
     """Run what the Job's pod would run; returns (exit code, what the termination message would hold)."""
     job = await eventually(lambda: job_for(kube, job_name), f"Job {job_name}")
@@ -265,7 +264,7 @@ def kubelet_reports(kubectl: Callable[..., str], pod: str, *, exit_code: int, me
 
 
 async def finish_repetition(
-    kube: KubeControllerClient, kubectl: Callable[..., str], job_name: str, kubeconfig: Path, pod_dir: Path
+    kube: KubeClient, kubectl: Callable[..., str], job_name: str, kubeconfig: Path, pod_dir: Path
 ) -> tuple[int, str]:
     code, message = await run_repetition_here(kube, job_name, kubeconfig, pod_dir)
     pod = await eventually(lambda: job_pod(kube, job_name), f"the pod of Job {job_name}")
@@ -273,13 +272,11 @@ async def finish_repetition(
     return code, message
 
 
-async def gone(
-    kube: KubeControllerClient, api_version: str, kind: str, namespace: str | None, name: str
-) -> bool:
+async def gone(kube: KubeClient, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
     return await kube.get(api_version, kind, namespace, name) is None
 
 
-async def delete_simulation(kube: KubeControllerClient, name: str) -> None:
+async def delete_simulation(kube: KubeClient, name: str) -> None:
     await kube.delete(API_VERSION, KIND, None, name)
     await eventually(lambda: gone(kube, API_VERSION, KIND, None, name), f"Simulation {name} deleted", 90)
 

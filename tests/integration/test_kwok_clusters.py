@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kubernetes_asyncio import client
 
-from pipeline.io.kube import body, kube_api
+from pipeline.io.kube.connect import body, kube_api
 from pipeline.stack.kwok import cluster_processes
 from pipeline.stack.processes import pid_alive
 from pipeline.stack.stack import LocalStack, StackInfo

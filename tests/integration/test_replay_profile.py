@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from pipeline.formats.segment import Segment, SegmentKind, build_segment
-from pipeline.io.kube import kube_api
-from pipeline.io.kube_apply import KubeApplier
+from pipeline.io.kube.client import KubeClient
+from pipeline.io.kube.connect import kube_api
 from pipeline.io.pod_watch import PodWatch
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
@@ -106,7 +106,7 @@ async def test_a_replay_at_max_speed_names_the_profile_and_what_changes_scheduli
         expect_profile=PROFILE,
     )
     async with kube_api(profiled.kubeconfig) as api:
-        cluster = KubeApplier(api)
+        cluster = KubeClient(api)
         report = await Replayer(
             cluster, plan_replay(trace, 10), settings, pod_watch=partial(PodWatch, api)
         ).run()

@@ -16,8 +16,8 @@ import yaml
 from aiokafka import AIOKafkaProducer
 
 from pipeline.io.kafka import KafkaSettings, ensure_topic
-from pipeline.io.kube import kube_api
-from pipeline.io.kube_apply import KubeApplier
+from pipeline.io.kube.client import KubeClient
+from pipeline.io.kube.connect import kube_api
 from pipeline.io.pod_watch import PodWatch
 from pipeline.model.events import Event, encode_event
 from pipeline.model.keys import key_of
@@ -112,7 +112,7 @@ async def test_following_the_live_topic_applies_each_new_event_a_fixed_lag_later
         node_pools=((yaml.safe_load(DEFAULT_NODE_SKELETON.read_text()), 1),),
     )
     async with kube_api(sim_kubeconfig) as api:
-        cluster = KubeApplier(api)
+        cluster = KubeClient(api)
         replayer = Replayer(
             cluster, plan, replay_settings, source=f"topic {topic}", pod_watch=partial(PodWatch, api)
         )

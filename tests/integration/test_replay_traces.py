@@ -18,8 +18,8 @@ import yaml
 
 from pipeline.formats.segment import SegmentKind, build_segment, encode_segment
 from pipeline.formats.trace import read_trace
-from pipeline.io.kube import kube_api
-from pipeline.io.kube_apply import KubeApplier
+from pipeline.io.kube.client import KubeClient
+from pipeline.io.kube.connect import kube_api
 from pipeline.io.pod_watch import PodWatch
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
@@ -47,7 +47,7 @@ async def replay_and_watch(
     plan = plan_replay(read_trace(trace), settings.speed)
     pods: dict[str, PodTimes] = {}
     async with kube_api(kubeconfig) as api:
-        cluster = KubeApplier(api)
+        cluster = KubeClient(api)
         replayer = Replayer(cluster, plan, settings, source=str(trace), pod_watch=partial(PodWatch, api))
         run = asyncio.create_task(replayer.run())
         selector = f"{REPLAY_LABEL}={replayer.name}"
@@ -81,7 +81,7 @@ def node_settings(name: str, speed: float, **kwargs: Any) -> ReplaySettings:
     )
 
 
-async def assert_cleaned_up(cluster: KubeApplier, name: str) -> None:
+async def assert_cleaned_up(cluster: KubeClient, name: str) -> None:
     selector = f"{REPLAY_LABEL}={name}"
     assert await cluster.list_objects("v1", "Namespace", label_selector=selector) == []
     assert await cluster.list_objects("v1", "Node", label_selector=selector) == []
@@ -120,7 +120,7 @@ async def test_bare_pods_appear_and_complete_at_scaled_times(
     assert report.to_json()["lateness_ms"]["p99"] < 250
     assert report.cleanup.startswith("done"), report.cleanup
     async with kube_api(sim_kubeconfig) as api:
-        await assert_cleaned_up(KubeApplier(api), "bare")
+        await assert_cleaned_up(KubeClient(api), "bare")
 
 
 async def test_cronjob_pods_complete_after_the_scaled_recorded_duration(
@@ -164,7 +164,7 @@ async def test_rejected_object_and_unknown_kind_are_reported_and_replay_goes_on(
     settings = ReplaySettings(speed=100, replay_name="bad", namespace_prefix="bad", keep=True)
     plan = plan_replay(read_trace(trace), settings.speed)
     async with kube_api(sim_kubeconfig) as api:
-        cluster = KubeApplier(api)
+        cluster = KubeClient(api)
         replayer = Replayer(cluster, plan, settings, pod_watch=partial(PodWatch, api))
         report = await replayer.run()
         assert report.applied == 2

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.io.kube import kube_api
-from pipeline.io.kube_types import ApiResource
-from pipeline.io.kube_watch import KubeCluster
+from pipeline.io.kube.client import KubeClient
+from pipeline.io.kube.connect import kube_api
+from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC
-from pipeline.io.watch_types import ListResult, Record, ResourceVersion, WatchEvent
+from pipeline.io.watch_types import Record
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.tracer_config import TracerConfig
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.timeout(600)
 class GatedCluster:
     """The real cluster, with the list of one kind held until ``release`` is set."""
 
-    def __init__(self, real: KubeCluster, held_kind: str) -> None:
+    def __init__(self, real: KubeClient, held_kind: str) -> None:
         self.real = real
         self.held_kind = held_kind
         self.release = asyncio.Event()
@@ -44,10 +44,10 @@ class GatedCluster:
     async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return await self.real.resolve(gvk)
 
-    async def list_objects(self, res: ApiResource) -> ListResult:
+    async def list_all(self, res: ApiResource) -> ListResult:
         if res.kind == self.held_kind:
             await self.release.wait()
-        return await self.real.list_objects(res)
+        return await self.real.list_all(res)
 
     async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         return await self.real.get_object(res, namespace, name)
@@ -99,7 +99,7 @@ async def test_lifecycles_in_both_list_orders(stack_info: StackInfo, pods_first:
     bus = Collect()
     kubeconfig: Path = w.kubeconfig
     async with kube_api(kubeconfig) as api:
-        cluster = GatedCluster(KubeCluster(api), "Deployment" if pods_first else "Pod")
+        cluster = GatedCluster(KubeClient(api), "Deployment" if pods_first else "Pod")
         watcher = Watcher(config, cluster, bus, Metrics())
         run = asyncio.create_task(watcher.run())
         try:

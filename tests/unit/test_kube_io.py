@@ -10,7 +10,8 @@ from typing import Any, cast
 import orjson
 import pytest
 
-from pipeline.io.kube import error_for_status, watch_lines
+from pipeline.io.kube.status import error_for_status
+from pipeline.io.kube.transport import watch_lines
 from pipeline.model.errors import (
     AccessDeniedError,
     ApiUnavailableError,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pipeline.formats.trace import read_trace
-from pipeline.io.kube_types import ApiResource
+from pipeline.io.kube.types import ApiResource
 from pipeline.replay.plan import cronjobs_with_recorded_jobs, plan_replay
 from pipeline.replay.replayer import Replayer
 from tests.data import SIMKUBE_TRACES

@@ -13,7 +13,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent, WatchEventType
+from pipeline.io.kube.types import ListResult, ResourceVersion, WatchEvent, WatchEventType
 from pipeline.model.errors import GoneError, WatchBrokenError
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.pod_tally import PodCounts, PodSample, PodTally, sample_of

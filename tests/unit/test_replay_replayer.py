@@ -13,7 +13,7 @@ import yaml
 
 from pipeline.formats.segment import SegmentKind, build_segment
 from pipeline.formats.trace import read_trace
-from pipeline.io.kube_types import ApiResource
+from pipeline.io.kube.types import ApiResource
 from pipeline.model.errors import ApiUnavailableError, KubeApiError, ObjectRejectedError, UnknownKindError
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey, key_of
@@ -452,7 +452,7 @@ class ClusterWithoutRootCrd(MemoryCluster):
         return await super().resource_for(api_version, kind)
 
     async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]:
-        await self.resource_for(obj["apiVersion"], obj["kind"])  # as KubeApplier.apply does
+        await self.resource_for(obj["apiVersion"], obj["kind"])  # as KubeClient.apply does
         return await super().apply(obj, force=force)
 
     async def get(

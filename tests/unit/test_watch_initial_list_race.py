@@ -17,10 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.io.kube_types import ApiResource
+from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
 from pipeline.io.topics import RESUME_TOPIC
-from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.tracer_config import TracerConfig
@@ -69,11 +68,11 @@ class GatedCluster(FakeCluster):
     async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return REPLICASETS if gvk.kind == "ReplicaSet" else await super().resolve(gvk)
 
-    async def list_objects(self, res: ApiResource) -> ListResult:
+    async def list_all(self, res: ApiResource) -> ListResult:
         gate = self.gates.get(res.kind)
         if gate is not None:
             await gate.wait()
-        return await super().list_objects(res)
+        return await super().list_all(res)
 
     async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         for obj in self.objects.get(res.kind, []):

@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from pipeline.io.kafka import KafkaSettings
-from pipeline.io.kube_types import ApiResource
-from pipeline.io.kube_watch import _decode_watch_line
+from pipeline.io.kube.types import ApiResource
+from pipeline.io.kube.watch import decode_watch_line
 from pipeline.io.metrics import Metrics
 from pipeline.io.publisher import KafkaPublisher
 from pipeline.io.topics import EVENTS_TOPIC, STATE_TOPIC
@@ -22,7 +22,7 @@ PODS = ApiResource("v1", "Pod", "pods", True)
 
 def test_watch_lines_decode_into_plain_dicts_with_type_meta() -> None:
     line = orjson.dumps({"type": "ADDED", "object": {"metadata": {"name": "p", "resourceVersion": "7"}}})
-    event = _decode_watch_line(line, PODS)
+    event = decode_watch_line(line, PODS)
     assert (event.type, event.resource_version) == ("ADDED", "7")
     assert event.obj["apiVersion"] == "v1"
     assert event.obj["kind"] == "Pod"
@@ -31,14 +31,14 @@ def test_watch_lines_decode_into_plain_dicts_with_type_meta() -> None:
 def test_410_error_event_means_expired_and_other_errors_mean_broken() -> None:
     gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old resource version"}}
     with pytest.raises(GoneError, match="too old"):
-        _decode_watch_line(orjson.dumps(gone), PODS)
+        decode_watch_line(orjson.dumps(gone), PODS)
     other = {"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "etcd down"}}
     with pytest.raises(WatchBrokenError, match="etcd down"):
-        _decode_watch_line(orjson.dumps(other), PODS)
+        decode_watch_line(orjson.dumps(other), PODS)
     with pytest.raises(WatchBrokenError, match="not JSON"):
-        _decode_watch_line(b"{truncated", PODS)
+        decode_watch_line(b"{truncated", PODS)
     with pytest.raises(FormatError, match="unknown shape"):
-        _decode_watch_line(orjson.dumps({"type": "WEIRD", "object": {}}), PODS)
+        decode_watch_line(orjson.dumps({"type": "WEIRD", "object": {}}), PODS)
 
 
 class FakeBatch:

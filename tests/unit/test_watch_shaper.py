@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.io.kube_types import ApiResource
+from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
-from pipeline.io.watch_types import ListResult, ResourceVersion, WatchEvent
 from pipeline.model.errors import FormatError
 from pipeline.model.events import EventType, decode_event
 from pipeline.model.hashing import pod_spec_hash
@@ -41,7 +40,7 @@ class GetOnlyCluster:
     async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return ApiResource(gvk.api_version, gvk.kind, gvk.kind.lower() + "s", True)
 
-    async def list_objects(self, res: ApiResource) -> ListResult:
+    async def list_all(self, res: ApiResource) -> ListResult:
         raise AssertionError("the shaper never lists")
 
     async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:

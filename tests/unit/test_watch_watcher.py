@@ -7,10 +7,10 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from pipeline.io.kube_types import ApiResource
+from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
-from pipeline.io.watch_types import ListResult, Record, ResourceVersion, WatchEvent
+from pipeline.io.watch_types import Record
 from pipeline.model.errors import GoneError, WatchBrokenError
 from pipeline.model.events import Event, EventType, decode_event
 from pipeline.model.keys import GroupVersionKind
@@ -49,7 +49,7 @@ class FakeCluster:
     async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return {"Deployment": DEPLOY, "Pod": PODS}.get(gvk.kind)
 
-    async def list_objects(self, res: ApiResource) -> ListResult:
+    async def list_all(self, res: ApiResource) -> ListResult:
         self.lists += 1
         nth = self.lists_of[res.kind] = self.lists_of.get(res.kind, 0) + 1
         if (res.kind, nth) in self.before_list:

@@ -1,12 +1,16 @@
-"""What the Kubernetes clients of :mod:`pipeline.io` and the stages share about the API itself (no
-third-party imports, so stages and their in-memory fakes use it freely)."""
+"""What the Kubernetes client and the stages share about the API itself: resources, watch events, lists
+(no third-party imports, so stages and their in-memory fakes use it freely)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Literal, NewType
 
 from pipeline.model.keys import group_of, version_of
+
+ResourceVersion = NewType("ResourceVersion", str)
+
+WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +21,8 @@ class ApiResource:
     kind: str
     plural: str
     namespaced: bool
+    listable: bool = field(default=True, compare=False)
+    """Whether the kind can be listed (and so watched); a few served kinds (``TokenReview``) cannot."""
 
     @property
     def group(self) -> str:
@@ -41,27 +47,18 @@ class ApiResource:
         return f"{base}/{name}" if name else base
 
 
-class ClusterObjects(Protocol):
-    """The object verbs every stage that works on a cluster uses (:class:`pipeline.io.kube_apply.KubeApplier`
-    has them); each stage's own port adds what else it needs. Errors are those of
-    :mod:`pipeline.model.errors` (``NotFoundError``, ``ConflictError``, ``ApiUnavailableError``…)."""
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One decoded watch line; ``obj`` is the plain dict the API server sent (TypeMeta filled in)."""
 
-    async def get(
-        self, api_version: str, kind: str, namespace: str | None, name: str
-    ) -> dict[str, Any] | None: ...
+    type: WatchEventType
+    obj: dict[str, Any]
+    resource_version: ResourceVersion
 
-    async def list_objects(
-        self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
-    ) -> list[dict[str, Any]]: ...
 
-    async def delete(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        name: str,
-        *,
-        propagation: str = "Background",
-    ) -> bool:
-        """False when the object did not exist."""
-        ...
+@dataclass(frozen=True, slots=True)
+class ListResult:
+    """A complete (all pages) list of one kind, consistent at ``resource_version``."""
+
+    items: list[dict[str, Any]]
+    resource_version: ResourceVersion
