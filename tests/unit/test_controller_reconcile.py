@@ -1,4 +1,4 @@
-"""The Simulation controller's reconcile passes against an in-memory apiserver (a fake below).
+"""The Simulation controller's reconcile passes against the shared in-memory apiserver (tests/fakes).
 
 What a user relies on: a Simulation becomes one replayer Job per repetition, one at a time; the status
 says what happened and why; a bad spec or source fails with the reason; a restarted controller neither
@@ -8,12 +8,7 @@ duplicates nor loses work; deleting a Simulation removes its Jobs and every repl
 from __future__ import annotations
 
 import asyncio
-import copy
-import itertools
 import json
-import re
-import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,160 +21,8 @@ from pipeline.controller.reconciler import Reconciler
 from pipeline.controller.settings import ControllerSettings
 from pipeline.controller.spec import API_VERSION, KIND
 from pipeline.io.metrics import Metrics
-from pipeline.model.errors import ConflictError, NotFoundError, UnknownKindError
-
-# ---- an in-memory apiserver: objects by (apiVersion, kind, ns, name), resourceVersions with conflicts,
-# label selectors (k=v, k in (a,b)), merge patches, Events -----------------------------------------
-Key = tuple[str, str, str | None, str]
-_IN = re.compile(r"^\s*([^\s]+)\s+in\s+\(([^)]*)\)\s*$")
-
-
-def _matches(labels: dict[str, str], selector: str) -> bool:
-    # terms are comma-separated, but an "in (a,b)" set has commas of its own
-    for term in re.findall(r"[^,(]+(?:\([^)]*\))?", selector):
-        found = _IN.match(term)
-        if found:
-            key, values = found.groups()
-            if labels.get(key) not in {v.strip() for v in values.split(",")}:
-                return False
-            continue
-        key, _, value = term.strip().partition("=")
-        if labels.get(key) != value:
-            return False
-    return True
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-    return target
-
-
-class FakeCluster:
-    """Implements pipeline.controller.ports.ControllerCluster in memory."""
-
-    def __init__(self) -> None:
-        self.objects: dict[Key, dict[str, Any]] = {}
-        self.events: list[tuple[str, str, str, str]] = []
-        self.writes = 0
-        self._versions = itertools.count(1)
-
-    @staticmethod
-    def key(obj: dict[str, Any]) -> Key:
-        meta = obj["metadata"]
-        return (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
-
-    def _stamp(self, obj: dict[str, Any]) -> dict[str, Any]:
-        obj["metadata"]["resourceVersion"] = str(next(self._versions))
-        self.writes += 1
-        return copy.deepcopy(obj)
-
-    def add(self, obj: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(obj)
-        meta = obj.setdefault("metadata", {})
-        meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("generation", 1)
-        meta.setdefault("creationTimestamp", f"2026-01-01T00:00:{len(self.objects):02d}Z")
-        self.objects[self.key(obj)] = obj
-        return self._stamp(obj)
-
-    def find(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        return self.objects.get((api_version, kind, namespace, name))
-
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [o for (_, k, _, _), o in self.objects.items() if k == kind]
-
-    # ---- the port --------------------------------------------------------------------------------
-    async def list_objects(
-        self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
-    ) -> list[dict[str, Any]]:
-        return [
-            copy.deepcopy(o)
-            for (v, k, ns, _), o in self.objects.items()
-            if v == api_version
-            and k == kind
-            and (namespace is None or ns == namespace)
-            and _matches(o["metadata"].get("labels") or {}, label_selector)
-        ]
-
-    async def get(
-        self, api_version: str, kind: str, namespace: str | None, name: str
-    ) -> dict[str, Any] | None:
-        found = self.find(api_version, kind, namespace, name)
-        return copy.deepcopy(found) if found else None
-
-    async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        if self.key(obj) in self.objects:
-            raise ConflictError("exists", status=409, reason="AlreadyExists")
-        return self.add(obj)
-
-    async def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
-        live = self.objects.get(self.key(obj))
-        if live is None:
-            raise NotFoundError("gone", status=404)
-        if obj["metadata"].get("resourceVersion") != live["metadata"]["resourceVersion"]:
-            raise ConflictError("conflict", status=409, reason="Conflict")
-        obj = copy.deepcopy(obj)
-        obj["metadata"]["uid"] = live["metadata"]["uid"]
-        self.objects[self.key(obj)] = obj
-        return self._stamp(obj)
-
-    async def merge_patch(
-        self, api_version: str, kind: str, namespace: str | None, name: str, patch: dict[str, Any]
-    ) -> dict[str, Any]:
-        live = self.find(api_version, kind, namespace, name)
-        if live is None:
-            raise NotFoundError("gone", status=404)
-        version = (patch.get("metadata") or {}).get("resourceVersion")
-        if version is not None and version != live["metadata"]["resourceVersion"]:
-            raise ConflictError("conflict", status=409, reason="Conflict")
-        _merge(live, patch)
-        if live["metadata"].get("deletionTimestamp") and not live["metadata"].get("finalizers"):
-            del self.objects[(api_version, kind, namespace, name)]
-        return self._stamp(live)
-
-    async def patch_status(
-        self, api_version: str, kind: str, name: str, status: dict[str, Any]
-    ) -> dict[str, Any]:
-        return await self.merge_patch(api_version, kind, None, name, {"status": status})
-
-    async def delete(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        name: str,
-        *,
-        propagation: str = "Background",
-    ) -> bool:
-        del propagation
-        live = self.find(api_version, kind, namespace, name)
-        if live is None:
-            return False
-        if live["metadata"].get("finalizers"):
-            live["metadata"]["deletionTimestamp"] = "2026-01-01T01:00:00Z"
-            self._stamp(live)
-        else:
-            del self.objects[(api_version, kind, namespace, name)]
-            self.writes += 1
-        return True
-
-    async def record_event(
-        self, involved: dict[str, Any], event_type: str, reason: str, message: str
-    ) -> None:
-        self.events.append((involved["metadata"]["name"], event_type, reason, message))
-
-    async def watch_changes(
-        self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str = ""
-    ) -> AsyncIterator[str]:
-        del api_version, kind, namespace, label_selector
-        yield "RELIST"
-
+from pipeline.model.errors import UnknownKindError
+from tests.fakes.cluster import MemoryCluster
 
 # ---- the tests -----------------------------------------------------------------------------------
 NS = "kubetape"
@@ -192,17 +35,17 @@ def simulation(name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": body}
 
 
-def sim_of(cluster: FakeCluster, name: str) -> dict[str, Any]:
+def sim_of(cluster: MemoryCluster, name: str) -> dict[str, Any]:
     found = cluster.find(API_VERSION, KIND, None, name)
     assert found is not None
     return found
 
 
-def job_of(cluster: FakeCluster, name: str) -> dict[str, Any] | None:
+def job_of(cluster: MemoryCluster, name: str) -> dict[str, Any] | None:
     return cluster.find("batch/v1", "Job", NS, name)
 
 
-def finish(cluster: FakeCluster, job_name: str, *, ok: bool, message: str) -> None:
+def finish(cluster: MemoryCluster, job_name: str, *, ok: bool, message: str) -> None:
     """Play the Job controller and the kubelet: a finished pod with a termination message, a Job condition."""
     job = job_of(cluster, job_name)
     assert job is not None
@@ -227,14 +70,14 @@ def finish(cluster: FakeCluster, job_name: str, *, ok: bool, message: str) -> No
 
 
 @pytest.fixture
-def cluster() -> FakeCluster:
-    fake = FakeCluster()
+def cluster() -> MemoryCluster:
+    fake = MemoryCluster()
     account = {"name": "kubetape-replayer", "namespace": NS}
     fake.add({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account})
     return fake
 
 
-async def test_without_the_replayers_service_account_it_waits_and_says_so(cluster: FakeCluster) -> None:
+async def test_without_the_replayers_service_account_it_waits_and_says_so(cluster: MemoryCluster) -> None:
     await cluster.delete("v1", "ServiceAccount", NS, "kubetape-replayer")
     cluster.add(simulation("demo"))
     await Reconciler(cluster, SETTINGS).reconcile_all()
@@ -244,7 +87,7 @@ async def test_without_the_replayers_service_account_it_waits_and_says_so(cluste
     assert not cluster.of_kind("Job")
 
 
-async def test_a_simulation_becomes_a_replayer_job_and_runs(cluster: FakeCluster) -> None:
+async def test_a_simulation_becomes_a_replayer_job_and_runs(cluster: MemoryCluster) -> None:
     cluster.add(simulation("demo", repetitions=2, namespacePrefix="sim", duration="2m"))
     active = await Reconciler(cluster, SETTINGS).reconcile_all()
 
@@ -270,7 +113,7 @@ async def test_a_simulation_becomes_a_replayer_job_and_runs(cluster: FakeCluster
     assert [e[2] for e in cluster.events] == ["JobCreated", "Running"]
 
 
-async def test_repetitions_run_in_turn_and_the_status_keeps_each_result(cluster: FakeCluster) -> None:
+async def test_repetitions_run_in_turn_and_the_status_keeps_each_result(cluster: MemoryCluster) -> None:
     cluster.add(simulation("demo", repetitions=2))
     reconciler = Reconciler(cluster, SETTINGS)
     await reconciler.reconcile_all()
@@ -302,7 +145,7 @@ async def test_repetitions_run_in_turn_and_the_status_keeps_each_result(cluster:
     assert ("demo", "Normal", "Succeeded") in [e[:3] for e in cluster.events]
 
 
-async def test_a_failed_replay_fails_the_simulation_with_the_replayers_error(cluster: FakeCluster) -> None:
+async def test_a_failed_replay_fails_the_simulation_with_the_replayers_error(cluster: MemoryCluster) -> None:
     cluster.add(simulation("demo", repetitions=3))
     reconciler = Reconciler(cluster, SETTINGS)
     await reconciler.reconcile_all()
@@ -328,7 +171,7 @@ async def test_a_failed_replay_fails_the_simulation_with_the_replayers_error(clu
     ],
 )
 async def test_a_spec_that_cannot_run_fails_naming_the_field(
-    cluster: FakeCluster, source: dict[str, Any], expected: str
+    cluster: MemoryCluster, source: dict[str, Any], expected: str
 ) -> None:
     cluster.add(simulation("bad", source=source))
     await Reconciler(cluster, SETTINGS).reconcile_all()
@@ -338,7 +181,7 @@ async def test_a_spec_that_cannot_run_fails_naming_the_field(
     assert not cluster.of_kind("Job")
 
 
-async def test_a_missing_segment_volume_fails_before_any_job(cluster: FakeCluster) -> None:
+async def test_a_missing_segment_volume_fails_before_any_job(cluster: MemoryCluster) -> None:
     cluster.add(simulation("segs", source={"segments": {"claimName": "nope", "from": "-30m", "to": "now"}}))
     await Reconciler(cluster, SETTINGS).reconcile_all()
     status = sim_of(cluster, "segs")["status"]
@@ -347,7 +190,7 @@ async def test_a_missing_segment_volume_fails_before_any_job(cluster: FakeCluste
     assert not cluster.of_kind("Job")
 
 
-async def test_a_segment_source_mounts_its_claim_and_passes_the_range(cluster: FakeCluster) -> None:
+async def test_a_segment_source_mounts_its_claim_and_passes_the_range(cluster: MemoryCluster) -> None:
     cluster.add(
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "segs", "namespace": NS}}
     )
@@ -382,7 +225,7 @@ async def test_a_segment_source_mounts_its_claim_and_passes_the_range(cluster: F
     assert "kind: Node" in pool_files["data"]["pool-1.yaml"]
 
 
-async def test_one_simulation_at_a_time_oldest_first(cluster: FakeCluster) -> None:
+async def test_one_simulation_at_a_time_oldest_first(cluster: MemoryCluster) -> None:
     cluster.add(simulation("first"))
     cluster.add(simulation("second"))
     reconciler = Reconciler(cluster, SETTINGS)
@@ -398,7 +241,7 @@ async def test_one_simulation_at_a_time_oldest_first(cluster: FakeCluster) -> No
     assert job_of(cluster, "second-r1") is not None
 
 
-async def test_pause_holds_the_next_repetition_and_resume_starts_it(cluster: FakeCluster) -> None:
+async def test_pause_holds_the_next_repetition_and_resume_starts_it(cluster: MemoryCluster) -> None:
     cluster.add(simulation("demo", paused=True))
     reconciler = Reconciler(cluster, SETTINGS)
     await reconciler.reconcile_all()
@@ -412,7 +255,7 @@ async def test_pause_holds_the_next_repetition_and_resume_starts_it(cluster: Fak
 
 
 async def test_pausing_a_running_repetition_stops_its_replays_clock_through_the_root(
-    cluster: FakeCluster,
+    cluster: MemoryCluster,
 ) -> None:
     cluster.add(simulation("demo"))
     reconciler = Reconciler(cluster, SETTINGS)
@@ -438,7 +281,7 @@ async def test_pausing_a_running_repetition_stops_its_replays_clock_through_the_
     assert pause_annotation() is None
 
 
-async def test_a_restarted_controller_continues_without_duplicating_work(cluster: FakeCluster) -> None:
+async def test_a_restarted_controller_continues_without_duplicating_work(cluster: MemoryCluster) -> None:
     cluster.add(simulation("demo", repetitions=2))
     await Reconciler(cluster, SETTINGS).reconcile_all()
     events_before = list(cluster.events)
@@ -459,7 +302,7 @@ async def test_a_restarted_controller_continues_without_duplicating_work(cluster
     assert job_of(cluster, "demo-r2") is not None
 
 
-async def test_deleting_a_simulation_removes_its_jobs_and_replayed_objects(cluster: FakeCluster) -> None:
+async def test_deleting_a_simulation_removes_its_jobs_and_replayed_objects(cluster: MemoryCluster) -> None:
     cluster.add(simulation("demo", repetitions=2))
     reconciler = Reconciler(cluster, SETTINGS)
     await reconciler.reconcile_all()
@@ -489,7 +332,7 @@ class Clock:
         return self.now
 
 
-async def test_the_lease_admits_one_controller_until_its_holder_goes_silent(cluster: FakeCluster) -> None:
+async def test_the_lease_admits_one_controller_until_its_holder_goes_silent(cluster: MemoryCluster) -> None:
     clock = Clock()
     first = LeaseKeeper(cluster, SETTINGS, clock)
     second = LeaseKeeper(cluster, ControllerSettings(identity="ctrl-b", namespace=NS), clock)
@@ -517,7 +360,7 @@ async def test_the_lease_admits_one_controller_until_its_holder_goes_silent(clus
 
 
 async def test_the_controller_loop_reconciles_until_stopped_then_gives_the_lease_up(
-    cluster: FakeCluster,
+    cluster: MemoryCluster,
 ) -> None:
     cluster.add(simulation("demo"))
     settings = ControllerSettings(identity="ctrl-a", namespace=NS, renew_interval_s=0.05)
@@ -539,7 +382,7 @@ async def test_the_controller_loop_reconciles_until_stopped_then_gives_the_lease
     assert lease["metadata"]["annotations"]["kubetape.dev/active-simulation"] == "demo"
 
 
-class ClusterWithoutReplayRoots(FakeCluster):
+class ClusterWithoutReplayRoots(MemoryCluster):
     """A cluster where no replay has run yet: the replayer installs the ReplayRoot CRD with its first root."""
 
     async def list_objects(
@@ -581,7 +424,7 @@ async def test_a_simulation_pauses_and_goes_before_any_replay_installed_the_root
 
 
 async def test_a_deleted_simulation_loses_its_replay_namespaces_before_its_replay_root(
-    cluster: FakeCluster,
+    cluster: MemoryCluster,
 ) -> None:
     # a replayer killed without cleaning up: its namespace and root are left behind; deleting the root
     # first would delete the virtual nodes with it, and pods on a deleted KWOK node stay Terminating

@@ -23,7 +23,7 @@ from kubernetes_asyncio import client
 
 from pipeline.io.kube.cluster import Cluster
 from pipeline.io.kube.discovery import Discovery
-from pipeline.io.kube.transport import request_json
+from pipeline.io.kube.transport import JsonTransport
 from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
 from pipeline.io.kube.watch import watch_events
 from pipeline.model.errors import (
@@ -78,11 +78,12 @@ class KubeClient:
         ``on_malformed`` is told about each watch event of unknown shape, which is skipped: one odd
         event must never stop the watcher."""
         self._api = api
+        self._transport = JsonTransport(api, request_timeout_s)
+        self._request = self._transport.request
         self.field_manager = field_manager
-        self._timeout = request_timeout_s
         self._rediscover_after_s = rediscover_after_s
         self._on_malformed = on_malformed
-        self._discovery = Discovery(self._get)
+        self._discovery = Discovery(self._transport.get)
 
     # ---- discovery ------------------------------------------------------------------------------
     async def resource_for(self, api_version: str, kind: str) -> ApiResource:
@@ -305,31 +306,6 @@ class KubeClient:
                 yield event
 
     # ---- transport ------------------------------------------------------------------------------
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        what: str,
-        query: list[tuple[str, str]] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout_s: float | None = None,
-    ) -> dict[str, Any]:
-        return await request_json(
-            self._api,
-            method,
-            path,
-            what=what,
-            timeout_s=self._timeout if timeout_s is None else timeout_s,
-            query=query,
-            body=body,
-            content_type=content_type,
-        )
-
-    async def _get(self, path: str, what: str) -> dict[str, Any]:
-        return await self._request("GET", path, what=what)
-
     async def _merge_patch(self, path: str, patch: dict[str, Any], what: str) -> dict[str, Any]:
         return await self._request(
             "PATCH",

@@ -17,41 +17,51 @@ CONNECTION_FAILURES = (aiohttp.ClientError, TimeoutError, OSError)
 """What the client raises when the apiserver did not answer (refused, reset, timed out)."""
 
 
-async def request_json(
-    api: client.ApiClient,
-    method: str,
-    path: str,
-    *,
-    what: str,
-    timeout_s: float,
-    query: list[tuple[str, str]] | None = None,
-    body: Any = None,
-    content_type: str = "application/json",
-) -> dict[str, Any]:
-    """``method`` on ``path``; the decoded JSON object of a 2xx answer, else the exception
-    :mod:`pipeline.io.kube.status` maps the answer (or its absence) to."""
-    try:
-        response = await api.call_api(
-            path,
-            method,
-            query_params=query or [],
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout_s,
-        )
+class JsonTransport:
+    """JSON requests on one ``ApiClient`` within a default timeout."""
+
+    def __init__(self, api: client.ApiClient, timeout_s: float) -> None:
+        self.api = api
+        self.timeout_s = timeout_s
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """``method`` on ``path``; the decoded JSON object of a 2xx answer, else the exception
+        :mod:`pipeline.io.kube.status` maps the answer (or its absence) to."""
         try:
-            status: int = response.status
-            data: bytes = await response.read()
-        finally:
-            response.release()
-    except CONNECTION_FAILURES as exc:
-        raise unreachable(what, exc) from exc
-    if 200 <= status < 300:
-        decoded = orjson.loads(data) if data else {}
-        return decoded if isinstance(decoded, dict) else {}
-    raise error_for_status(what, status, data)
+            response = await self.api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=self.timeout_s if timeout_s is None else timeout_s,
+            )
+            try:
+                status: int = response.status
+                data: bytes = await response.read()
+            finally:
+                response.release()
+        except CONNECTION_FAILURES as exc:
+            raise unreachable(what, exc) from exc
+        if 200 <= status < 300:
+            decoded = orjson.loads(data) if data else {}
+            return decoded if isinstance(decoded, dict) else {}
+        raise error_for_status(what, status, data)
+
+    async def get(self, path: str, what: str) -> dict[str, Any]:
+        return await self.request("GET", path, what=what)
 
 
 async def open_get(
