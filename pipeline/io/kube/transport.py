@@ -12,6 +12,7 @@ import orjson
 from kubernetes_asyncio import client
 
 from pipeline.io.kube.status import error_for_status, unreachable
+from pipeline.model.errors import ApiUnavailableError
 
 CONNECTION_FAILURES = (aiohttp.ClientError, TimeoutError, OSError)
 """What the client raises when the apiserver did not answer (refused, reset, timed out)."""
@@ -55,10 +56,17 @@ class JsonTransport:
                 response.release()
         except CONNECTION_FAILURES as exc:
             raise unreachable(what, exc) from exc
-        if 200 <= status < 300:
+        if not 200 <= status < 300:
+            raise error_for_status(what, status, data)
+        try:
             decoded = orjson.loads(data) if data else {}
-            return decoded if isinstance(decoded, dict) else {}
-        raise error_for_status(what, status, data)
+        except orjson.JSONDecodeError:
+            # a proxy's error page, a truncated body: nothing to act on, but the next try may be fine
+            raise ApiUnavailableError(
+                f"{what}: the apiserver answered HTTP {status} with a body that is not JSON: {data[:200]!r}",
+                status=status,
+            ) from None
+        return decoded if isinstance(decoded, dict) else {}
 
     async def get(self, path: str, what: str) -> dict[str, Any]:
         return await self.request("GET", path, what=what)
