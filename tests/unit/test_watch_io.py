@@ -1,9 +1,11 @@
-"""The watcher's io edges without a broker or cluster: watch-line decoding and publisher backpressure."""
+"""The watcher's io edges without a broker or cluster: watch-line decoding, publisher backpressure, and
+the watcher on the shared in-memory cluster."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import orjson
 import pytest
@@ -16,8 +18,14 @@ from pipeline.io.publisher import KafkaPublisher
 from pipeline.io.topics import EVENTS_TOPIC, STATE_TOPIC
 from pipeline.io.watch_types import Record
 from pipeline.model.errors import FormatError, GoneError, WatchBrokenError
+from pipeline.model.events import decode_event
+from pipeline.model.tracer_config import TracerConfig
+from pipeline.watch.watcher import Watcher, WatchSettings
+from tests.fakes.cluster import MemoryCluster
+from tests.polling import eventually
 
 PODS = ApiResource("v1", "Pod", "pods", True)
+T = TypeVar("T")
 
 
 def test_watch_lines_decode_into_plain_dicts_with_type_meta() -> None:
@@ -167,3 +175,49 @@ async def test_next_events_go_out_while_earlier_state_waits_but_never_before_the
     await asyncio.wait_for(publisher.flush(), 1)
     assert producer.sent == [(EVENTS_TOPIC, "a"), (STATE_TOPIC, "a"), (EVENTS_TOPIC, "b"), (STATE_TOPIC, "b")]
     await publisher.stop()
+
+
+QUICK: dict[str, float] = {"timeout_s": 5.0, "interval_s": 0.01}
+
+
+def _now(read: Callable[[], T]) -> Callable[[], Awaitable[T]]:
+    async def observe() -> T:
+        return read()
+
+    return observe
+
+
+class ListBus:
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+
+    async def submit(self, unit: Sequence[Record]) -> None:
+        self.records.extend(unit)
+
+    def events(self) -> list[tuple[str, str]]:
+        decoded = [decode_event(r.value) for r in self.records if r.topic == EVENTS_TOPIC and r.value]
+        return [(e.type.value, e.key) for e in decoded]
+
+
+async def test_the_watcher_records_an_objects_life_on_the_shared_in_memory_cluster() -> None:
+    cluster, bus = MemoryCluster(), ListBus()
+    config = TracerConfig.from_mapping({"trackedObjects": {"apps/v1.Deployment": {}}}, "test")
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+    }
+    cluster.add(deployment)  # before the watcher starts: it comes from the list
+    watcher = Watcher(config, cluster, bus, Metrics(), settings=WatchSettings(resume_every_s=0.0))
+    task = asyncio.create_task(watcher.run())
+    try:
+        await eventually(_now(lambda: watcher.ready), bool, "the watcher to list and watch", **QUICK)
+        await cluster.merge_patch("apps/v1", "Deployment", "shop", "web", {"spec": {"replicas": 3}})
+        await cluster.delete("apps/v1", "Deployment", "shop", "web")
+        key = "apps/Deployment/shop/web"
+        expected = [("applied", key), ("applied", key), ("deleted", key)]
+        await eventually(_now(bus.events), expected.__eq__, "the object's three events", **QUICK)
+    finally:
+        await watcher.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
