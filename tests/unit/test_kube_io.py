@@ -16,6 +16,7 @@ from pipeline.io.kube.client import KubeClient, controller_client
 from pipeline.io.kube.status import error_for_status
 from pipeline.io.kube.transport import watch_lines
 from pipeline.io.kube.types import ApiResource, ResourceVersion
+from pipeline.io.pod_watch import PodWatch
 from pipeline.model.errors import (
     AccessDeniedError,
     ApiUnavailableError,
@@ -259,3 +260,28 @@ async def test_one_watch_stream_serves_the_watcher_and_the_controllers_change_fe
     changes = cast(AsyncGenerator[str], kube.watch_changes("v1", "Pod"))
     assert [await anext(changes) for _ in range(3)] == ["RELIST", "ADDED", "MODIFIED"], "no bookmarks"
     await changes.aclose()
+
+
+async def test_the_replays_pod_watch_keeps_its_labels_pods_and_the_bookmarks_on_the_one_client() -> None:
+    mine = {"metadata": {"name": "a", "labels": {"replay": "r1"}, "resourceVersion": "11"}}
+    other = {"metadata": {"name": "b", "labels": {"replay": "r2"}, "resourceVersion": "12"}}
+    api = ScriptedApi(
+        {
+            ("GET", "/api/v1/pods"): [(200, {"items": [mine, other], "metadata": {"resourceVersion": "12"}})],
+            ("GET", "/api/v1/pods?watch"): [
+                (
+                    200,
+                    [
+                        {"type": "ADDED", "object": other},
+                        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "13"}}},
+                        {"type": "MODIFIED", "object": mine},
+                    ],
+                )
+            ],
+        }
+    )
+    pods = PodWatch(cast(Any, api), "replay", "r1")
+    listed = await pods.list_pods()
+    assert ([p["metadata"]["name"] for p in listed.items], listed.resource_version) == (["a"], "12")
+    seen = [(e.type, e.resource_version) async for e in pods.watch_pods(listed.resource_version)]
+    assert seen == [("BOOKMARK", "13"), ("MODIFIED", "11")]
