@@ -1,8 +1,8 @@
 # kubetape services (watcher, sink, replayer, controller) as one slim, non-root image.
 #   docker build -t kubetape:dev .
 #
-# The builder stage has a C compiler to build the sink's ingest path (pipeline/model/_wirescan.c, declared
-# in setup.py); the runtime stage gets only the installed result, no compiler. setup.py marks the
+# The builder stage has a C compiler to build the sink's ingest path
+# (pipeline/formats/wire/_wirescan.c, declared in setup.py); the runtime stage gets only the installed result, no compiler. setup.py marks the
 # extension optional so that a laptop without a compiler still installs kubetape; here a missing
 # extension is a broken build, so the builder checks that the module imports.
 FROM python:3.11-slim AS build
@@ -18,7 +18,7 @@ RUN find pipeline -name '*.so' -delete \
  && pip install --no-cache-dir --prefix=/install . \
  && cd / \
  && PYTHONPATH=/install/lib/python3.11/site-packages \
-    python -c "import pipeline.model._wirescan as m; print('C ingest path built:', m.__file__)"
+    python -c "import pipeline.formats.wire._wirescan as m; print('C ingest path built:', m.__file__)"
 
 FROM python:3.11-slim
 # no .pyc writes (the manifests mount the root filesystem read-only), logs straight to the container log

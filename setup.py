@@ -4,11 +4,11 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        # The sink's ingest hot path (pipeline/model/wirescan.py). Optional: without a C compiler
+        # The sink's ingest hot path (pipeline/formats/wire/native.py). Optional: without a C compiler
         # kubetape still installs and runs the same rules in Python, several times slower.
         Extension(
-            "pipeline.model._wirescan",
-            sources=["pipeline/model/_wirescan.c"],
+            "pipeline.formats.wire._wirescan",
+            sources=["pipeline/formats/wire/_wirescan.c"],
             optional=True,
             extra_compile_args=["-O2", "-Wall"],
         )

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from pipeline.analytics.timeline import TimelineFolder
 from pipeline.analytics.timeline_store import read_timeline, write_timeline
-from pipeline.model.events import Event, decode_event, encode_event
+from pipeline.formats.wire.codec import decode_event, encode_event
+from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
 
 T0 = 1_800_000_000_000

@@ -46,7 +46,8 @@ from pipeline.formats.segment import (
     encode_segment,
 )
 from pipeline.formats.simkube import read_simkube_trace, write_simkube_trace
-from pipeline.model.events import Event, EventType, decode_event, encode_event, event_from_wire, event_to_wire
+from pipeline.formats.wire.codec import decode_event, encode_event, event_from_wire, event_to_wire
+from pipeline.model.events import Event, EventType
 from pipeline.model.hashing import object_spec_hash, pod_spec_hash
 from pipeline.model.keys import key_of, kind_key, object_key
 from pipeline.model.sanitize import sanitize

@@ -31,8 +31,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from pipeline.formats.wire.probe import EventHead
 from pipeline.io.segment_store import LocalSegmentStore
-from pipeline.model.events import EventHead
 from pipeline.sink import synthetic
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor

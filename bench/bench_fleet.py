@@ -2,7 +2,7 @@
 
 A sink records one cluster of the topic. It tells each message's cluster from its Kafka header before
 anything else, and never scans another cluster's payload. This benchmark measures that check beside
-the C ingest scan (``wirescan.scan``) of the same batch, in one run, in memory (no broker):
+the C ingest scan (``native.scan``) of the same batch, in one run, in memory (no broker):
 
 * ``own``: a batch where every message belongs to the sink's cluster. This is the common case, one
   tuple comparison per message;
@@ -26,11 +26,11 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 
+from pipeline.formats.wire import native
+from pipeline.formats.wire.codec import encode_event
 from pipeline.io.segment_store import MemorySegmentStore
 from pipeline.io.sink_consumer import PartitionBatch
 from pipeline.io.topics import cluster_header
-from pipeline.model import wirescan
-from pipeline.model.events import encode_event
 from pipeline.model.keys import ClusterId
 from pipeline.sink.sink import EventSource, Sink, SinkSettings
 from pipeline.sink.synthetic import synthetic_events
@@ -85,7 +85,7 @@ def main() -> None:
         check = _best_ns_per_message(
             functools.partial(sink._other_clusters_in, batch), len(values), args.repeat
         )
-        scan = _best_ns_per_message(functools.partial(wirescan.scan, values), len(values), args.repeat)
+        scan = _best_ns_per_message(functools.partial(native.scan, values), len(values), args.repeat)
         heads = _best_ns_per_message(
             lambda b=batch: loop.run_until_complete(sink._heads(b)),  # type: ignore[misc]  # bound default
             len(values),
@@ -100,7 +100,7 @@ def main() -> None:
     loop.close()
     result = {
         "messages": args.messages,
-        "native_scan": wirescan.NATIVE,
+        "native_scan": native.NATIVE,
         **figures,
         "machine": {
             "platform": platform.platform(),

@@ -26,8 +26,9 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from pipeline.formats.assemble import assemble_window
+from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka import KafkaSettings, Message
-from pipeline.model.events import Event, encode_event
+from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.replay.plan import plan_replay

@@ -7,7 +7,7 @@ the same run and on the same data:
 * ``ingest_only_consumer``: the same, plus the sink's in-memory work per batch (the C check of every
   message and the fold into per-partition compactors, segments built but never written): the ceiling
   of this sink before anything touches the disk;
-* ``decode_only_consumer``: the same, plus a full :func:`~pipeline.model.events.decode_event` per
+* ``decode_only_consumer``: the same, plus a full :func:`~pipeline.formats.wire.codec.decode_event` per
   message, for comparison;
 * ``sink``: the in-process sink (check, dedupe, compact, zstd, atomic fsynced writes, commits) drains
   it into a local segment store until every offset is inside a durable segment, with the default
@@ -50,12 +50,12 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
+from pipeline.formats.wire import native
+from pipeline.formats.wire.codec import decode_event, encode_event
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore, SegmentStore
 from pipeline.io.sink_consumer import KafkaSinkSource, PartitionBatch
-from pipeline.model import wirescan
-from pipeline.model.events import decode_event, encode_event
 from pipeline.sink import synthetic
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
@@ -159,7 +159,7 @@ def _ingest_check() -> Callable[[int, list[Any]], object]:
 
     def check(partition: int, records: list[Any]) -> object:
         batch = PartitionBatch.of(partition, records)
-        heads, undecided = wirescan.scan(batch.values)
+        heads, undecided = native.scan(batch.values)
         assert not undecided, "the benchmark's events are all valid"
         compactor = compactors.setdefault(partition, PartitionCompactor(partition, CompactionSettings()))
         return compactor.add_batch(batch.offsets, heads, time.monotonic())

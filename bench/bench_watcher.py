@@ -59,6 +59,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer, topic_partitions
 from pipeline.io.kube.connect import kube_api
 from pipeline.io.metrics import Metrics
@@ -66,7 +67,7 @@ from pipeline.io.publisher import KafkaPublisher
 from pipeline.io.resume_store import ensure_watcher_topics
 from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.io.watch_types import Record
-from pipeline.model.events import Event, encode_event
+from pipeline.model.events import Event
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import object_key
 

@@ -20,7 +20,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.kubetape-installed
 # Reinstall when the dependencies or the C extension's source change (the extension is built by pip).
-want=$(cat pyproject.toml setup.py pipeline/model/_wirescan.c | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml setup.py pipeline/formats/wire/_wirescan.c | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[bootstrap] installing kubetape and its Python dependencies into .venv (log: .venv/install.log)" >&2
   # pip and setuptools print pages of deprecation notices on success; they go to the log, and the log

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pipeline.analytics.consumer import AnalyticsConsumer, BatchContext
+from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka import Message
 from pipeline.model.errors import FormatError
-from pipeline.model.events import Event, decode_event
+from pipeline.model.events import Event
 
 log = logging.getLogger("kubetape.analytics")
 

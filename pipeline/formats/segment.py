@@ -12,7 +12,7 @@ offset ranges and counts without touching the body. The body holds the events, a
 and the tracer config. The events are stored per format version:
 
 * version 2 (written): each event list is the concatenation of the events' own wire bytes (exactly
-  :func:`~pipeline.model.events.encode_event`'s output, i.e. the Kafka message values), so the sink
+  :func:`~pipeline.formats.wire.codec.encode_event`'s output, i.e. the Kafka message values), so the sink
   writes what it consumed without decoding or re-encoding the object bodies (the sink's CPU per event
   fell 2.6x). The price is size: rows compress 6-25 % worse than columns (delta-coded times and the
   fields grouped by kind help zstd): 69.9 vs 65.7 bytes per event in ``bench/bench_sink.py``, 49.7
@@ -42,8 +42,10 @@ import msgpack
 import zstandard
 
 from pipeline.formats.columns import events_from_columns, events_to_columns
+from pipeline.formats.wire.codec import encode_event, event_from_wire, event_to_wire
+from pipeline.formats.wire.probe import EventHead
 from pipeline.model.errors import ConfigError, FormatError, UnknownVersionError
-from pipeline.model.events import Event, EventHead, EventType, encode_event, event_from_wire, event_to_wire
+from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey
 from pipeline.model.tracer_config import TracerConfig
 
@@ -331,7 +333,7 @@ _wire_of = operator.attrgetter("wire")
 class WireSegment:
     """A segment whose events are still their wire bytes, concatenated (what the sink writes).
 
-    Built by :func:`build_wire_segment` from :class:`~pipeline.model.events.EventHead` values, encoded
+    Built by :func:`build_wire_segment` from :class:`~pipeline.formats.wire.probe.EventHead` values, encoded
     by :func:`encode_wire_segment` into the same file bytes :func:`encode_segment` gives for the
     decoded events. ``keyframe_objects`` / ``keyframe_lifecycles`` are empty without a keyframe."""
 
@@ -817,7 +819,7 @@ def _events_from_wires(blob: Any, count: int, what: str, wires: EventWires | Non
     bytes are remembered in ``wires`` if given.
 
     The sink checks messages without decoding their object bodies (see
-    :class:`~pipeline.model.events.WireProbe`), so a body may hold what msgpack encodes but Python
+    :class:`~pipeline.formats.wire.probe.WireProbe`), so a body may hold what msgpack encodes but Python
     cannot decode as it is: text that is not UTF-8, a map key that is a list or a map. No kubetape
     watcher writes such a body (they come from JSON). Rather than losing the whole segment, such a
     list is read again tolerantly: invalid text with U+FFFD, unhashable keys as their ``repr``."""

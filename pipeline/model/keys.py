@@ -41,7 +41,7 @@ def is_object_key(key: object) -> bool:
     The one rule for keys, applied wherever a key enters or is read: on construction and decoding of
     every event (so the sink's ingest check refuses other keys to the dead-letter topic), by
     :func:`parse_object_key` (exports, analytics), and byte for byte by the sink's C scanner
-    (``pipeline/model/_wirescan.c``, compared with this one in ``tests/unit/test_wirescan.py``).
+    (``pipeline/formats/wire/_wirescan.c``, compared with this one in ``tests/unit/test_wire_native.py``).
     Kubernetes itself never produces a name, namespace or kind that is empty or holds a ``/``."""
     return (
         isinstance(key, str) and key.count("/") == 3 and key[0] != "/" and key[-1] != "/" and "//" not in key

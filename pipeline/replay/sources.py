@@ -36,10 +36,11 @@ from statistics import median
 from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment import Segment
 from pipeline.formats.trace import initial_events
+from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka import KafkaSettings, Message
 from pipeline.io.kafka_range import ClusterFilter, read_topic_range, tail_topic
 from pipeline.model.errors import FormatError
-from pipeline.model.events import Event, EventType, decode_event
+from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId, ObjectKey
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.replay.plan import ReplayPlan, plan_replay, pods_end_by_themselves

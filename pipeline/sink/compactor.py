@@ -24,7 +24,7 @@ in), so every rule is unit-testable:
 * Each segment names the topic it came from (``source``, the topic's identity) and the fencing epoch
   of its writer (``writer_epoch``, see :mod:`pipeline.io.segment_store`).
 
-Events arrive as :class:`~pipeline.model.events.EventHead` values (checked, body not decoded) and leave
+Events arrive as :class:`~pipeline.formats.wire.probe.EventHead` values (checked, body not decoded) and leave
 as their wire bytes in a :class:`~pipeline.formats.segment.WireSegment`: no object body is decoded or
 re-encoded on the way from Kafka to disk.
 """
@@ -45,10 +45,12 @@ from pipeline.formats.segment import (
     decode_segment,
     encode_wire_segment,
 )
+from pipeline.formats.wire import native
+from pipeline.formats.wire.probe import EventHead
 from pipeline.io.segment_store import SegmentName, WriteFence, segment_name
 from pipeline.io.topics import EVENTS_TOPIC
-from pipeline.model import wirescan
-from pipeline.model.events import Event, EventHead
+from pipeline.model.events import Event
+from pipeline.sink import native_fold
 from pipeline.sink.state import ObjectState
 
 
@@ -208,10 +210,10 @@ class PartitionCompactor:
     def add_batch(self, offsets: list[int], heads: list[EventHead | None], now: float) -> list[ClosedSegment]:
         """:meth:`add_many` for one partition's batch as parallel lists (the sink's path).
 
-        The bulk of the events is folded by :func:`pipeline.model.wirescan.fold` in C; every event it
+        The bulk of the events is folded by :func:`pipeline.sink.native_fold.fold` in C; every event it
         leaves (the first of a segment, one outside the open window, one needing the content rules)
         goes through :meth:`add_many`, so both paths apply exactly the same rules."""
-        if not wirescan.NATIVE:
+        if not native.NATIVE:
             return self.add_many(zip(offsets, heads, strict=True), now)
         closed: list[ClosedSegment] = []
         state = self.state
@@ -226,7 +228,7 @@ class PartitionCompactor:
             if current is not None:
                 kept = current.events
                 before = len(kept)
-                folded = wirescan.fold(
+                folded = native_fold.fold(
                     heads, i, dicts, current.window_end, max_events - before, kept, current.last_ts
                 )
                 if folded.stop > i:
@@ -238,7 +240,7 @@ class PartitionCompactor:
                         current.ordered = current.ordered and folded.ordered
                         current.last_add = now
                 i = folded.stop
-                if folded.why == wirescan.FOLD_END:
+                if folded.why == native_fold.FOLD_END:
                     break
             closed += self.add_many([(offsets[i], heads[i])], now)
             i += 1

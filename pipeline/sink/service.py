@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.formats.wire import native
 from pipeline.io.http import HttpSettings, bound_port, create_app, start_http
 from pipeline.io.kafka import KafkaSettings, ensure_topic
 from pipeline.io.kafka_range import latest_clusters
@@ -27,7 +28,6 @@ from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP, KafkaSinkSource
 from pipeline.io.sink_http import ExportFn, ExportReply, add_export_route
 from pipeline.io.store_url import StoreLocation, cluster_store_location, open_segment_store
 from pipeline.io.topics import DEADLETTER_TOPIC
-from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, KubetapeError, TransientError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.catalog import SegmentCatalog
@@ -124,7 +124,7 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     )
     log.info(
         "ingest path",
-        extra={"ctx": {"native": wirescan.NATIVE, "hint": "" if wirescan.NATIVE else NO_NATIVE_HINT}},
+        extra={"ctx": {"native": native.NATIVE, "hint": "" if native.NATIVE else NO_NATIVE_HINT}},
     )
     source.on_assigned = sink.on_assigned
     source.on_revoked = sink.on_revoked

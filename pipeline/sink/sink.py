@@ -35,9 +35,9 @@ cluster nobody named: the topic's only one, see :mod:`pipeline.sink.service`) a 
 cluster stops the sink instead, naming the cluster to pass (never a silent merge, never a silent skip).
 
 Throughput: each partition's batch is checked and folded into the compactor's state by the C code of
-:mod:`pipeline.model.wirescan` (object bodies are walked, never built), and the message bytes go into
+:mod:`pipeline.formats.wire.native` (object bodies are walked, never built), and the message bytes go into
 the segment as they are. Whatever that code leaves undecided goes through the Python rules
-(:class:`~pipeline.model.events.WireProbe`, :class:`~pipeline.sink.state.ObjectState`), which are the
+(:class:`~pipeline.formats.wire.probe.WireProbe`, :class:`~pipeline.sink.state.ObjectState`), which are the
 definition of both. Per message in Python the same work cost 10x more (``bench/bench_sink.py``).
 """
 
@@ -51,14 +51,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pipeline.formats.segment import PartitionRange, build_gap_marker, encode_wire_segment
+from pipeline.formats.wire import native
+from pipeline.formats.wire.probe import EventHead, WireProbe
 from pipeline.io.kafka import Message
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import SegmentStore, StaleWriterError, WriteFence, segment_name
 from pipeline.io.sink_consumer import PartitionBatch
 from pipeline.io.topics import cluster_header, cluster_named, is_from_cluster
-from pipeline.model import wirescan
 from pipeline.model.errors import ConfigError, FormatError
-from pipeline.model.events import EventHead, WireProbe
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import ClosedSegment, CompactionSettings, PartitionCompactor
@@ -337,7 +337,7 @@ class Sink:
         takes the common cases, the probe decides the rest (and names what is wrong)."""
         others = self._other_clusters_in(batch)
         values = [None if i in others else v for i, v in enumerate(batch.values)] if others else batch.values
-        heads, undecided = wirescan.scan(values)
+        heads, undecided = native.scan(values)
         for i in undecided:
             if i in others:
                 continue  # another cluster's message: this sink does not record it

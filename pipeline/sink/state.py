@@ -6,7 +6,7 @@ resourceVersion, the same delete of an object already gone, the same pod lifecyc
 sink and export fold events through the same :class:`ObjectState`, so what the sink keeps and what an
 export reconstructs from a keyframe plus later events are the same by construction.
 
-The sink folds :class:`~pipeline.model.events.EventHead` values (events whose object body is still
+The sink folds :class:`~pipeline.formats.wire.probe.EventHead` values (events whose object body is still
 wire bytes), export and restore fold decoded :class:`Event` values: the rules read only the fields both
 have (the body only when an object has no resourceVersion to compare).
 """
@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.formats.segment import Keyframe
-from pipeline.model.events import Event, EventHead, EventType
+from pipeline.formats.wire.probe import EventHead
+from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey
 
 AnyEvent = Event | EventHead

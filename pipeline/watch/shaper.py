@@ -38,10 +38,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.formats.wire.codec import decode_event, encode_event
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.io.watch_types import Record
 from pipeline.model.errors import FormatError
-from pipeline.model.events import Event, EventType, decode_event, encode_event
+from pipeline.model.events import Event, EventType
 from pipeline.model.hashing import object_spec_hash, pod_spec_hash
 from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, parse_object_key
 from pipeline.model.lifecycle import PodLifecycle, derive_lifecycle, finish_on_delete, parse_k8s_time

@@ -22,10 +22,11 @@ from pipeline.analytics.runner import ConsumerRunner, RunnerSettings
 from pipeline.analytics.timeline import fold_events
 from pipeline.analytics.timeline_store import read_timeline
 from pipeline.formats.trace import initial_events, read_trace
+from pipeline.formats.wire.codec import encode_event
 from pipeline.io.analytics_source import KafkaAnalyticsSource
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
 from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP
-from pipeline.model.events import Event, encode_event
+from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
 from pipeline.stack.processes import free_port
 

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from pipeline.formats.segment import Segment, decode_segment
+from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka import KafkaSettings, new_consumer, topic_partitions
 from pipeline.io.kafka_range import tail_topic
 from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, cluster_named
-from pipeline.model.events import Event, EventType, decode_event
+from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId
 from pipeline.replay.sources import read_topic_trace
 from pipeline.stack.stack import StackInfo

@@ -5,8 +5,9 @@ non-ASCII strings, odd keys, resourceVersions that are not ASCII digits, bodies 
 their key names, huge bodies), next to a regular workload, all consumed by a real sink:
 
 * the sink keeps consuming: its group commits the end of every partition;
-* every message the ingest rules refuse (:class:`~pipeline.model.events.WireProbe`, the definition) is
-  in the dead-letter topic once, with its source partition and offset and the reason; nothing else is;
+* every message the ingest rules refuse (:func:`~pipeline.formats.wire.rules.admitted_event`, the
+  definition) is in the dead-letter topic once, with its source partition and offset and the reason;
+  nothing else is;
 * the export of the regular workload's window is byte for byte what it is without the fuzz, and the
   accepted boundary messages export as a direct trace of them does.
 """
@@ -26,12 +27,14 @@ from typing import Any
 import msgpack
 from aiokafka import TopicPartition
 
+from pipeline.formats.wire.codec import WIRE_VERSION, encode_event
+from pipeline.formats.wire.probe import WireProbe
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.io.sink_consumer import KafkaSinkSource
 from pipeline.model.errors import FormatError
-from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, WIRE_VERSION, Event, WireProbe, encode_event
+from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, Event
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import ObjectKey, key_of, object_key
 from pipeline.sink.compactor import CompactionSettings

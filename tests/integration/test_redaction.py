@@ -17,9 +17,10 @@ import orjson
 import pytest
 import yaml
 
+from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka import KafkaSettings
 from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
-from pipeline.model.events import Event, EventType, decode_event
+from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId
 from pipeline.model.tracer_config import TracerConfig, load_tracer_config
 from pipeline.replay.sources import read_topic_trace

@@ -15,11 +15,12 @@ import pytest
 import yaml
 from aiokafka import AIOKafkaProducer
 
+from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka import KafkaSettings, ensure_topic
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
 from pipeline.io.pod_watch import PodWatch
-from pipeline.model.events import Event, encode_event
+from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.rewrite import REPLAY_LABEL

@@ -22,9 +22,10 @@ import aiohttp
 import orjson
 import pytest
 
+from pipeline.formats.wire.codec import decode_event, encode_event
 from pipeline.io.kafka import KafkaSettings, new_consumer, topic_partitions
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, is_from_cluster
-from pipeline.model.events import Event, EventType, decode_event, encode_event
+from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId, split_message_key
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack, StackInfo

@@ -15,8 +15,9 @@ from pipeline.analytics.consumer import BatchContext, group_id_for
 from pipeline.analytics.runner import ConsumerRunner, RunnerSettings, run_offline
 from pipeline.analytics.timeline_store import read_timeline
 from pipeline.formats.trace import initial_events, read_trace
+from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka import Message
-from pipeline.model.events import Event, encode_event
+from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
 from services.cli import main
 from tests.data import SIMKUBE_TRACES

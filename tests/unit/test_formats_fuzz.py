@@ -25,8 +25,9 @@ from pipeline.formats.segment import (
     encode_segment,
 )
 from pipeline.formats.simkube import read_simkube_trace
+from pipeline.formats.wire.codec import decode_event, encode_event
 from pipeline.model.errors import FormatError, KubetapeError
-from pipeline.model.events import Event, decode_event, encode_event
+from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from tests.unit.test_model_events import JSON
 

@@ -31,8 +31,10 @@ from pipeline.formats.segment import (
     read_segment,
     read_segment_header,
 )
+from pipeline.formats.wire.codec import event_to_wire
+from pipeline.formats.wire.probe import EventHead, WireProbe
 from pipeline.model.errors import FormatError, UnknownVersionError
-from pipeline.model.events import Event, EventHead, EventType, WireProbe, event_to_wire
+from pipeline.model.events import Event, EventType
 from pipeline.model.keys import key_of, object_key
 from pipeline.model.tracer_config import TracerConfig
 from tests.unit.test_model_events import events

@@ -14,20 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeline.formats.wire.codec import WIRE_VERSION, decode_event, encode_event, event_to_wire
+from pipeline.formats.wire.probe import EventHead, WireProbe
+from pipeline.formats.wire.rules import object_problem
 from pipeline.model.errors import FormatError, KubetapeError, UnknownVersionError
-from pipeline.model.events import (
-    RV_MAX_DIGITS,
-    TS_MAX_MS,
-    WIRE_VERSION,
-    Event,
-    EventHead,
-    EventType,
-    WireProbe,
-    decode_event,
-    encode_event,
-    event_to_wire,
-    object_problem,
-)
+from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, Event, EventType
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import ObjectKey, key_of, kind_key, object_key
 

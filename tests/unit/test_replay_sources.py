@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from pipeline.formats.assemble import assemble_window
+from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka import KafkaSettings, Message
-from pipeline.model.events import Event, encode_event
+from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.replay import report as report_module

@@ -28,7 +28,9 @@ from pipeline.formats.segment import (
     encode_segment,
     encode_wire_segment,
 )
-from pipeline.model.events import Event, WireProbe, encode_event
+from pipeline.formats.wire.codec import encode_event
+from pipeline.formats.wire.probe import WireProbe
+from pipeline.model.events import Event
 from pipeline.model.keys import key_of, object_key
 from pipeline.model.tracer_config import TracerConfig
 

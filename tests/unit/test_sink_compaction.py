@@ -14,6 +14,7 @@ import pytest
 from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment import decode_segment, encode_segment
 from pipeline.formats.simkube import read_simkube_trace, simkube_compatibility_problems
+from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka import Message
 from pipeline.io.segment_store import (
     LocalSegmentStore,
@@ -25,7 +26,7 @@ from pipeline.io.segment_store import (
 )
 from pipeline.io.sink_consumer import PartitionBatch
 from pipeline.model.errors import FormatError
-from pipeline.model.events import Event, encode_event
+from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor

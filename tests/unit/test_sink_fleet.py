@@ -8,11 +8,12 @@ import pytest
 
 from pipeline.formats.inspect import inspect_bytes
 from pipeline.formats.segment import decode_segment
+from pipeline.formats.wire.codec import encode_event
 from pipeline.io.segment_store import MemorySegmentStore
 from pipeline.io.sink_consumer import PartitionBatch
 from pipeline.io.topics import CLUSTER_HEADER
 from pipeline.model.errors import ConfigError
-from pipeline.model.events import Event, encode_event
+from pipeline.model.events import Event
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.export import ExportRequest, export_window

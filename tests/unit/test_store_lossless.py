@@ -206,7 +206,7 @@ def test_retention_never_deletes_the_history_before_an_unreadable_keyframe() -> 
 
 # ---- defect 2: a stale writer never replaces a newer segment ---------------------------------------
 def _one_window_log(n: int) -> tuple[list[Event], dict[int, list[bytes]]]:
-    from pipeline.model.events import encode_event
+    from pipeline.formats.wire.codec import encode_event
 
     events = [applied(T0 + i * 100, deployment("ns", f"d{i}", 1), 1_000 + i) for i in range(n)]
     return events, {0: [encode_event(e) for e in events]}

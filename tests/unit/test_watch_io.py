@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import orjson
 import pytest
 
+from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka import KafkaSettings
 from pipeline.io.kube.types import ApiResource
 from pipeline.io.kube.watch import decode_watch_line
@@ -18,7 +19,6 @@ from pipeline.io.publisher import KafkaPublisher
 from pipeline.io.topics import EVENTS_TOPIC, STATE_TOPIC
 from pipeline.io.watch_types import Record
 from pipeline.model.errors import FormatError, GoneError, WatchBrokenError
-from pipeline.model.events import decode_event
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.watch.watcher import Watcher, WatchSettings
 from tests.fakes.cluster import MemoryCluster

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
 from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.model.errors import FormatError
-from pipeline.model.events import EventType, decode_event
+from pipeline.model.events import EventType
 from pipeline.model.hashing import pod_spec_hash
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.tracer_config import TracerConfig

@@ -1,4 +1,5 @@
-"""The C ingest path (pipeline.model.wirescan) gives exactly what the Python rules give.
+"""The C ingest path (pipeline.formats.wire.native, pipeline.sink.native_fold) gives exactly what the
+Python rules give.
 
 The sink stores what the C scanner accepts and folds with the C duplicate rules, so any difference
 from :class:`WireProbe` / :class:`ObjectState` would silently change what a trace holds. These tests
@@ -17,40 +18,35 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.model import wirescan
+from pipeline.formats.wire.codec import encode_event, event_to_wire
+from pipeline.formats.wire.native import INGEST_RULES, NATIVE, scan
+from pipeline.formats.wire.probe import EventHead, WireProbe
 from pipeline.model.errors import KubetapeError
-from pipeline.model.events import (
-    RV_MAX_DIGITS,
-    TS_MAX_MS,
-    Event,
-    EventHead,
-    WireProbe,
-    encode_event,
-    event_to_wire,
-)
+from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, Event
 from pipeline.model.keys import is_object_key, key_of, object_key
+from pipeline.sink import native_fold
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.state import ObjectState
 from tests.unit.test_model_events import JSON, events
 
 pytestmark = pytest.mark.skipif(
-    not wirescan.NATIVE and os.environ.get("CI", "").lower() not in {"1", "true", "yes"},
+    not NATIVE and os.environ.get("CI", "").lower() not in {"1", "true", "yes"},
     reason="the C extension was not built (no compiler at install time)",
 )
 
 
 def test_the_c_extension_is_built() -> None:
     """In CI the extension must exist: a silent fallback would hide a broken build and a 10x slower sink."""
-    assert wirescan.NATIVE
+    assert NATIVE
 
 
 def test_the_c_limits_are_the_python_ones() -> None:
     """The limits are compiled into the scanner; a build from another _wirescan.c is not used at all."""
-    from pipeline.model import _wirescan as native  # type: ignore[attr-defined]  # a C extension
+    from pipeline.formats.wire import _wirescan  # type: ignore[attr-defined]  # a C extension
 
-    assert wirescan.NATIVE
-    assert (native.TS_MAX_MS, native.RV_MAX_DIGITS) == (TS_MAX_MS, RV_MAX_DIGITS)
-    assert native.INGEST_RULES == wirescan.INGEST_RULES
+    assert NATIVE
+    assert (_wirescan.TS_MAX_MS, _wirescan.RV_MAX_DIGITS) == (TS_MAX_MS, RV_MAX_DIGITS)
+    assert _wirescan.INGEST_RULES == INGEST_RULES
 
 
 def obj_of(key: str, **extra: Any) -> dict[str, Any]:
@@ -84,7 +80,7 @@ def _same_head(native: EventHead | None, data: bytes | None) -> None:
 @given(st.lists(events(), min_size=1, max_size=8))
 def test_scan_reads_every_valid_event_as_the_probe_does(batch: list[Event]) -> None:
     values: list[bytes | None] = [encode_event(e) for e in batch]
-    heads, undecided = wirescan.scan(values)
+    heads, undecided = scan(values)
     assert undecided == []  # valid events written by kubetape never need the slow path
     for head, value in zip(heads, values, strict=True):
         _same_head(head, value)
@@ -101,7 +97,7 @@ def test_scan_never_accepts_damaged_bytes_the_probe_refuses(event: Event, data: 
         flipped[data.draw(st.integers(0, len(encoded) - 1))] ^= data.draw(st.integers(1, 255))
         damaged.append(bytes(flipped))
     damaged.append(None)
-    heads, undecided = wirescan.scan(damaged)
+    heads, undecided = scan(damaged)
     assert undecided == [i for i, h in enumerate(heads) if h is None]
     for head, value in zip(heads, damaged, strict=True):
         _same_head(head, value)
@@ -124,7 +120,7 @@ FIELD = st.one_of(
 def test_scan_agrees_with_the_probe_on_arbitrary_wire_lists(version: int, code: int, rest: list[Any]) -> None:
     """Lists shaped like events with any field of any type: wrong types, ranges and lengths."""
     value = msgpack.packb([version, code, *rest], use_bin_type=True)
-    (head,), _ = wirescan.scan([value])
+    (head,), _ = scan([value])
     _same_head(head, value)
 
 
@@ -227,7 +223,7 @@ def test_scan_and_probe_draw_the_same_line_at_every_limit(wire: list[Any]) -> No
     are not ASCII digits: both refuse them, both accept everything inside, and neither leaves a valid
     event to the slow path."""
     value = msgpack.packb(wire, use_bin_type=True)
-    (head,), undecided = wirescan.scan([value])
+    (head,), undecided = scan([value])
     probed = _probe(value)
     _same_head(head, value)
     assert (head is None) == (probed is None), f"scanner and probe disagree on {wire!r}"
@@ -295,7 +291,7 @@ def test_scan_and_probe_read_the_object_of_the_key_alike(body: bytes, admitted: 
     """The identity fields of a body: duplicates, odd keys, non-minimal encodings, invalid text."""
     head = [1, 1, 5, "apps/Deployment/ns/d", "u", "7"]
     value = b"\x98" + msgpack.packb(head)[1:] + body + msgpack.packb(3)
-    (scanned,), _ = wirescan.scan([value])
+    (scanned,), _ = scan([value])
     _same_head(scanned, value)
     assert (scanned is not None) is admitted
     assert (_probe(value) is not None) is admitted
@@ -328,7 +324,7 @@ def test_scan_walks_bodies_as_the_probe_does(body_bytes: bytes) -> None:
     body = bytes([identity[0] + 1]) + identity[1:] + msgpack.packb("spec") + body_bytes
     value = b"\x98" + msgpack.packb(head)[1:] + body + msgpack.packb(3)
     assert _probe(b"\x98" + msgpack.packb(head)[1:] + identity + msgpack.packb(3)) is not None
-    (scanned,), _ = wirescan.scan([value])
+    (scanned,), _ = scan([value])
     _same_head(scanned, value)
 
 
@@ -342,7 +338,7 @@ def test_scan_leaves_invalid_utf8_in_head_fields_to_the_probe(field_index: int, 
     packed = [msgpack.packb(x) for x in wire]
     packed[field_index] = b"\xd9" + bytes([len(value)]) + value
     data = b"\x98" + b"".join(packed)
-    (scanned,), undecided = wirescan.scan([data])
+    (scanned,), undecided = scan([data])
     assert scanned is None
     assert undecided == [0]
     assert _probe(data) is None
@@ -421,7 +417,7 @@ def test_fold_gives_the_segments_and_state_the_python_rules_give(
             if lo == hi:
                 continue
             batch_offsets, batch_values = offsets[lo:hi], values[lo:hi]
-            heads, undecided = wirescan.scan(batch_values)
+            heads, undecided = scan(batch_values)
             for i in undecided:
                 heads[i] = _probe(batch_values[i])
             python_heads = [_probe(v) if v is not None else None for v in batch_values]
@@ -463,12 +459,12 @@ def test_fold_stops_at_the_window_end_without_applying_that_event() -> None:
     ]
     objects: dict[str, Any] = {}
     kept: list[EventHead] = []
-    folded = wirescan.fold(list(heads), 0, (objects, {}, {}, {}), 60_000, 100, kept, 0)
-    assert folded == (2, 0, 10, 20, True, wirescan.FOLD_SEGMENT_FULL)
+    folded = native_fold.fold(list(heads), 0, (objects, {}, {}, {}), 60_000, 100, kept, 0)
+    assert folded == (2, 0, 10, 20, True, native_fold.FOLD_SEGMENT_FULL)
     assert kept == heads[:2]
     assert objects[key] is heads[1]  # the event after the window end was not applied
 
 
 def test_fold_refuses_arguments_of_the_wrong_type() -> None:
     with pytest.raises(TypeError):
-        wirescan.fold([], 0, ({}, {}, {}, []), 0, 0, [], 0)  # type: ignore[arg-type]  # a list, not a dict
+        native_fold.fold([], 0, ({}, {}, {}, []), 0, 0, [], 0)  # type: ignore[arg-type]  # a list, not a dict

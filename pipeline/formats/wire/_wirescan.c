@@ -4,15 +4,18 @@
  * state. Done per message in Python that costs 3-6 µs, several times what aiokafka spends handing the
  * message over; here it costs a fraction of a microsecond, so the sink keeps pace with the consumer.
  *
- * The Python code stays the definition of the rules (pipeline.model.events.WireProbe and
- * pipeline.sink.state.ObjectState). This module only takes the common, unambiguous cases and answers
- * "not mine" for everything else, so the callers fall back to the Python rules one event at a time:
+ * The Python code stays the definition of the rules (pipeline.formats.wire.rules, which
+ * pipeline.formats.wire.probe.WireProbe follows, and pipeline.sink.state.ObjectState). This module
+ * only takes the common, unambiguous cases and answers "not mine" for everything else, so the
+ * callers fall back to the Python rules one event at a time:
  *   scan  -> None for any message it does not accept outright (the probe then accepts or refuses it
  *            with the usual error message), never a head the probe would refuse: the same types,
  *            time range (TS_MAX_MS), key form and resourceVersion form as pipeline.model.events;
  *   fold  -> stops at any event whose duplicate test it cannot decide alone (content comparison,
  *            state entries that are decoded events, non-ASCII resourceVersions).
- * tests/unit/test_wirescan.py checks both against the Python rules on generated and corrupted input.
+ * tests/unit/test_wire_native.py checks both against the Python rules on generated and corrupted
+ * input; tests/unit/test_wire_validity.py drives one table of valid and invalid messages through the
+ * definition (pipeline.formats.wire.rules), the probe and this scan.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,7 +24,7 @@
 
 #define MAX_DEPTH 64 /* deeper bodies go to the Python probe (msgpack has its own limit) */
 
-static PyObject *head_type = NULL;     /* pipeline.model.events.EventHead */
+static PyObject *head_type = NULL;     /* pipeline.formats.wire.probe.EventHead */
 static PyObject *event_types[5];       /* index = wire code: APPLIED, DELETED, POD_LIFECYCLE, GAP */
 static PyObject *zero = NULL;          /* the int 0 (pod_spec_hash of non-lifecycle heads) */
 
@@ -164,7 +167,7 @@ static int rv_ok(const uint8_t *s, Py_ssize_t n) {
     return 1;
 }
 
-/* ---- the object a body names (pipeline.model.events.object_problem, read as WireProbe reads it) ---- */
+/* ---- the object a body names (pipeline.formats.wire.rules.object_problem, as WireProbe reads it) */
 /* A map header: its entry count. Returns 0 if the next value is not a map. */
 static int read_map(reader *r, uint64_t *entries) {
     if (!need(r, 1)) return 0;
@@ -285,12 +288,12 @@ static PyObject *text(const uint8_t *s, Py_ssize_t n) {
     return o;
 }
 
-/* The version of the ingest rules this file implements: pipeline.model.wirescan refuses to use a build
- * of another version (a stale build would silently admit what the Python definition refuses). */
+/* The version of the ingest rules this file implements: pipeline.formats.wire.native refuses to use a
+ * build of another version (a stale build would silently admit what the Python definition refuses). */
 #define INGEST_RULES 2
 
 /* pipeline.model.events.TS_MAX_MS: the last millisecond of year 9999, the latest time an event may
- * carry (the module exports it; tests/unit/test_wirescan.py checks it equals the Python one). */
+ * carry (the module exports it; tests/unit/test_wire_native.py checks it equals the Python one). */
 #define TS_MAX_MS 253402300799999ULL
 
 /* The head of one message, a new reference; Py_None (new ref) when the Python probe must decide;
@@ -600,14 +603,14 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wirescan",
-                                    "The sink's ingest hot path (see pipeline.model.wirescan).", -1, methods};
+                                    "The sink's ingest hot path (see pipeline.formats.wire.native).", -1, methods};
 
 PyMODINIT_FUNC PyInit__wirescan(void) {
     zero = PyLong_FromLong(0);
     if (zero == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    /* the limits compiled in, for the Python side to check against its own (pipeline.model.wirescan) */
+    /* the limits compiled in, for the Python side to check against its own (formats/wire/native.py) */
     PyObject *ts_max = PyLong_FromUnsignedLongLong(TS_MAX_MS);
     int failed = ts_max == NULL || PyModule_AddObjectRef(m, "TS_MAX_MS", ts_max) < 0 ||
                  PyModule_AddIntConstant(m, "RV_MAX_DIGITS", RV_MAX_DIGITS) < 0 ||
