@@ -211,7 +211,8 @@ _FROM_EVENT: Any = object()
 
 class EventFields(Protocol):
     """The fields :func:`event_problem` reads: an :class:`Event`, or a head of one whose body was not
-    decoded (:class:`pipeline.formats.wire.probe.EventHead`)."""
+    decoded (:class:`pipeline.formats.wire.probe.EventHead`). A protocol, so that the rules stay here
+    with the type they define while the model imports nothing from the layers above it."""
 
     @property
     def type(self) -> EventType: ...
