@@ -46,6 +46,7 @@ from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.rewrite import REPLAY_LABEL
 from pipeline.replay.settings import ReplaySettings
+from pipeline.replay.workload_manifests import deployment, kwok_node_pool
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.stack.stack import LocalStack
 
@@ -55,17 +56,7 @@ NODE_CPUS = 8
 
 
 def _deployment(name: str, replicas: int) -> dict[str, Any]:
-    container = {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1", "memory": "256Mi"}}}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "shop"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [container]}},
-        },
-    }
+    return deployment(name, "shop", replicas, cpu="1", memory="256Mi")
 
 
 def _trace(waves: int, replicas: int) -> tuple[Any, int]:
@@ -79,32 +70,6 @@ def _trace(waves: int, replicas: int) -> tuple[Any, int]:
         )
     end = max(e.ts_ms for e in events) + 10_000
     return build_segment(events, start_ms=0, end_ms=end, kind=SegmentKind.TRACE), end
-
-
-def _pool() -> dict[str, Any]:
-    requirement = {
-        "key": "node.kubernetes.io/instance-type",
-        "operator": "In",
-        "values": ["kwok-standard-4", "kwok-standard-8"],
-    }
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "bench"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "karpenter.kwok.sh",
-                        "kind": "KWOKNodeClass",
-                        "name": "default",
-                    },
-                    "requirements": [requirement],
-                }
-            },
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s"},
-        },
-    }
 
 
 def _skeleton() -> Mapping[str, Any]:
@@ -178,7 +143,9 @@ async def _run(args: argparse.Namespace, stack: LocalStack, kubeconfig: Path) ->
         polling_period_s=timers.polling_period_s,
         validation_delay_s=timers.validation_delay_s,
     )
-    pool, _ = scale_nodepool(_pool(), args.speed, source="bench pool")
+    pool, _ = scale_nodepool(
+        kwok_node_pool("bench", ("kwok-standard-4", "kwok-standard-8")), args.speed, source="bench pool"
+    )
     name = f"bench-k-{uuid.uuid4().hex[:4]}"
     karpenter = await _replay(
         kubeconfig,

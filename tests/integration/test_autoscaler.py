@@ -23,6 +23,7 @@ import yaml
 from pipeline.formats.segment import SegmentKind, build_segment, encode_segment
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
+from pipeline.replay.workload_manifests import deployment, kwok_node_pool
 from pipeline.stack.karpenter import KarpenterSettings
 from pipeline.stack.stack import LocalStack, StackState
 from pipeline.stack.versions import karpenter_dir
@@ -61,27 +62,7 @@ def karpenter_sim(local_stack: LocalStack) -> Iterator[str]:
 
 
 def _deployment(replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "web",
-                            "image": "web:1",
-                            "resources": {"requests": {"cpu": "1", "memory": "256Mi"}},
-                        }
-                    ]
-                },
-            },
-        },
-    }
+    return deployment("web", "shop", replicas, cpu="1", memory="256Mi", container="web", image="web:1")
 
 
 def _write_trace(path: Path) -> None:
@@ -98,34 +79,7 @@ def _write_pool(
     consolidate_after: str = "30s",
     instance_types: tuple[str, ...] = ("kwok-standard-4", "kwok-standard-8"),
 ) -> None:
-    pool = {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "general"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "karpenter.kwok.sh",
-                        "kind": "KWOKNodeClass",
-                        "name": "default",
-                    },
-                    "requirements": [
-                        {
-                            "key": "node.kubernetes.io/instance-type",
-                            "operator": "In",
-                            "values": list(instance_types),
-                        }
-                    ],
-                }
-            },
-            "disruption": {
-                "consolidationPolicy": "WhenEmptyOrUnderutilized",
-                "consolidateAfter": consolidate_after,
-            },
-            "limits": {"cpu": "64"},
-        },
-    }
+    pool = kwok_node_pool("general", instance_types, consolidate_after=consolidate_after, cpu_limit="64")
     path.write_text(yaml.safe_dump(pool))
 
 

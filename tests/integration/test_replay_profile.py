@@ -20,6 +20,7 @@ from pipeline.model.keys import key_of
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.settings import ReplaySettings
+from pipeline.replay.workload_manifests import deployment
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack, StackState
 
@@ -72,20 +73,8 @@ def test_the_components_run_with_the_profile_and_the_cluster_states_it(profiled:
 
 
 def _trace() -> Segment:
-    labels = {"app": "web"}
-    container = {"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}
-
     def web(replicas: int) -> dict[str, object]:
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": "shop"},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": labels},
-                "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
-            },
-        }
+        return deployment("web", "shop", replicas, cpu="100m", memory="128Mi")
 
     events = [Event.applied(ts, key_of(web(n)), web(n), 0) for ts, n in ((0, 2), (20_000, 4), (40_000, 3))]
     return build_segment(events, start_ms=0, end_ms=60_000, kind=SegmentKind.TRACE)
