@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
+from bench.environment import machine
 from pipeline.analytics.timeline import TimelineFolder
 from pipeline.analytics.timeline_store import read_timeline, write_timeline
 from pipeline.formats.wire.codec import decode_event, encode_event
@@ -100,11 +99,7 @@ def main() -> None:
             "read_rows_per_s": round(len(rows) / read_s),
             "bytes_per_row": round(size / len(rows), 2),
         },
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
     }
     print(json.dumps(result, indent=2))
 

@@ -25,16 +25,14 @@ import contextlib
 import dataclasses
 import json
 import math
-import os
-import platform
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench.environment import machine, private_stack
 from pipeline.formats.segment import SegmentKind, build_segment
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
@@ -175,11 +173,7 @@ async def _run(args: argparse.Namespace, stack: LocalStack, kubeconfig: Path) ->
     print(json.dumps({"fixed_pool": fixed}), file=sys.stderr)
     return {
         "benchmark": "autoscale",
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "trace": {
             "waves": args.waves,
             "replicas_per_wave": args.replicas,
@@ -213,13 +207,8 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=10, help="one-CPU pods per wave")
     parser.add_argument("--speed", type=float, default=10.0)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="kubetape-bench-") as tmp:
-        stack = LocalStack(Path(tmp))
-        info = stack.up(["sim"], autoscaled=["sim"])
-        try:
-            result = asyncio.run(_run(args, stack, info.kubeconfigs["sim"]))
-        finally:
-            stack.down()
+    with private_stack(["sim"], autoscaled=["sim"]) as (stack, info):
+        result = asyncio.run(_run(args, stack, info.kubeconfigs["sim"]))
     print(json.dumps(result, indent=2))
 
 

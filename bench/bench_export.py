@@ -22,7 +22,6 @@ import argparse
 import cProfile
 import json
 import os
-import platform
 import pstats
 import statistics
 import tempfile
@@ -31,6 +30,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from bench.environment import machine
 from pipeline.formats.wire.probe import EventHead
 from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.sink import synthetic
@@ -121,11 +121,7 @@ def main() -> None:
         export = {fmt.value: time_export(store_dir, start_ms, fmt, args.repeats) for fmt in ExportFormat}
     result = {
         "benchmark": "export",
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "events": args.events,
         "partitions": PARTITIONS,
         "segments": segments,

@@ -21,11 +21,11 @@ import asyncio
 import functools
 import json
 import os
-import platform
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 
+from bench.environment import machine
 from pipeline.formats.wire import native
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.segment_store import MemorySegmentStore
@@ -102,12 +102,7 @@ def main() -> None:
         "messages": args.messages,
         "native_scan": native.NATIVE,
         **figures,
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "loadavg": os.getloadavg(),
-        },
+        "machine": {**machine(), "loadavg": os.getloadavg()},
     }
     print(json.dumps(result, indent=2))
 

@@ -22,15 +22,13 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import platform
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.environment import machine, private_stack
 from pipeline.formats.segment import SegmentKind, build_segment
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
@@ -144,25 +142,14 @@ def _cluster(args: argparse.Namespace) -> Iterator[Path]:
     if args.kubeconfig:
         yield args.kubeconfig
         return
-    from pipeline.stack.stack import LocalStack
-
-    with tempfile.TemporaryDirectory(prefix="kubetape-bench-") as tmp:
-        stack = LocalStack(Path(tmp))
-        info = stack.up(["sim"])
-        try:
-            yield info.kubeconfigs["sim"]
-        finally:
-            stack.down()
+    with private_stack(["sim"]) as (_, info):
+        yield info.kubeconfigs["sim"]
 
 
 async def _main(args: argparse.Namespace, kubeconfig: Path) -> dict[str, Any]:
     return {
         "benchmark": "replay",
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "throughput": await bench_throughput(kubeconfig, args.objects, args.concurrency, args.repeats),
         "lateness": await bench_lateness(kubeconfig, args.steps, args.gap_ms),
     }

@@ -40,7 +40,6 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import tempfile
 import time
 import uuid
@@ -50,6 +49,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
+from bench.environment import machine, private_stack
 from pipeline.formats.wire import native
 from pipeline.formats.wire.codec import decode_event, encode_event
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
@@ -66,9 +66,17 @@ from pipeline.sink.sink import Sink, SinkSettings
 PARTITIONS = 6
 
 
-async def fill_topic(bootstrap: str, topic: str, n: int, start_ms: int) -> dict[int, int]:
+async def fill_new_topic(bootstrap: str, name: str, n: int) -> tuple[str, int, dict[int, int]]:
+    """A new topic ``bench.NAME.<random>`` of :data:`PARTITIONS` partitions filled with ``n`` synthetic
+    events over the last hour (from a whole minute on): (topic, its first minute in ms, end offset by
+    partition)."""
+    topic = f"bench.{name}.{uuid.uuid4().hex[:8]}"
+    await ensure_topic(KafkaSettings(bootstrap), topic, PARTITIONS)
+    now = int(time.time() * 1000) - 3_600_000
+    start_ms = now - now % 60_000
     synthetic.FAST_HASHES = True
-    return await _fill_with(bootstrap, topic, synthetic.synthetic_events(n, start_ms, 3_600_000))
+    ends = await _fill_with(bootstrap, topic, synthetic.synthetic_events(n, start_ms, 3_600_000))
+    return topic, start_ms, ends
 
 
 async def bench_raw(
@@ -213,24 +221,13 @@ def _broker(args: argparse.Namespace) -> Iterator[str]:
     if args.bootstrap:
         yield args.bootstrap
         return
-    from pipeline.stack.stack import LocalStack
-
-    with tempfile.TemporaryDirectory(prefix="kubetape-bench-") as tmp:
-        stack = LocalStack(Path(tmp))
-        info = stack.up([])
-        try:
-            yield info.bootstrap
-        finally:
-            stack.down()
+    with private_stack([]) as (_, info):
+        yield info.bootstrap
 
 
 async def _main(bootstrap: str, n: int) -> dict[str, Any]:
     tune_gc_for_throughput()  # as the sink service does
-    topic = f"bench.sink.{uuid.uuid4().hex[:8]}"
-    await ensure_topic(KafkaSettings(bootstrap), topic, PARTITIONS)
-    now = int(time.time() * 1000) - 3_600_000
-    start_ms = now - now % 60_000
-    ends = await fill_topic(bootstrap, topic, n, start_ms)
+    topic, start_ms, ends = await fill_new_topic(bootstrap, "sink", n)
     total = sum(ends.values())
     raw = await bench_raw(bootstrap, topic, total)
     ingest_only = await bench_raw(bootstrap, topic, total, batch_check=_ingest_check())
@@ -242,11 +239,7 @@ async def _main(bootstrap: str, n: int) -> dict[str, Any]:
         sink_10min = await bench_sink(bootstrap, topic, ends, Path(tmp), window_ms=600_000)
     return {
         "benchmark": "sink",
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "events": n,
         "partitions": PARTITIONS,
         "load_average_1m": round(os.getloadavg()[0], 2),

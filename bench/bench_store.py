@@ -22,36 +22,28 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.bench_sink import PARTITIONS, bench_export, bench_sink, fill_topic
-from pipeline.io.kafka import KafkaSettings, ensure_topic
+from bench.bench_sink import PARTITIONS, bench_export, bench_sink, fill_new_topic
+from bench.environment import machine, private_stack
 from pipeline.io.store_url import open_segment_store
 from pipeline.sink.export import ExportFormat
 from pipeline.sink.service import tune_gc_for_throughput
 from pipeline.stack import s3
-from pipeline.stack.stack import LocalStack
 from pipeline.stack.versions import S3PROXY_VERSION
 
 
 @contextmanager
 def _stack() -> Iterator[tuple[str, str]]:
     """A private stack with Kafka and the S3 server (no clusters); yields (bootstrap, S3 endpoint)."""
-    with tempfile.TemporaryDirectory(prefix="kubetape-bench-store-") as tmp:
-        stack = LocalStack(Path(tmp))
-        info = stack.up([])
-        try:
-            assert info.s3_endpoint is not None
-            yield info.bootstrap, info.s3_endpoint
-        finally:
-            stack.down()
+    with private_stack([], prefix="kubetape-bench-store-") as (_, info):
+        assert info.s3_endpoint is not None
+        yield info.bootstrap, info.s3_endpoint
 
 
 async def _main(bootstrap: str, endpoint: str, n: int, repeat: int) -> dict[str, Any]:
@@ -59,11 +51,7 @@ async def _main(bootstrap: str, endpoint: str, n: int, repeat: int) -> dict[str,
         name, value = line.removeprefix("export ").split("=", 1)
         os.environ[name] = value
     tune_gc_for_throughput()
-    topic = f"bench.store.{uuid.uuid4().hex[:8]}"
-    await ensure_topic(KafkaSettings(bootstrap), topic, PARTITIONS)
-    now = int(time.time() * 1000) - 3_600_000
-    start_ms = now - now % 60_000
-    ends = await fill_topic(bootstrap, topic, n, start_ms)
+    topic, start_ms, ends = await fill_new_topic(bootstrap, "store", n)
     kubetape = (ExportFormat.KUBETAPE,)
     sinks: dict[str, list[dict[str, Any]]] = {"local": [], "s3": []}
     with tempfile.TemporaryDirectory(prefix="kubetape-bench-segments-") as tmp:
@@ -85,11 +73,7 @@ async def _main(bootstrap: str, endpoint: str, n: int, repeat: int) -> dict[str,
         raise SystemExit(f"the exports differ: local {local_x}, s3 {s3_x}")
     return {
         "benchmark": "store",
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "events": n,
         "partitions": PARTITIONS,
         "load_average_1m": round(os.getloadavg()[0], 2),

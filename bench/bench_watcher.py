@@ -45,7 +45,6 @@ import contextlib
 import gc
 import json
 import os
-import platform
 import re
 import statistics
 import sys
@@ -59,6 +58,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from bench.environment import machine, private_stack
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer, topic_partitions
 from pipeline.io.kube.connect import kube_api
@@ -599,26 +599,14 @@ def _stack(args: argparse.Namespace) -> Iterator[tuple[str, Path | None]]:
     if args.bootstrap:
         yield args.bootstrap, args.kubeconfig
         return
-    from pipeline.stack.stack import LocalStack
-
-    with tempfile.TemporaryDirectory(prefix="kubetape-bench-") as tmp:
-        stack = LocalStack(Path(tmp))
-        clusters = [] if args.skip_watch else ["source"]
-        info = stack.up(clusters)
-        try:
-            yield info.bootstrap, info.kubeconfigs.get("source")
-        finally:
-            stack.down()
+    with private_stack([] if args.skip_watch else ["source"]) as (_, info):
+        yield info.bootstrap, info.kubeconfigs.get("source")
 
 
 async def _main(args: argparse.Namespace, bootstrap: str, kubeconfig: Path | None) -> dict[str, Any]:
     result: dict[str, Any] = {
         "benchmark": "watcher",
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "publish": await bench_publish(bootstrap, args.events),
         "gc_pause": bench_gc_pause(args.gc_objects),
     }
