@@ -34,7 +34,7 @@ one unit.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,6 +178,16 @@ MAX_GONE_WAITING = 10_000
 """Deleted pods kept while their owner is not published yet; beyond this the oldest are dropped."""
 
 
+def _decoded(records: Iterable[tuple[str, bytes]], topic: str) -> Iterator[Event | None]:
+    """Each record of ``topic`` decoded, None for one that does not decode: a restart counts and skips
+    those rather than refuse to start."""
+    for key, value in records:
+        try:
+            yield decode_event(value, f"{topic} key {key}")
+        except FormatError:
+            yield None
+
+
 class Shaper:
     """The watcher's de-duplicating memory; see the module docstring."""
 
@@ -197,25 +207,18 @@ class Shaper:
     def restore(self, state: Mapping[str, bytes], resume: Mapping[str, bytes]) -> int:
         """Load what earlier runs published; returns how many undecodable records were skipped."""
         skipped = 0
-        for key, value in state.items():
-            try:
-                event = decode_event(value, f"{STATE_TOPIC} key {key}")
-            except FormatError:
+        for event in _decoded(state.items(), STATE_TOPIC):
+            if event is None:
                 skipped += 1
-                continue
-            if event.type is EventType.APPLIED and event.obj is not None:
+            elif event.type is EventType.APPLIED and event.obj is not None:
                 self.index[event.key] = Published(
                     event.uid, event.resource_version, event.spec_hash, event.obj, event.ts_ms
                 )
-        for key, value in resume.items():
-            if not key.startswith(LIFECYCLE_PREFIX):
-                continue
-            try:
-                event = decode_event(value, f"{RESUME_TOPIC} key {key}")
-            except FormatError:
+        lifecycles = ((key, value) for key, value in resume.items() if key.startswith(LIFECYCLE_PREFIX))
+        for event in _decoded(lifecycles, RESUME_TOPIC):
+            if event is None:
                 skipped += 1
-                continue
-            if event.type is EventType.POD_LIFECYCLE and event.pod_start_ms is not None:
+            elif event.type is EventType.POD_LIFECYCLE and event.pod_start_ms is not None:
                 self.pods[event.key] = PodTrack(
                     event.uid,
                     None,
