@@ -98,7 +98,7 @@ def _item_keys(source: dict[str, Any], at: str) -> tuple[tuple[str, ...], tuple[
     items = source.get("items")
     found = [
         (key, f"{at}/items/{i}/key")
-        for i, item in enumerate(items if isinstance(items, list) else [])
+        for i, item in _entries(items)
         if isinstance(item, dict) and (key := _str(item.get("key")))
     ]
     return tuple(k for k, _ in found), tuple(p for _, p in found)
@@ -113,36 +113,49 @@ def references(pod_spec: Any) -> Iterator[Reference]:
             yield Reference("ServiceAccount", name, f"/{field}")
     for list_name in CONTAINER_LISTS:
         containers = pod_spec.get(list_name)
-        for ci, container in enumerate(containers if isinstance(containers, list) else []):
+        for ci, container in _entries(containers):
             if isinstance(container, dict):
                 yield from _container_references(container, f"/{list_name}/{ci}")
     volumes = pod_spec.get("volumes")
-    for vi, volume in enumerate(volumes if isinstance(volumes, list) else []):
+    for vi, volume in _entries(volumes):
         if isinstance(volume, dict):
             yield from _volume_references(volume, f"/volumes/{vi}")
 
 
 def _container_references(container: dict[str, Any], at: str) -> Iterator[Reference]:
     env = container.get("env")
-    for ei, var in enumerate(env if isinstance(env, list) else []):
-        value_from = var.get("valueFrom") if isinstance(var, dict) else None
-        if not isinstance(value_from, dict):
+    value_froms = ((ei, var.get("valueFrom") if isinstance(var, dict) else None) for ei, var in _entries(env))
+    for ei, field, kind, name, ref in _named_refs(
+        value_froms, (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret"))
+    ):
+        key = _str(ref.get("key"))
+        ref_at = f"{at}/env/{ei}/valueFrom/{field}"
+        keys, key_paths = ((key,), (f"{ref_at}/key",)) if key else ((), ())
+        yield Reference(kind, name, f"{ref_at}/name", keys, key_paths)
+    env_from = _entries(container.get("envFrom"))
+    for ei, field, kind, name, _ in _named_refs(
+        env_from, (("configMapRef", "ConfigMap"), ("secretRef", "Secret"))
+    ):
+        yield Reference(kind, name, f"{at}/envFrom/{ei}/{field}/name")
+
+
+def _entries(value: Any) -> Iterator[tuple[int, Any]]:
+    """(index, entry) of a list field; nothing when the field is absent or not a list."""
+    return enumerate(value if isinstance(value, list) else [])
+
+
+def _named_refs(
+    holders: Iterator[tuple[int, Any]], fields: tuple[tuple[str, str], ...]
+) -> Iterator[tuple[int, str, str, str, dict[str, Any]]]:
+    """(index, field, kind, name, reference) of each required reference that names an object, held in
+    one of ``fields`` (field, kind of object) of the dict holders."""
+    for index, holder in holders:
+        if not isinstance(holder, dict):
             continue
-        for field, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
-            ref = value_from.get(field)
+        for field, kind in fields:
+            ref = holder.get(field)
             if isinstance(ref, dict) and not _optional(ref) and (name := _str(ref.get("name"))):
-                key = _str(ref.get("key"))
-                ref_at = f"{at}/env/{ei}/valueFrom/{field}"
-                keys, key_paths = ((key,), (f"{ref_at}/key",)) if key else ((), ())
-                yield Reference(kind, name, f"{ref_at}/name", keys, key_paths)
-    env_from = container.get("envFrom")
-    for ei, source in enumerate(env_from if isinstance(env_from, list) else []):
-        if not isinstance(source, dict):
-            continue
-        for field, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
-            ref = source.get(field)
-            if isinstance(ref, dict) and not _optional(ref) and (name := _str(ref.get("name"))):
-                yield Reference(kind, name, f"{at}/envFrom/{ei}/{field}/name")
+                yield index, field, kind, name, ref
 
 
 def _volume_references(volume: dict[str, Any], at: str) -> Iterator[Reference]:
@@ -157,11 +170,8 @@ def _volume_references(volume: dict[str, Any], at: str) -> Iterator[Reference]:
         yield Reference("PersistentVolumeClaim", name, f"{at}/persistentVolumeClaim/claimName")
     projected = volume.get("projected")
     sources = projected.get("sources") if isinstance(projected, dict) else None
-    for si, source in enumerate(sources if isinstance(sources, list) else []):
-        if not isinstance(source, dict):
-            continue
-        for field, kind in (("configMap", "ConfigMap"), ("secret", "Secret")):
-            ref = source.get(field)
-            if isinstance(ref, dict) and not _optional(ref) and (name := _str(ref.get("name"))):
-                source_at = f"{at}/projected/sources/{si}/{field}"
-                yield Reference(kind, name, f"{source_at}/name", *_item_keys(ref, source_at))
+    for si, field, kind, name, ref in _named_refs(
+        _entries(sources), (("configMap", "ConfigMap"), ("secret", "Secret"))
+    ):
+        source_at = f"{at}/projected/sources/{si}/{field}"
+        yield Reference(kind, name, f"{source_at}/name", *_item_keys(ref, source_at))
