@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 
 from pipeline.model.errors import ConfigError
-from pipeline.model.pointer import parse_pointer, resolve
+from pipeline.model.pointer import parents, parse_pointer, resolve
 from pipeline.model.sanitize import copy_json
 from pipeline.model.selectors import LabelSelector, parse_label_selector
 
@@ -254,28 +254,11 @@ def obfuscated(value: str) -> str:
 
 
 def _places(obj: dict[str, Any], at: str) -> list[tuple[Any, Any]]:
-    """(container, key) of every place ``at`` reaches; (None, None) stands for the object itself."""
+    """(container, key) of every place ``at`` reaches, list positions as ints; (None, None) stands for
+    the object itself."""
     if at == "":
         return [(None, None)]
-    segments = parse_pointer(at)
-    containers = (
-        resolve(obj, "/" + "/".join(_escape(s) for s in segments[:-1])) if len(segments) > 1 else [obj]
-    )
-    last = segments[-1]
-    found: list[tuple[Any, Any]] = []
-    for node in containers:
-        if isinstance(node, dict) and last in node:
-            found.append((node, last))
-        elif isinstance(node, list):
-            if last == "*":
-                found.extend((node, i) for i in range(len(node)))
-            elif last.isdigit() and int(last) < len(node):
-                found.append((node, int(last)))
-    return found
-
-
-def _escape(segment: str) -> str:
-    return segment.replace("~", "~0").replace("/", "~1")
+    return [(node, int(last) if isinstance(node, list) else last) for node, last in parents(obj, at)]
 
 
 def _remove(node: Any, pointer: str) -> list[tuple[Any, Any]]:
