@@ -50,6 +50,7 @@ from pipeline.io.kube.connect import kube_api
 from pipeline.io.pod_watch import PodWatch
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
+from pipeline.replay import workload_manifests
 
 NAMESPACE = "shop"
 KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
@@ -72,28 +73,16 @@ def split(total: float, weights: list[float]) -> list[int]:
 
 
 def deployment(name: str, replicas: int) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "registry.example/app:1",
-                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-                        }
-                    ]
-                },
-            },
-        },
-    }
+    return workload_manifests.deployment(
+        name,
+        NAMESPACE,
+        replicas,
+        cpu="100m",
+        memory="128Mi",
+        container="app",
+        image="registry.example/app:1",
+        labelled=True,
+    )
 
 
 def cluster_hour(args: argparse.Namespace) -> tuple[list[Event], dict[str, Any]]:

@@ -25,15 +25,19 @@ def deployment(
     memory: str,
     container: str = "c",
     image: str = "x",
+    labelled: bool = False,
 ) -> dict[str, Any]:
     """A Deployment of ``replicas`` pods of one container requesting ``cpu`` and ``memory``, its pods
-    labelled ``app: name``."""
+    labelled ``app: name`` (and the Deployment too if ``labelled``)."""
     labels = {"app": name}
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labelled:
+        metadata["labels"] = dict(labels)
     spec = {"name": container, "image": image, "resources": {"requests": {"cpu": cpu, "memory": memory}}}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": metadata,
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": dict(labels)},

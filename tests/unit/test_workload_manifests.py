@@ -20,6 +20,12 @@ def test_a_deployment_selects_the_pods_it_labels_and_requests_what_it_was_given(
     }
 
 
+def test_a_labelled_deployment_carries_its_pods_label_itself() -> None:
+    assert "labels" not in deployment("web", "shop", 1, cpu="1", memory="1Gi")["metadata"]
+    labelled = deployment("web", "shop", 1, cpu="1", memory="1Gi", labelled=True)
+    assert labelled["metadata"] == {"name": "web", "namespace": "shop", "labels": {"app": "web"}}
+
+
 def test_changing_one_deployment_leaves_the_next_one_built_alone() -> None:
     first = deployment("web", "shop", 1, cpu="1", memory="1Gi")
     first["spec"]["template"]["spec"]["affinity"] = {}
