@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 
 from pipeline.model.errors import ConfigError, FormatError, KubetapeError
 from services.logs import configure_logging
+from services.settings import settings_from_args
 
 # Each module exposes ``register(subparsers)``, which adds its subcommand and sets ``func``.
 COMMAND_MODULES = (
@@ -26,7 +26,8 @@ COMMAND_MODULES = (
     "services.commands.export",
     "services.commands.validate",
     "services.commands.transform",
-    "services.commands.sim",  # `kubetape sim …` and `kubetape controller`
+    "services.commands.sim",
+    "services.commands.controller",
     "services.commands.analytics",
     "services.commands.compare",
     "services.commands.sweep",
@@ -47,10 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # Long-running services switch to JSON lines themselves; interactive commands log short text.
-    configure_logging(json_lines=False, level=logging.WARNING)
     try:
-        code: int = args.func(args)
+        # the one root of settings: every command takes its part of it, services their frozen settings
+        settings = settings_from_args(args)
+        configure_logging(settings.log)
+        code: int = args.func(settings.command)
     except (ConfigError, FormatError) as exc:
         print(f"kubetape: error: {exc}", file=sys.stderr)
         return 2

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from services.settings import LogSettings
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -31,19 +33,18 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
-def configure_logging(*, json_lines: bool, level: int = logging.INFO, with_time: bool = False) -> None:
-    """Log to stderr, as JSON lines or as text (``with_time``: text lines start with the time, for a
-    service's log; an interactive command's warnings go without)."""
+def configure_logging(settings: LogSettings) -> None:
+    """Log to stderr, as JSON lines or as text (see :class:`~services.settings.LogSettings`)."""
     handler = logging.StreamHandler(sys.stderr)
     text_format = "%(levelname)s %(name)s: %(message)s"
     handler.setFormatter(
         JsonFormatter()
-        if json_lines
-        else logging.Formatter(("%(asctime)s " if with_time else "") + text_format)
+        if settings.json_lines
+        else logging.Formatter(("%(asctime)s " if settings.with_time else "") + text_format)
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(settings.level)
     # aiokafka logs every transient coordinator miss during a group's first join at WARNING/ERROR;
     # the stages report real failures themselves.
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)

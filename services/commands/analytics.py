@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import re
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,17 +27,18 @@ from typing import Any
 from pipeline.analytics.consumer import AnalyticsConsumer, group_id_for
 from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
-from services.commands.sink import add_cluster_argument
+from services.flags import add_cluster_argument, add_command
+from services.serving import on_stop_signals
 
 BUILTIN_CONSUMERS = ("timeline", "metrics")
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "analytics",
         help="run analytics consumers (timeline → Parquet, Prometheus metrics) over Kafka or a trace",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=__doc__,
     )
     sub = parser.add_subparsers(dest="analytics_command", required=True, metavar="ACTION")
     run = sub.add_parser("run", help="run one consumer", description=__doc__)
@@ -66,9 +65,14 @@ def register(subparsers: Any) -> None:
         default="KUBETAPE_TOKEN",
         help="environment variable holding the bearer token /metrics requires (default KUBETAPE_TOKEN)",
     )
-    run.set_defaults(func=_run)
+    # over Kafka a consumer is a service and logs JSON lines; over a trace file it is a command
+    run.set_defaults(func=_run, service_log=_over_kafka, log_format="json", log_level="info")
     listing = sub.add_parser("list", help="the built-in consumers and their consumer groups")
     listing.set_defaults(func=_list)
+
+
+def _over_kafka(args: argparse.Namespace) -> bool:
+    return args.trace is None
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -113,9 +117,6 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(
             'no Kafka bootstrap: pass --bootstrap, --trace FILE, or `eval "$(kubetape stack env)"`'
         )
-    from services.logs import configure_logging
-
-    configure_logging(json_lines=True, level=logging.INFO)
     asyncio.run(_run_kafka(args, bootstrap))
     return 0
 
@@ -159,10 +160,8 @@ async def _run_kafka(args: argparse.Namespace, bootstrap: str) -> None:
             settings, args.topic, group, start_ms=start_ms, end_ms=end_ms, cluster=args.cluster
         ) as source:
             runner = ConsumerRunner(consumer, source)
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, runner.stop)
-            stats = await runner.run()
+            with on_stop_signals(runner.stop):
+                stats = await runner.run()
             print(
                 json.dumps(
                     {"consumer": consumer.name, "events": stats.events, "undecodable": stats.undecodable}

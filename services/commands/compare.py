@@ -20,14 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.model.errors import ConfigError
+from services.flags import add_command
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "compare",
         help="fidelity of replays against their recording and run-vs-run differences with intervals",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=__doc__,
     )
     parser.add_argument(
         "runs", type=Path, nargs="+", metavar="RUN", help="run directories (or their parents)"

@@ -28,7 +28,7 @@ from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
 from pipeline.validate.tracefile import encode_trace
 from pipeline.validate.transform import Transform, load_transform
-from services.commands.sink import add_cluster_argument, add_store_argument
+from services.flags import add_cluster_argument, add_store_argument
 
 
 def register(subparsers: Any) -> None:

@@ -30,15 +30,15 @@ import yaml
 
 from pipeline.model.errors import ConfigError
 from pipeline.replay.autoscale_provider import PROVIDERS
-from services.commands.sink import add_cluster_argument
+from services.flags import add_cluster_argument, add_command
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "replay",
         help="replay a trace (kubetape or SimKube .sktrace) into a simulated KWOK cluster",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=__doc__,
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(

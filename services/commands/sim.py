@@ -1,9 +1,8 @@
-"""``kubetape sim run|list|pause|resume|delete`` (Simulation resources) and ``kubetape controller``.
+"""``kubetape sim run|list|pause|resume|delete``: create and drive Simulation resources.
 
 A Simulation (CRD ``simulations.kubetape.dev``, k8s/sim/simulation-crd.yaml) describes a replay; the
-controller runs each repetition as a replayer Job in its namespace, one Simulation at a time per
-cluster. ``kubetape controller`` serves ``/healthz``, ``/readyz`` and ``/metrics`` on 127.0.0.1 by
-default and, on SIGTERM/SIGINT, finishes its pass, gives up its Lease and exits 0.
+controller (``kubetape controller``, services/commands/controller.py) runs each repetition as a replayer
+Job in its namespace, one Simulation at a time per cluster.
 """
 
 from __future__ import annotations
@@ -11,20 +10,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
-import os
-import signal
-import socket
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from pipeline.model.errors import ConfigError
-
-log = logging.getLogger("kubetape.controller")
+from services.flags import add_kubeconfig_flags
 
 API_VERSION = "kubetape.dev/v1"
 KIND = "Simulation"
@@ -33,21 +25,6 @@ TERMINAL = ("Succeeded", "Failed")
 
 # ---- argument parsing ------------------------------------------------------------------------------
 def register(subparsers: Any) -> None:
-    _register_sim(subparsers)
-    _register_controller(subparsers)
-
-
-def _kubeconfig_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--kubeconfig",
-        type=Path,
-        default=None,
-        help="kubeconfig of the simulation cluster (default: $KUBECONFIG, else in-cluster credentials)",
-    )
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
-
-
-def _register_sim(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "sim", help="create and drive Simulation resources (replays run by `kubetape controller`)"
     )
@@ -81,12 +58,12 @@ def _register_sim(subparsers: Any) -> None:
         "--wait", action="store_true", help="wait until it Succeeded or Failed (exit 1 on Failed)"
     )
     run.add_argument("--dry-run", action="store_true", help="print the Simulation as YAML, create nothing")
-    _kubeconfig_flag(run)
+    _simulation_cluster_flags(run)
     run.set_defaults(func=_sim_run)
 
     listing = verbs.add_parser("list", help="Simulations with phase and progress")
     listing.add_argument("--json", action="store_true", help="the full objects as JSON")
-    _kubeconfig_flag(listing)
+    _simulation_cluster_flags(listing)
     listing.set_defaults(func=_sim_list)
 
     for verb, paused in (("pause", True), ("resume", False)):
@@ -97,67 +74,14 @@ def _register_sim(subparsers: Any) -> None:
             else "continue a paused one",
         )
         sub.add_argument("name")
-        _kubeconfig_flag(sub)
+        _simulation_cluster_flags(sub)
         sub.set_defaults(func=_sim_pause, paused=paused)
 
     delete = verbs.add_parser("delete", help="stop a Simulation and remove everything it created")
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true", help="wait until the cleanup is done")
-    _kubeconfig_flag(delete)
+    _simulation_cluster_flags(delete)
     delete.set_defaults(func=_sim_delete)
-
-
-def _register_controller(subparsers: Any) -> None:
-    from pipeline.controller.settings import (
-        DEFAULT_IMAGE,
-        DEFAULT_LEASE_NAME,
-        DEFAULT_NAMESPACE,
-        DEFAULT_SERVICE_ACCOUNT,
-    )
-
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "controller", help="run the Simulation controller (replayer Jobs, one simulation at a time)"
-    )
-    _kubeconfig_flag(parser)
-    parser.add_argument(
-        "--namespace",
-        default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
-        help=f"namespace of the Jobs and the Lease (default: $POD_NAMESPACE, else {DEFAULT_NAMESPACE})",
-    )
-    parser.add_argument(
-        "--image",
-        default=os.environ.get("KUBETAPE_IMAGE", DEFAULT_IMAGE),
-        help=f"kubetape image the replayer Jobs run (default: $KUBETAPE_IMAGE, else {DEFAULT_IMAGE})",
-    )
-    parser.add_argument(
-        "--service-account",
-        default=DEFAULT_SERVICE_ACCOUNT,
-        help=f"service account of the replayer Jobs (default: {DEFAULT_SERVICE_ACCOUNT})",
-    )
-    parser.add_argument(
-        "--identity",
-        default=os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
-        help="Lease holder identity (default: $POD_NAME, else host-pid)",
-    )
-    parser.add_argument("--lease-name", default=DEFAULT_LEASE_NAME, help=f"(default: {DEFAULT_LEASE_NAME})")
-    parser.add_argument(
-        "--lease-duration", type=int, default=15, help="seconds a silent holder keeps the Lease (default 15)"
-    )
-    parser.add_argument(
-        "--renew-interval",
-        type=float,
-        default=5.0,
-        help="seconds between Lease renewals and passes (default 5)",
-    )
-    parser.add_argument(
-        "--http-host", default="127.0.0.1", help="health/metrics address (default: 127.0.0.1)"
-    )
-    parser.add_argument(
-        "--http-port", type=int, default=8081, help="health/metrics port, 0 = any (default 8081)"
-    )
-    parser.add_argument("--log-format", choices=["json", "text"], default="json", help="(default: json)")
-    parser.add_argument("--log-level", choices=["debug", "info", "warning"], default="info")
-    parser.set_defaults(func=_controller)
 
 
 # ---- kubetape sim ------------------------------------------------------------------------------------
@@ -347,67 +271,7 @@ async def _call(awaitable: Any, what: str) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-# ---- kubetape controller -----------------------------------------------------------------------------
-def _controller(args: argparse.Namespace) -> int:
-    from pipeline.controller.settings import ControllerSettings
-    from pipeline.io.http import HttpSettings
-    from services.logs import configure_logging
-
-    if not 0 < args.renew_interval < args.lease_duration:
-        raise ConfigError(
-            f"--renew-interval {args.renew_interval:g} must be above 0 and below --lease-duration "
-            f"{args.lease_duration} (else the Lease expires between renewals); e.g. 5 and 15"
-        )
-    configure_logging(
-        json_lines=args.log_format == "json", level=getattr(logging, args.log_level.upper()), with_time=True
+def _simulation_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    add_kubeconfig_flags(
+        parser, what="the simulation cluster", default="$KUBECONFIG, else in-cluster credentials"
     )
-    settings = ControllerSettings(
-        identity=args.identity,
-        namespace=args.namespace,
-        image=args.image,
-        service_account=args.service_account,
-        lease_name=args.lease_name,
-        lease_duration_s=args.lease_duration,
-        renew_interval_s=args.renew_interval,
-    )
-    http = HttpSettings(host=args.http_host, port=args.http_port)
-    return asyncio.run(serve_controller(settings, http, args.kubeconfig, args.context))
-
-
-async def serve_controller(
-    settings: Any, http: Any, kubeconfig: Path | None, context: str | None = None
-) -> int:
-    """Run the controller until SIGTERM/SIGINT; returns the exit code."""
-    from pipeline.controller.controller import Controller
-    from pipeline.io.http import bound_port, create_app, start_http
-    from pipeline.io.kube.client import controller_client
-    from pipeline.io.kube.connect import kube_api_auto
-    from pipeline.io.metrics import Metrics
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    metrics = Metrics()
-    try:
-        async with kube_api_auto(kubeconfig, context) as api:
-            controller = Controller(controller_client(api), settings, metrics)
-            runner = await start_http(create_app(metrics, lambda: controller.ready), http)
-            log.info(
-                "controller %s: namespace %s, image %s; health on http://%s:%d",
-                settings.identity,
-                settings.namespace,
-                settings.image,
-                http.host,
-                bound_port(runner),
-            )
-            started = time.monotonic()
-            try:
-                await controller.run(stop)
-            finally:
-                await runner.cleanup()
-            log.info("stopped cleanly after %.0f s (Lease released)", time.monotonic() - started)
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-    return 0

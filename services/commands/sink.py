@@ -4,87 +4,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
-import re
-from pathlib import Path
 from typing import Any
 
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka import KafkaSettings
 from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP
-from pipeline.io.store_url import StoreLocation, parse_store_url
 from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC
-from pipeline.model.errors import ConfigError, FormatError
-from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId, parse_cluster_id
+from pipeline.model.errors import ConfigError
+from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.compactor import CompactionSettings
 from pipeline.sink.service import SinkServiceSettings, run_sink_service
 from pipeline.sink.sink import SinkSettings
-from services.logs import configure_logging
-
-DEFAULT_SEGMENT_DIR = Path("~/.cache/kubetape/segments")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from ``500ms``, ``60s``, ``5m``, ``2h``, ``7d``."""
-    match = _DURATION.match(text.strip())
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use e.g. 500ms, 60s, 5m, 2h, 7d")
-    return float(match.group(1)) * _SECONDS[match.group(2)]
-
-
-def add_store_argument(parser: argparse.ArgumentParser) -> None:
-    default = os.environ.get("KUBETAPE_SEGMENT_STORE") or os.environ.get("KUBETAPE_SEGMENT_DIR")
-    parser.add_argument(
-        "--segment-store",
-        "--segment-dir",
-        dest="segment_store",
-        type=_store_location,
-        # a string default goes through `type` at parse time: a bad $KUBETAPE_SEGMENT_STORE is reported as
-        # this option's error by the commands that read a store, not by every command of the CLI
-        default=default or str(DEFAULT_SEGMENT_DIR),
-        metavar="DIR_OR_URL",
-        help="segment store: a directory, file:///dir or s3://bucket/prefix (credentials and endpoint from "
-        "AWS_* variables; default: $KUBETAPE_SEGMENT_STORE, $KUBETAPE_SEGMENT_DIR or "
-        f"{DEFAULT_SEGMENT_DIR})",
-    )
-
-
-def add_cluster_argument(parser: argparse.ArgumentParser, *, reader: bool = True) -> None:
-    """``--cluster``: which cluster of a fleet a command reads (``reader``) or the sink records."""
-    if reader:
-        text = (
-            "the recorded cluster to read, of a store or topic holding a fleet (default: the store's only "
-            "cluster; `kubetape inspect --clusters STORE` lists them)"
-        )
-    else:
-        text = (
-            "the cluster this sink records (its watcher's --cluster-id, by default the kube-system "
-            "namespace UID, which the watcher logs; default: $KUBETAPE_CLUSTER_ID, as the watcher). Its "
-            "segments go under clusters/<id>/ in the store, its consumer group defaults to "
-            "kubetape-sink.<id>. Unset: the topic's only cluster (by the last record of each partition; "
-            "'default' for records without a cluster header, as before fleets); a message of another "
-            "stops the sink, naming the --cluster to pass"
-        )
-    # the recording side (watcher and sink) shares $KUBETAPE_CLUSTER_ID; a reader names its cluster itself
-    default = None if reader else os.environ.get("KUBETAPE_CLUSTER_ID") or None
-    parser.add_argument("--cluster", type=_cluster_id, default=default, help=text)
-
-
-def _cluster_id(text: str) -> ClusterId:
-    try:
-        return parse_cluster_id(text, "--cluster")
-    except FormatError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _store_location(text: str) -> StoreLocation:
-    try:
-        return parse_store_url(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+from services.flags import (
+    add_cluster_argument,
+    add_http_flags,
+    add_log_flags,
+    add_store_argument,
+    parse_duration,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -119,16 +57,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--retention", type=parse_duration, default=None, help="delete segments older than this (keep all)"
     )
-    parser.add_argument("--http-host", default="127.0.0.1", help="HTTP listen address (127.0.0.1)")
-    parser.add_argument("--http-port", type=int, default=8081, help="HTTP port; 0 picks a free one (8081)")
+    add_http_flags(parser, port=8081)
     parser.add_argument(
         "--token-env",
         default="KUBETAPE_TOKEN",
         help="environment variable holding the bearer token for POST /export (KUBETAPE_TOKEN; unset: "
         "export over HTTP is off)",
     )
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    parser.set_defaults(func=_run)
+    add_log_flags(parser, levels=("debug", "info", "warning", "error"), text=False)
+    parser.set_defaults(settings=settings_from_args, func=_run)
 
 
 def settings_from_args(args: argparse.Namespace) -> SinkServiceSettings:
@@ -163,8 +100,6 @@ def sink_group(cluster: ClusterId) -> str:
     return DEFAULT_SINK_GROUP if cluster == DEFAULT_CLUSTER else f"{DEFAULT_SINK_GROUP}.{cluster}"
 
 
-def _run(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
-    configure_logging(json_lines=True, level=getattr(logging, args.log_level.upper()))
+def _run(settings: SinkServiceSettings) -> int:
     asyncio.run(run_sink_service(settings))
     return 0

@@ -42,6 +42,7 @@ from pipeline.replay.autoscale_axes import (
     autoscaler_variants,
 )
 from pipeline.replay.autoscale_provider import PROVIDERS
+from services.flags import add_command
 
 if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when a sweep runs
     from pipeline.analytics.snapshots import SnapshotEvents
@@ -355,11 +356,11 @@ def parse_node_option(text: str) -> NodeOption:
 
 
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "sweep",
         help="replay a trace under a grid of parameters and report the cost/reliability Pareto frontier",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=__doc__,
     )
     parser.add_argument("--trace", type=Path, required=True, help="trace to replay")
     parser.add_argument("--kubeconfig", type=Path, required=True, help="kubeconfig of the simulated cluster")

@@ -1,61 +1,24 @@
 """``kubetape watch``: record a cluster onto Kafka (list+watch → filter/shape → kubetape.events/state).
 
 Settings come from flags, then environment variables, then documented defaults, and are built once into
-a frozen :class:`WatchServiceSettings`. The service serves ``/healthz``, ``/readyz`` (every stream synced
-and Kafka acknowledging what is published) and ``/metrics`` on 127.0.0.1 by default, logs one JSON
-object per line, and on SIGTERM/SIGINT stops reading the watches, flushes what it already read to Kafka
-(with a deadline), and exits 0.
+a frozen :class:`~services.watch_service.WatchServiceSettings`; the service itself is wired in
+:mod:`services.watch_service`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import gc
-import logging
 import os
-import signal
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka import KafkaSettings
-from services.logs import configure_logging
-
-if TYPE_CHECKING:  # imported lazily at run time: the CLI starts faster without them
-    from kubernetes_asyncio.client import ApiClient
-
-    from pipeline.io.kube.client import KubeClient
-    from pipeline.io.metrics import Metrics
-    from pipeline.io.publisher import KafkaPublisher
-    from pipeline.model.keys import ClusterId
-    from pipeline.watch.watcher import Watcher
-
-log = logging.getLogger("kubetape.watch")
+from services.flags import add_http_flags, add_kubeconfig_flags, add_log_flags
+from services.watch_service import WatchServiceSettings, serve
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-
-
-@dataclass(frozen=True, slots=True)
-class WatchServiceSettings:
-    """Everything ``kubetape watch`` needs; see ``kubetape watch --help`` for each default."""
-
-    kubeconfig: Path | None
-    """None: the pod's service account (running inside the recorded cluster)."""
-    kafka: KafkaSettings
-    http: HttpSettings
-    tracer_config: Path | None = None
-    context: str | None = None
-    partitions: int = 3
-    flush_deadline_s: float = 30.0
-    max_pending_units: int = 10_000
-    ready_ack_timeout_s: float = 5.0
-    """/readyz fails when changes have waited this long with no acknowledgement from Kafka."""
-    cluster_id: str | None = None
-    """None: the UID of the recorded cluster's kube-system namespace (see pipeline.io.cluster_identity)."""
 
 
 def register(subparsers: Any) -> None:
@@ -68,14 +31,11 @@ def register(subparsers: Any) -> None:
         default=None,
         help="tracer config YAML (SimKube-compatible; default: Deployments, StatefulSets, Jobs, CronJobs)",
     )
-    parser.add_argument(
-        "--kubeconfig",
-        type=Path,
-        default=None,
-        help="kubeconfig of the cluster to record (default: $KUBECONFIG, else the pod's service "
-        "account inside a cluster, else ~/.kube/config)",
+    add_kubeconfig_flags(
+        parser,
+        what="the cluster to record",
+        default="$KUBECONFIG, else the pod's service account inside a cluster, else ~/.kube/config",
     )
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument(
         "--cluster-id",
         default=None,
@@ -88,12 +48,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help=f"Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP, else {DEFAULT_BOOTSTRAP})",
     )
-    parser.add_argument(
-        "--http-host", default="127.0.0.1", help="health/metrics address (default: 127.0.0.1)"
-    )
-    parser.add_argument(
-        "--http-port", type=int, default=8080, help="health/metrics port, 0 = any (default: 8080)"
-    )
+    add_http_flags(parser, port=8080)
     parser.add_argument(
         "--partitions",
         type=int,
@@ -119,14 +74,8 @@ def register(subparsers: Any) -> None:
         help="/readyz answers 503 once changes have waited this many seconds with no acknowledgement "
         "from Kafka (the broker is down or unreachable; default: 5)",
     )
-    parser.add_argument("--log-format", choices=["json", "text"], default="json", help="(default: json)")
-    parser.add_argument(
-        "--log-level",
-        choices=["debug", "info", "warning"],
-        default="info",
-        help="debug: one line per watch event",
-    )
-    parser.set_defaults(func=_run)
+    add_log_flags(parser, level_help="debug: one line per watch event")
+    parser.set_defaults(settings=settings_from_args, func=_run)
 
 
 def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
@@ -151,176 +100,5 @@ def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
     )
 
 
-def freeze_long_lived_objects(*, collect: bool = True) -> None:
-    """Move every object alive now out of the garbage collector's reach.
-
-    The watcher's memory of what it published (one sanitized object per key) is large and lives as long
-    as the process; each full collection walks all of it (0.7–1.8 s for 100k Deployments on the
-    benchmark machine: ``gc_pause`` in bench/bench_watcher.py), stalling every watch and the publisher
-    at once. Frozen objects are never walked again, so collections only see what arrived later.
-    """
-    if collect:
-        gc.collect()  # garbage frozen now would never be freed
-    gc.freeze()
-
-
-async def _freeze_when_synced(watcher: Watcher) -> None:
-    """Freeze once more after the initial lists, which fill the watcher's memory on a first start.
-    No collection first: it would stall the streams already watching, for little garbage."""
-    while not watcher.ready:  # noqa: ASYNC110 - readiness is a polled property, not an event
-        await asyncio.sleep(0.5)
-    freeze_long_lived_objects(collect=False)
-    log.info("initial lists done; %d objects frozen out of garbage collection", gc.get_freeze_count())
-
-
-class Readiness:
-    """Ready when every watch stream has synced and Kafka takes what the watcher publishes.
-
-    aiokafka retries through a broker outage without raising, so "connected" alone stays true while
-    nothing is published; changes waiting ``ack_timeout_s`` with no acknowledgement mean not ready. An
-    outage while nothing changes shows at the next record (each stream's bookmark brings a resume
-    record about once a minute).
-    """
-
-    def __init__(self, watcher: Watcher, publisher: KafkaPublisher, ack_timeout_s: float) -> None:
-        self._watcher = watcher
-        self._publisher = publisher
-        self._ack_timeout_s = ack_timeout_s
-        self._publishing = True
-
-    def check(self) -> bool:
-        waited = self._publisher.seconds_without_ack()
-        publishing = self._publisher.connected and waited < self._ack_timeout_s
-        if publishing != self._publishing:  # log the transitions, not every probe
-            self._publishing = publishing
-            if publishing:
-                log.info("Kafka acknowledges again; ready")
-            else:
-                log.warning(
-                    "not ready: no acknowledgement from Kafka for %.1fs (%d more changes queued)",
-                    waited,
-                    self._publisher.pending_units,
-                )
-        return self._watcher.ready and publishing
-
-
-def _run(args: argparse.Namespace) -> int:
-    configure_logging(
-        json_lines=args.log_format == "json", level=getattr(logging, args.log_level.upper()), with_time=True
-    )
-    return asyncio.run(serve(settings_from_args(args)))
-
-
-async def serve(settings: WatchServiceSettings) -> int:
-    """Run the watcher service until SIGTERM/SIGINT; returns the exit code."""
-    from pipeline.io.http import bound_port, create_app, start_http
-    from pipeline.io.kube.connect import kube_api
-    from pipeline.io.metrics import Metrics
-    from pipeline.io.publisher import KafkaPublisher
-    from pipeline.model.errors import ConfigError
-    from pipeline.model.tracer_config import TracerConfig, load_tracer_config
-    from pipeline.watch.watcher import Watcher
-
-    config = load_tracer_config(settings.tracer_config) if settings.tracer_config else TracerConfig.default()
-    if settings.kubeconfig is not None and not settings.kubeconfig.exists():  # bad input: fail before Kafka
-        raise ConfigError(
-            f"kubeconfig {settings.kubeconfig} does not exist; pass --kubeconfig or set $KUBECONFIG"
-        )
-    metrics = Metrics()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    async with kube_api(settings.kubeconfig, settings.context) as api:
-        kube = _watched_cluster(api, metrics)
-        cluster = await _recorded_cluster(settings, kube)
-        state, resume = await _read_back(settings.kafka, settings.partitions, cluster)
-        async with KafkaPublisher(
-            settings.kafka, metrics, max_pending_units=settings.max_pending_units, cluster=cluster
-        ) as publisher:
-            watcher = Watcher(config, kube, publisher, metrics)
-            watcher.restore(state, resume)
-            del state, resume
-            freeze_long_lived_objects()
-            readiness = Readiness(watcher, publisher, settings.ready_ack_timeout_s)
-            runner = await start_http(create_app(metrics, readiness.check), settings.http)
-            log.info(
-                "watching (tracer config %s); health and metrics on http://%s:%d",
-                config.source,
-                settings.http.host,
-                bound_port(runner),
-            )
-            run = asyncio.create_task(watcher.run(), name="kubetape-watcher")
-            freezer = asyncio.create_task(_freeze_when_synced(watcher), name="kubetape-gc-freeze")
-            stopper = asyncio.create_task(stop.wait(), name="kubetape-stop-signal")
-            try:
-                await asyncio.wait({run, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                log.info(
-                    "stopping: no more watch intake, flushing %d pending changes", publisher.pending_units
-                )
-                await watcher.stop()
-                await publisher.stop(settings.flush_deadline_s)
-            finally:
-                stopper.cancel()
-                freezer.cancel()
-                await runner.cleanup()
-                for sig in (signal.SIGTERM, signal.SIGINT):
-                    loop.remove_signal_handler(sig)
-            if run.done() and not run.cancelled() and run.exception() is not None:
-                raise run.exception()  # type: ignore[misc]  # a fatal error (bad config, RBAC) ends the service
-            with contextlib.suppress(asyncio.CancelledError):
-                await run
-    log.info("stopped cleanly")
-    return 0
-
-
-def _watched_cluster(api: ApiClient, metrics: Metrics) -> KubeClient:
-    """The watcher's client; an event of unknown shape is counted, logged and skipped."""
-    from pipeline.io.kube.client import KubeClient
-
-    metrics.counter("malformed_watch_lines_total", "watch lines of unknown shape, skipped")
-
-    def malformed(problem: str) -> None:
-        metrics.inc("malformed_watch_lines_total")
-        log.warning("skipped a watch event: %s", problem)
-
-    return KubeClient(api, on_malformed=malformed)
-
-
-async def _recorded_cluster(settings: WatchServiceSettings, kube: KubeClient) -> ClusterId:
-    """The configured cluster id, else the cluster's kube-system namespace UID."""
-    from pipeline.io.cluster_identity import kube_system_uid
-    from pipeline.model.keys import parse_cluster_id
-
-    configured = settings.cluster_id
-    cluster = parse_cluster_id(configured, "--cluster-id") if configured else await kube_system_uid(kube)
-    log.info("recording cluster %s", cluster)
-    return cluster
-
-
-async def _read_back(
-    kafka: KafkaSettings, partitions: int, cluster: ClusterId
-) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """Create the topics if needed and read what earlier runs from ``cluster`` published (state, resume
-    points)."""
-    from pipeline.io.kafka import ensure_topic
-    from pipeline.io.resume_store import ensure_watcher_topics, read_compacted
-    from pipeline.io.topics import DEADLETTER_TOPIC, RESUME_TOPIC, STATE_TOPIC
-    from pipeline.model.errors import TransientError
-
-    started = time.monotonic()
-    try:
-        await ensure_watcher_topics(kafka, partitions)
-        await ensure_topic(kafka, DEADLETTER_TOPIC, 1)  # records the broker refuses are described there
-        state = await read_compacted(kafka, STATE_TOPIC, cluster=cluster)
-        resume = await read_compacted(kafka, RESUME_TOPIC, cluster=cluster)
-    except TransientError:
-        raise
-    except Exception as exc:  # aiokafka raises many unrelated classes for "cannot reach the broker"
-        raise TransientError(
-            f"cannot prepare the watcher's topics on Kafka at {kafka.bootstrap} "
-            f"({type(exc).__name__}: {exc}); is the broker running? (--bootstrap / $KUBETAPE_BOOTSTRAP)"
-        ) from exc
-    elapsed = time.monotonic() - started
-    log.info("read back %d state and %d resume records in %.1fs", len(state), len(resume), elapsed)
-    return state, resume
+def _run(settings: WatchServiceSettings) -> int:
+    return asyncio.run(serve(settings))

@@ -1,0 +1,125 @@
+"""Flags that several ``kubetape`` commands share, defined once so that they read and default alike.
+
+Each helper adds its flags to one parser; the values still reach the command as plain ``argparse``
+attributes (``args.kubeconfig``, ``args.http_port``, …), turned into settings in :mod:`services.settings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from pipeline.io.store_url import StoreLocation, parse_store_url
+from pipeline.model.errors import ConfigError, FormatError
+from pipeline.model.keys import ClusterId, parse_cluster_id
+
+DEFAULT_SEGMENT_DIR = Path("~/.cache/kubetape/segments")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def add_command(subparsers: Any, name: str, *, help: str, doc: str | None) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` shows its module's docstring as written (line breaks kept)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    return parser
+
+
+def add_kubeconfig_flags(parser: argparse.ArgumentParser, *, what: str, default: str) -> None:
+    """``--kubeconfig`` (of the cluster ``what`` names; ``default`` says what None means) and
+    ``--context``."""
+    parser.add_argument(
+        "--kubeconfig", type=Path, default=None, help=f"kubeconfig of {what} (default: {default})"
+    )
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+
+
+def add_http_flags(parser: argparse.ArgumentParser, *, port: int) -> None:
+    """Where a service serves ``/healthz``, ``/readyz`` and ``/metrics``: 127.0.0.1 unless told."""
+    parser.add_argument(
+        "--http-host", default="127.0.0.1", help="health/metrics address (default: 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--http-port", type=int, default=port, help=f"health/metrics port, 0 = any (default: {port})"
+    )
+
+
+def add_log_flags(
+    parser: argparse.ArgumentParser,
+    *,
+    levels: tuple[str, ...] = ("debug", "info", "warning"),
+    level_help: str | None = None,
+    text: bool = True,
+) -> None:
+    """A service's ``--log-level`` and, when it can also log text (``text``), ``--log-format``; JSON
+    lines otherwise. Setting ``service_log`` tells :mod:`services.settings` to log as a service."""
+    if text:
+        parser.add_argument("--log-format", choices=["json", "text"], default="json", help="(default: json)")
+    else:
+        parser.set_defaults(log_format="json")
+    parser.add_argument("--log-level", choices=list(levels), default="info", help=level_help)
+    parser.set_defaults(service_log=True)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``500ms``, ``60s``, ``5m``, ``2h``, ``7d``."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use e.g. 500ms, 60s, 5m, 2h, 7d")
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    default = os.environ.get("KUBETAPE_SEGMENT_STORE") or os.environ.get("KUBETAPE_SEGMENT_DIR")
+    parser.add_argument(
+        "--segment-store",
+        "--segment-dir",
+        dest="segment_store",
+        type=_store_location,
+        # a string default goes through `type` at parse time: a bad $KUBETAPE_SEGMENT_STORE is reported as
+        # this option's error by the commands that read a store, not by every command of the CLI
+        default=default or str(DEFAULT_SEGMENT_DIR),
+        metavar="DIR_OR_URL",
+        help="segment store: a directory, file:///dir or s3://bucket/prefix (credentials and endpoint from "
+        "AWS_* variables; default: $KUBETAPE_SEGMENT_STORE, $KUBETAPE_SEGMENT_DIR or "
+        f"{DEFAULT_SEGMENT_DIR})",
+    )
+
+
+def add_cluster_argument(parser: argparse.ArgumentParser, *, reader: bool = True) -> None:
+    """``--cluster``: which cluster of a fleet a command reads (``reader``) or the sink records."""
+    if reader:
+        text = (
+            "the recorded cluster to read, of a store or topic holding a fleet (default: the store's only "
+            "cluster; `kubetape inspect --clusters STORE` lists them)"
+        )
+    else:
+        text = (
+            "the cluster this sink records (its watcher's --cluster-id, by default the kube-system "
+            "namespace UID, which the watcher logs; default: $KUBETAPE_CLUSTER_ID, as the watcher). Its "
+            "segments go under clusters/<id>/ in the store, its consumer group defaults to "
+            "kubetape-sink.<id>. Unset: the topic's only cluster (by the last record of each partition; "
+            "'default' for records without a cluster header, as before fleets); a message of another "
+            "stops the sink, naming the --cluster to pass"
+        )
+    # the recording side (watcher and sink) shares $KUBETAPE_CLUSTER_ID; a reader names its cluster itself
+    default = None if reader else os.environ.get("KUBETAPE_CLUSTER_ID") or None
+    parser.add_argument("--cluster", type=_cluster_id, default=default, help=text)
+
+
+def _cluster_id(text: str) -> ClusterId:
+    try:
+        return parse_cluster_id(text, "--cluster")
+    except FormatError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _store_location(text: str) -> StoreLocation:
+    try:
+        return parse_store_url(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
