@@ -10,27 +10,57 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from pipeline.model.errors import ConfigError, FormatError, KubetapeError
 from services.logs import configure_logging
 from services.settings import settings_from_args
 
-# Each module exposes ``register(subparsers)``, which adds its subcommand and sets ``func``.
-COMMAND_MODULES = (
-    "services.commands.stack",
-    "services.commands.demo",
-    "services.commands.inspect",
-    "services.commands.replay",
-    "services.commands.watch",
-    "services.commands.sink",
-    "services.commands.export",
-    "services.commands.validate",
-    "services.commands.transform",
-    "services.commands.sim",
-    "services.commands.controller",
-    "services.commands.analytics",
-    "services.commands.compare",
-    "services.commands.sweep",
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One ``kubetape`` command: its module ``services.commands.<name>`` has ``add_arguments(parser)``,
+    which adds its flags and sets ``func`` (and, for a service, the ``settings`` builder)."""
+
+    name: str
+    help: str
+    shows_doc: bool = False
+    """``--help`` shows the module's docstring, line breaks kept."""
+
+
+COMMANDS = (
+    Command("stack", "build, start, inspect and stop the local stack (Kafka + KWOK clusters, no Docker)"),
+    Command("demo", "record a scripted workload on the local stack and replay it faster (the mission)"),
+    Command("inspect", "summarise a trace (kubetape or SimKube) or a segment file"),
+    Command("replay", "replay a trace (kubetape or SimKube .sktrace) into a simulated KWOK cluster", True),
+    Command("watch", "list+watch a cluster and publish its changes to Kafka (read-only on the cluster)"),
+    Command("sink", "compact the events topic into durable trace segments; serve health, metrics, export"),
+    Command("export", "write a time range of the segment store as one self-contained trace file"),
+    Command(
+        "validate", "check traces for what would stop a replay (missing references, invalid objects, ...)"
+    ),
+    Command(
+        "transform",
+        "apply a transform file (remove/set/add/obfuscate fields, drop/create objects) to a trace",
+    ),
+    Command("sim", "create and drive Simulation resources (replays run by `kubetape controller`)"),
+    Command("controller", "run the Simulation controller (replayer Jobs, one simulation at a time)"),
+    Command(
+        "analytics",
+        "run analytics consumers (timeline → Parquet, Prometheus metrics) over Kafka or a trace",
+        True,
+    ),
+    Command(
+        "compare",
+        "fidelity of replays against their recording and run-vs-run differences with intervals",
+        True,
+    ),
+    Command(
+        "sweep",
+        "replay a trace under a grid of parameters and report the cost/reliability Pareto frontier",
+        True,
+    ),
 )
 
 
@@ -40,8 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Record what a Kubernetes cluster does onto Kafka and replay it in a simulated cluster.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    for command in COMMANDS:
+        module = importlib.import_module(f"services.commands.{command.name}")
+        described: dict[str, Any] = (
+            {"description": module.__doc__, "formatter_class": argparse.RawDescriptionHelpFormatter}
+            if command.shows_doc
+            else {}
+        )
+        module.add_arguments(subparsers.add_parser(command.name, help=command.help, **described))
     return parser
 
 

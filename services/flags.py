@@ -10,7 +10,6 @@ import argparse
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from pipeline.io.store_url import StoreLocation, parse_store_url
 from pipeline.model.errors import ConfigError, FormatError
@@ -19,14 +18,6 @@ from pipeline.model.keys import ClusterId, parse_cluster_id
 DEFAULT_SEGMENT_DIR = Path("~/.cache/kubetape/segments")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def add_command(subparsers: Any, name: str, *, help: str, doc: str | None) -> argparse.ArgumentParser:
-    """A subcommand whose ``--help`` shows its module's docstring as written (line breaks kept)."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    return parser
 
 
 def add_kubeconfig_flags(parser: argparse.ArgumentParser, *, what: str, default: str) -> None:
@@ -38,13 +29,12 @@ def add_kubeconfig_flags(parser: argparse.ArgumentParser, *, what: str, default:
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
 
 
-def add_http_flags(parser: argparse.ArgumentParser, *, port: int) -> None:
-    """Where a service serves ``/healthz``, ``/readyz`` and ``/metrics``: 127.0.0.1 unless told."""
+def add_http_flags(parser: argparse.ArgumentParser, *, port: int, serves: str = "health/metrics") -> None:
+    """Where a service serves ``/healthz``, ``/readyz`` and ``/metrics`` (and what else ``serves`` names):
+    127.0.0.1 unless told."""
+    parser.add_argument("--http-host", default="127.0.0.1", help=f"{serves} address (default: 127.0.0.1)")
     parser.add_argument(
-        "--http-host", default="127.0.0.1", help="health/metrics address (default: 127.0.0.1)"
-    )
-    parser.add_argument(
-        "--http-port", type=int, default=port, help=f"health/metrics port, 0 = any (default: {port})"
+        "--http-port", type=int, default=port, help=f"{serves} port, 0 = any (default: {port})"
     )
 
 

@@ -22,24 +22,17 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from pipeline.analytics.consumer import AnalyticsConsumer, group_id_for
 from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
-from services.flags import add_cluster_argument, add_command
+from services.flags import add_cluster_argument
 from services.serving import on_stop_signals
 
 BUILTIN_CONSUMERS = ("timeline", "metrics")
 
 
-def register(subparsers: Any) -> None:
-    parser = add_command(
-        subparsers,
-        "analytics",
-        help="run analytics consumers (timeline → Parquet, Prometheus metrics) over Kafka or a trace",
-        doc=__doc__,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="analytics_command", required=True, metavar="ACTION")
     run = sub.add_parser("run", help="run one consumer", description=__doc__)
     # as `kubetape export`: let "--from -30m" through (argparse otherwise takes "-30m" for an option)

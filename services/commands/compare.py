@@ -17,19 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from pipeline.model.errors import ConfigError
-from services.flags import add_command
 
 
-def register(subparsers: Any) -> None:
-    parser = add_command(
-        subparsers,
-        "compare",
-        help="fidelity of replays against their recording and run-vs-run differences with intervals",
-        doc=__doc__,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "runs", type=Path, nargs="+", metavar="RUN", help="run directories (or their parents)"
     )

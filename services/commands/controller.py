@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import os
 import socket
-from typing import Any
 
 from pipeline.controller.settings import (
     DEFAULT_IMAGE,
@@ -26,10 +25,7 @@ from services.controller_service import ControllerServiceSettings, serve_control
 from services.flags import add_http_flags, add_kubeconfig_flags, add_log_flags
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "controller", help="run the Simulation controller (replayer Jobs, one simulation at a time)"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_kubeconfig_flags(
         parser, what="the simulation cluster", default="$KUBECONFIG, else in-cluster credentials"
     )

@@ -17,10 +17,7 @@ from pipeline.stack.stack import LocalStack
 from services.mission import run_mission
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "demo", help="record a scripted workload on the local stack and replay it faster (the mission)"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack-dir", type=Path, default=None)
     parser.add_argument("--speed", type=float, default=10.0, help="replay speed (default 10)")
     parser.add_argument(

@@ -8,7 +8,6 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from pipeline.formats.segment import decode_segment, encode_segment, is_segment
 from pipeline.formats.simkube import read_simkube_trace
@@ -31,10 +30,7 @@ from pipeline.validate.transform import Transform, load_transform
 from services.flags import add_cluster_argument, add_store_argument
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "export", help="write a time range of the segment store as one self-contained trace file"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     # argparse takes "-30m" for an option unless it looks like a negative number; widen its notion of a
     # negative number so relative times work without "--from=-30m" (no option of ours looks like that).
     parser._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[smhd]?$")

@@ -7,13 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "inspect", help="summarise a trace (kubetape or SimKube) or a segment file"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a file, or the s3:// URL of a segment in a segment store")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument(

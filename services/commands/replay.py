@@ -30,16 +30,10 @@ import yaml
 
 from pipeline.model.errors import ConfigError
 from pipeline.replay.autoscale_provider import PROVIDERS
-from services.flags import add_cluster_argument, add_command
+from services.flags import add_cluster_argument
 
 
-def register(subparsers: Any) -> None:
-    parser = add_command(
-        subparsers,
-        "replay",
-        help="replay a trace (kubetape or SimKube .sktrace) into a simulated KWOK cluster",
-        doc=__doc__,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--trace", metavar="FILE_OR_URL", help="trace or segment file (or http(s):// URL) to replay"

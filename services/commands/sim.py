@@ -24,10 +24,7 @@ TERMINAL = ("Succeeded", "Failed")
 
 
 # ---- argument parsing ------------------------------------------------------------------------------
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "sim", help="create and drive Simulation resources (replays run by `kubetape controller`)"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     verbs = parser.add_subparsers(dest="sim_command", required=True, metavar="VERB")
 
     run = verbs.add_parser("run", help="create a Simulation")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-from typing import Any
 
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka import KafkaSettings
@@ -25,10 +24,7 @@ from services.flags import (
 )
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "sink", help="compact the events topic into durable trace segments; serve health, metrics, export"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap",
         default=os.environ.get("KUBETAPE_BOOTSTRAP"),
@@ -57,7 +53,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--retention", type=parse_duration, default=None, help="delete segments older than this (keep all)"
     )
-    add_http_flags(parser, port=8081)
+    add_http_flags(parser, port=8081, serves="health/metrics/export")
     parser.add_argument(
         "--token-env",
         default="KUBETAPE_TOKEN",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from pipeline.stack.karpenter import DEFAULT_INSTANCE_TYPES, KarpenterSettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, PROFILES
@@ -13,10 +12,7 @@ from pipeline.stack.progress import stderr_reporter
 from pipeline.stack.stack import AUTOSCALERS, DEFAULT_CLUSTERS, LocalStack, StackState
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "stack", help="build, start, inspect and stop the local stack (Kafka + KWOK clusters, no Docker)"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stack-dir",
         type=Path,

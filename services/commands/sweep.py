@@ -42,7 +42,6 @@ from pipeline.replay.autoscale_axes import (
     autoscaler_variants,
 )
 from pipeline.replay.autoscale_provider import PROVIDERS
-from services.flags import add_command
 
 if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when a sweep runs
     from pipeline.analytics.snapshots import SnapshotEvents
@@ -355,13 +354,7 @@ def parse_node_option(text: str) -> NodeOption:
     return NodeOption(Path(text.rpartition(":")[0]), skeleton, count)
 
 
-def register(subparsers: Any) -> None:
-    parser = add_command(
-        subparsers,
-        "sweep",
-        help="replay a trace under a grid of parameters and report the cost/reliability Pareto frontier",
-        doc=__doc__,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", type=Path, required=True, help="trace to replay")
     parser.add_argument("--kubeconfig", type=Path, required=True, help="kubeconfig of the simulated cluster")
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")

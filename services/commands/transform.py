@@ -9,14 +9,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "transform",
-        help="apply a transform file (remove/set/add/obfuscate fields, drop/create objects) to a trace",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "trace", type=Path, help="the input trace (SimKube v2 msgpack/JSON, or a kubetape trace or segment)"
     )

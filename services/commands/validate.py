@@ -19,15 +19,13 @@ TRACE_SUFFIXES = (".sktrace", ".json", ".kseg", ".ktrace", ".trace")
 """What a directory argument expands to (its files with these suffixes, not recursive)."""
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "validate",
-        help="check traces for what would stop a replay (missing references, invalid objects, ...)",
-        description="Check traces (SimKube v2 msgpack/JSON, or kubetape traces/segments) for what would "
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Check traces (SimKube v2 msgpack/JSON, or kubetape traces/segments) for what would "
         "stop a replay. A directory stands for its "
         f"{', '.join('*' + s for s in TRACE_SUFFIXES)} files. Exit code: 0 no errors, 1 errors found "
         "(warnings too with --strict), 2 unreadable trace or bad arguments. "
-        "`kubetape validate explain [CODE]` explains one rule or lists them all.",
+        "`kubetape validate explain [CODE]` explains one rule or lists them all."
     )
     parser.add_argument(
         "traces", nargs="+", metavar="TRACE", help="trace files or directories, or 'explain [CODE]'"

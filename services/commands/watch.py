@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
 
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka import KafkaSettings
@@ -21,10 +20,7 @@ from services.watch_service import WatchServiceSettings, serve
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "watch", help="list+watch a cluster and publish its changes to Kafka (read-only on the cluster)"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         type=Path,
