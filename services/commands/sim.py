@@ -17,6 +17,7 @@ import yaml
 
 from pipeline.model.errors import ConfigError
 from services.flags import add_kubeconfig_flags
+from services.replay_inputs import parse_nodes
 
 API_VERSION = "kubetape.dev/v1"
 KIND = "Simulation"
@@ -84,8 +85,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ---- kubetape sim ------------------------------------------------------------------------------------
 def simulation_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The Simulation object ``kubetape sim run`` creates; ConfigError names a wrong flag."""
-    from services.commands.replay import parse_nodes
-
     ranged = bool(args.segments_claim or args.segments_path or args.topic)
     if ranged and not (args.time_from and args.time_to):
         raise ConfigError(

@@ -42,6 +42,13 @@ from pipeline.replay.autoscale_axes import (
     autoscaler_variants,
 )
 from pipeline.replay.autoscale_provider import PROVIDERS
+from services.replay_inputs import (
+    load_prices,
+    parse_nodes,
+    read_node_pools,
+    scale_local_karpenter,
+    scale_node_pools,
+)
 
 if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when a sweep runs
     from pipeline.analytics.snapshots import SnapshotEvents
@@ -332,8 +339,6 @@ def _autoscaled_settings(
 ) -> dict[str, Any]:
     """The ``ReplaySettings`` fields of an autoscaled configuration (none for a fixed pool): its
     NodePools with their timers divided by ``speed``, and the local Karpenter restarted likewise."""
-    from services.commands.replay import scale_local_karpenter, scale_node_pools
-
     if isinstance(option, NodeOption):
         return {}
     pools, scaled = scale_node_pools(list(option.pools), speed, option.describe())
@@ -348,8 +353,6 @@ def _autoscaled_settings(
 def parse_node_option(text: str) -> NodeOption:
     if text == "none":
         return NodeOption(None, None, 0)
-    from services.commands.replay import parse_nodes
-
     skeleton, count = parse_nodes(text)
     return NodeOption(Path(text.rpartition(":")[0]), skeleton, count)
 
@@ -464,8 +467,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _autoscaler_sweep(args: argparse.Namespace) -> AutoscalerSweep | None:
-    from services.commands.replay import load_prices, read_node_pools
-
     axes = AutoscalerAxes(
         consolidation_policies=args.consolidation_policy,
         consolidate_after=args.consolidate_after,

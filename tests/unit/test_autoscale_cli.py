@@ -12,7 +12,7 @@ from pipeline.stack.karpenter import KarpenterState, ensure_karpenter
 from pipeline.stack.stack import StackState
 from pipeline.stack.versions import StackVersions, karpenter_dir
 from services.cli import main
-from services.commands.replay import load_node_pools, load_prices
+from services.replay_inputs import load_node_pools, load_prices
 
 POOL = """\
 apiVersion: karpenter.sh/v1

@@ -1,0 +1,129 @@
+"""What a replay, a sweep and a Simulation read from files beside the trace (node skeletons, Karpenter
+NodePools, prices), and the local stack's Karpenter restarted at a replay's speed: one home for
+``kubetape replay``, ``kubetape sweep`` and ``kubetape sim run``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline.model.errors import ConfigError
+
+
+def parse_nodes(text: str) -> tuple[dict[str, Any], int]:
+    """``skeleton.yaml:10`` → (the Node skeleton, 10); ConfigError saying what is wrong otherwise."""
+    path_text, sep, count_text = text.rpartition(":")
+    if not sep or not path_text or not count_text.isdigit() or int(count_text) < 1:
+        raise ConfigError(f"--nodes {text!r}: expected SKELETON.yaml:N with N ≥ 1, e.g. node.yaml:10")
+    path = Path(path_text)
+    try:
+        skeleton = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"--nodes: cannot read node skeleton {path} ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--nodes: node skeleton {path} is not valid YAML ({exc})") from None
+    if not isinstance(skeleton, dict) or skeleton.get("kind") != "Node":
+        raise ConfigError(f"--nodes: {path} must hold one object of kind: Node")
+    return skeleton, int(count_text)
+
+
+def read_node_pools(path: Path) -> list[dict[str, Any]]:
+    """The NodePools of one ``--nodepool`` file, as written."""
+    try:
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except OSError as exc:
+        raise ConfigError(f"--nodepool: cannot read {path} ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--nodepool: {path} is not valid YAML ({exc})") from None
+    if not documents:
+        raise ConfigError(f"--nodepool: {path} holds no NodePool")
+    for index, document in enumerate(documents):
+        if not isinstance(document, dict):
+            raise ConfigError(f"--nodepool: document {index} of {path} is not a mapping")
+    return documents
+
+
+def scale_node_pools(
+    pools: list[dict[str, Any]], speed: float, source: str, provider: str = "karpenter"
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """``pools`` with their time settings divided by ``speed``, and every setting as given and applied."""
+    from pipeline.replay.autoscale_provider import autoscaler_provider
+
+    scaled_pools: list[dict[str, Any]] = []
+    settings: list[Any] = []
+    for index, document in enumerate(pools):
+        pool, scaled = autoscaler_provider(provider).scale_pool(
+            document, speed, f"--nodepool {source} (document {index})"
+        )
+        scaled_pools.append(pool)
+        settings += scaled
+    return scaled_pools, settings
+
+
+def load_node_pools(path: Path, speed: float) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The NodePools of one ``--nodepool`` file with their time settings divided by ``speed``."""
+    return scale_node_pools(read_node_pools(path), speed, str(path))
+
+
+def load_prices(path: Path) -> dict[str, float]:
+    """``--prices``: a YAML mapping of instance type to $/hour."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"--prices: cannot read {path} as YAML ({exc})") from None
+    if not isinstance(raw, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in raw.values()
+    ):
+        raise ConfigError(
+            f"--prices: {path} must map instance types to non-negative $/hour numbers, "
+            f"e.g. 'kwok-standard-4: 0.192'"
+        )
+    return {str(k): float(v) for k, v in raw.items()}
+
+
+def scale_local_karpenter(
+    stack_dir: Path | None,
+    kubeconfig: Path | None,
+    speed: float,
+    instance_types: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """Restart the local stack's Karpenter beside ``kubeconfig`` with its timers divided by ``speed``
+    and, when given, other instance types (``source``: where they came from; ``types``: the provider's
+    JSON); the settings as given and applied (or why they were not scaled)."""
+    from pipeline.replay.autoscale_provider import autoscaler_provider
+    from pipeline.replay.autoscale_settings import ScaledSetting, unscaled_karpenter_timers
+    from pipeline.stack.progress import stderr_reporter
+    from pipeline.stack.stack import LocalStack, StackState
+
+    stack = LocalStack(stack_dir, report=stderr_reporter)
+    cluster = stack.karpenter_for(kubeconfig) if kubeconfig is not None else None
+    if cluster is None:
+        return unscaled_karpenter_timers(
+            f"not scaled: no Karpenter of the local stack in {stack.stack_dir} runs beside this kubeconfig"
+        )
+    # the local stack runs Karpenter only (pipeline/stack/karpenter.py): its provider's timers
+    timers, settings = autoscaler_provider("karpenter").process_timers(speed)
+    running = StackState.load(stack.state_path).karpenter[cluster].settings()
+    types_path = running.instance_types
+    if instance_types is not None:
+        types_path = stack.stack_dir / f"karpenter-instance-types-{cluster}.json"
+        types_path.write_text(json.dumps(instance_types["types"], indent=2) + "\n")
+        names = ", ".join(t["name"] for t in instance_types["types"])
+        settings.append(ScaledSetting("Karpenter instance types", instance_types["source"], names))
+    stack.start_karpenter(
+        cluster,
+        dataclasses.replace(
+            running,
+            batch_idle_s=timers["batch_idle_s"],
+            batch_max_s=timers["batch_max_s"],
+            polling_period_s=timers["polling_period_s"],
+            validation_delay_s=timers["validation_delay_s"],
+            instance_types=types_path,
+        ),
+    )
+    return settings
