@@ -127,3 +127,34 @@ def scale_local_karpenter(
         ),
     )
     return settings
+
+
+def instance_types_for(path: Path | None, plan: Any, prices: Mapping[str, float] | None) -> Any:
+    """The instance types an autoscaled replay offers: ``--instance-types FILE`` (the KWOK provider's
+    JSON), else those of the Nodes ``plan`` recorded (instance-type, zone and capacity labels), else None
+    (the local Karpenter keeps the types it runs with). ``source`` says which, for the report."""
+    from pipeline.replay.autoscale_instance_types import instance_types_from_nodes
+
+    if path is not None:
+        try:
+            types = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"--instance-types: cannot read {path} as JSON ({exc}); give the KWOK provider's "
+                f"instance-types file (see pipeline/stack/resources/karpenter-instance-types.json)"
+            ) from None
+        return {"source": f"file {path}", "types": types}
+    nodes = [
+        step.payload.obj
+        for step in plan.steps
+        if step.payload.obj is not None and step.payload.obj.get("kind") == "Node"
+    ]
+    derived = instance_types_from_nodes(nodes, prices)
+    if not derived.instance_types:
+        return None
+    source = f"derived from {len(nodes)} recorded Node event(s)"
+    if derived.unpriced:
+        source += f"; priced 0 for want of a price: {', '.join(derived.unpriced)}"
+    if derived.without_capacity:
+        source += f"; not offered, no recorded capacity: {', '.join(derived.without_capacity)}"
+    return {"source": source, "types": derived.instance_types}

@@ -21,7 +21,6 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,13 @@ from typing import Any
 from pipeline.model.errors import ConfigError
 from pipeline.replay.autoscale_provider import PROVIDERS
 from services.flags import add_cluster_argument
-from services.replay_inputs import load_node_pools, load_prices, parse_nodes, scale_local_karpenter
+from services.replay_inputs import (
+    instance_types_for,
+    load_node_pools,
+    load_prices,
+    parse_nodes,
+    scale_local_karpenter,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -245,7 +250,7 @@ def _run(args: argparse.Namespace) -> int:
         plan = plan_replay(asyncio.run(_load_source(args)), settings.speed)
         recorded_nodes: list[tuple[int, int]] = []
         if node_pools:  # the simulated autoscaler makes the nodes; the recorded ones are the reference
-            types = recorded_instance_types(args, plan, prices)
+            types = instance_types_for(args.instance_types, plan, prices)
             timers = scale_local_karpenter(args.stack_dir, _kubeconfig(args), args.speed, types)
             settings = dataclasses.replace(settings, autoscaler_settings=(*scaled, *timers))
             plan, recorded_nodes = without_autoscaler_nodes(plan)
@@ -293,36 +298,6 @@ def _autoscaler_setup(args: argparse.Namespace) -> tuple[list[dict[str, Any]], l
 
 def _kubeconfig(args: argparse.Namespace) -> Path | None:
     return args.kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
-
-
-def recorded_instance_types(args: argparse.Namespace, plan: Any, prices: Mapping[str, float] | None) -> Any:
-    """``--instance-types FILE``, else the instance types of the Nodes the trace recorded, else None
-    (the local Karpenter keeps the types it runs with)."""
-    from pipeline.replay.autoscale_instance_types import instance_types_from_nodes
-
-    if args.instance_types is not None:
-        try:
-            types = json.loads(args.instance_types.read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(
-                f"--instance-types: cannot read {args.instance_types} as JSON ({exc}); give the KWOK "
-                f"provider's instance-types file (see pipeline/stack/resources/karpenter-instance-types.json)"
-            ) from None
-        return {"source": f"file {args.instance_types}", "types": types}
-    nodes = [
-        step.payload.obj
-        for step in plan.steps
-        if step.payload.obj is not None and step.payload.obj.get("kind") == "Node"
-    ]
-    derived = instance_types_from_nodes(nodes, prices)
-    if not derived.instance_types:
-        return None
-    source = f"derived from {len(nodes)} recorded Node event(s)"
-    if derived.unpriced:
-        source += f"; priced 0 for want of a price: {', '.join(derived.unpriced)}"
-    if derived.without_capacity:
-        source += f"; not offered, no recorded capacity: {', '.join(derived.without_capacity)}"
-    return {"source": source, "types": derived.instance_types}
 
 
 def _check_source_arguments(args: argparse.Namespace) -> None:

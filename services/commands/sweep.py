@@ -43,6 +43,7 @@ from pipeline.replay.autoscale_axes import (
 )
 from pipeline.replay.autoscale_provider import PROVIDERS
 from services.replay_inputs import (
+    instance_types_for,
     load_prices,
     parse_nodes,
     read_node_pools,
@@ -99,6 +100,9 @@ class AutoscalerSweep:
     variants: Sequence[AutoscalerVariant]
     stack_dir: Path | None = None
     prices: Mapping[str, float] | None = None
+    instance_types: Mapping[str, Any] | None = None
+    """What Karpenter may launch (``source``, ``types``: the KWOK provider's JSON), as ``kubetape replay``
+    picks them: ``--instance-types FILE``, else the trace's recorded Nodes; None: the stack's own."""
 
 
 # ---- one replay → one run -------------------------------------------------------------------------
@@ -342,7 +346,7 @@ def _autoscaled_settings(
     if isinstance(option, NodeOption):
         return {}
     pools, scaled = scale_node_pools(list(option.pools), speed, option.describe())
-    timers = scale_local_karpenter(autoscaler.stack_dir, kubeconfig, speed)
+    timers = scale_local_karpenter(autoscaler.stack_dir, kubeconfig, speed, autoscaler.instance_types)
     return {
         "autoscaler_node_pools": tuple(pools),
         "autoscaler_settings": (*scaled, *timers),
@@ -403,6 +407,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     autoscaler.add_argument("--limit-cpu", action="append", default=[], metavar="CPU", help="spec.limits.cpu")
     autoscaler.add_argument("--prices", type=Path, default=None, metavar="PRICES.yaml", help="$/hour by type")
     autoscaler.add_argument(
+        "--instance-types",
+        type=Path,
+        default=None,
+        metavar="TYPES.json",
+        help="the instance types Karpenter offers (its KWOK provider's JSON); default: those of the Nodes "
+        "the trace recorded (instance-type, zone, capacity labels), if any, as `kubetape replay` does",
+    )
+    autoscaler.add_argument(
         "--stack-dir",
         type=Path,
         default=None,
@@ -438,7 +450,7 @@ def _run(args: argparse.Namespace) -> int:
             f"--reliability {args.reliability!r} is not a run metric; choose one of {', '.join(METRICS)}"
         )
     options = [parse_node_option(text) for text in args.nodes]
-    autoscaler = _autoscaler_sweep(args)
+    autoscaler = _autoscaler_sweep(args, args.trace)
     if not options and autoscaler is None:
         raise ConfigError("give the grid a fixed pool (--nodes SKELETON.yaml:N) or --autoscaler karpenter")
     if args.max_lag is not None and args.max_lag <= 0:
@@ -466,7 +478,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _autoscaler_sweep(args: argparse.Namespace) -> AutoscalerSweep | None:
+def _autoscaler_sweep(args: argparse.Namespace, trace: Path) -> AutoscalerSweep | None:
     axes = AutoscalerAxes(
         consolidation_policies=args.consolidation_policy,
         consolidate_after=args.consolidate_after,
@@ -475,14 +487,21 @@ def _autoscaler_sweep(args: argparse.Namespace) -> AutoscalerSweep | None:
     )
     if args.autoscaler is None:
         varied = (args.consolidation_policy, args.consolidate_after, args.instance_families, args.limit_cpu)
-        if args.nodepool is not None or any(varied):
-            raise ConfigError("--nodepool and the autoscaler axes vary Karpenter: add --autoscaler karpenter")
+        if args.nodepool is not None or args.instance_types is not None or any(varied):
+            raise ConfigError(
+                "--nodepool, --instance-types and the autoscaler axes vary Karpenter: "
+                "add --autoscaler karpenter"
+            )
         return None
     if args.nodepool is None:
         raise ConfigError("--autoscaler karpenter needs --nodepool POOL.yaml, the NodePools to vary")
     variants = autoscaler_variants(read_node_pools(args.nodepool), axes)
     prices = load_prices(args.prices) if args.prices is not None else None
-    return AutoscalerSweep(variants, args.stack_dir, prices)
+    from pipeline.formats.trace import read_trace
+    from pipeline.replay.plan import plan_replay
+
+    types = instance_types_for(args.instance_types, plan_replay(read_trace(trace), 1.0), prices)
+    return AutoscalerSweep(variants, args.stack_dir, prices, types)
 
 
 def write_sweep_outputs(result: SweepResult, out_dir: Path, render: Callable[..., str]) -> None:

@@ -96,10 +96,8 @@ def test_karpenter_build_is_keyed_by_version_and_needs_go(
 
 
 def test_an_unreadable_instance_types_file_is_refused_with_the_expected_format(tmp_path: Path) -> None:
-    import argparse
-
     from pipeline.replay.plan import ReplayPlan
-    from services.commands.replay import recorded_instance_types
+    from services.replay_inputs import instance_types_for
 
     bad = tmp_path / "types.json"
     bad.write_text("not json")
@@ -107,6 +105,51 @@ def test_an_unreadable_instance_types_file_is_refused_with_the_expected_format(t
     with pytest.raises(
         ConfigError, match=r"--instance-types: cannot read .*types\.json as JSON .*karpenter-instance"
     ):
-        recorded_instance_types(argparse.Namespace(instance_types=bad), plan, None)
+        instance_types_for(bad, plan, None)
     # no file and no recorded Nodes: the local Karpenter keeps the types it runs with
-    assert recorded_instance_types(argparse.Namespace(instance_types=None), plan, None) is None
+    assert instance_types_for(None, plan, None) is None
+
+
+def test_a_sweep_offers_karpenter_the_instance_types_of_the_nodes_its_trace_recorded(tmp_path: Path) -> None:
+    import argparse
+
+    from pipeline.formats.segment import SegmentKind, build_segment, encode_segment
+    from pipeline.model.events import Event
+    from pipeline.model.keys import key_of
+    from services.commands.sweep import _autoscaler_sweep
+
+    def recorded_node(name: str, kind: str) -> dict[str, object]:
+        labels = {"node.kubernetes.io/instance-type": kind, "topology.kubernetes.io/zone": "z1"}
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+                "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}}  # fmt: skip
+
+    nodes = [recorded_node("a", "m-8"), recorded_node("b", "c-8")]
+    trace = tmp_path / "t.ktrace"
+    events = [Event.applied(i * 1000, key_of(n), n, i) for i, n in enumerate(nodes)]
+    trace.write_bytes(encode_segment(build_segment(events, start_ms=0, end_ms=5000, kind=SegmentKind.TRACE)))
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: general}\nspec: {}\n")
+    args = argparse.Namespace(
+        autoscaler="karpenter", nodepool=pool, consolidation_policy=[], consolidate_after=[],
+        instance_families=[], limit_cpu=[], prices=None, stack_dir=None, instance_types=None,
+    )  # fmt: skip
+    sweep = _autoscaler_sweep(args, trace)
+    assert sweep is not None
+    assert sweep.instance_types is not None
+    assert sorted(t["name"] for t in sweep.instance_types["types"]) == ["c-8", "m-8"]
+    assert "derived from 2 recorded Node event(s)" in sweep.instance_types["source"]
+    # a file given wins over the recording, as in `kubetape replay`
+    given = tmp_path / "types.json"
+    given.write_text(json.dumps([{"name": "x-2"}]))
+    sweep = _autoscaler_sweep(argparse.Namespace(**{**vars(args), "instance_types": given}), trace)
+    assert sweep is not None
+    assert sweep.instance_types == {
+        "source": f"file {given}",
+        "types": [{"name": "x-2"}],
+    }
+
+
+def test_a_sweep_refuses_instance_types_without_an_autoscaler(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["sweep", "--trace", "t", "--kubeconfig", "k", "--out", "o", "--instance-types", "t.json"])
+    assert code == 2
+    assert "add --autoscaler karpenter" in capsys.readouterr().err
