@@ -285,3 +285,5 @@ async def test_the_replays_pod_watch_keeps_its_labels_pods_and_the_bookmarks_on_
     assert ([p["metadata"]["name"] for p in listed.items], listed.resource_version) == (["a"], "12")
     seen = [(e.type, e.resource_version) async for e in pods.watch_pods(listed.resource_version)]
     assert seen == [("BOOKMARK", "13"), ("MODIFIED", "11")]
+    # the apiserver selects the label, for the list and the watch alike
+    assert [query.get("labelSelector") for _, _, query in api.calls] == ["replay=r1", "replay=r1"]

@@ -252,12 +252,14 @@ class KubeClient:
             resource = (await self._discovery.kinds(gvk.api_version)).get(gvk.kind)
         return resource if resource is not None and resource.listable else None
 
-    async def list_all(self, res: ApiResource) -> ListResult:
-        """Every object of ``res`` cluster-wide, all pages, with apiVersion/kind filled in."""
+    async def list_all(self, res: ApiResource, *, label_selector: str = "") -> ListResult:
+        """Every object of ``res`` cluster-wide (those matching ``label_selector``, if given), all pages,
+        with apiVersion/kind filled in."""
         items: list[dict[str, Any]] = []
         cont = ""
+        selector = [("labelSelector", label_selector)] if label_selector else []
         while True:
-            query = [("limit", str(LIST_PAGE_SIZE))] + ([("continue", cont)] if cont else [])
+            query = [*selector, ("limit", str(LIST_PAGE_SIZE))] + ([("continue", cont)] if cont else [])
             try:
                 with _as_watch_errors(f"list of {res.label}"):
                     doc = await self._request(
@@ -296,13 +298,18 @@ class KubeClient:
         doc.setdefault("kind", res.kind)
         return doc
 
-    async def watch_objects(self, res: ApiResource, since: ResourceVersion) -> AsyncIterator[WatchEvent]:
-        """Watch events of ``res`` after ``since`` (bookmarks on), until the server ends the watch.
+    async def watch_objects(
+        self, res: ApiResource, since: ResourceVersion, *, label_selector: str = ""
+    ) -> AsyncIterator[WatchEvent]:
+        """Watch events of ``res`` after ``since`` (bookmarks on; those matching ``label_selector``, if
+        given), until the server ends the watch.
 
         Raises GoneError when ``since`` is too old and WatchBrokenError when the stream drops.
         """
         with _as_watch_errors(f"watch of {res.label}"):
-            async for event in watch_events(self._api, res, since, on_malformed=self._on_malformed):
+            async for event in watch_events(
+                self._api, res, since, label_selector=label_selector, on_malformed=self._on_malformed
+            ):
                 yield event
 
     # ---- transport ------------------------------------------------------------------------------
