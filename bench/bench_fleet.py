@@ -28,9 +28,9 @@ from typing import Any, NamedTuple, cast
 from bench.environment import machine
 from pipeline.formats.wire import native
 from pipeline.formats.wire.codec import encode_event
+from pipeline.io.kafka.headers import cluster_header
+from pipeline.io.kafka.message import PartitionBatch
 from pipeline.io.segment_store import MemorySegmentStore
-from pipeline.io.sink_consumer import PartitionBatch
-from pipeline.io.topics import cluster_header
 from pipeline.model.keys import ClusterId
 from pipeline.sink.sink import EventSource, Sink, SinkSettings
 from pipeline.sink.synthetic import synthetic_events

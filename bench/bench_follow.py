@@ -27,7 +27,8 @@ from typing import Any
 
 from pipeline.formats.assemble import assemble_window
 from pipeline.formats.wire.codec import encode_event
-from pipeline.io.kafka import KafkaSettings, Message
+from pipeline.io.kafka.message import Message
+from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
 from pipeline.model.tracer_config import TracerConfig

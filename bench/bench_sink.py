@@ -52,10 +52,13 @@ from aiokafka import TopicPartition
 from bench.environment import machine, private_stack
 from pipeline.formats.wire import native
 from pipeline.formats.wire.codec import decode_event, encode_event
-from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
+from pipeline.io.kafka.admin import ensure_topic
+from pipeline.io.kafka.clients import new_consumer, new_producer
+from pipeline.io.kafka.message import PartitionBatch
+from pipeline.io.kafka.settings import KafkaSettings
+from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore, SegmentStore
-from pipeline.io.sink_consumer import KafkaSinkSource, PartitionBatch
 from pipeline.sink import synthetic
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor

@@ -60,13 +60,13 @@ import orjson
 
 from bench.environment import machine, private_stack
 from pipeline.formats.wire.codec import encode_event
-from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer, topic_partitions
+from pipeline.io.kafka.admin import ensure_topic, ensure_watcher_topics, topic_partitions
+from pipeline.io.kafka.clients import new_consumer, new_producer
+from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.settings import EVENTS_TOPIC, KafkaSettings
 from pipeline.io.kube.connect import kube_api
 from pipeline.io.metrics import Metrics
 from pipeline.io.publisher import KafkaPublisher
-from pipeline.io.resume_store import ensure_watcher_topics
-from pipeline.io.topics import EVENTS_TOPIC
-from pipeline.io.watch_types import Record
 from pipeline.model.events import Event
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import object_key

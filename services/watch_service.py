@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.io.http import HttpSettings
-from pipeline.io.kafka import KafkaSettings
+from pipeline.io.kafka.settings import KafkaSettings
 from services.serving import on_stop_signals, serving_http
 
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts faster without them
@@ -198,9 +198,9 @@ async def _read_back(
 ) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """Create the topics if needed and read what earlier runs from ``cluster`` published (state, resume
     points)."""
-    from pipeline.io.kafka import ensure_topic
-    from pipeline.io.resume_store import ensure_watcher_topics, read_compacted
-    from pipeline.io.topics import DEADLETTER_TOPIC, RESUME_TOPIC, STATE_TOPIC
+    from pipeline.io.kafka.admin import ensure_topic, ensure_watcher_topics
+    from pipeline.io.kafka.reads import read_compacted
+    from pipeline.io.kafka.settings import DEADLETTER_TOPIC, RESUME_TOPIC, STATE_TOPIC
     from pipeline.model.errors import TransientError
 
     started = time.monotonic()

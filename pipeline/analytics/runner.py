@@ -1,57 +1,37 @@
 """Running an analytics consumer: over its own consumer group on ``kubetape.events``, or over a trace file.
 
-The runner owns the delivery contract described in :mod:`pipeline.analytics.consumer`: decode, hand
-over in batches, checkpoint, and only then commit. It is written against :class:`MessageSource`, which
-:class:`pipeline.io.analytics_source.KafkaAnalyticsSource` implements on aiokafka; unit tests use a list.
+The runner is the consumer's handler in the one consume loop (:mod:`pipeline.io.kafka.consume`), which
+owns the delivery contract described in :mod:`pipeline.analytics.consumer`: the runner decodes and
+hands over each batch (``add``) and checkpoints the consumer (``flush``); the loop commits only after
+a checkpoint. Its source is a :class:`pipeline.io.kafka.reader.TopicReader`; unit tests use a list.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from pipeline.analytics.consumer import AnalyticsConsumer, BatchContext
 from pipeline.formats.wire.codec import decode_event
-from pipeline.io.kafka import Message
+from pipeline.io.kafka.consume import ConsumeLoop, LoopSettings, Source
+from pipeline.io.kafka.message import Message
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
 
 log = logging.getLogger("kubetape.analytics")
 
 
-class MessageSource(Protocol):
-    """Where a runner reads from and commits to (one consumer group on one topic)."""
+class MessageSource(Source, Protocol):
+    """The consume loop's source, which also names itself and tells its lag (for the consumer)."""
 
     @property
     def description(self) -> str: ...
 
-    async def fetch(self, timeout_ms: int, max_records: int) -> list[Message]: ...
-
     def lag(self) -> int | None:
         """Messages not yet fetched up to the end of the topic (None when unknown)."""
         ...
-
-    def finished(self) -> bool:
-        """True once a bounded range (``--to``) has been read completely; never for a live topic."""
-        ...
-
-    async def commit(self, next_offsets: Mapping[int, int]) -> None:
-        """Commit, per partition, the offset of the next message to read."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class RunnerSettings:
-    """How often the runner checkpoints; the defaults bound re-delivery after a crash to a few seconds."""
-
-    max_batch: int = 1000
-    fetch_timeout_ms: int = 500
-    checkpoint_every_s: float = 5.0
-    checkpoint_every_events: int = 20_000
 
 
 @dataclass(slots=True)
@@ -66,40 +46,26 @@ class ConsumerRunner:
     """``await ConsumerRunner(consumer, source).run()`` until :meth:`stop` or the end of a range."""
 
     def __init__(
-        self, consumer: AnalyticsConsumer, source: MessageSource, settings: RunnerSettings | None = None
+        self, consumer: AnalyticsConsumer, source: MessageSource, settings: LoopSettings | None = None
     ) -> None:
         self.consumer = consumer
         self.source = source
-        self.settings = settings or RunnerSettings()
         self.stats = RunStats()
-        self._stopping = asyncio.Event()
-        self._uncommitted: dict[int, int] = {}
+        self._loop = ConsumeLoop(source, self, settings)
 
     def stop(self) -> None:
         """Stop after the current batch; the final checkpoint and commit still run."""
-        self._stopping.set()
+        self._loop.stop()
 
     async def run(self) -> RunStats:
-        last_checkpoint = time.monotonic()
-        since_checkpoint = 0
-        try:
-            while not self._stopping.is_set() and not self.source.finished():
-                messages = await self.source.fetch(self.settings.fetch_timeout_ms, self.settings.max_batch)
-                if messages:
-                    since_checkpoint += self._hand_over(messages)
-                due = time.monotonic() - last_checkpoint >= self.settings.checkpoint_every_s
-                if self._uncommitted and (due or since_checkpoint >= self.settings.checkpoint_every_events):
-                    await self._checkpoint()
-                    last_checkpoint, since_checkpoint = time.monotonic(), 0
-        finally:
-            await self._checkpoint()
-            self.consumer.close()
+        await self._loop.run()
         return self.stats
 
-    def _hand_over(self, messages: Sequence[Message]) -> int:
+    # ---- the consume loop's handler ----------------------------------------------------------------
+    def add(self, messages: Sequence[Message]) -> None:
+        """Decode ``messages`` (undecodable ones counted, logged and skipped) and hand them over."""
         events: list[Event] = []
         for message in messages:
-            self._uncommitted[message.partition] = message.offset + 1
             where = f"{self.source.description} partition {message.partition} offset {message.offset}"
             try:
                 if message.value is None:
@@ -115,14 +81,14 @@ class ConsumerRunner:
         self.consumer.on_batch(events, context)
         self.stats.events += len(events)
         self.stats.batches += 1
-        return len(messages)
 
-    async def _checkpoint(self) -> None:
+    def flush(self) -> None:
+        """Checkpoint the consumer: what it computed and its resume state become durable."""
         self.consumer.checkpoint()
         self.stats.checkpoints += 1
-        if self._uncommitted:
-            await self.source.commit(dict(self._uncommitted))
-            self._uncommitted.clear()
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def run_offline(

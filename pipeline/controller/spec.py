@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pipeline.io.kafka.settings import EVENTS_TOPIC
 from pipeline.io.store_url import S3Location, parse_store_url
-from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import cluster_id_problem
 

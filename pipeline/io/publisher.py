@@ -46,10 +46,11 @@ from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 from aiokafka.producer.message_accumulator import BatchBuilder
 
-from pipeline.io.kafka import KafkaSettings, new_producer
+from pipeline.io.kafka.clients import new_producer
+from pipeline.io.kafka.headers import cluster_header
+from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.settings import DEADLETTER_TOPIC, EVENTS_TOPIC, KafkaSettings
 from pipeline.io.metrics import Metrics
-from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, cluster_header
-from pipeline.io.watch_types import Record
 from pipeline.model.errors import TransientError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId, message_key
 
@@ -115,7 +116,7 @@ class KafkaPublisher:
         ``deadletter_topic``: where records the broker can never take are described;
         ``producer_factory``: makes the aiokafka producer (a seam for tests);
         ``cluster``: the recorded cluster, in every record's key (:func:`~pipeline.model.keys.message_key`)
-        and header (:data:`~pipeline.io.topics.CLUSTER_HEADER`), so a fleet shares one topic set."""
+        and header (:data:`~pipeline.io.kafka.headers.CLUSTER_HEADER`), so a fleet shares one topic set."""
         self._settings = settings
         self._cluster = cluster
         self._headers = cluster_header(cluster)

@@ -12,7 +12,7 @@
   gets the median duration seen so far when its object is (re)applied.
 
 Both read one cluster of a topic a fleet shares (``cluster``, by the record header: other clusters'
-values are never decoded; see :class:`pipeline.io.kafka_range.ClusterFilter`).
+values are never decoded; see :class:`pipeline.io.kafka.headers.ClusterFilter`).
 
 Redelivered records (Kafka is at least once) are byte-identical to the first delivery and are skipped.
 
@@ -37,8 +37,10 @@ from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment import Segment
 from pipeline.formats.trace import initial_events
 from pipeline.formats.wire.codec import decode_event
-from pipeline.io.kafka import KafkaSettings, Message
-from pipeline.io.kafka_range import ClusterFilter, read_topic_range, tail_topic
+from pipeline.io.kafka.headers import ClusterFilter
+from pipeline.io.kafka.message import Message
+from pipeline.io.kafka.reads import read_topic_range, tail_topic
+from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId, ObjectKey

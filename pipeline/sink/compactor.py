@@ -47,8 +47,8 @@ from pipeline.formats.segment import (
 )
 from pipeline.formats.wire import native
 from pipeline.formats.wire.probe import EventHead
+from pipeline.io.kafka.settings import EVENTS_TOPIC
 from pipeline.io.segment_store import SegmentName, WriteFence, segment_name
-from pipeline.io.topics import EVENTS_TOPIC
 from pipeline.model.events import Event
 from pipeline.sink import native_fold
 from pipeline.sink.state import ObjectState

@@ -20,14 +20,14 @@ from typing import Any
 
 from pipeline.formats.wire import native
 from pipeline.io.http import HttpSettings, bound_port, create_app, start_http
-from pipeline.io.kafka import KafkaSettings, ensure_topic
-from pipeline.io.kafka_range import latest_clusters
+from pipeline.io.kafka.admin import ensure_topic
+from pipeline.io.kafka.reads import latest_clusters
+from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, KafkaSettings
+from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore, SegmentStore
-from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP, KafkaSinkSource
 from pipeline.io.sink_http import ExportFn, ExportReply, add_export_route
 from pipeline.io.store_url import StoreLocation, cluster_store_location, open_segment_store
-from pipeline.io.topics import DEADLETTER_TOPIC
 from pipeline.model.errors import ConfigError, KubetapeError, TransientError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.catalog import SegmentCatalog

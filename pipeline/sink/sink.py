@@ -1,7 +1,7 @@
 """The sink: consume ``kubetape.events`` in batches, compact per partition, write durably, then commit.
 
 Written against two seams, :class:`EventSource` (the Kafka consumer group, see
-:mod:`pipeline.io.sink_consumer`) and :class:`~pipeline.io.segment_store.SegmentStore`, so the loop runs
+:mod:`pipeline.io.kafka.sink_member`) and :class:`~pipeline.io.segment_store.SegmentStore`, so the loop runs
 in unit tests against in-memory fakes. The order inside one round is what makes the effect exactly-once:
 
 1. ``getmany`` a batch; check each message (undecodable ones go to the dead-letter topic first);
@@ -53,11 +53,10 @@ from typing import Protocol
 from pipeline.formats.segment import PartitionRange, build_gap_marker, encode_wire_segment
 from pipeline.formats.wire import native
 from pipeline.formats.wire.probe import EventHead, WireProbe
-from pipeline.io.kafka import Message
+from pipeline.io.kafka.headers import cluster_header, cluster_named, is_from_cluster
+from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import SegmentStore, StaleWriterError, WriteFence, segment_name
-from pipeline.io.sink_consumer import PartitionBatch
-from pipeline.io.topics import cluster_header, cluster_named, is_from_cluster
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.catalog import SegmentCatalog

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from pipeline.io.kafka.message import Record
 from pipeline.io.kube.cluster import ClusterReads
-from pipeline.io.watch_types import Record
 
 Cluster = ClusterReads
 """Read-only access to the watched cluster: the reads of :class:`pipeline.io.kube.cluster.Cluster`."""

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.formats.wire.codec import decode_event, encode_event
-from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
-from pipeline.io.watch_types import Record
+from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.hashing import object_spec_hash, pod_spec_hash

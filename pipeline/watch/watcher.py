@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import orjson
 
 from pipeline.formats.wire.codec import encode_event
+from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC
 from pipeline.io.kube.types import ApiResource, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
-from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC
-from pipeline.io.watch_types import Record
 from pipeline.model.errors import ConfigError, FormatError, GoneError, TransientError, WatchBrokenError
 from pipeline.model.events import Event
 from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, kind_key

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from pipeline.analytics.consumer import AnalyticsConsumer, group_id_for
-from pipeline.io.topics import EVENTS_TOPIC
+from pipeline.io.kafka.settings import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
 from services.flags import add_cluster_argument
 from services.serving import on_stop_signals
@@ -119,9 +119,9 @@ async def _run_kafka(args: argparse.Namespace, bootstrap: str) -> None:
 
     from pipeline.analytics.builtin_metrics import MetricsConsumer
     from pipeline.analytics.runner import ConsumerRunner
-    from pipeline.io.analytics_source import KafkaAnalyticsSource
     from pipeline.io.http import HttpSettings, add_data_route, bound_port, start_http
-    from pipeline.io.kafka import KafkaSettings
+    from pipeline.io.kafka.reader import TopicReader
+    from pipeline.io.kafka.settings import KafkaSettings
     from pipeline.sink.export import parse_time
 
     start_ms = parse_time(args.start, what="--from") if args.start else None
@@ -149,8 +149,13 @@ async def _run_kafka(args: argparse.Namespace, bootstrap: str) -> None:
     settings = KafkaSettings(bootstrap=bootstrap, client_id="kubetape-analytics")
     try:
         group = group_id_for(consumer.name) + (f".{args.cluster}" if args.cluster else "")
-        async with KafkaAnalyticsSource(
-            settings, args.topic, group, start_ms=start_ms, end_ms=end_ms, cluster=args.cluster
+        async with TopicReader(
+            settings,
+            args.topic,
+            start=start_ms if start_ms is not None else "committed",
+            end=end_ms if end_ms is not None else "none",
+            group_id=group,
+            cluster=args.cluster,
         ) as source:
             runner = ConsumerRunner(consumer, source)
             with on_stop_signals(runner.stop):

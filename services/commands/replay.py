@@ -345,7 +345,7 @@ async def _load_source(args: argparse.Namespace) -> Any:
     end_ms = parse_time(args.end or "now", what="--to")
     if args.segments is not None:
         return _segments_trace(args.segments, start_ms, end_ms, config, cluster=args.cluster)
-    from pipeline.io.kafka import KafkaSettings
+    from pipeline.io.kafka.settings import KafkaSettings
     from pipeline.replay.sources import read_topic_trace
 
     return await read_topic_trace(
@@ -379,7 +379,7 @@ async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
 
     follow = None
     if plan is None:  # --follow: the state at now − lag first, then the live topic
-        from pipeline.io.kafka import KafkaSettings
+        from pipeline.io.kafka.settings import KafkaSettings
         from pipeline.model.tracer_config import load_tracer_config
         from pipeline.replay.sources import FollowSource
 

@@ -7,9 +7,7 @@ import asyncio
 import os
 
 from pipeline.io.http import HttpSettings
-from pipeline.io.kafka import KafkaSettings
-from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP
-from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC
+from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, EVENTS_TOPIC, KafkaSettings
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.compactor import CompactionSettings

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from pipeline.io.http import HttpSettings
-from pipeline.io.kafka import KafkaSettings
+from pipeline.io.kafka.settings import KafkaSettings
 from services.flags import add_http_flags, add_kubeconfig_flags, add_log_flags
 from services.watch_service import WatchServiceSettings, serve
 

@@ -14,11 +14,12 @@ import yaml
 
 from pipeline.analytics.builtin_timeline import TimelineConsumer
 from pipeline.analytics.consumer import group_id_for
-from pipeline.analytics.runner import ConsumerRunner, RunnerSettings
+from pipeline.analytics.runner import ConsumerRunner
 from pipeline.analytics.timeline import CLUSTER_OWNER, fold_events
 from pipeline.formats.trace import initial_events, read_trace
-from pipeline.io.analytics_source import KafkaAnalyticsSource
-from pipeline.io.kafka import KafkaSettings
+from pipeline.io.kafka.consume import LoopSettings
+from pipeline.io.kafka.reader import TopicReader
+from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.replay.settings import ReplaySettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.stack.stack import LocalStack
@@ -39,15 +40,15 @@ async def test_three_replays_of_a_recording_compare_within_the_fidelity_threshol
 
     # an extra consumer group on the recorded range sees what the exported trace holds
     consumer = TimelineConsumer(tmp_path / "kafka-timeline", final=True)
-    source = KafkaAnalyticsSource(
+    source = TopicReader(
         KafkaSettings(bootstrap=info.bootstrap),
         "kubetape.events",
-        group_id_for(consumer.name),
-        start_ms=trace.header.start_ms,
-        end_ms=trace.header.end_ms,
+        start=trace.header.start_ms,
+        end=trace.header.end_ms,
+        group_id=group_id_for(consumer.name),
     )
     async with source:
-        await ConsumerRunner(consumer, source, RunnerSettings(fetch_timeout_ms=200)).run()
+        await ConsumerRunner(consumer, source, LoopSettings(fetch_timeout_ms=200)).run()
     from_kafka = {r.second: r.running for r in consumer.rows if r.owner == CLUSTER_OWNER}
     from_trace = {
         r.second: r.running

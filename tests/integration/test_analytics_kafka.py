@@ -18,14 +18,16 @@ from aiokafka import TopicPartition
 
 from pipeline.analytics.builtin_timeline import TimelineConsumer
 from pipeline.analytics.consumer import group_id_for
-from pipeline.analytics.runner import ConsumerRunner, RunnerSettings
+from pipeline.analytics.runner import ConsumerRunner
 from pipeline.analytics.timeline import fold_events
 from pipeline.analytics.timeline_store import read_timeline
 from pipeline.formats.trace import initial_events, read_trace
 from pipeline.formats.wire.codec import encode_event
-from pipeline.io.analytics_source import KafkaAnalyticsSource
-from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
-from pipeline.io.sink_consumer import DEFAULT_SINK_GROUP
+from pipeline.io.kafka.admin import ensure_topic
+from pipeline.io.kafka.clients import new_consumer, new_producer
+from pipeline.io.kafka.consume import LoopSettings
+from pipeline.io.kafka.reader import TopicReader
+from pipeline.io.kafka.settings import DEFAULT_SINK_GROUP, KafkaSettings
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
 from pipeline.stack.processes import free_port
@@ -99,14 +101,15 @@ def later_events(after_ms: int) -> list[Event]:
 
 async def run_timeline(bootstrap: str, topic: str, out: Path) -> tuple[int, TimelineConsumer]:
     consumer = TimelineConsumer(out)
-    source = KafkaAnalyticsSource(
+    source = TopicReader(
         KafkaSettings(bootstrap=bootstrap),
         topic,
-        group_id_for(consumer.name),
-        end_ms=int(time.time() * 1000) + 3_600_000,  # everything there now
+        start="committed",
+        group_id=group_id_for(consumer.name),
+        end=int(time.time() * 1000) + 3_600_000,  # everything there now
     )
     async with source:
-        stats = await ConsumerRunner(consumer, source, RunnerSettings(fetch_timeout_ms=200)).run()
+        stats = await ConsumerRunner(consumer, source, LoopSettings(fetch_timeout_ms=200)).run()
     return stats.events, consumer
 
 

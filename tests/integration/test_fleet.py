@@ -18,9 +18,11 @@ import pytest
 
 from pipeline.formats.segment import Segment, decode_segment
 from pipeline.formats.wire.codec import decode_event
-from pipeline.io.kafka import KafkaSettings, new_consumer, topic_partitions
-from pipeline.io.kafka_range import tail_topic
-from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, cluster_named
+from pipeline.io.kafka.admin import topic_partitions
+from pipeline.io.kafka.clients import new_consumer
+from pipeline.io.kafka.headers import cluster_named
+from pipeline.io.kafka.reads import tail_topic
+from pipeline.io.kafka.settings import DEADLETTER_TOPIC, EVENTS_TOPIC, KafkaSettings
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId
 from pipeline.replay.sources import read_topic_trace

@@ -29,10 +29,12 @@ from aiokafka import TopicPartition
 
 from pipeline.formats.wire.codec import WIRE_VERSION, encode_event
 from pipeline.formats.wire.probe import WireProbe
-from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
+from pipeline.io.kafka.admin import ensure_topic
+from pipeline.io.kafka.clients import new_consumer, new_producer
+from pipeline.io.kafka.settings import KafkaSettings
+from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore
-from pipeline.io.sink_consumer import KafkaSinkSource
 from pipeline.model.errors import FormatError
 from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, Event
 from pipeline.model.hashing import object_spec_hash

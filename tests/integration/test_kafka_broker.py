@@ -7,7 +7,9 @@ import uuid
 
 from aiokafka import TopicPartition
 
-from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
+from pipeline.io.kafka.admin import ensure_topic
+from pipeline.io.kafka.clients import new_consumer, new_producer
+from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.stack.stack import LocalStack
 
 

@@ -18,8 +18,13 @@ import pytest
 import yaml
 
 from pipeline.formats.wire.codec import decode_event
-from pipeline.io.kafka import KafkaSettings
-from pipeline.io.topics import DEADLETTER_TOPIC, EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+from pipeline.io.kafka.settings import (
+    DEADLETTER_TOPIC,
+    EVENTS_TOPIC,
+    RESUME_TOPIC,
+    STATE_TOPIC,
+    KafkaSettings,
+)
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId
 from pipeline.model.tracer_config import TracerConfig, load_tracer_config

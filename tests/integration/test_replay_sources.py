@@ -16,7 +16,8 @@ import yaml
 from aiokafka import AIOKafkaProducer
 
 from pipeline.formats.wire.codec import encode_event
-from pipeline.io.kafka import KafkaSettings, ensure_topic
+from pipeline.io.kafka.admin import ensure_topic
+from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
 from pipeline.io.pod_watch import PodWatch

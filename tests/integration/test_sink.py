@@ -20,10 +20,12 @@ from aiokafka import TopicPartition
 from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment import encode_segment
 from pipeline.formats.wire.codec import encode_event
-from pipeline.io.kafka import KafkaSettings, ensure_topic, new_consumer, new_producer
+from pipeline.io.kafka.admin import ensure_topic
+from pipeline.io.kafka.clients import new_consumer, new_producer
+from pipeline.io.kafka.settings import KafkaSettings
+from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore
-from pipeline.io.sink_consumer import KafkaSinkSource
 from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.sink.catalog import SegmentCatalog

@@ -17,7 +17,8 @@ import aiohttp
 import pytest
 
 from pipeline.formats.segment import decode_segment, read_segment
-from pipeline.io.kafka import KafkaSettings, ensure_topic
+from pipeline.io.kafka.admin import ensure_topic
+from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.store_url import open_segment_store
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.export import ExportRequest, export_window

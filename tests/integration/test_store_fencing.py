@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.io.kafka import KafkaSettings, admin_client, ensure_topic
+from pipeline.io.kafka.admin import admin_client, ensure_topic
+from pipeline.io.kafka.settings import KafkaSettings
+from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
 from pipeline.io.segment_store import LocalSegmentStore
-from pipeline.io.sink_consumer import KafkaSinkSource
 from pipeline.io.store_url import open_segment_store
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings

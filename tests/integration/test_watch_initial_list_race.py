@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from pipeline.formats.wire.codec import decode_event
+from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
 from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
-from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC
-from pipeline.io.watch_types import Record
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.tracer_config import TracerConfig

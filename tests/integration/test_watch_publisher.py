@@ -11,10 +11,11 @@ import uuid
 import orjson
 import pytest
 
-from pipeline.io.kafka import KafkaSettings, ensure_topic
+from pipeline.io.kafka.admin import ensure_topic
+from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.metrics import Metrics
 from pipeline.io.publisher import KafkaPublisher
-from pipeline.io.watch_types import Record
 from tests.integration.test_watch_service import read_topic
 
 pytestmark = pytest.mark.timeout(300)

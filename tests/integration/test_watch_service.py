@@ -23,8 +23,10 @@ import orjson
 import pytest
 
 from pipeline.formats.wire.codec import decode_event, encode_event
-from pipeline.io.kafka import KafkaSettings, new_consumer, topic_partitions
-from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, is_from_cluster
+from pipeline.io.kafka.admin import topic_partitions
+from pipeline.io.kafka.clients import new_consumer
+from pipeline.io.kafka.headers import is_from_cluster
+from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, KafkaSettings
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId, split_message_key
 from pipeline.stack import kwok

@@ -12,11 +12,12 @@ import pytest
 from pipeline.analytics.builtin_metrics import MetricsConsumer
 from pipeline.analytics.builtin_timeline import TimelineConsumer
 from pipeline.analytics.consumer import BatchContext, group_id_for
-from pipeline.analytics.runner import ConsumerRunner, RunnerSettings, run_offline
+from pipeline.analytics.runner import ConsumerRunner, run_offline
 from pipeline.analytics.timeline_store import read_timeline
 from pipeline.formats.trace import initial_events, read_trace
 from pipeline.formats.wire.codec import encode_event
-from pipeline.io.kafka import Message
+from pipeline.io.kafka.consume import LoopSettings
+from pipeline.io.kafka.message import Message
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
 from services.cli import main
@@ -81,7 +82,7 @@ async def test_offsets_are_committed_only_after_the_consumer_checkpointed() -> N
     messages = [Message(i % 2, i // 2, 0, None, encode_event(configmap_event(i))) for i in range(10)]
     source = ListSource(messages, calls)
     consumer = RecordingConsumer(calls)
-    settings = RunnerSettings(max_batch=4, checkpoint_every_events=4, checkpoint_every_s=3600)
+    settings = LoopSettings(max_batch=4, flush_every_messages=4, flush_every_s=3600)
     stats = await ConsumerRunner(consumer, source, settings).run()
     assert stats.events == 10
     assert [e.key for e in consumer.events] == [f"core/ConfigMap/ns/cm-{i}" for i in range(10)]

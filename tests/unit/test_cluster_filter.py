@@ -7,8 +7,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from pipeline.io.kafka_range import ClusterFilter
-from pipeline.io.topics import CLUSTER_HEADER
+from pipeline.io.kafka.headers import CLUSTER_HEADER, ClusterFilter
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import ClusterId
 

@@ -11,11 +11,11 @@ from typing import Any
 import orjson
 from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, OutOfOrderSequenceNumber
 
-from pipeline.io.kafka import KafkaSettings
+from pipeline.io.kafka.headers import CLUSTER_HEADER
+from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.settings import DEADLETTER_TOPIC, EVENTS_TOPIC, STATE_TOPIC, KafkaSettings
 from pipeline.io.metrics import Metrics
 from pipeline.io.publisher import KafkaPublisher
-from pipeline.io.topics import CLUSTER_HEADER, DEADLETTER_TOPIC, EVENTS_TOPIC, STATE_TOPIC
-from pipeline.io.watch_types import Record
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 
 

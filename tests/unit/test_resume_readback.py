@@ -7,8 +7,8 @@ from typing import Any
 
 from aiokafka import ConsumerRecord
 
-from pipeline.io.resume_store import own_record_key
-from pipeline.io.topics import CLUSTER_HEADER, cluster_header
+from pipeline.io.kafka.headers import CLUSTER_HEADER, cluster_header
+from pipeline.io.kafka.reads import own_record_key
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId, message_key
 
 EU, US = ClusterId("eu"), ClusterId("us")

@@ -15,7 +15,7 @@ from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment import decode_segment, encode_segment
 from pipeline.formats.simkube import read_simkube_trace, simkube_compatibility_problems
 from pipeline.formats.wire.codec import encode_event
-from pipeline.io.kafka import Message
+from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.segment_store import (
     LocalSegmentStore,
     MemorySegmentStore,
@@ -24,7 +24,6 @@ from pipeline.io.segment_store import (
     parse_segment_name,
     segment_name,
 )
-from pipeline.io.sink_consumer import PartitionBatch
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig

@@ -9,9 +9,9 @@ import pytest
 from pipeline.formats.inspect import inspect_bytes
 from pipeline.formats.segment import decode_segment
 from pipeline.formats.wire.codec import encode_event
+from pipeline.io.kafka.headers import CLUSTER_HEADER
+from pipeline.io.kafka.message import PartitionBatch
 from pipeline.io.segment_store import MemorySegmentStore
-from pipeline.io.sink_consumer import PartitionBatch
-from pipeline.io.topics import CLUSTER_HEADER
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
@@ -128,7 +128,7 @@ async def test_a_sink_whose_cluster_nobody_named_stops_at_another_clusters_messa
 async def test_a_sink_nobody_named_a_cluster_for_records_the_topics_only_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pipeline.io.kafka import KafkaSettings
+    from pipeline.io.kafka.settings import KafkaSettings
     from pipeline.sink import service
 
     met: set[str] = set()

@@ -30,9 +30,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment import encode_segment
 from pipeline.formats.wire.codec import encode_event
-from pipeline.io.kafka import Message
+from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.segment_store import MemorySegmentStore
-from pipeline.io.sink_consumer import PartitionBatch
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, object_key
 from pipeline.model.tracer_config import TracerConfig

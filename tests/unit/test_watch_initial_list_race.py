@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.formats.wire.codec import decode_event
+from pipeline.io.kafka.settings import RESUME_TOPIC
 from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
-from pipeline.io.topics import RESUME_TOPIC
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.tracer_config import TracerConfig

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from pipeline.formats.wire.codec import decode_event
+from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
-from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.model.errors import FormatError
 from pipeline.model.events import EventType
 from pipeline.model.hashing import pod_spec_hash

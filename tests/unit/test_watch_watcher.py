@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from pipeline.formats.wire.codec import decode_event
+from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
 from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
-from pipeline.io.topics import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
-from pipeline.io.watch_types import Record
 from pipeline.model.errors import GoneError, WatchBrokenError
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import GroupVersionKind

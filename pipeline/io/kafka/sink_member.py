@@ -10,60 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.metadata import MetadataRequest
 
-from pipeline.io.kafka import ConsumerClient, KafkaSettings, Message, new_consumer, new_producer
+from pipeline.io.kafka.clients import ConsumerClient, new_consumer, new_producer
+from pipeline.io.kafka.message import Message, PartitionBatch
+from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, KafkaSettings
 from pipeline.io.publisher import refused
-from pipeline.io.topics import DEADLETTER_TOPIC
 from pipeline.model.errors import TransientError
 
 log = logging.getLogger("kubetape.sink")
 
-DEFAULT_SINK_GROUP = "kubetape-sink"
-
 PartitionsCallback = Callable[[list[int]], Awaitable[None]]
-
-
-class KafkaRecord(Protocol):
-    """The fields of a consumed record the sink reads (aiokafka's ConsumerRecord has them)."""
-
-    @property
-    def offset(self) -> int: ...
-    @property
-    def key(self) -> bytes | None: ...
-    @property
-    def value(self) -> bytes | None: ...
-    @property
-    def timestamp(self) -> int: ...
-    @property
-    def headers(self) -> Sequence[tuple[str, bytes]]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionBatch:
-    """One partition's part of a ``getmany``, in offset order, as parallel lists: the sink reads only
-    offsets and values per message (two list comprehensions instead of an object per message) and
-    builds a :class:`Message` only for a message it sends to the dead-letter topic."""
-
-    partition: int
-    offsets: list[int]
-    values: list[bytes | None]
-    records: Sequence[KafkaRecord]
-
-    @classmethod
-    def of(cls, partition: int, records: Sequence[KafkaRecord]) -> PartitionBatch:
-        return cls(partition, [r.offset for r in records], [r.value for r in records], records)
-
-    def message(self, index: int) -> Message:
-        r = self.records[index]
-        return Message(self.partition, r.offset, r.timestamp, r.key, r.value)
 
 
 async def _nothing(partitions: list[int]) -> None:

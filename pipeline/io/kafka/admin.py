@@ -1,0 +1,70 @@
+"""Creating kubetape's topics and describing their partitions (the admin client).
+
+The watcher creates its topics on start: ``kubetape.events`` (history) and the compacted
+``kubetape.state`` (latest published object per key) and ``kubetape.watch-resume`` (resourceVersion per
+watched kind, lifecycle per pod), which it reads back (:func:`pipeline.io.kafka.reads.read_compacted`) to
+continue exactly where it stopped, without a local disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, KafkaSettings
+from pipeline.model.errors import TransientError
+
+_COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+
+
+@asynccontextmanager
+async def admin_client(settings: KafkaSettings) -> AsyncIterator[AIOKafkaAdminClient]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, client_id=settings.client_id)
+    await admin.start()
+    try:
+        yield admin
+    finally:
+        await admin.close()
+
+
+async def ensure_topic(
+    settings: KafkaSettings, name: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> bool:
+    """Create ``name`` if it does not exist; returns True when it was created."""
+    async with admin_client(settings) as admin:
+        try:
+            await admin.create_topics([NewTopic(name, partitions, 1, topic_configs=config or {})])
+        except TopicAlreadyExistsError:
+            return False
+    return True
+
+
+async def topic_partitions(settings: KafkaSettings, topic: str) -> list[TopicPartition]:
+    """Every partition of ``topic`` (empty if it does not exist), from fresh cluster metadata.
+
+    Asked of the admin client: a consumer without a subscription does not load a topic's metadata, so
+    its ``partitions_for_topic`` stays empty."""
+    try:
+        async with admin_client(settings) as admin:
+            described = await admin.describe_topics([topic])
+    except KafkaError as exc:
+        raise TransientError(
+            f"cannot reach Kafka at {settings.bootstrap} ({exc}); check --bootstrap and the broker"
+        ) from None
+    return sorted(
+        TopicPartition(topic, p["partition"])
+        for t in described
+        if t.get("topic") == topic and not t.get("error_code")
+        for p in t.get("partitions", [])
+    )
+
+
+async def ensure_watcher_topics(settings: KafkaSettings, partitions: int = 3) -> None:
+    """Create the events (history), state and resume (compacted) topics if missing."""
+    await ensure_topic(settings, EVENTS_TOPIC, partitions)
+    await ensure_topic(settings, STATE_TOPIC, partitions, dict(_COMPACTED))
+    await ensure_topic(settings, RESUME_TOPIC, 1, dict(_COMPACTED))
