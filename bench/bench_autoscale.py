@@ -13,8 +13,17 @@ Both runs are sampled the same way (the replay's pods and the nodes they may use
 1 s timestamps) of each and their ratio, node launches and launches per wall second (Karpenter),
 node-hours of each (trace time) and their ratio.
 
-Usage: ``.venv/bin/python -m bench.bench_autoscale [--waves 3 --replicas 10 --speed 10]`` (starts a
-private stack with Karpenter, ~1.5 min, plus the two replays)
+With ``--ramp 10,20,40``, the same pair of replays runs once per wave size, so pods arrive faster at
+each level (``replicas × speed / 20 s`` per wall second), and the JSON says how many pods per wall second
+the loop sustained before the autoscaler, not the replayer, was the limit: the first level at which
+Karpenter's pending→running p99 is more than ``--bound-s`` above the fixed pool's, while the fixed pool
+(the replayer, the scheduler and KWOK without an autoscaler) still keeps its own p99 and the replayer's
+lateness p99 within ``--bound-s``. A level where the fixed pool falls behind first is reported as limited
+by the replayer or the control plane instead.
+
+Usage: ``.venv/bin/python -m bench.bench_autoscale [--waves 3 --replicas 10 --speed 10]`` or
+``[--ramp 10,20,40,80 --bound-s 10]`` (starts a private stack with Karpenter, ~1.5 min, plus two
+replays per level)
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from pipeline.replay.autoscale_settings import scale_karpenter_timers, scale_nod
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.rewrite import REPLAY_LABEL
+from pipeline.replay.schedule import percentile
 from pipeline.replay.settings import ReplaySettings
 from pipeline.replay.workload_manifests import deployment, kwok_node_pool
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
@@ -110,9 +120,11 @@ async def _replay(
                 await sampler
         await replayer.cleanup()  # not sampled: nodes draining after the trace are not its cost
     data = figures.to_json()
+    lateness_p99 = percentile(report.lateness_ms, 0.99)
     return {
         "wall_seconds": round(report.wall_seconds, 2),
         "failed": report.failed,
+        "lateness_p99_ms": None if lateness_p99 is None else round(lateness_p99, 1),
         "pods_timed": data["pending_to_running"]["pods"],
         "pending_to_running_p50_s": data["pending_to_running"]["p50_wall_s"],
         "pending_to_running_p99_s": data["pending_to_running"]["p99_wall_s"],
@@ -131,9 +143,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else round(a / b, 3)
 
 
-async def _run(args: argparse.Namespace, stack: LocalStack, kubeconfig: Path) -> dict[str, Any]:
-    trace, end_ms = _trace(args.waves, args.replicas)
-    timers, _ = scale_karpenter_timers(args.speed)
+def _rescale_karpenter(stack: LocalStack, speed: float) -> None:
+    timers, _ = scale_karpenter_timers(speed)
     stack.rescale_karpenter(
         "sim",
         batch_idle_s=timers.batch_idle_s,
@@ -141,45 +152,46 @@ async def _run(args: argparse.Namespace, stack: LocalStack, kubeconfig: Path) ->
         polling_period_s=timers.polling_period_s,
         validation_delay_s=timers.validation_delay_s,
     )
+
+
+async def _pair(kubeconfig: Path, speed: float, waves: int, replicas: int) -> dict[str, Any]:
+    """One trace replayed with Karpenter, then on a fixed pool big enough for its peak."""
+    trace, end_ms = _trace(waves, replicas)
     pool, _ = scale_nodepool(
-        kwok_node_pool("bench", ("kwok-standard-4", "kwok-standard-8")), args.speed, source="bench pool"
+        kwok_node_pool("bench", ("kwok-standard-4", "kwok-standard-8")), speed, source="bench pool"
     )
     name = f"bench-k-{uuid.uuid4().hex[:4]}"
     karpenter = await _replay(
         kubeconfig,
         trace,
-        ReplaySettings(
-            speed=args.speed, replay_name=name, namespace_prefix=name, autoscaler_node_pools=(pool,)
-        ),
+        ReplaySettings(speed=speed, replay_name=name, namespace_prefix=name, autoscaler_node_pools=(pool,)),
         f"{NODEPOOL_LABEL}={{}}-bench",
     )
-    print(json.dumps({"karpenter": karpenter}), file=sys.stderr)  # kept if the next run fails
+    print(
+        json.dumps({"replicas": replicas, "karpenter": karpenter}), file=sys.stderr
+    )  # kept if the next fails
     # the peak: waves overlapping within one wave's life, one-CPU pods, 8-CPU nodes (7.9 allocatable)
-    overlapping = min(args.waves, math.ceil(WAVE_LIFE_MS / WAVE_GAP_MS))
-    fixed_nodes = math.ceil(overlapping * args.replicas / (NODE_CPUS - 1))
+    overlapping = min(waves, math.ceil(WAVE_LIFE_MS / WAVE_GAP_MS))
+    fixed_nodes = math.ceil(overlapping * replicas / (NODE_CPUS - 1))
     name = f"bench-f-{uuid.uuid4().hex[:4]}"
     fixed = await _replay(
         kubeconfig,
         trace,
         ReplaySettings(
-            speed=args.speed,
-            replay_name=name,
-            namespace_prefix=name,
-            node_pools=((_skeleton(), fixed_nodes),),
+            speed=speed, replay_name=name, namespace_prefix=name, node_pools=((_skeleton(), fixed_nodes),)
         ),
         f"{REPLAY_LABEL}={{}}",
     )
     fixed["nodes_fixed"] = fixed_nodes
-    print(json.dumps({"fixed_pool": fixed}), file=sys.stderr)
+    print(json.dumps({"replicas": replicas, "fixed_pool": fixed}), file=sys.stderr)
     return {
-        "benchmark": "autoscale",
-        "machine": machine(),
         "trace": {
-            "waves": args.waves,
-            "replicas_per_wave": args.replicas,
+            "waves": waves,
+            "replicas_per_wave": replicas,
             "pod_cpu": 1,
-            "speed": args.speed,
+            "speed": speed,
             "trace_seconds": end_ms / 1000,
+            "pods_per_wall_s": _arrival_rate(replicas, speed),
         },
         "karpenter": karpenter,
         "fixed_pool": fixed,
@@ -193,9 +205,54 @@ async def _run(args: argparse.Namespace, stack: LocalStack, kubeconfig: Path) ->
             "node_hours": _ratio(karpenter["node_hours"], fixed["node_hours"]),
             "pending_pod_seconds": _ratio(karpenter["pending_pod_seconds"], fixed["pending_pod_seconds"]),
         },
-        "note": "pending→running in wall seconds from Kubernetes timestamps (1 s resolution: a ratio over a "
-        "fixed pool's 0 s is null); node-hours and pending-pod seconds "
-        "in trace time; the fixed pool is created before trace time, so launches nothing during the replay",
+    }
+
+
+def _arrival_rate(replicas: int, speed: float) -> float:
+    """Pods per wall second while a wave arrives: one wave every WAVE_GAP_MS of trace time."""
+    return round(replicas * speed / (WAVE_GAP_MS / 1000), 2)
+
+
+def limit_of(levels: list[dict[str, Any]], bound_s: float) -> dict[str, Any]:
+    """What stopped the ramp (see the module docstring): the first level where the fixed pool fell
+    behind (the replayer or the control plane is the limit), or where Karpenter added more than
+    ``bound_s`` to the fixed pool's pending→running p99 (the autoscaler is)."""
+    sustained = None
+    for level in levels:
+        fixed, karpenter = level["fixed_pool"], level["karpenter"]
+        lateness_s = (fixed["lateness_p99_ms"] or 0) / 1000
+        fixed_p99 = fixed["pending_to_running_p99_s"]
+        rate = level["trace"]["pods_per_wall_s"]
+        if fixed_p99 is None or fixed_p99 > bound_s or lateness_s > bound_s or fixed["failed"]:
+            return {
+                "limited_by": "replayer or control plane",
+                "at_pods_per_wall_s": rate,
+                "sustained": sustained,
+            }
+        karpenter_p99 = karpenter["pending_to_running_p99_s"]
+        if karpenter_p99 is None or karpenter_p99 > fixed_p99 + bound_s:
+            return {"limited_by": "autoscaler", "at_pods_per_wall_s": rate, "sustained": sustained}
+        sustained = rate
+    return {"limited_by": None, "at_pods_per_wall_s": None, "sustained": sustained}
+
+
+async def _run(args: argparse.Namespace, stack: LocalStack, kubeconfig: Path) -> dict[str, Any]:
+    _rescale_karpenter(stack, args.speed)
+    head = {"benchmark": "autoscale", "machine": machine()}
+    note = (
+        "pending→running in wall seconds from Kubernetes timestamps (1 s resolution: a ratio over a fixed "
+        "pool's 0 s is null); node-hours and pending-pod seconds in trace time; the fixed pool is created "
+        "before trace time, so launches nothing during the replay"
+    )
+    if not args.ramp:
+        return {**head, **await _pair(kubeconfig, args.speed, args.waves, args.replicas), "note": note}
+    levels = [await _pair(kubeconfig, args.speed, args.waves, replicas) for replicas in args.ramp]
+    return {
+        **head,
+        "ramp": levels,
+        "bound_s": args.bound_s,
+        "limit": limit_of(levels, args.bound_s),
+        "note": note + "; sustained: the highest pods per wall second at which neither limit was reached",
     }
 
 
@@ -206,6 +263,16 @@ def main() -> None:
     parser.add_argument("--waves", type=int, default=3)
     parser.add_argument("--replicas", type=int, default=10, help="one-CPU pods per wave")
     parser.add_argument("--speed", type=float, default=10.0)
+    parser.add_argument(
+        "--ramp",
+        type=lambda text: [int(part) for part in text.split(",")],
+        default=None,
+        metavar="R1,R2,…",
+        help="wave sizes to step through (pods arrive at R × speed / 20 per wall second)",
+    )
+    parser.add_argument(
+        "--bound-s", type=float, default=10.0, help="wall seconds a p99 may grow before a limit is called"
+    )
     args = parser.parse_args()
     with private_stack(["sim"], autoscaled=["sim"]) as (stack, info):
         result = asyncio.run(_run(args, stack, info.kubeconfigs["sim"]))
