@@ -16,7 +16,8 @@ node-hours of each (trace time) and their ratio.
 With ``--ramp 10,20,40``, the same pair of replays runs once per wave size, so pods arrive faster at
 each level (``replicas × speed / 20 s`` per wall second), and the JSON says how many pods per wall second
 the loop sustained before the autoscaler, not the replayer, was the limit: the first level at which
-Karpenter's pending→running p99 is more than ``--bound-s`` above the fixed pool's, while the fixed pool
+Karpenter's pending→running p99 is more than ``--bound-s`` above the fixed pool's, or some of its pods
+never ran while their wave lived (they have no pending→running time), while the fixed pool
 (the replayer, the scheduler and KWOK without an autoscaler) still keeps its own p99 and the replayer's
 lateness p99 within ``--bound-s``. A level where the fixed pool falls behind first is reported as limited
 by the replayer or the control plane instead.
@@ -230,8 +231,15 @@ def limit_of(levels: list[dict[str, Any]], bound_s: float) -> dict[str, Any]:
                 "sustained": sustained,
             }
         karpenter_p99 = karpenter["pending_to_running_p99_s"]
-        if karpenter_p99 is None or karpenter_p99 > fixed_p99 + bound_s:
-            return {"limited_by": "autoscaler", "at_pods_per_wall_s": rate, "sustained": sustained}
+        # pods that never ran while their wave lived have no pending→running time: they count too
+        never_ran = fixed["pods_timed"] - karpenter["pods_timed"]
+        if karpenter_p99 is None or karpenter_p99 > fixed_p99 + bound_s or never_ran > 0:
+            return {
+                "limited_by": "autoscaler",
+                "at_pods_per_wall_s": rate,
+                "sustained": sustained,
+                "pods_never_running_under_karpenter": never_ran,
+            }
         sustained = rate
     return {"limited_by": None, "at_pods_per_wall_s": None, "sustained": sustained}
 
