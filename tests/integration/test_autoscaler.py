@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,31 @@ def _nodes_of(local_stack: LocalStack, pool: str, cluster_name: str = "sim") -> 
     return [n["metadata"]["name"] for n in listed["items"]]
 
 
+def _consolidatable_waits(local_stack: LocalStack, pool: str) -> dict[str, float]:
+    """Per NodeClaim of ``pool`` marked Consolidatable: seconds from its last pod event (or its
+    initialisation, without one) to that mark, from the NodeClaim's own status."""
+    cluster = local_stack.cluster("sim", local_stack.info().bin_dir)
+    listed = json.loads(
+        cluster.kubectl("get", "nodeclaims", "-l", f"karpenter.sh/nodepool={pool}", "-o", "json")
+    )
+    waits = {}
+    for claim in listed["items"]:
+        status = claim.get("status") or {}
+        conditions = {c["type"]: c for c in status.get("conditions") or []}
+        marked = conditions.get("Consolidatable")
+        since = status.get("lastPodEventTime") or conditions.get("Initialized", {}).get("lastTransitionTime")
+        if marked is None or marked.get("status") != "True" or not since:
+            continue
+        waits[claim["metadata"]["name"]] = (
+            _instant(marked["lastTransitionTime"]) - _instant(since)
+        ).total_seconds()
+    return waits
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def _listening(port: int) -> list[str]:
     """Local addresses listening on ``port`` (hex, as the kernel's socket tables give them)."""
     found = []
@@ -159,16 +185,26 @@ def test_karpenter_launches_nodes_for_pending_pods_and_consolidation_removes_the
     # the trace scaled to zero: consolidation (the pool is kept with --keep) removes every node
     pool_name = autoscale["node_pools"][0]
     replay_ended = time.monotonic()
+    waits: dict[str, float] = {}  # NodeClaim → seconds from its last pod event to Consolidatable
+
+    def nodes_left() -> list[str]:
+        waits.update(_consolidatable_waits(local_stack, pool_name))
+        return _nodes_of(local_stack, pool_name)
+
     eventually_sync(
-        lambda: _nodes_of(local_stack, pool_name),
+        nodes_left,
         lambda nodes: not nodes,
         f"consolidation to remove the nodes of NodePool {pool_name}",
         timeout_s=CONSOLIDATION_BOUND_S,
-        interval_s=2.0,
+        interval_s=1.0,
     )
     consolidated_after_s = time.monotonic() - replay_ended
     print(done.stdout)  # the report's summary, shown with -s or on a failure below
-    print(f"nodes consolidated {consolidated_after_s:.1f} s after the replay ended")
+    print(f"nodes consolidated {consolidated_after_s:.1f} s after the replay ended; waits {waits}")
+    # Karpenter marks a NodeClaim Consolidatable once consolidateAfter has passed since its last pod
+    # event: 3 s here (30 s ÷ 10), never the unscaled 30 s (timestamps have 1 s resolution)
+    assert waits, f"no NodeClaim of {pool_name} was seen Consolidatable before it went"
+    assert all(2.0 <= wait < 30.0 for wait in waits.values()), waits
     cluster = local_stack.cluster("sim", local_stack.info().bin_dir)
     cluster.kubectl("delete", "replayroot", f"kubetape-{name}", "--cascade=foreground", "--timeout=120s")
 
