@@ -7,7 +7,9 @@ The :class:`~pipeline.analytics.runner.ConsumerRunner` drives it:
    file offline), so every consumer has its own committed position and never moves the sink's;
 2. it calls :meth:`AnalyticsConsumer.on_batch` with the decoded events of each fetch, in order per
    partition (undecodable messages are counted, logged and skipped, never handed over);
-3. every ``checkpoint_every`` batches and at the end it calls :meth:`AnalyticsConsumer.checkpoint`; the
+3. every ``flush_every_s`` seconds or ``flush_every_messages`` messages
+   (:class:`~pipeline.io.kafka.consume.LoopSettings`) and at the end, it calls
+   :meth:`AnalyticsConsumer.checkpoint`; the
    consumer makes what it has computed durable (and its state needed to resume), and only after it
    returned are the offsets committed. A crash between two checkpoints re-delivers the events since the
    last one: consumers must tolerate seeing an event twice (the built-ins fold idempotently per key);
