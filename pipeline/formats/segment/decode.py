@@ -1,0 +1,221 @@
+"""Reading segment files back: checksums, limits, then the body (events, keyframe, tracer config).
+
+Corrupt, truncated or unknown-version bytes raise FormatError / UnknownVersionError naming the source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import zstandard
+
+from pipeline.formats.columns import events_from_columns
+from pipeline.formats.segment.content import Keyframe, Segment, consistency_problem
+from pipeline.formats.segment.header import BODY_PREAMBLE, SegmentHeader, split_header
+from pipeline.formats.segment.limits import DecodeLimits, default_limits
+from pipeline.formats.wire.codec import event_from_wire
+from pipeline.model.errors import ConfigError, FormatError
+from pipeline.model.events import Event
+from pipeline.model.tracer_config import TracerConfig
+
+
+def decode_segment(
+    data: bytes,
+    source: str = "segment",
+    *,
+    with_keyframe: bool = True,
+    wires: EventWires | None = None,
+    limits: DecodeLimits | None = None,
+) -> Segment:
+    """Decode :func:`~.encode.encode_segment`'s bytes; raises FormatError/UnknownVersionError naming
+    ``source``.
+
+    ``with_keyframe=False`` leaves the keyframe out (``Segment.keyframe`` is None whatever the header
+    says): readers that start from an earlier state skip the most expensive part of the body.
+    ``wires`` collects the bytes of each event (not of keyframe events; version-2 segments only).
+    ``limits`` (default: :func:`default_limits`) are checked before the body is inflated."""
+    limits = limits or default_limits()
+    header, offset = split_header(data, source)
+    if len(data) < offset + BODY_PREAMBLE.size:
+        raise FormatError(f"{source}: truncated: the body is missing")
+    body_len, body_crc = BODY_PREAMBLE.unpack_from(data, offset)
+    start = offset + BODY_PREAMBLE.size
+    body = data[start : start + body_len]
+    if len(body) < body_len:
+        raise FormatError(f"{source}: truncated body: {len(body)} of {body_len} bytes present")
+    if len(data) > start + body_len:
+        raise FormatError(f"{source}: {len(data) - start - body_len} unexpected bytes after the body")
+    if zlib.crc32(body) != body_crc:
+        raise FormatError(f"{source}: body checksum mismatch: the file is corrupt")
+    # Bulk decoding allocates many containers that all survive: the cyclic GC would rescan them again
+    # and again for nothing (msgpack's documentation recommends pausing it), so it is paused here.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            declared = limits.check(body, source)
+            raw_body = zstandard.ZstdDecompressor().decompress(body, max_output_size=max(declared, 1))
+            raw = msgpack.unpackb(raw_body, raw=False, strict_map_key=False)
+        except FormatError:
+            raise
+        except Exception as exc:  # zstd and msgpack raise their own types for corrupt data
+            raise FormatError(f"{source}: undecodable body ({type(exc).__name__}: {exc})") from None
+        segment = _body_from_wire(raw, header, source, with_keyframe=with_keyframe, wires=wires)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    if not with_keyframe and header.keyframe_at_ms is not None:
+        header = dataclasses.replace(
+            header,
+            keyframe_at_ms=None,
+            keyframe_objects=0,
+            keyframe_lifecycles=0,
+            keyframe_tombstones=0,
+            keyframe_offset=None,
+            keyframe_time=None,
+        )
+        segment = dataclasses.replace(segment, header=header)
+    problem = consistency_problem(segment)
+    if problem:
+        raise FormatError(f"{source}: {problem}")
+    return segment
+
+
+def _body_from_wire(
+    raw: Any, header: SegmentHeader, source: str, *, with_keyframe: bool, wires: EventWires | None
+) -> Segment:
+    if not isinstance(raw, dict):
+        raise FormatError(f"{source}: malformed body (not a map)")
+    v1 = header.format_version == 1
+    if v1:
+        events = tuple(events_from_columns(raw.get("events"), header.start_ms, f"{source}: event"))
+    else:
+        events = tuple(_events_from_wires(raw.get("events"), header.counts.total, f"{source}: event", wires))
+    keyframe = None
+    kf = raw.get("keyframe")
+    if kf is not None and with_keyframe:
+        at_ms = kf.get("at_ms") if isinstance(kf, dict) else None
+        if type(at_ms) is not int:
+            raise FormatError(f"{source}: malformed keyframe (no time)")
+        if v1:
+            objects = events_from_columns(kf.get("objects"), at_ms, f"{source}: keyframe object")
+            lifecycles = events_from_columns(kf.get("lifecycles"), at_ms, f"{source}: keyframe lifecycle")
+        else:
+            objects = _events_from_wires(
+                kf.get("objects"), header.keyframe_objects, f"{source}: keyframe object"
+            )
+            lifecycles = _events_from_wires(
+                kf.get("lifecycles"), header.keyframe_lifecycles, f"{source}: keyframe lifecycle"
+            )
+        tombstones = (
+            _events_from_wires(
+                kf.get("tombstones"), header.keyframe_tombstones, f"{source}: keyframe tombstone"
+            )
+            if header.keyframe_tombstones and not v1
+            else []
+        )
+        keyframe = Keyframe(
+            at_ms,
+            {e.key: e for e in objects},
+            {e.key: e for e in lifecycles},
+            {e.key: e for e in tombstones},
+        )
+    config = None
+    if raw.get("config") is not None:
+        try:
+            config = TracerConfig.from_mapping(raw["config"], "(embedded)")
+        except ConfigError as exc:
+            raise FormatError(f"{source}: {exc}") from None
+    return Segment(header, events, keyframe, config)
+
+
+def _events_from_wires(blob: Any, count: int, what: str, wires: EventWires | None = None) -> list[Event]:
+    """The ``count`` events of a version-2 event list (their wire bytes, concatenated); each event's
+    bytes are remembered in ``wires`` if given.
+
+    The sink checks messages without decoding their object bodies (see
+    :class:`~pipeline.formats.wire.probe.WireProbe`), so a body may hold what msgpack encodes but Python
+    cannot decode as it is: text that is not UTF-8, a map key that is a list or a map. No kubetape
+    watcher writes such a body (they come from JSON). Rather than losing the whole segment, such a
+    list is read again tolerantly: invalid text with U+FFFD, unhashable keys as their ``repr``."""
+    if type(blob) is not bytes:
+        raise FormatError(f"{what}s: malformed (expected the events' bytes)")
+    try:
+        return _decode_wires(blob, count, what, wires, tolerant=False)
+    except FormatError:
+        raise
+    except Exception:  # see the docstring: read again tolerantly
+        pass
+    try:
+        return _decode_wires(blob, count, what, wires, tolerant=True)
+    except FormatError:
+        raise
+    except Exception as exc:  # msgpack raises several unrelated types for corrupt data
+        raise FormatError(f"{what}s: undecodable ({type(exc).__name__}: {exc})") from None
+
+
+def _decode_wires(
+    blob: bytes, count: int, what: str, wires: EventWires | None, *, tolerant: bool
+) -> list[Event]:
+    out: list[Event] = []
+    ends: list[int] = []
+    unpacker = (
+        msgpack.Unpacker(
+            raw=False,
+            strict_map_key=False,
+            max_buffer_size=max(len(blob), 1),
+            unicode_errors="replace",
+            object_pairs_hook=_tolerant_map,
+        )
+        if tolerant
+        else msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(blob), 1))
+    )
+    unpacker.feed(blob)
+    for value in unpacker:  # streaming is as fast as one unpackb and tells where each event ends
+        ends.append(unpacker.tell())
+        try:
+            out.append(event_from_wire(value))
+        except FormatError:
+            event_from_wire(value, f"{what} #{len(out)}")  # raises again, naming the event
+            raise
+    if len(out) != count or (ends[-1] if ends else 0) != len(blob):
+        raise FormatError(f"{what}s: {len(out)} events where the header counts {count}")
+    if wires is not None:
+        wires.add_all(out, [blob[a:b] for a, b in zip([0, *ends], ends, strict=False)])
+    return out
+
+
+def _tolerant_map(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    return {k if isinstance(k, str | int | float | bool | None) else repr(k): v for k, v in pairs}
+
+
+class EventWires:
+    """The wire bytes of decoded events, by identity, so that an encoder can reuse what a decoder read
+    (an export writes most events exactly as the segments held them; re-encoding their object bodies
+    was a third of an export's time). Holds the events, so an identity is never reused meanwhile."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, bytes] = {}
+        self._alive: list[Event] = []
+
+    def add_all(self, events: list[Event], wires: list[bytes]) -> None:
+        """Remember ``wires[i]`` as the bytes of ``events[i]``."""
+        self._alive += events
+        self._by_id.update(zip(map(id, events), wires, strict=True))
+
+    def get(self, e: Event) -> bytes | None:
+        return self._by_id.get(id(e))
+
+
+def read_segment(path: Path) -> Segment:
+    """Decode the segment file at ``path``."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    return decode_segment(data, str(path))
