@@ -10,9 +10,10 @@ deletions and a gap marker. Rates use process CPU time, best of ``--repeats`` ru
 machine does not skew them; the load average is reported beside them.
 
 ``segment_compression`` compares the zstd parameters segments are written with (the level plus
-:data:`~pipeline.formats.segment.ZSTD_MIN_MATCH` and :data:`~pipeline.formats.segment.ZSTD_WINDOW_LOG`)
-with the plain level as before, at level 3 (the sink's) and the codec default, on the same body and
-interleaved: file bytes per event, ratio to SimKube v2, zstd CPU per event to compress and decompress.
+:data:`~pipeline.formats.segment.encode.ZSTD_MIN_MATCH` and
+:data:`~pipeline.formats.segment.encode.ZSTD_WINDOW_LOG`) with the plain level as before, at level 3
+(the sink's) and the codec default, on the same body and interleaved: file bytes per event, ratio to
+SimKube v2, zstd CPU per event to compress and decompress.
 ``--zstd-grid`` adds other parameter sets tried (long-distance matching, higher levels) at the same rates.
 """
 
@@ -37,14 +38,9 @@ import orjson
 import zstandard
 
 from pipeline.formats.assemble import assemble_window, trace_to_simkube
-from pipeline.formats.segment import (
-    ZSTD_LEVEL,
-    ZSTD_MIN_MATCH,
-    ZSTD_WINDOW_LOG,
-    Segment,
-    decode_segment,
-    encode_segment,
-)
+from pipeline.formats.segment.content import Segment
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.encode import ZSTD_LEVEL, ZSTD_MIN_MATCH, ZSTD_WINDOW_LOG, encode_segment
 from pipeline.formats.simkube import read_simkube_trace, write_simkube_trace
 from pipeline.formats.wire.codec import decode_event, encode_event, event_from_wire, event_to_wire
 from pipeline.model.events import Event, EventType
@@ -239,7 +235,7 @@ def per_message(
 
 
 SINK_ZSTD_LEVEL = 3  # SinkSettings.zstd_level
-_PREAMBLE = struct.Struct(">4sHII")  # magic, version, header length, header CRC (see segment.py)
+_PREAMBLE = struct.Struct(">4sHII")  # magic, version, header length, header CRC (segment/header.py)
 _BODY_PREAMBLE = struct.Struct(">II")  # body length, body CRC
 
 
@@ -251,7 +247,8 @@ def split_body(data: bytes) -> tuple[bytes, bytes]:
 
 
 def segment_params(level: int) -> zstandard.ZstdCompressionParameters:
-    """The parameters ``segment._file_bytes`` compresses with (checked against its output below)."""
+    """The parameters ``pipeline.formats.segment.encode._file_bytes`` compresses with (checked against
+    its output below)."""
     return zstandard.ZstdCompressionParameters(
         compression_level=level,
         window_log=max(ZSTD_WINDOW_LOG, zstandard.ZstdCompressionParameters.from_level(level).window_log),

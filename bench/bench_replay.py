@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.environment import machine, private_stack
-from pipeline.formats.segment import SegmentKind, build_segment
+from pipeline.formats.segment.content import build_segment
+from pipeline.formats.segment.header import SegmentKind
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
 from pipeline.model.events import Event

@@ -44,7 +44,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pipeline.formats.segment import SegmentKind, build_segment
+from pipeline.formats.segment.content import build_segment
+from pipeline.formats.segment.header import SegmentKind
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
 from pipeline.io.pod_watch import PodWatch

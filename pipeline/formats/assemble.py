@@ -11,7 +11,7 @@ window ``[A, B)``, the way SimKube's export builds a trace (``collect_events``):
 * objects owned (``ownerReferences``) by another object of the trace are dropped, so a replay does not
   create them twice (their owner does).
 
-The result is a :class:`~pipeline.formats.segment.Segment` of kind ``TRACE``.
+The result is a :class:`~pipeline.formats.segment.content.Segment` of kind ``TRACE``.
 
 :func:`trace_to_simkube` converts such a trace to SimKube's v2 model for export: times become whole
 seconds, truncated as SimKube's tracer does; events in the same second share one SimKube event (a delete
@@ -28,7 +28,8 @@ import operator
 from collections.abc import Iterable
 from typing import Any
 
-from pipeline.formats.segment import Keyframe, PartitionRange, Segment, SegmentKind, build_segment
+from pipeline.formats.segment.content import Keyframe, Segment, build_segment
+from pipeline.formats.segment.header import PartitionRange, SegmentKind
 from pipeline.formats.simkube import SIMKUBE_TRACE_VERSION, SimkubeEvent, SimkubeLifecycle, SimkubeTrace
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import Event, EventType, decoded_event

@@ -15,7 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.formats.segment import Segment, decode_segment, is_segment
+from pipeline.formats.segment.content import Segment
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.header import is_segment
 from pipeline.formats.simkube import SimkubeTrace, read_simkube_trace, simkube_compatibility_problems
 from pipeline.model.errors import FormatError
 from pipeline.model.events import EventType

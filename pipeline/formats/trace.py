@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.formats.assemble import simkube_to_trace
-from pipeline.formats.segment import Segment, decode_segment, is_segment
+from pipeline.formats.segment.content import Segment
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.header import is_segment
 from pipeline.formats.simkube import SimkubeTrace, read_simkube_trace
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NewType, Protocol
 
-from pipeline.formats.segment import decode_segment_header
+from pipeline.formats.segment.header import decode_segment_header
 from pipeline.model.errors import ConfigError, FormatError, TransientError
 
 log = logging.getLogger("kubetape.sink")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from pipeline.formats.segment import Segment
+from pipeline.formats.segment.content import Segment
 from pipeline.formats.trace import initial_events
 from pipeline.model.desired import desired_pods
 from pipeline.model.errors import FormatError

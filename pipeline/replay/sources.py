@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from statistics import median
 
 from pipeline.formats.assemble import assemble_window
-from pipeline.formats.segment import Segment
+from pipeline.formats.segment.content import Segment
 from pipeline.formats.trace import initial_events
 from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka.headers import ClusterFilter

@@ -16,7 +16,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pipeline.formats.segment import SegmentHeader, decode_segment_header
+from pipeline.formats.segment.header import SegmentHeader, decode_segment_header
 from pipeline.io.segment_store import SegmentName, SegmentStore, parse_segment_name
 from pipeline.model.errors import FormatError
 

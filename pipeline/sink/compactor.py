@@ -25,7 +25,7 @@ in), so every rule is unit-testable:
   of its writer (``writer_epoch``, see :mod:`pipeline.io.segment_store`).
 
 Events arrive as :class:`~pipeline.formats.wire.probe.EventHead` values (checked, body not decoded) and leave
-as their wire bytes in a :class:`~pipeline.formats.segment.WireSegment`: no object body is decoded or
+as their wire bytes in a :class:`~pipeline.formats.segment.content.WireSegment`: no object body is decoded or
 re-encoded on the way from Kafka to disk.
 """
 
@@ -36,15 +36,10 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pipeline.formats.segment import (
-    ZSTD_LEVEL,
-    PartitionRange,
-    Segment,
-    WireSegment,
-    build_wire_segment,
-    decode_segment,
-    encode_wire_segment,
-)
+from pipeline.formats.segment.content import Segment, WireSegment, build_wire_segment
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.encode import ZSTD_LEVEL, encode_wire_segment
+from pipeline.formats.segment.header import PartitionRange
 from pipeline.formats.wire import native
 from pipeline.formats.wire.probe import EventHead
 from pipeline.io.kafka.settings import EVENTS_TOPIC

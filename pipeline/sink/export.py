@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.formats.assemble import assemble_window, trace_to_simkube
-from pipeline.formats.segment import EventWires, Keyframe, Segment, encode_segment
+from pipeline.formats.segment.content import Keyframe, Segment
+from pipeline.formats.segment.decode import EventWires
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import write_simkube_trace
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event

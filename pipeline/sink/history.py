@@ -12,7 +12,8 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pipeline.formats.segment import EventWires, Segment, decode_segment
+from pipeline.formats.segment.content import Segment
+from pipeline.formats.segment.decode import EventWires, decode_segment
 from pipeline.io.segment_store import SegmentStore
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event

@@ -50,7 +50,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pipeline.formats.segment import PartitionRange, build_gap_marker, encode_wire_segment
+from pipeline.formats.segment.content import build_gap_marker
+from pipeline.formats.segment.encode import encode_wire_segment
+from pipeline.formats.segment.header import PartitionRange
 from pipeline.formats.wire import native
 from pipeline.formats.wire.probe import EventHead, WireProbe
 from pipeline.io.kafka.headers import cluster_header, cluster_named, is_from_cluster

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.formats.segment import Keyframe
+from pipeline.formats.segment.content import Keyframe
 from pipeline.formats.wire.probe import EventHead
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey

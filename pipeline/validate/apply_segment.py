@@ -1,4 +1,4 @@
-"""Applying a transform to a kubetape trace or segment (:class:`~pipeline.formats.segment.Segment`).
+"""Applying a transform to a kubetape trace or segment (:class:`~pipeline.formats.segment.content.Segment`).
 
 Same semantics as :func:`pipeline.validate.apply.apply_transform` for SimKube traces: object events
 (and keyframe objects) are transformed; keys and spec hashes are recomputed; pod-lifecycle events follow
@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pipeline.formats.segment import Keyframe, Segment, build_segment
+from pipeline.formats.segment.content import Keyframe, Segment, build_segment
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.hashing import object_spec_hash, pod_spec_hash

@@ -13,7 +13,8 @@ from pathlib import Path
 import orjson
 
 from pipeline.formats.assemble import assemble_window, trace_to_simkube
-from pipeline.formats.segment import Segment, encode_segment
+from pipeline.formats.segment.content import Segment
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import SimkubeTrace, simkube_to_wire, write_simkube_trace
 from pipeline.formats.trace import read_native_trace
 from pipeline.model.errors import FormatError

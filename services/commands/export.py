@@ -9,7 +9,9 @@ import re
 import sys
 from pathlib import Path
 
-from pipeline.formats.segment import decode_segment, encode_segment, is_segment
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.encode import encode_segment
+from pipeline.formats.segment.header import is_segment
 from pipeline.formats.simkube import read_simkube_trace
 from pipeline.io.store_url import cluster_location, open_segment_store
 from pipeline.model.errors import ConfigError

@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.formats.segment import SegmentKind, build_segment, encode_segment
+from pipeline.formats.segment.content import build_segment
+from pipeline.formats.segment.encode import encode_segment
+from pipeline.formats.segment.header import SegmentKind
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.workload_manifests import deployment, kwok_node_pool

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.formats.segment import Segment, decode_segment
+from pipeline.formats.segment.content import Segment
+from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka.admin import topic_partitions
 from pipeline.io.kafka.clients import new_consumer

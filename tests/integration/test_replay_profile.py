@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.formats.segment import Segment, SegmentKind, build_segment
+from pipeline.formats.segment.content import Segment, build_segment
+from pipeline.formats.segment.header import SegmentKind
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
 from pipeline.io.pod_watch import PodWatch

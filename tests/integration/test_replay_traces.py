@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.formats.segment import SegmentKind, build_segment, encode_segment
+from pipeline.formats.segment.content import build_segment
+from pipeline.formats.segment.encode import encode_segment
+from pipeline.formats.segment.header import SegmentKind
 from pipeline.formats.trace import read_trace
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api

@@ -18,7 +18,7 @@ import aiohttp
 from aiokafka import TopicPartition
 
 from pipeline.formats.assemble import assemble_window
-from pipeline.formats.segment import encode_segment
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.admin import ensure_topic
 from pipeline.io.kafka.clients import new_consumer, new_producer

@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from pipeline.formats.segment import decode_segment, read_segment
+from pipeline.formats.segment.decode import decode_segment, read_segment
 from pipeline.io.kafka.admin import ensure_topic
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.store_url import open_segment_store

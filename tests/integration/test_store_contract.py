@@ -17,7 +17,9 @@ import obstore
 import pytest
 from obstore import exceptions as obs_errors
 
-from pipeline.formats.segment import PartitionRange, build_segment, encode_segment
+from pipeline.formats.segment.content import build_segment
+from pipeline.formats.segment.encode import encode_segment
+from pipeline.formats.segment.header import PartitionRange
 from pipeline.io.s3_store import S3SegmentStore, segment_key
 from pipeline.io.segment_store import (
     LocalSegmentStore,

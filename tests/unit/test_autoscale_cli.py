@@ -113,7 +113,9 @@ def test_an_unreadable_instance_types_file_is_refused_with_the_expected_format(t
 def test_a_sweep_offers_karpenter_the_instance_types_of_the_nodes_its_trace_recorded(tmp_path: Path) -> None:
     import argparse
 
-    from pipeline.formats.segment import SegmentKind, build_segment, encode_segment
+    from pipeline.formats.segment.content import build_segment
+    from pipeline.formats.segment.encode import encode_segment
+    from pipeline.formats.segment.header import SegmentKind
     from pipeline.model.events import Event
     from pipeline.model.keys import key_of
     from services.commands.sweep import _autoscaler_sweep

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.formats.segment import SegmentKind, build_segment
+from pipeline.formats.segment.content import build_segment
+from pipeline.formats.segment.header import SegmentKind
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.autoscale_nodes import (

@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from pipeline.formats.assemble import _moved_to, assemble_window, to_seconds, trace_to_simkube
-from pipeline.formats.segment import Segment, decode_segment, encode_segment
+from pipeline.formats.segment.content import Segment
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import (
     SIMKUBE_TRACE_VERSION,
     SimkubeEvent,

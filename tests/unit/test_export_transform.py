@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.formats.segment import read_segment
+from pipeline.formats.segment.decode import read_segment
 from services.cli import main
 from tests.unit.test_sink_cli import T0, _fill
 

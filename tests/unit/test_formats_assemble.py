@@ -10,7 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.formats.assemble import assemble_window, fold_keyframe, simkube_to_trace, trace_to_simkube
-from pipeline.formats.segment import Keyframe, SegmentKind, decode_segment, encode_segment
+from pipeline.formats.segment.content import Keyframe
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.encode import encode_segment
+from pipeline.formats.segment.header import SegmentKind
 from pipeline.formats.simkube import (
     SimkubeEvent,
     SimkubeLifecycle,

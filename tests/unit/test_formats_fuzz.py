@@ -18,12 +18,9 @@ from hypothesis import strategies as st
 
 from pipeline.formats.assemble import assemble_window, simkube_to_trace
 from pipeline.formats.inspect import inspect_file
-from pipeline.formats.segment import (
-    SEGMENT_FORMAT_VERSION,
-    decode_segment,
-    decode_segment_header,
-    encode_segment,
-)
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.encode import encode_segment
+from pipeline.formats.segment.header import SEGMENT_FORMAT_VERSION, decode_segment_header
 from pipeline.formats.simkube import read_simkube_trace
 from pipeline.formats.wire.codec import decode_event, encode_event
 from pipeline.model.errors import FormatError, KubetapeError

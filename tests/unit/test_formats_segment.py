@@ -14,21 +14,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.formats.segment import (
+from pipeline.formats.segment.content import Keyframe, Segment, build_segment, build_wire_segment
+from pipeline.formats.segment.decode import decode_segment, read_segment
+from pipeline.formats.segment.encode import encode_segment, encode_wire_segment
+from pipeline.formats.segment.header import (
     SEGMENT_FORMAT_VERSION,
     EventCounts,
-    Keyframe,
     PartitionRange,
-    Segment,
     SegmentHeader,
     SegmentKind,
-    build_segment,
-    build_wire_segment,
-    decode_segment,
     decode_segment_header,
-    encode_segment,
-    encode_wire_segment,
-    read_segment,
     read_segment_header,
 )
 from pipeline.formats.wire.codec import event_to_wire

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.formats.segment import Keyframe, Segment, build_segment, encode_segment
+from pipeline.formats.segment.content import Keyframe, Segment, build_segment
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import SimkubeTrace
 from pipeline.formats.trace import initial_events, read_native_trace, read_trace, trace_from_bytes
 from pipeline.model.errors import FormatError

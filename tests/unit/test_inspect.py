@@ -9,7 +9,9 @@ import pytest
 
 from pipeline.formats.assemble import assemble_window
 from pipeline.formats.inspect import inspect_file
-from pipeline.formats.segment import Keyframe, PartitionRange, build_segment, encode_segment
+from pipeline.formats.segment.content import Keyframe, build_segment
+from pipeline.formats.segment.encode import encode_segment
+from pipeline.formats.segment.header import PartitionRange
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
 from pipeline.model.hashing import object_spec_hash
@@ -202,7 +204,8 @@ def test_a_decompression_bomb_is_refused_before_it_is_inflated(tmp_path: Path) -
 
 
 def test_decode_limits_are_configurable_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipeline.formats.segment import DecodeLimits, decode_segment
+    from pipeline.formats.segment.decode import decode_segment
+    from pipeline.formats.segment.limits import DecodeLimits
     from pipeline.model.errors import ConfigError
 
     seg = build_segment(

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.formats.segment import SegmentKind, build_segment
+from pipeline.formats.segment.content import build_segment
+from pipeline.formats.segment.header import SegmentKind
 from pipeline.formats.trace import read_trace
 from pipeline.io.kube.types import ApiResource
 from pipeline.model.errors import ApiUnavailableError, KubeApiError, ObjectRejectedError, UnknownKindError

@@ -16,15 +16,12 @@ import zlib
 import pytest
 import zstandard
 
-from pipeline.formats.segment import (
+from pipeline.formats.segment.content import Keyframe, Segment, build_segment, build_wire_segment
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.encode import (
     ZSTD_LEVEL,
     ZSTD_MIN_MATCH,
     ZSTD_WINDOW_LOG,
-    Keyframe,
-    Segment,
-    build_segment,
-    build_wire_segment,
-    decode_segment,
     encode_segment,
     encode_wire_segment,
 )

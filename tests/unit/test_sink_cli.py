@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.formats.segment import encode_segment, read_segment
+from pipeline.formats.segment.decode import read_segment
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import read_simkube_trace, simkube_compatibility_problems
 from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor

@@ -12,7 +12,8 @@ from typing import NamedTuple
 import pytest
 
 from pipeline.formats.assemble import assemble_window
-from pipeline.formats.segment import decode_segment, encode_segment
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import read_simkube_trace, simkube_compatibility_problems
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.message import Message, PartitionBatch

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.formats.inspect import inspect_bytes
-from pipeline.formats.segment import decode_segment
+from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.headers import CLUSTER_HEADER
 from pipeline.io.kafka.message import PartitionBatch

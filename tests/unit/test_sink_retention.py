@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.formats.segment import encode_segment
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.io.segment_store import MemorySegmentStore
 from pipeline.model.errors import ConfigError
 from pipeline.sink.catalog import SegmentCatalog

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.formats.assemble import assemble_window
-from pipeline.formats.segment import decode_segment, encode_segment
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.io.segment_store import MemorySegmentStore, SegmentName
 from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig

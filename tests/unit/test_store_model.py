@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from pipeline.formats.assemble import assemble_window
-from pipeline.formats.segment import encode_segment
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.segment_store import MemorySegmentStore

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.formats.assemble import simkube_to_trace
-from pipeline.formats.segment import encode_segment
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import SimkubeEvent, SimkubeTrace, read_simkube_trace
 from pipeline.validate.tracefile import encode_trace
 from services.cli import main

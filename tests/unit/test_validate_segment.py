@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.formats.assemble import simkube_to_trace
-from pipeline.formats.segment import Keyframe, build_segment, encode_segment, read_segment
+from pipeline.formats.segment.content import Keyframe, build_segment
+from pipeline.formats.segment.decode import read_segment
+from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import read_simkube_trace
 from pipeline.model.events import Event, EventType
 from pipeline.model.hashing import object_spec_hash
