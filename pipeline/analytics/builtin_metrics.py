@@ -24,7 +24,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from pipeline.analytics.consumer import BatchContext
-from pipeline.analytics.timeline import CLUSTER_OWNER, FUTURE_HORIZON_MS, PHASES, TimelineFolder
+from pipeline.analytics.timeline import FUTURE_HORIZON_MS, TimelineFolder
+from pipeline.analytics.timeline_rows import CLUSTER_OWNER, PHASES
 from pipeline.io.metrics import Metrics
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import parse_object_key

@@ -2,7 +2,7 @@
 
 Output directory layout (``--out DIR``):
 
-* ``timeline.parquet`` — one row per second and owner (:class:`~pipeline.analytics.timeline.TimelineRow`;
+* ``timeline.parquet`` — one row per second and owner (:class:`~pipeline.analytics.timeline_rows.TimelineRow`;
   owner ``*`` is the whole cluster), e.g. ``SELECT second, running FROM 'timeline.parquet' WHERE owner='*'``;
 * ``pods.parquet`` — per pod, when it was first seen and first seen running (scheduling delay);
 * ``timeline-state.json`` — the fold's state, so a restarted consumer continues where it checkpointed.
@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pipeline.analytics.consumer import BatchContext
-from pipeline.analytics.timeline import TimelineFolder, TimelineRow
+from pipeline.analytics.timeline import TimelineFolder
+from pipeline.analytics.timeline_rows import TimelineRow
 from pipeline.analytics.timeline_store import read_timeline, write_pod_times, write_timeline
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event

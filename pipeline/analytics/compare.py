@@ -27,7 +27,7 @@ from typing import Any
 
 from pipeline.analytics.runs import Run
 from pipeline.analytics.stats import Interval, difference_interval, mean_interval, percentile
-from pipeline.analytics.timeline import CLUSTER_OWNER, PodTimes, TimelineRow
+from pipeline.analytics.timeline_rows import CLUSTER_OWNER, PodTimes, TimelineRow
 
 METRICS = (
     "node_hours",

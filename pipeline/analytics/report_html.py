@@ -13,7 +13,7 @@ from typing import Any
 from pipeline.analytics.compare import Comparison, render_text, series
 from pipeline.analytics.runs import Run
 from pipeline.analytics.svg import Point, line_chart, scatter_chart
-from pipeline.analytics.timeline import CLUSTER_OWNER, TimelineRow
+from pipeline.analytics.timeline_rows import CLUSTER_OWNER, TimelineRow
 
 RECORDED = "recorded"
 

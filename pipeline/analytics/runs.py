@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.analytics.timeline import PodTimes, TimelineRow
+from pipeline.analytics.timeline_rows import PodTimes, TimelineRow
 from pipeline.analytics.timeline_store import read_pod_times, read_timeline, write_pod_times, write_timeline
 from pipeline.model.errors import ConfigError, FormatError, UnknownVersionError
 

@@ -22,7 +22,10 @@ What each event contributes:
 * ``DELETED`` Pod, or a Pod with ``metadata.deletionTimestamp`` (terminating): the pod is gone.
 
 Rows are emitted once a second is complete: every transition before its end has been applied. The
-fold is pure and deterministic; the ``timeline`` consumer writes its rows to Parquet.
+fold is pure and deterministic; the ``timeline`` consumer writes its rows to Parquet. This module turns
+events into dated transitions and seconds; what the transitions do to the cluster's pods, nodes and
+desired pods is :mod:`pipeline.analytics.timeline_tally`'s, the rows are
+:mod:`pipeline.analytics.timeline_rows`'s and what a pod requests :mod:`pipeline.analytics.pod_requests`'s.
 
 The work of :meth:`TimelineFolder.advance` is bounded by the changes, not by the seconds it spans, so
 one event dated far ahead (a skewed clock, a bogus lifecycle end in an imported trace) cannot make it
@@ -44,11 +47,13 @@ from __future__ import annotations
 
 import heapq
 import logging
-import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from pipeline.analytics.pod_requests import Requests, pod_spec_requests, template_requests
+from pipeline.analytics.timeline_rows import PHASES, PodTimes, TimelineRow
+from pipeline.analytics.timeline_tally import DESIRED, GONE, NODE_ADDED, NODE_GONE, ClusterTally, Transition
 from pipeline.model.desired import desired_pods
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
@@ -56,195 +61,12 @@ from pipeline.model.keys import ObjectKey, object_key, parse_object_key
 
 log = logging.getLogger("kubetape.analytics")
 
-CLUSTER_OWNER = "*"
-"""The ``owner`` of a row that sums every owner (the whole cluster)."""
-
-PHASES = ("Pending", "Running", "Succeeded", "Failed")
-ACTIVE_PHASES = ("Pending", "Running")
-_NODE_ADDED, _NODE_GONE = "node+", "node-"  # transition "phases" of nodes
-_DESIRED, _GONE = "desired", -1  # a workload's desired pods change to ``count``; _GONE: it was deleted
 STATE_VERSION = 1
 """Version of :meth:`TimelineFolder.to_state`'s document."""
 FUTURE_HORIZON_MS = 3_600_000
 """How far past a live fold's clock an event may be dated before it is set aside (see the module doc)."""
 MAX_IDLE_S = 86_400
 """Seconds without any change after which identical rows stop until the next change (module doc)."""
-"""Phases in which a pod holds its requested resources (the scheduler's view)."""
-
-
-# ---- quantities -----------------------------------------------------------------------------------
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
-_SUFFIX = {
-    "": 1.0,
-    "m": 1e-3,
-    "k": 1e3,
-    "M": 1e6,
-    "G": 1e9,
-    "T": 1e12,
-    "P": 1e15,
-    "E": 1e18,
-    "Ki": 2.0**10,
-    "Mi": 2.0**20,
-    "Gi": 2.0**30,
-    "Ti": 2.0**40,
-    "Pi": 2.0**50,
-    "Ei": 2.0**60,
-}
-
-
-def parse_quantity(value: object) -> float | None:
-    """A Kubernetes quantity (``"250m"``, ``"1.5"``, ``"128Mi"``, ``2``) as a number; None if malformed."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if not isinstance(value, str):
-        return None
-    match = _QUANTITY.match(value.strip())
-    if match is None or match.group(2) not in _SUFFIX:
-        return None
-    try:
-        return float(match.group(1)) * _SUFFIX[match.group(2)]
-    except ValueError:
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class Requests:
-    """What a pod asks of the scheduler: CPU in millicores, memory in bytes."""
-
-    cpu_m: float = 0.0
-    memory_bytes: float = 0.0
-
-
-def pod_spec_requests(spec: Mapping[str, Any] | None) -> Requests:
-    """The sum of the main containers' requests (limits stand in for missing requests, as the API does)."""
-    cpu = memory = 0.0
-    containers = (spec or {}).get("containers")
-    for container in containers if isinstance(containers, list) else []:
-        resources = container.get("resources") if isinstance(container, Mapping) else None
-        if not isinstance(resources, Mapping):
-            continue
-        requests = resources.get("requests") or resources.get("limits") or {}
-        if isinstance(requests, Mapping):
-            cpu += (parse_quantity(requests.get("cpu")) or 0.0) * 1000
-            memory += parse_quantity(requests.get("memory")) or 0.0
-    return Requests(cpu, memory)
-
-
-_TEMPLATE_PATHS: tuple[tuple[str, ...], ...] = (
-    ("spec", "template", "spec"),  # Deployment, ReplicaSet, StatefulSet, DaemonSet, Job
-    ("spec", "jobTemplate", "spec", "template", "spec"),  # CronJob
-)
-
-
-def template_requests(obj: Mapping[str, Any]) -> Requests | None:
-    """What each pod of a workload object requests, from its pod template; None if it has none."""
-    for path in _TEMPLATE_PATHS:
-        node: Any = obj
-        for part in path:
-            node = node.get(part) if isinstance(node, Mapping) else None
-        if isinstance(node, Mapping):
-            return pod_spec_requests(node)
-    return None
-
-
-def _requests_json(requests: Requests | None) -> list[float] | None:
-    return None if requests is None else [requests.cpu_m, requests.memory_bytes]
-
-
-def _requests_from(value: Any) -> Requests | None:
-    return None if value is None else Requests(float(value[0]), float(value[1]))
-
-
-# ---- rows -----------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class TimelineRow:
-    """The state at the end of one second, for one owner (or :data:`CLUSTER_OWNER` for the sum)."""
-
-    second: int
-    """Seconds since the timeline's origin (for a replay: trace seconds since the trace start)."""
-    owner: str
-    pending: int
-    running: int
-    succeeded: int
-    failed: int
-    cpu_requested_m: float
-    memory_requested_bytes: float
-    nodes: int
-    """Nodes in the cluster (the same on every row of a second)."""
-    nodes_used: int
-    """Nodes with at least one running pod of this owner (cluster row: of any owner)."""
-    desired: int | None = None
-    """Pods the owner asks for (its ``spec.replicas``; a bare pod: itself), None where its kind says
-    nothing (Jobs, DaemonSets, custom kinds) or it was not seen; cluster row: the sum of those known."""
-
-
-TIMELINE_COLUMNS = tuple(TimelineRow.__slots__)
-
-
-@dataclass(slots=True)
-class _Pod:
-    owner: str
-    phase: str = "Pending"
-    node: str | None = None
-    requests: Requests = field(default_factory=Requests)
-    from_lifecycle: bool = False
-
-
-@dataclass(slots=True)
-class _Totals:
-    """Running sums of one owner's pods, kept up to date as pods change (a snapshot per second must
-    not scan every pod ever seen)."""
-
-    phases: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
-    cpu_m: float = 0.0
-    memory_bytes: float = 0.0
-    running_per_node: dict[str, int] = field(default_factory=dict)
-
-    def add(self, pod: _Pod, sign: int) -> None:
-        self.phases[pod.phase] += sign
-        if pod.phase in ACTIVE_PHASES:
-            self.cpu_m += sign * pod.requests.cpu_m
-            self.memory_bytes += sign * pod.requests.memory_bytes
-        if pod.phase == "Running" and pod.node:
-            left = self.running_per_node.get(pod.node, 0) + sign
-            if left:
-                self.running_per_node[pod.node] = left
-            else:
-                self.running_per_node.pop(pod.node, None)
-
-
-@dataclass(order=True, frozen=True, slots=True)
-class _Transition:
-    """One change at ``at_ms``: a pod's new phase ("" = gone) or a node's arrival/departure."""
-
-    at_ms: int
-    seq: int
-    key: str = field(compare=False)
-    phase: str = field(compare=False)
-    owner: str = field(compare=False)
-    node: str | None = field(compare=False, default=None)
-    requests: Requests | None = field(compare=False, default=None)
-    from_lifecycle: bool = field(compare=False, default=False)
-    count: int = field(compare=False, default=0)
-    """For a ``desired`` change: the pods asked for (``_GONE``: the workload was deleted)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PodTimes:
-    """When one pod was first seen pending and first seen running (ms since the origin)."""
-
-    pod: str
-    owner: str
-    created_s: float | None
-    running_s: float | None
-
-    @property
-    def scheduling_delay_s(self) -> float | None:
-        if self.created_s is None or self.running_s is None:
-            return None
-        return max(self.running_s - self.created_s, 0.0)
 
 
 class TimelineFolder:
@@ -270,18 +92,13 @@ class TimelineFolder:
         self.clock_ms = clock_ms
         self.horizon_ms = horizon_ms
         self.max_idle_s = max_idle_s
-        self._pods: dict[str, _Pod] = {}
-        self._totals: dict[str, _Totals] = {}
-        self._nodes: set[str] = set()
-        self._desired: dict[str, int] = {}  # owner → pods it asks for, while it exists
+        self._tally = ClusterTally()
         self._parents: dict[str, str] = {}
         self._templates: dict[str, Requests] = {}
-        self._queue: list[_Transition] = []
+        self._queue: list[Transition] = []
         self._seq = 0
         self._next_second = 0
         self._watermark_ms: int | None = None
-        self._created: dict[str, tuple[str, int]] = {}
-        self._running: dict[str, int] = {}
         self._quiet = 0  # seconds emitted in a row without a change
         self.skipped = 0
         """Events left out because their object had an unexpected shape."""
@@ -341,7 +158,7 @@ class TimelineFolder:
             if key.kind == "Pod" and key.group == "":
                 self._push(event.ts_ms, event.key, "", "")
             if desired_pods(key.group, key.kind, None) is not None:
-                self._queue_desired(event.ts_ms, event.key, _GONE)
+                self._queue_desired(event.ts_ms, event.key, GONE)
 
     def add_all(self, events: Iterable[Event]) -> None:
         for event in events:
@@ -403,10 +220,10 @@ class TimelineFolder:
         if count is None or self.owner_of(key) != key:
             return
         self._seq += 1
-        heapq.heappush(self._queue, _Transition(ts_ms, self._seq, key, _DESIRED, key, count=count))
+        heapq.heappush(self._queue, Transition(ts_ms, self._seq, key, DESIRED, key, count=count))
 
     def _queue_node(self, ts_ms: int, key: ObjectKey, *, present: bool) -> None:
-        self._push(ts_ms, key, _NODE_ADDED if present else _NODE_GONE, "")
+        self._push(ts_ms, key, NODE_ADDED if present else NODE_GONE, "")
 
     def _push(
         self,
@@ -422,58 +239,8 @@ class TimelineFolder:
         self._seq += 1  # ties keep arrival order
         node_name = node if isinstance(node, str) else None
         heapq.heappush(
-            self._queue, _Transition(at_ms, self._seq, key, phase, owner, node_name, requests, lifecycle)
+            self._queue, Transition(at_ms, self._seq, key, phase, owner, node_name, requests, lifecycle)
         )
-
-    def _apply(self, t: _Transition) -> None:
-        if t.phase == _DESIRED:
-            if t.count == _GONE:
-                self._desired.pop(t.key, None)
-            else:
-                self._desired[t.key] = t.count
-            return
-        if t.phase in {_NODE_ADDED, _NODE_GONE}:
-            name = parse_object_key(t.key).name
-            if t.phase == _NODE_ADDED:
-                self._nodes.add(name)
-            else:
-                self._nodes.discard(name)
-            return
-        if not t.phase:
-            gone = self._pods.pop(t.key, None)
-            if gone is not None:
-                self._count(gone, -1)
-            return
-        pod = self._pods.get(t.key)
-        if pod is None:
-            pod = self._pods[t.key] = _Pod(t.owner)
-            self._created.setdefault(t.key, (t.owner, t.at_ms))
-        else:
-            self._count(pod, -1)
-        if t.from_lifecycle:
-            pod.from_lifecycle = True
-            if pod.requests == Requests():
-                pod.requests = self._templates.get(t.owner, Requests())
-        elif t.requests is not None:
-            pod.requests = t.requests
-        pod.owner = t.owner or pod.owner
-        # a recorded pod object keeps the status of its creation (the watcher publishes spec changes):
-        # its "Pending" says nothing against the pod's lifecycle, which knows when it ran
-        if t.from_lifecycle or not (pod.from_lifecycle and t.phase == "Pending"):
-            pod.phase = t.phase
-        pod.node = t.node or pod.node
-        self._count(pod, +1)
-        if t.phase == "Running":
-            self._running.setdefault(t.key, t.at_ms)
-
-    def _count(self, pod: _Pod, sign: int) -> None:
-        for owner in (pod.owner, CLUSTER_OWNER):
-            totals = self._totals.get(owner)
-            if totals is None:
-                totals = self._totals[owner] = _Totals()
-            totals.add(pod, sign)
-            if sign < 0 and owner != CLUSTER_OWNER and not any(totals.phases.values()):
-                del self._totals[owner]  # an owner without pods has no rows; keep the scan short
 
     @property
     def watermark_ms(self) -> int | None:
@@ -497,7 +264,7 @@ class TimelineFolder:
             end_ms = origin + (self._next_second + 1) * 1000
             changed = False
             while self._queue and self._queue[0].at_ms < end_ms:
-                self._apply(heapq.heappop(self._queue))
+                self._tally.apply(heapq.heappop(self._queue), self._templates)
                 changed = True
             if changed:
                 self._quiet = 0
@@ -508,7 +275,7 @@ class TimelineFolder:
                 continue
             else:
                 self._quiet += 1
-            rows.extend(self._snapshot(self._next_second))
+            rows.extend(self._tally.rows(self._next_second))
             self._next_second += 1
         return rows
 
@@ -519,19 +286,7 @@ class TimelineFolder:
 
     def pod_times(self) -> list[PodTimes]:
         """Per pod: when it was first seen and first seen running (seconds since the origin)."""
-        origin = self.origin_ms or 0
-        out = []
-        for pod, (owner, created_ms) in sorted(self._created.items()):
-            running_ms = self._running.get(pod)
-            out.append(
-                PodTimes(
-                    pod,
-                    owner,
-                    (created_ms - origin) / 1000,
-                    None if running_ms is None else (running_ms - origin) / 1000,
-                )
-            )
-        return out
+        return self._tally.pod_times(self.origin_ms or 0)
 
     def to_state(self) -> dict[str, Any]:
         """Everything needed to continue the fold later, as JSON-able data (see :meth:`from_state`)."""
@@ -542,30 +297,10 @@ class TimelineFolder:
             "quiet": self._quiet,
             "watermark_ms": self._watermark_ms,
             "seq": self._seq,
-            "pods": {
-                k: [p.owner, p.phase, p.node, p.requests.cpu_m, p.requests.memory_bytes, p.from_lifecycle]
-                for k, p in self._pods.items()
-            },
-            "nodes": sorted(self._nodes),
-            "desired": self._desired,
+            **self._tally.to_state(),
             "parents": self._parents,
             "templates": {k: [r.cpu_m, r.memory_bytes] for k, r in self._templates.items()},
-            "queue": [
-                [
-                    t.at_ms,
-                    t.seq,
-                    t.key,
-                    t.phase,
-                    t.owner,
-                    t.node,
-                    _requests_json(t.requests),
-                    t.from_lifecycle,
-                    t.count,
-                ]
-                for t in self._queue
-            ],
-            "created": {k: [owner, at] for k, (owner, at) in self._created.items()},
-            "running": self._running,
+            "queue": [t.to_json() for t in self._queue],
         }
 
     @classmethod
@@ -591,60 +326,14 @@ class TimelineFolder:
             folder._quiet = int(state.get("quiet", 0))  # absent in states written before it existed
             folder._watermark_ms = state["watermark_ms"]
             folder._seq = int(state["seq"])
-            folder._pods = {
-                k: _Pod(owner, phase, node, Requests(cpu, mem), lifecycle)
-                for k, (owner, phase, node, cpu, mem, lifecycle) in state["pods"].items()
-            }
-            folder._nodes = set(state["nodes"])
-            # absent in states written before it existed
-            folder._desired = {k: int(v) for k, v in state.get("desired", {}).items()}
+            folder._tally = ClusterTally.from_state(state)
             folder._parents = dict(state["parents"])
             folder._templates = {k: Requests(cpu, mem) for k, (cpu, mem) in state["templates"].items()}
-            folder._queue = [
-                _Transition(at, seq, key, phase, owner, node, _requests_from(req), lifecycle, *count)
-                for at, seq, key, phase, owner, node, req, lifecycle, *count in state["queue"]
-            ]
+            folder._queue = [Transition.from_json(t) for t in state["queue"]]
             heapq.heapify(folder._queue)
-            for pod in folder._pods.values():
-                folder._count(pod, +1)
-            folder._created = {k: (owner, at) for k, (owner, at) in state["created"].items()}
-            folder._running = {k: int(v) for k, v in state["running"].items()}
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"{where}: malformed timeline state ({type(exc).__name__}: {exc})") from None
         return folder
-
-    def _snapshot(self, second: int) -> list[TimelineRow]:
-        self._totals.setdefault(CLUSTER_OWNER, _Totals())
-        nodes = len(self._nodes)
-        # an owner asking for pods has a row even when none of them were recorded (SimKube traces)
-        asking = {owner for owner, count in self._desired.items() if count and owner not in self._totals}
-        owners = sorted([*self._totals, *asking])
-        none = _Totals()
-        return [
-            self._row(second, owner, self._totals.get(owner, none), nodes, self._desired_of(owner))
-            for owner in owners
-        ]
-
-    def _desired_of(self, owner: str) -> int | None:
-        if owner != CLUSTER_OWNER:
-            return self._desired.get(owner)
-        return sum(self._desired.values()) if self._desired else None
-
-    @staticmethod
-    def _row(second: int, owner: str, totals: _Totals, nodes: int, desired: int | None) -> TimelineRow:
-        return TimelineRow(
-            second=second,
-            owner=owner,
-            pending=totals.phases["Pending"],
-            running=totals.phases["Running"],
-            succeeded=totals.phases["Succeeded"],
-            failed=totals.phases["Failed"],
-            cpu_requested_m=round(totals.cpu_m, 3),
-            memory_requested_bytes=round(totals.memory_bytes),
-            nodes=nodes,
-            nodes_used=len(totals.running_per_node),
-            desired=desired,
-        )
 
 
 @dataclass(frozen=True, slots=True)

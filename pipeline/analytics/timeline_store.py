@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline.analytics.timeline import TIMELINE_COLUMNS, PodTimes, TimelineRow
+from pipeline.analytics.timeline_rows import TIMELINE_COLUMNS, PodTimes, TimelineRow
 from pipeline.io.parquet import read_columns, write_columns
 
 TIMELINE_FORMAT, TIMELINE_VERSION = "kubetape.timeline", 2

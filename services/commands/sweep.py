@@ -53,7 +53,8 @@ from services.replay_inputs import (
 
 if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when a sweep runs
     from pipeline.analytics.snapshots import SnapshotEvents
-    from pipeline.analytics.timeline import TimelineFolder, TimelineRow
+    from pipeline.analytics.timeline import TimelineFolder
+    from pipeline.analytics.timeline_rows import TimelineRow
     from pipeline.io.kube.client import KubeClient
     from pipeline.model.events import Event
     from pipeline.replay.replayer import Replayer
@@ -81,7 +82,7 @@ class NodeOption:
 
 def node_pool(name: str, skeleton: Mapping[str, Any], count: int) -> NodePool:
     """A run's description of ``count`` nodes made from ``skeleton`` (its allocatable CPU and memory)."""
-    from pipeline.analytics.timeline import parse_quantity
+    from pipeline.analytics.pod_requests import parse_quantity
 
     capacity = (skeleton.get("status") or {}).get("allocatable") or {}
     return NodePool(

@@ -15,7 +15,8 @@ import yaml
 from pipeline.analytics.builtin_timeline import TimelineConsumer
 from pipeline.analytics.consumer import group_id_for
 from pipeline.analytics.runner import ConsumerRunner
-from pipeline.analytics.timeline import CLUSTER_OWNER, fold_events
+from pipeline.analytics.timeline import fold_events
+from pipeline.analytics.timeline_rows import CLUSTER_OWNER
 from pipeline.formats.trace import initial_events, read_trace
 from pipeline.io.kafka.consume import LoopSettings
 from pipeline.io.kafka.reader import TopicReader

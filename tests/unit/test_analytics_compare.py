@@ -12,7 +12,7 @@ import pytest
 from pipeline.analytics.compare import compare_runs, owner_errors, render_text, run_metrics
 from pipeline.analytics.report_html import render_report
 from pipeline.analytics.runs import NodePool, Run, RunInfo, find_runs, read_run, write_run
-from pipeline.analytics.timeline import CLUSTER_OWNER, PodTimes, TimelineRow
+from pipeline.analytics.timeline_rows import CLUSTER_OWNER, PodTimes, TimelineRow
 from pipeline.model.errors import ConfigError, UnknownVersionError
 from services.cli import main
 

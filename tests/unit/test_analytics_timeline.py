@@ -6,15 +6,10 @@ from typing import Any
 
 import pytest
 
+from pipeline.analytics.pod_requests import parse_quantity
 from pipeline.analytics.snapshots import SnapshotEvents, strip_prefix
-from pipeline.analytics.timeline import (
-    CLUSTER_OWNER,
-    MAX_IDLE_S,
-    TimelineFolder,
-    TimelineRow,
-    fold_events,
-    parse_quantity,
-)
+from pipeline.analytics.timeline import MAX_IDLE_S, TimelineFolder, fold_events
+from pipeline.analytics.timeline_rows import CLUSTER_OWNER, TimelineRow
 from pipeline.formats.trace import initial_events, read_trace
 from pipeline.model.errors import FormatError
 from pipeline.model.events import TS_MAX_MS, Event

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.analytics.runs import NodePool, RunInfo, write_run
-from pipeline.analytics.timeline import CLUSTER_OWNER, PodTimes, TimelineRow
+from pipeline.analytics.timeline_rows import CLUSTER_OWNER, PodTimes, TimelineRow
 from services.cli import main
 
 OWNER = "apps/Deployment/shop/web"

@@ -1,0 +1,84 @@
+"""What pods ask of the scheduler: Kubernetes quantities, and the requests of a pod spec or of a
+workload's pod template (CPU in millicores, memory in bytes)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+_SUFFIX = {
+    "": 1.0,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
+    "Ei": 2.0**60,
+}
+
+
+def parse_quantity(value: object) -> float | None:
+    """A Kubernetes quantity (``"250m"``, ``"1.5"``, ``"128Mi"``, ``2``) as a number; None if malformed."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    match = _QUANTITY.match(value.strip())
+    if match is None or match.group(2) not in _SUFFIX:
+        return None
+    try:
+        return float(match.group(1)) * _SUFFIX[match.group(2)]
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Requests:
+    """What a pod asks of the scheduler: CPU in millicores, memory in bytes."""
+
+    cpu_m: float = 0.0
+    memory_bytes: float = 0.0
+
+
+def pod_spec_requests(spec: Mapping[str, Any] | None) -> Requests:
+    """The sum of the main containers' requests (limits stand in for missing requests, as the API does)."""
+    cpu = memory = 0.0
+    containers = (spec or {}).get("containers")
+    for container in containers if isinstance(containers, list) else []:
+        resources = container.get("resources") if isinstance(container, Mapping) else None
+        if not isinstance(resources, Mapping):
+            continue
+        requests = resources.get("requests") or resources.get("limits") or {}
+        if isinstance(requests, Mapping):
+            cpu += (parse_quantity(requests.get("cpu")) or 0.0) * 1000
+            memory += parse_quantity(requests.get("memory")) or 0.0
+    return Requests(cpu, memory)
+
+
+_TEMPLATE_PATHS: tuple[tuple[str, ...], ...] = (
+    ("spec", "template", "spec"),  # Deployment, ReplicaSet, StatefulSet, DaemonSet, Job
+    ("spec", "jobTemplate", "spec", "template", "spec"),  # CronJob
+)
+
+
+def template_requests(obj: Mapping[str, Any]) -> Requests | None:
+    """What each pod of a workload object requests, from its pod template; None if it has none."""
+    for path in _TEMPLATE_PATHS:
+        node: Any = obj
+        for part in path:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, Mapping):
+            return pod_spec_requests(node)
+    return None

@@ -1,0 +1,236 @@
+"""What the cluster holds at a cluster timeline's current second, as transitions are applied to it.
+
+:class:`~pipeline.analytics.timeline.TimelineFolder` turns events into :class:`Transition` values
+dated when they take effect; :class:`ClusterTally` applies them in time order and keeps pods by owner
+and phase, nodes and the pods each workload asks for, with running sums so that the rows of a second
+never scan every pod ever seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.analytics.pod_requests import Requests
+from pipeline.analytics.timeline_rows import CLUSTER_OWNER, PHASES, PodTimes, TimelineRow
+from pipeline.model.keys import parse_object_key
+
+ACTIVE_PHASES = ("Pending", "Running")
+"""Phases in which a pod holds its requested resources (the scheduler's view)."""
+NODE_ADDED, NODE_GONE = "node+", "node-"  # transition "phases" of nodes
+DESIRED, GONE = "desired", -1  # a workload's desired pods change to ``count``; GONE: it was deleted
+
+
+@dataclass(order=True, frozen=True, slots=True)
+class Transition:
+    """One change at ``at_ms``: a pod's new phase ("" = gone) or a node's arrival/departure."""
+
+    at_ms: int
+    seq: int
+    key: str = field(compare=False)
+    phase: str = field(compare=False)
+    owner: str = field(compare=False)
+    node: str | None = field(compare=False, default=None)
+    requests: Requests | None = field(compare=False, default=None)
+    from_lifecycle: bool = field(compare=False, default=False)
+    count: int = field(compare=False, default=0)
+    """For a ``desired`` change: the pods asked for (``GONE``: the workload was deleted)."""
+
+    def to_json(self) -> list[Any]:
+        """The transition as a JSON-able list (an entry of the fold's saved queue)."""
+        requests = None if self.requests is None else [self.requests.cpu_m, self.requests.memory_bytes]
+        return [
+            self.at_ms,
+            self.seq,
+            self.key,
+            self.phase,
+            self.owner,
+            self.node,
+            requests,
+            self.from_lifecycle,
+            self.count,
+        ]
+
+    @classmethod
+    def from_json(cls, value: list[Any]) -> Transition:
+        """The transition :meth:`to_json` gave (``count`` is absent from states older than it)."""
+        at, seq, key, phase, owner, node, req, lifecycle, *count = value
+        requests = None if req is None else Requests(float(req[0]), float(req[1]))
+        return cls(at, seq, key, phase, owner, node, requests, lifecycle, *count)
+
+
+@dataclass(slots=True)
+class _Pod:
+    owner: str
+    phase: str = "Pending"
+    node: str | None = None
+    requests: Requests = field(default_factory=Requests)
+    from_lifecycle: bool = False
+
+
+@dataclass(slots=True)
+class _Totals:
+    """Running sums of one owner's pods, kept up to date as pods change (a snapshot per second must
+    not scan every pod ever seen)."""
+
+    phases: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
+    cpu_m: float = 0.0
+    memory_bytes: float = 0.0
+    running_per_node: dict[str, int] = field(default_factory=dict)
+
+    def add(self, pod: _Pod, sign: int) -> None:
+        self.phases[pod.phase] += sign
+        if pod.phase in ACTIVE_PHASES:
+            self.cpu_m += sign * pod.requests.cpu_m
+            self.memory_bytes += sign * pod.requests.memory_bytes
+        if pod.phase == "Running" and pod.node:
+            left = self.running_per_node.get(pod.node, 0) + sign
+            if left:
+                self.running_per_node[pod.node] = left
+            else:
+                self.running_per_node.pop(pod.node, None)
+
+
+class ClusterTally:
+    """Pods, nodes and desired pods after every transition applied so far, and each pod's times."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, _Pod] = {}
+        self._totals: dict[str, _Totals] = {}
+        self._nodes: set[str] = set()
+        self._desired: dict[str, int] = {}  # owner → pods it asks for, while it exists
+        self._created: dict[str, tuple[str, int]] = {}
+        self._running: dict[str, int] = {}
+
+    def apply(self, t: Transition, templates: Mapping[str, Requests]) -> None:
+        """Apply ``t``; a pod known only from its lifecycle requests what ``templates`` (per owner) say."""
+        if t.phase == DESIRED:
+            if t.count == GONE:
+                self._desired.pop(t.key, None)
+            else:
+                self._desired[t.key] = t.count
+            return
+        if t.phase in {NODE_ADDED, NODE_GONE}:
+            name = parse_object_key(t.key).name
+            if t.phase == NODE_ADDED:
+                self._nodes.add(name)
+            else:
+                self._nodes.discard(name)
+            return
+        if not t.phase:
+            gone = self._pods.pop(t.key, None)
+            if gone is not None:
+                self._count(gone, -1)
+            return
+        pod = self._pods.get(t.key)
+        if pod is None:
+            pod = self._pods[t.key] = _Pod(t.owner)
+            self._created.setdefault(t.key, (t.owner, t.at_ms))
+        else:
+            self._count(pod, -1)
+        if t.from_lifecycle:
+            pod.from_lifecycle = True
+            if pod.requests == Requests():
+                pod.requests = templates.get(t.owner, Requests())
+        elif t.requests is not None:
+            pod.requests = t.requests
+        pod.owner = t.owner or pod.owner
+        # a recorded pod object keeps the status of its creation (the watcher publishes spec changes):
+        # its "Pending" says nothing against the pod's lifecycle, which knows when it ran
+        if t.from_lifecycle or not (pod.from_lifecycle and t.phase == "Pending"):
+            pod.phase = t.phase
+        pod.node = t.node or pod.node
+        self._count(pod, +1)
+        if t.phase == "Running":
+            self._running.setdefault(t.key, t.at_ms)
+
+    def _count(self, pod: _Pod, sign: int) -> None:
+        for owner in (pod.owner, CLUSTER_OWNER):
+            totals = self._totals.get(owner)
+            if totals is None:
+                totals = self._totals[owner] = _Totals()
+            totals.add(pod, sign)
+            if sign < 0 and owner != CLUSTER_OWNER and not any(totals.phases.values()):
+                del self._totals[owner]  # an owner without pods has no rows; keep the scan short
+
+    def rows(self, second: int) -> list[TimelineRow]:
+        """The rows of ``second``: one per owner with pods or asking for some, and the cluster's."""
+        self._totals.setdefault(CLUSTER_OWNER, _Totals())
+        nodes = len(self._nodes)
+        # an owner asking for pods has a row even when none of them were recorded (SimKube traces)
+        asking = {owner for owner, count in self._desired.items() if count and owner not in self._totals}
+        owners = sorted([*self._totals, *asking])
+        none = _Totals()
+        return [
+            self._row(second, owner, self._totals.get(owner, none), nodes, self._desired_of(owner))
+            for owner in owners
+        ]
+
+    def _desired_of(self, owner: str) -> int | None:
+        if owner != CLUSTER_OWNER:
+            return self._desired.get(owner)
+        return sum(self._desired.values()) if self._desired else None
+
+    @staticmethod
+    def _row(second: int, owner: str, totals: _Totals, nodes: int, desired: int | None) -> TimelineRow:
+        return TimelineRow(
+            second=second,
+            owner=owner,
+            pending=totals.phases["Pending"],
+            running=totals.phases["Running"],
+            succeeded=totals.phases["Succeeded"],
+            failed=totals.phases["Failed"],
+            cpu_requested_m=round(totals.cpu_m, 3),
+            memory_requested_bytes=round(totals.memory_bytes),
+            nodes=nodes,
+            nodes_used=len(totals.running_per_node),
+            desired=desired,
+        )
+
+    def pod_times(self, origin_ms: int) -> list[PodTimes]:
+        """Per pod: when it was first seen and first seen running (seconds since ``origin_ms``)."""
+        out = []
+        for pod, (owner, created_ms) in sorted(self._created.items()):
+            running_ms = self._running.get(pod)
+            out.append(
+                PodTimes(
+                    pod,
+                    owner,
+                    (created_ms - origin_ms) / 1000,
+                    None if running_ms is None else (running_ms - origin_ms) / 1000,
+                )
+            )
+        return out
+
+    def to_state(self) -> dict[str, Any]:
+        """Pods, nodes, desired pods and the pods' times as JSON-able data (the tally's part of
+        :meth:`TimelineFolder.to_state <pipeline.analytics.timeline.TimelineFolder.to_state>`)."""
+        return {
+            "pods": {
+                k: [p.owner, p.phase, p.node, p.requests.cpu_m, p.requests.memory_bytes, p.from_lifecycle]
+                for k, p in self._pods.items()
+            },
+            "nodes": sorted(self._nodes),
+            "desired": self._desired,
+            "created": {k: [owner, at] for k, (owner, at) in self._created.items()},
+            "running": self._running,
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> ClusterTally:
+        """The tally :meth:`to_state` described (KeyError, TypeError or ValueError if it does not fit);
+        the running sums are recomputed."""
+        tally = cls()
+        tally._pods = {
+            k: _Pod(owner, phase, node, Requests(cpu, mem), lifecycle)
+            for k, (owner, phase, node, cpu, mem, lifecycle) in state["pods"].items()
+        }
+        tally._nodes = set(state["nodes"])
+        # absent in states written before it existed
+        tally._desired = {k: int(v) for k, v in state.get("desired", {}).items()}
+        for pod in tally._pods.values():
+            tally._count(pod, +1)
+        tally._created = {k: (owner, at) for k, (owner, at) in state["created"].items()}
+        tally._running = {k: int(v) for k, v in state["running"].items()}
+        return tally
