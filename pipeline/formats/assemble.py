@@ -63,26 +63,16 @@ def _owner_keys(obj: dict[str, Any] | None) -> list[ObjectKey]:
     return keys
 
 
+_fields_after_time = operator.attrgetter(*(f.name for f in dataclasses.fields(Event)[2:]))
+"""An event's fields after ``type`` and ``ts_ms``, in declaration order, which is the order
+:func:`decoded_event` takes them in; read from the class so that a new field cannot be left behind."""
+
+
 def _moved_to(e: Event, ts_ms: int) -> Event:
     """``dataclasses.replace(e, ts_ms=ts_ms)`` at less than half the cost: every object alive at a
     window's start is moved to it, and ``replace`` goes through keyword arguments and ``__init__``.
     :func:`decoded_event` validates the copy as the constructor does."""
-    return decoded_event(
-        e.type,
-        ts_ms,
-        e.key,
-        e.uid,
-        e.resource_version,
-        e.obj,
-        e.spec_hash,
-        e.owner_key,
-        e.pod_spec_hash,
-        e.pod_start_ms,
-        e.pod_end_ms,
-        e.gap_from_rv,
-        e.gap_to_rv,
-        e.gap_reason,
-    )
+    return decoded_event(e.type, ts_ms, *_fields_after_time(e))
 
 
 def _lifecycle_of(e: Event) -> PodLifecycle:

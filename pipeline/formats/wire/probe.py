@@ -9,6 +9,7 @@ segment. The C scan (:mod:`.native`) does the same for the common cases in bulk 
 
 from __future__ import annotations
 
+import operator
 from typing import Any, NamedTuple
 
 import msgpack
@@ -54,24 +55,11 @@ class EventHead(NamedTuple):
     @classmethod
     def of(cls, e: Event) -> EventHead:
         """The head of an already built event (encodes it once)."""
-        return cls(
-            e.type,
-            e.ts_ms,
-            e.key,
-            e.uid,
-            e.resource_version,
-            e.spec_hash,
-            e.owner_key,
-            e.pod_spec_hash,
-            e.pod_start_ms,
-            e.pod_end_ms,
-            e.gap_from_rv,
-            e.gap_to_rv,
-            e.gap_reason,
-            encode_event(e),
-        )
+        return cls._make((*_head_fields(e), encode_event(e)))
 
 
+_head_fields = operator.attrgetter(*EventHead._fields[:-1])
+"""The fields of an event that its head holds: all but ``wire`` (the last), under the same names."""
 _make_head = tuple.__new__
 _MAP_BYTES = frozenset((*range(0x80, 0x90), 0xDE, 0xDF))
 _NIL_BYTE = 0xC0
