@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pipeline.replay.schedule import percentile
+from pipeline.replay.schedule import rounded_percentile
 
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -149,10 +149,6 @@ class AutoscaleFigures:
         return len(self._live_nodes)
 
     def to_json(self) -> dict[str, Any]:
-        def pct(q: float) -> float | None:
-            value = percentile(self.pending_to_running_s, q)
-            return None if value is None else round(value, 3)
-
         return {
             "nodes_peak": self.peak_nodes,
             "nodes_at_start": self.present_at_start,
@@ -164,8 +160,8 @@ class AutoscaleFigures:
             "pending_pod_seconds": round(self.pending_pod_seconds, 3),
             "pending_to_running": {
                 "pods": len(self.pending_to_running_s),
-                "p50_wall_s": pct(0.5),
-                "p99_wall_s": pct(0.99),
+                "p50_wall_s": rounded_percentile(self.pending_to_running_s, 0.5),
+                "p99_wall_s": rounded_percentile(self.pending_to_running_s, 0.99),
                 "resolution_wall_s": 1.0,
             },
             "time_basis": "node-hours, cost and pending-pod seconds in trace time (wall × speed)",

@@ -15,7 +15,7 @@ from pipeline.replay.fidelity import (
     compare_owners,
     judge,
 )
-from pipeline.replay.schedule import percentile
+from pipeline.replay.schedule import percentile, rounded_percentile
 
 MAX_SAMPLES = 20_000
 """Samples of the replay's pods kept (thinned beyond, see :meth:`ReplayReport.add_sample`)."""
@@ -113,12 +113,13 @@ class ReplayReport:
         )
 
     def to_json(self) -> dict[str, Any]:
-        def pct(q: float) -> float | None:
-            value = percentile(self.lateness_ms, q)
-            return None if value is None else round(value, 3)
-
         owners = self.owner_fidelity()
         verdict = self.verdict()
+        lateness_max = (
+            rounded_percentile(self.lateness_ms, 1.0)
+            if self.lateness_max_ms is None
+            else round(self.lateness_max_ms, 3)
+        )
 
         # summary figures first, the long lists last: a reader that keeps only the first few KiB (a
         # Job pod's termination message is cut at 4 KiB) still gets every figure
@@ -140,9 +141,9 @@ class ReplayReport:
                 "gaps_in_trace": self.gaps,
             },
             "lateness_ms": {
-                "p50": pct(0.5),
-                "p99": pct(0.99),
-                "max": pct(1.0) if self.lateness_max_ms is None else round(self.lateness_max_ms, 3),
+                "p50": rounded_percentile(self.lateness_ms, 0.5),
+                "p99": rounded_percentile(self.lateness_ms, 0.99),
+                "max": lateness_max,
                 "count": max(self.lateness_count, len(self.lateness_ms)),
             },
             "wall_seconds": round(self.wall_seconds, 3),

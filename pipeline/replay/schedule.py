@@ -116,6 +116,12 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(rank, len(ordered)) - 1]
 
 
+def rounded_percentile(values: list[float], q: float) -> float | None:
+    """:func:`percentile` rounded to three decimals, as the reports give it; None for an empty list."""
+    value = percentile(values, q)
+    return None if value is None else round(value, 3)
+
+
 class Scheduler(Generic[T]):
     """Runs :class:`ScheduledStep` s at scaled, absolute deadlines; see the module docstring."""
 
