@@ -483,6 +483,19 @@ static int same_version(PyObject *prev, PyObject *e) {
     return -2;
 }
 
+/* Whether e repeats, in each of the n fields, the head stored under e's key in seen (*prev): 1 / 0 (also
+ * when nothing is stored), -1 error, -2 undecidable (what is stored is not a head). */
+static int same_as_stored(PyObject *seen, PyObject *e, const int *fields, int n, PyObject **prev) {
+    *prev = PyDict_GetItemWithError(seen, F(e, KEY));
+    if (*prev == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (Py_TYPE(*prev) != (PyTypeObject *)head_type) return -2;
+    for (int i = 0; i < n; i++) {
+        int same = eq(F(*prev, fields[i]), F(e, fields[i]));
+        if (same <= 0) return same;
+    }
+    return 1;
+}
+
 /* is_duplicate(e): 1 / 0, -1 error, -2 undecidable. Values in the state that are not heads (decoded
  * events restored from a keyframe) are undecidable here. */
 static int duplicate(PyObject *e, PyObject *objects, PyObject *tombstones, PyObject *lifecycles, PyObject *gaps) {
@@ -507,28 +520,17 @@ static int duplicate(PyObject *e, PyObject *objects, PyObject *tombstones, PyObj
         int same = same_version(gone, e);
         return same != 0 ? same : older(e, gone);
     }
+    PyObject *prev;
     if (type == event_types[3]) {
-        PyObject *prev = PyDict_GetItemWithError(lifecycles, key);
-        if (prev == NULL) return PyErr_Occurred() ? -1 : 0;
-        if (Py_TYPE(prev) != (PyTypeObject *)head_type) return -2;
         static const int same_fields[4] = {OWNER, POD_HASH, START, UID};
-        for (int i = 0; i < 4; i++) {
-            int same = eq(F(prev, same_fields[i]), F(e, same_fields[i]));
-            if (same <= 0) return same;
-        }
+        int same = same_as_stored(lifecycles, e, same_fields, 4, &prev);
+        if (same <= 0) return same;
         if (F(e, END) == Py_None) return 1;
         return eq(F(e, END), F(prev, END));
     }
     if (type == event_types[4]) {
-        PyObject *prev = PyDict_GetItemWithError(gaps, key);
-        if (prev == NULL) return PyErr_Occurred() ? -1 : 0;
-        if (Py_TYPE(prev) != (PyTypeObject *)head_type) return -2;
         static const int same_fields[4] = {TS, GAP_FROM, GAP_TO, GAP_REASON};
-        for (int i = 0; i < 4; i++) {
-            int same = eq(F(prev, same_fields[i]), F(e, same_fields[i]));
-            if (same <= 0) return same;
-        }
-        return 1;
+        return same_as_stored(gaps, e, same_fields, 4, &prev);
     }
     return -2;
 }
