@@ -54,6 +54,7 @@ environment, the ``[AWS_PROFILE or default]`` section of ``~/.aws/credentials``
 
 from __future__ import annotations
 
+import builtins
 import configparser
 import contextlib
 import json
@@ -72,6 +73,8 @@ from obstore.store import S3Store
 
 from pipeline.io.segment_store import (
     STORE_META,
+    IndexLayout,
+    MissingSegmentError,
     SegmentName,
     StaleWriterError,
     StoredSegment,
@@ -80,7 +83,7 @@ from pipeline.io.segment_store import (
     parse_segment_name,
 )
 from pipeline.io.store_url import S3Location
-from pipeline.model.errors import ConfigError, FormatError, TransientError
+from pipeline.model.errors import ConfigError, TransientError
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig, S3Config
@@ -122,6 +125,9 @@ class S3SegmentStore:
 
     read_concurrency = 16
     """Headers a catalog reads at once (:mod:`pipeline.sink.catalog`): each is one request."""
+    index_layout: IndexLayout | None = IndexLayout()
+    """Listing is the expensive part of an object store: it keeps the index of
+    :mod:`pipeline.io.segment_index`."""
 
     def __init__(self, location: S3Location, *, timeout_s: float = 30.0, retry_s: float = 15.0) -> None:
         self.location = location
@@ -194,14 +200,14 @@ class S3SegmentStore:
         try:
             return bytes(self._call(key, lambda: obstore.get(self._store, key).bytes()))
         except _NOT_FOUND:
-            raise FormatError(f"{self._url(key)}: no such segment") from None
+            raise MissingSegmentError(f"{self._url(key)}: no such segment") from None
 
     def head(self, name: SegmentName, size: int) -> bytes:
         key = segment_key(name)
         try:
             return bytes(self._call(key, lambda: obstore.get_range(self._store, key, start=0, length=size)))
         except _NOT_FOUND:
-            raise FormatError(f"{self._url(key)}: no such segment") from None
+            raise MissingSegmentError(f"{self._url(key)}: no such segment") from None
 
     def list(self) -> list[StoredSegment]:
         found = []
@@ -225,6 +231,33 @@ class S3SegmentStore:
         listed = self._call(prefix, lambda: obstore.list_with_delimiter(self._store, prefix=prefix))
         paths = [*listed["common_prefixes"], *(meta["path"] for meta in listed["objects"])]
         return tuple(sorted({path.rstrip("/").rsplit("/", 1)[-1] for path in paths}))
+
+    # ---- index markers (pipeline.io.segment_index) -------------------------------------------
+    def put_marker(self, key: str) -> None:
+        self._call(key, lambda: obstore.put(self._store, key, b""))
+
+    def list_markers(
+        self, prefix: str, *, after: str | None = None, through: str | None = None, limit: int | None = None
+    ) -> builtins.list[str]:
+        def read() -> builtins.list[str]:
+            # S3 lists in key order from a start-after key: stop reading pages once past ``through``
+            keys: builtins.list[str] = []
+            for chunk in obstore.list(
+                self._store, prefix=prefix, offset=after, chunk_size=min(limit or 1000, 1000)
+            ):
+                for meta in chunk:
+                    key = str(meta["path"])
+                    if through is not None and key > through:
+                        return keys
+                    keys.append(key)
+                    if limit is not None and len(keys) >= limit:
+                        return keys
+            return keys
+
+        return self._call(prefix, read)
+
+    def delete_marker(self, key: str) -> None:
+        self._delete(key)
 
     def _delete(self, key: str) -> None:
         with contextlib.suppress(*_NOT_FOUND):  # S3 deletes are idempotent; some servers 404 anyway

@@ -35,6 +35,7 @@ ranged GET of the first bytes, ``stat`` the object's size and ETag/mtime.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import fcntl
 import json
@@ -93,6 +94,25 @@ class WriteFence:
     first_offset: int
     last_offset: int
     epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLayout:
+    """How a store that keeps an index (:mod:`pipeline.io.segment_index`) buckets it: writers and
+    readers of one store must agree, so it is fixed per store kind, not configured."""
+
+    bucket_ms: int = 3_600_000
+    """Width of a ``start/`` bucket: an hour, so a one-hour export lists a few of them."""
+    late_slack_ms: int = 3_600_000
+    """A segment starting more than this before its partition's high water is listed as late."""
+
+    def bucket(self, ts_ms: int) -> int:
+        return max(ts_ms, 0) // self.bucket_ms
+
+
+class MissingSegmentError(FormatError):
+    """The segment is not in the store (deleted by retention meanwhile, or an index marker without its
+    segment): readers that found its name somewhere other than a listing skip it."""
 
 
 class StaleWriterError(TransientError):
@@ -260,6 +280,8 @@ class LocalSegmentStore:
     def get(self, name: SegmentName) -> bytes:
         try:
             return (self.root / name).read_bytes()
+        except FileNotFoundError:
+            raise MissingSegmentError(f"{self.root / name}: no such segment") from None
         except OSError as exc:
             raise FormatError(
                 f"{self.root / name}: cannot read the segment ({exc.strerror or exc})"
@@ -269,6 +291,8 @@ class LocalSegmentStore:
         try:
             with (self.root / name).open("rb") as f:
                 return f.read(size)
+        except FileNotFoundError:
+            raise MissingSegmentError(f"{self.root / name}: no such segment") from None
         except OSError as exc:
             raise FormatError(
                 f"{self.root / name}: cannot read the segment ({exc.strerror or exc})"
@@ -318,7 +342,10 @@ def _unreadable(path: Path, exc: OSError) -> FormatError:
 class MemorySegmentStore:
     """An in-memory store for unit tests and benchmarks of the logic above the store."""
 
-    def __init__(self) -> None:
+    def __init__(self, index_layout: IndexLayout | None = None) -> None:
+        self.index_layout = index_layout
+        """Keeps the index of :mod:`pipeline.io.segment_index` when set (an object store's behaviour)."""
+        self.markers: set[str] = set()
         self.files: dict[SegmentName, bytes] = {}
         self._versions: dict[SegmentName, int] = {}
         self.puts = 0
@@ -353,12 +380,13 @@ class MemorySegmentStore:
             self._versions.clear()
             self.epochs.clear()
             self.source = None
+            self.markers.clear()
 
     def get(self, name: SegmentName) -> bytes:
         try:
             return self.files[name]
         except KeyError:
-            raise FormatError(f"memory://{name}: no such segment") from None
+            raise MissingSegmentError(f"memory://{name}: no such segment") from None
 
     def head(self, name: SegmentName, size: int) -> bytes:
         return self.get(name)[:size]
@@ -371,6 +399,22 @@ class MemorySegmentStore:
 
     def describe(self, name: SegmentName) -> str:
         return f"memory://{name}"
+
+    def put_marker(self, key: str) -> None:
+        with self._lock:
+            self.markers.add(key)
+
+    def list_markers(
+        self, prefix: str, *, after: str | None = None, through: str | None = None, limit: int | None = None
+    ) -> builtins.list[str]:
+        with self._lock:
+            keys = sorted(k for k in self.markers if k.startswith(prefix))
+        found = [k for k in keys if (after is None or k > after) and (through is None or k <= through)]
+        return found if limit is None else found[:limit]
+
+    def delete_marker(self, key: str) -> None:
+        with self._lock:
+            self.markers.discard(key)
 
     def check(self) -> None:
         """Always reachable."""

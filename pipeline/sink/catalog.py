@@ -1,5 +1,10 @@
 """The segment catalog: which segments cover [A, B), answered from headers only.
 
+:meth:`SegmentCatalog.refresh` lists the whole store. :meth:`SegmentCatalog.refresh_window` answers for
+one window: on a store that keeps an index (an object store, :mod:`pipeline.io.segment_index`) it reads
+only the index prefixes and headers the window's plan needs, and falls back to the whole listing where
+the index cannot answer (not built yet, no keyframe before the window, an unreadable keyframe).
+
 Each segment's header (time range, partition offsets, keyframe time) is read once from the first bytes
 of the file and cached by the store's version token, so a query never decompresses a body and a
 refresh only reads files that are new or rewritten. A file whose header does not decode is listed in
@@ -17,8 +22,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.formats.segment.header import SegmentHeader, decode_segment_header
+from pipeline.io.segment_index import MarkerStore, layout_of
 from pipeline.io.segment_store import SegmentName, SegmentStore, parse_segment_name
 from pipeline.model.errors import FormatError
+from pipeline.sink.catalog_window import WindowView, window_from_index
 
 _HEAD_BYTES = 4096
 _PREAMBLE = struct.Struct(">4sHII")
@@ -74,7 +81,8 @@ class SegmentCatalog:
     def __init__(self, store: SegmentStore) -> None:
         self.store = store
         self._entries: dict[SegmentName, tuple[str, CatalogEntry]] = {}
-        self.corrupt: dict[SegmentName, str] = {}
+        self._corrupt: dict[SegmentName, str] = {}
+        self._window: WindowView | None = None
         self._corrupt_versions: dict[SegmentName, str] = {}
         self.verified: dict[SegmentName, str] = {}
         """Segments read back whole, by version (retention checks its anchors once)."""
@@ -84,14 +92,21 @@ class SegmentCatalog:
         cached = self._entries.get(name)
         return cached[0] if cached is not None else None
 
+    @property
+    def corrupt(self) -> dict[SegmentName, str]:
+        """Segments whose header does not decode, with the reason (of the window's candidates only
+        after :meth:`refresh_window` used the index)."""
+        return self._window.corrupt if self._window is not None else self._corrupt
+
     def refresh(self) -> None:
         """Re-list the store; read headers of new or changed files only."""
+        self._window = None
         listed = self.store.list()
         present = {s.name for s in listed}
         for gone in set(self._entries) - present:
             del self._entries[gone]
-        for gone in set(self.corrupt) - present:
-            del self.corrupt[gone]
+        for gone in set(self._corrupt) - present:
+            del self._corrupt[gone]
             self._corrupt_versions.pop(gone, None)
         todo = [
             stored
@@ -104,10 +119,10 @@ class SegmentCatalog:
             assert parsed is not None  # the store lists segment names only
             if isinstance(header, FormatError):
                 self._entries.pop(stored.name, None)
-                self.corrupt[stored.name] = str(header)
+                self._corrupt[stored.name] = str(header)
                 self._corrupt_versions[stored.name] = stored.version
                 continue
-            self.corrupt.pop(stored.name, None)
+            self._corrupt.pop(stored.name, None)
             self._corrupt_versions.pop(stored.name, None)
             entry = CatalogEntry(stored.name, parsed[0], parsed[1], header)
             self._entries[stored.name] = (stored.version, entry)
@@ -134,8 +149,37 @@ class SegmentCatalog:
                 head = self.store.head(name, needed)
         return decode_segment_header(head, where)
 
+    @property
+    def answered_from_index(self) -> bool:
+        """Whether the last refresh read the store's index (:meth:`refresh_window`) or listed it all."""
+        return self._window is not None
+
+    def refresh_window(self, start_ms: int, end_ms: int) -> None:
+        """Make the catalog answer for ``[start_ms, end_ms)``: from the store's index where it has one
+        (then :meth:`entries` holds only what the window's plans need), else by :meth:`refresh`."""
+        view = self._window_from_index(start_ms, end_ms)
+        if view is None:
+            self.refresh()
+        else:
+            self._window = view
+
+    def _window_from_index(self, start_ms: int, end_ms: int) -> WindowView | None:
+        layout = layout_of(self.store)
+        if layout is None or not isinstance(self.store, MarkerStore):
+            return None
+        return window_from_index(self.store, layout, start_ms, end_ms, self._read_entries)
+
+    def _read_entries(self, names: list[SegmentName]) -> list[CatalogEntry | FormatError | None]:
+        headers = self._read_headers(names)
+        return [
+            h if isinstance(h, FormatError) else _entry(name, h)
+            for name, h in zip(names, headers, strict=True)
+        ]
+
     def entries(self) -> list[CatalogEntry]:
         """Every readable segment, by partition then first offset."""
+        if self._window is not None:
+            return list(self._window.entries)
         return sorted((e for _, e in self._entries.values()), key=lambda e: (e.partition, e.first_offset))
 
     def partitions(self) -> list[int]:
@@ -173,6 +217,15 @@ class SegmentCatalog:
 
         ``unusable``: names of keyframe segments found unreadable, so the plan starts from an earlier
         keyframe instead of continuing from an empty state."""
+        if self._window is not None:
+            if partition in self._window.keyframes and self._window.keyframes[partition] is None:
+                return []  # gap markers only
+            keyframe = self._window.keyframes.get(partition)
+            if keyframe is None or keyframe in unusable:
+                self.refresh()  # the index's keyframe does not read: plan over the whole listing
+                return self.plan(partition, start_ms, end_ms, unusable=unusable)
+            chain = self.of_partition(partition)  # the keyframe, then what the index found after it
+            return _without_covered([chain[0], *(e for e in chain[1:] if e.header.start_ms < end_ms)])
         full = self.of_partition(partition)
         times = keyframe_times(full)
         chain = [e for e in full if e.name not in unusable]
@@ -186,6 +239,11 @@ class SegmentCatalog:
         return _without_covered(
             [chain[begin], *(e for e in chain[begin + 1 :] if e.header.start_ms < end_ms)]
         )
+
+
+def _entry(name: SegmentName, header: SegmentHeader) -> CatalogEntry | None:
+    parsed = parse_segment_name(name)
+    return None if parsed is None else CatalogEntry(name, parsed[0], parsed[1], header)
 
 
 def _without_covered(entries: Iterable[CatalogEntry]) -> list[CatalogEntry]:

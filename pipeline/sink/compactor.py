@@ -43,6 +43,7 @@ from pipeline.formats.segment.header import PartitionRange
 from pipeline.formats.wire import native
 from pipeline.formats.wire.probe import EventHead
 from pipeline.io.kafka.settings import EVENTS_TOPIC
+from pipeline.io.segment_index import SegmentFacts
 from pipeline.io.segment_store import SegmentName, WriteFence, segment_name
 from pipeline.model.events import Event
 from pipeline.sink import native_fold
@@ -77,6 +78,9 @@ class ClosedSegment:
     name: SegmentName
     partition: int
     wire: WireSegment
+    high_water_ms: int
+    """The partition's latest event time once this segment's events were folded in (its index marks
+    the segment late when it starts well before this, see :mod:`pipeline.io.segment_index`)."""
 
     @property
     def first_offset(self) -> int:
@@ -93,6 +97,12 @@ class ClosedSegment:
         if epoch is None:
             return None
         return WriteFence(self.partition, self.first_offset, self.next_offset - 1, epoch)
+
+    def facts(self) -> SegmentFacts:
+        header = self.wire.header
+        return SegmentFacts(
+            self.name, self.partition, self.first_offset, header, self.high_water_ms, header.keyframe_time
+        )
 
     def encode(self, level: int = ZSTD_LEVEL) -> bytes:
         """The file bytes (CPU-bound: zstd; run it in a thread from async code)."""
@@ -312,7 +322,9 @@ class PartitionCompactor:
             self.max_ts = max(self.max_ts, events[-1].ts_ms if current.ordered else max(map(_ts, events)))
         self.state.settle(self.max_ts + 1, self.settings.tombstone_horizon_ms)
         self.next_offset = current.last_offset + 1
-        return ClosedSegment(segment_name(self.partition, current.first_offset), self.partition, wire)
+        return ClosedSegment(
+            segment_name(self.partition, current.first_offset), self.partition, wire, self.max_ts
+        )
 
 
 _ts = operator.attrgetter("ts_ms")

@@ -146,7 +146,7 @@ def rebuild_window(
     Corrupt segments are reported through ``warn`` (and listed in ``Window.skipped``) and skipped; the
     rest of the window is still rebuilt. ``wires`` collects the stored bytes of the events read, so
     that writing them again (export) needs no re-encoding."""
-    catalog.refresh()
+    catalog.refresh_window(start_ms, end_ms)
     window = Window(start_ms, end_ms)
     for name, reason in sorted(catalog.corrupt.items()):
         _skip(window, warn, f"segment {catalog.store.describe(name)} is corrupt and was skipped: {reason}")

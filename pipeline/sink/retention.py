@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from pipeline.io.segment_index import remove_index_markers
 from pipeline.io.segment_store import SegmentName
 from pipeline.model.errors import FormatError
 from pipeline.sink.catalog import CatalogEntry, SegmentCatalog, keyframe_times
@@ -66,7 +67,9 @@ def _readable(catalog: SegmentCatalog, entry: CatalogEntry) -> bool:
 def apply_retention(catalog: SegmentCatalog, cutoff_ms: int) -> list[SegmentName]:
     """Delete the expired segments; returns their names."""
     names = expired_segments(catalog, cutoff_ms)
+    headers = {e.name: e.header for e in catalog.entries() if e.name in set(names)}
     for name in names:
         catalog.store.delete(name)
+    remove_index_markers(catalog.store, headers)  # after the segments: a marker alone is skipped
     catalog.refresh()
     return names

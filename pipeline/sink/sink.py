@@ -58,12 +58,14 @@ from pipeline.formats.wire.probe import EventHead, WireProbe
 from pipeline.io.kafka.headers import cluster_header, cluster_named, is_from_cluster
 from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.metrics import Metrics
+from pipeline.io.segment_index import SegmentFacts, index_segment
 from pipeline.io.segment_store import SegmentStore, StaleWriterError, WriteFence, segment_name
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import ClosedSegment, CompactionSettings, PartitionCompactor
 from pipeline.sink.history import restore_partition
+from pipeline.sink.index_backfill import ensure_index
 from pipeline.sink.writer import SegmentWriter, WrittenSegment
 
 log = logging.getLogger("kubetape.sink")
@@ -192,6 +194,7 @@ class Sink:
         # or is refused (it cannot replace what this member writes from the restored state).
         epochs = {p: await asyncio.to_thread(self.store.acquire_epoch, p) for p in partitions}
         self.catalog.refresh()
+        await asyncio.to_thread(ensure_index, self.catalog)
         identity = await self.source.identity()
         if identity is not None and self.cluster != DEFAULT_CLUSTER:
             identity = f"{identity}#cluster={self.cluster}"
@@ -253,7 +256,10 @@ class Sink:
             writer_epoch=epoch,
         )
         fence = None if epoch is None else WriteFence(p, first, log_start - 1, epoch)
-        await asyncio.to_thread(self.store.put, segment_name(p, first), encode_wire_segment(marker), fence)
+        name = segment_name(p, first)
+        facts = SegmentFacts(name, p, first, marker.header, compactor.max_ts, None)
+        await asyncio.to_thread(index_segment, self.store, facts)
+        await asyncio.to_thread(self.store.put, name, encode_wire_segment(marker), fence)
         compactor.next_offset = log_start
         self.metrics.inc("sink_gap_markers_total")
         log.warning(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 from dataclasses import dataclass
 
+from pipeline.io.segment_index import index_segment
 from pipeline.io.segment_store import SegmentStore
 from pipeline.model.errors import TransientError
 from pipeline.sink.compactor import ClosedSegment
@@ -74,6 +75,7 @@ class SegmentWriter:
         self, segment: ClosedSegment, data: bytes, durable: concurrent.futures.Future[WrittenSegment]
     ) -> None:
         try:
+            index_segment(self.store, segment.facts())  # markers first: never a segment without them
             self.store.put(segment.name, data, segment.fence)
         except BaseException as exc:
             durable.set_exception(exc)

@@ -31,7 +31,7 @@ from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.message import Message, PartitionBatch
-from pipeline.io.segment_store import MemorySegmentStore
+from pipeline.io.segment_store import IndexLayout, MemorySegmentStore
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, object_key
 from pipeline.model.tracer_config import TracerConfig
@@ -50,6 +50,9 @@ COMPACTION = CompactionSettings(
     window_ms=10_000, idle_close_s=5.0, keyframe_every=2, max_events=4, tombstone_horizon_ms=5_000
 )
 SETTINGS = SinkSettings(COMPACTION, batch_max_records=5, poll_timeout_ms=10, write_concurrency=2)
+INDEX = IndexLayout(bucket_ms=4_000, late_slack_ms=5_000)
+"""The store keeps an index as an object store does, with buckets and slack small enough that windows
+span several buckets and events up to 15 s late make late segments."""
 OWNER = object_key("batch/v1", "Job", "ns", "job")
 
 
@@ -127,7 +130,7 @@ class SinkStoreMachine(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.topic = Topic()
-        self.store = MemorySegmentStore()
+        self.store = MemorySegmentStore(INDEX)
         self.clock = Clock()
         self.objects: dict[int, list[Obj]] = {p: [] for p in PARTITIONS}
         self.events: dict[int, list[tuple[Event, bool]]] = {p: [] for p in PARTITIONS}  # (e, re-published)
@@ -306,7 +309,7 @@ class SinkStoreMachine(RuleBasedStateMachine):
         with pytest.raises(TopicIdentityError, match="another Kafka cluster, or the topic was recreated"):
             self.run(refused.on_assigned(PARTITIONS))
         refused.close()
-        self.store = MemorySegmentStore()
+        self.store = MemorySegmentStore(INDEX)
         self.objects = {p: [] for p in PARTITIONS}
         self.events = {p: [] for p in PARTITIONS}
         self.lost = dict.fromkeys(PARTITIONS, 0)
@@ -379,6 +382,7 @@ class SinkStoreMachine(RuleBasedStateMachine):
             if self.retention_cutoff is not None and start < self.retention_cutoff:
                 continue  # retention dropped what windows before the cutoff need
             got = export_window(catalog, ExportRequest(start, end)).data
+            assert catalog.answered_from_index, (start - T0, end - T0, sorted(self.store.markers))
             assert got == self._reference(held, start, end), (start - T0, end - T0, held)
 
 
