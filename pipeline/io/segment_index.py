@@ -13,10 +13,10 @@ is 260 listing requests and, for a cold reader such as ``kubetape export``, 260k
 * ``keyframes/pNNNN/<T>-<first offset>``: a segment with a keyframe of time T (15 digits each);
 * ``start/<bucket>/<segment>``: every segment, by the bucket (``bucket_ms``, an hour) of its first
   event time (its header's ``start_ms``);
-* ``late/<segment>``: a segment whose first event is more than ``late_slack_ms`` before the latest
+* ``late/pNNNN/<segment>``: a segment whose first event is more than ``late_slack_ms`` before the latest
   event its partition had when it was closed (its writer's *high water*);
 * ``gaps/<segment>``: a gap marker (lost offsets; every export before its end reports it);
-* ``ready``: every segment of the store is indexed (written once by the first sink of this version,
+* ``ready/v1``: every segment of the store is indexed (written once by the first sink of this version,
   after it indexed what older sinks wrote, see :func:`pipeline.sink.index_backfill.ensure_index`).
 
 **Why this finds everything a plan needs.** Let K be the chosen keyframe segment. A segment S after K
@@ -42,7 +42,7 @@ from typing import Protocol, runtime_checkable
 from pipeline.formats.segment.header import SegmentHeader
 from pipeline.io.segment_store import IndexLayout, SegmentName, parse_segment_name, segment_name
 
-READY = "index/ready"
+READY = "index/ready/v1"
 _MAX_TIME = 10**15 - 1  # the largest 15-digit time
 _PARTITIONS = "index/partitions/"
 _KEYFRAMES = "index/keyframes/"
@@ -63,7 +63,8 @@ class MarkerStore(Protocol):
         self, prefix: str, *, after: str | None = None, through: str | None = None, limit: int | None = None
     ) -> list[str]:
         """Marker keys under ``prefix`` in key order: after ``after`` (excluded), up to ``through``
-        (included), at most ``limit`` (None: no bound). Reading stops at the bound."""
+        (included), at most ``limit`` (None: no bound). Reading stops at the bound. ``prefix`` is a
+        directory (ends with ``/``): object stores list by path, not by any string prefix."""
         ...
 
     def delete_marker(self, key: str) -> None: ...
@@ -95,7 +96,7 @@ def markers_for(facts: SegmentFacts, layout: IndexLayout) -> list[str]:
         return [*keys, f"{_GAPS}{facts.name}"]
     keys.append(f"{_START}{layout.bucket(facts.header.start_ms):010d}/{facts.name}")
     if facts.header.start_ms < facts.high_water_ms - layout.late_slack_ms:
-        keys.append(f"{_LATE}{facts.name}")
+        keys.append(_late_key(facts.name))
     if facts.keyframe_time is not None:
         keys.append(_keyframe_key(facts.partition, facts.keyframe_time, facts.first_offset))
     return keys
@@ -112,7 +113,7 @@ def remove_index_markers(store: object, deleted: Mapping[SegmentName, SegmentHea
             store.delete_marker(f"{_GAPS}{name}")
         else:
             store.delete_marker(f"{_START}{layout.bucket(header.start_ms):010d}/{name}")
-            store.delete_marker(f"{_LATE}{name}")
+            store.delete_marker(_late_key(name))
     # a keyframe marker's key holds the time its writer gave it: find them by name
     for partition in sorted({p for name in deleted if (p := _partition_of(name)) is not None}):
         for marker in keyframes_through(store, partition, _MAX_TIME):
@@ -170,8 +171,12 @@ def late_after(store: MarkerStore, name: SegmentName) -> list[SegmentName]:
     """The late segments of ``name``'s partition after it."""
     parsed = parse_segment_name(name)
     assert parsed is not None
-    keys = store.list_markers(f"{_LATE}p{parsed[0]:04d}-", after=f"{_LATE}{name}")
-    return [SegmentName(key[len(_LATE) :]) for key in keys]
+    keys = store.list_markers(f"{_LATE}p{parsed[0]:04d}/", after=_late_key(name))
+    return [SegmentName(key.rsplit("/", 1)[1]) for key in keys]
+
+
+def _late_key(name: SegmentName) -> str:
+    return f"{_LATE}{name[:5]}/{name}"  # per partition: object stores list by directory
 
 
 def started_in(store: MarkerStore, first_bucket: int, last_bucket: int) -> list[SegmentName]:
@@ -189,7 +194,7 @@ def gaps(store: MarkerStore) -> list[SegmentName]:
 
 
 def is_ready(store: MarkerStore) -> bool:
-    return READY in store.list_markers(READY)
+    return READY in store.list_markers("index/ready/")
 
 
 def index_segment(store: object, facts: SegmentFacts) -> None:

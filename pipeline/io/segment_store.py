@@ -407,6 +407,8 @@ class MemorySegmentStore:
     def list_markers(
         self, prefix: str, *, after: str | None = None, through: str | None = None, limit: int | None = None
     ) -> builtins.list[str]:
+        if not prefix.endswith("/"):
+            raise ValueError(f"marker prefix {prefix!r} is not a directory (object stores list by path)")
         with self._lock:
             keys = sorted(k for k in self.markers if k.startswith(prefix))
         found = [k for k in keys if (after is None or k > after) and (through is None or k <= through)]

@@ -13,8 +13,14 @@ from pipeline.formats.segment.content import build_gap_marker
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.segment.encode import encode_wire_segment
 from pipeline.formats.segment.header import PartitionRange
-from pipeline.io.segment_index import SegmentFacts, index_segment
-from pipeline.io.segment_store import IndexLayout, MemorySegmentStore, SegmentName, StoredSegment
+from pipeline.io.segment_index import READY, MarkerStore, SegmentFacts, index_segment, layout_of
+from pipeline.io.segment_store import (
+    IndexLayout,
+    MemorySegmentStore,
+    SegmentName,
+    SegmentStore,
+    StoredSegment,
+)
 from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.export import ExportRequest, export_window
@@ -25,7 +31,6 @@ from pipeline.sink.writer import SegmentWriter
 
 HOUR = 3_600_000
 T0 = 1_763_700_000_000 - 1_763_700_000_000 % HOUR
-SETTINGS = CompactionSettings(window_ms=60_000, keyframe_every=4)
 
 
 class CountingStore(MemorySegmentStore):
@@ -45,26 +50,37 @@ class CountingStore(MemorySegmentStore):
         return super().head(name, size)
 
 
-def _record(store: MemorySegmentStore, events: list[tuple[int, int, int]]) -> None:
-    """Write ``(partition, event time, object number)`` events through compactors and the sink's
-    writer (which indexes), one event per offset, then close what is open."""
+def record(
+    store: MemorySegmentStore | SegmentStore,
+    events: list[tuple[int, int, int]],
+    *,
+    window_ms: int = 60_000,
+    index: bool = True,
+) -> None:
+    """Write ``(partition, event time, object number)`` events through compactors, one event per
+    offset, then close what is open: through the sink's writer (which indexes), or with ``index``
+    False straight into the store, as a sink of an older release did."""
+    settings = CompactionSettings(window_ms=window_ms, keyframe_every=4)
     compactors: dict[int, PartitionCompactor] = {}
     offsets: dict[int, int] = {}
-    writer = SegmentWriter(store, 1, 2)
     closed = []
     for partition, ts, number in events:
-        compactor = compactors.setdefault(partition, PartitionCompactor(partition, SETTINGS))
+        compactor = compactors.setdefault(partition, PartitionCompactor(partition, settings))
         offset = offsets.get(partition, 0)
         offsets[partition] = offset + 1
-        closed += compactor.add(
-            offset, applied(ts, deployment("ns", f"d{number}", offset + 1), offset + 1), 0.0
-        )
+        event = applied(ts, deployment("ns", f"d{number}", offset + 1), offset + 1)
+        closed += compactor.add(offset, event, 0.0)
     closed += [c for comp in compactors.values() if (c := comp.flush()) is not None]
+    if not index:
+        for c in closed:
+            store.put(c.name, c.encode())
+        return
+    writer = SegmentWriter(store, 1, 2)
     for c in closed:
         writer.submit(c).result()
     writer.close()
-    if store.index_layout is not None:
-        store.put_marker("index/ready")  # what the sink's first assignment writes on a new store
+    if isinstance(store, MarkerStore) and layout_of(store) is not None:
+        store.put_marker(READY)  # what the sink's first assignment writes on a new store
 
 
 def _day_with_a_late_event() -> list[tuple[int, int, int]]:
@@ -89,7 +105,7 @@ def _copy_without_index(store: MemorySegmentStore) -> MemorySegmentStore:
 @pytest.fixture
 def indexed() -> CountingStore:
     store = CountingStore()
-    _record(store, _day_with_a_late_event())
+    record(store, _day_with_a_late_event())
     store.listings, store.heads = 0, []
     return store
 
@@ -115,7 +131,7 @@ def test_an_indexed_window_equals_the_whole_listing_and_reads_only_its_plan(
 def test_the_late_segment_is_found_from_hours_away(indexed: CountingStore) -> None:
     """Hour 2's state includes d999, whose change dated hour 1 was recorded at hour 5."""
     late = [k for k in indexed.markers if k.startswith("index/late/")]
-    assert late == ["index/late/p0001-000000000000300.kseg"], late
+    assert late == ["index/late/p0001/p0001-000000000000300.kseg"], late
     request = ExportRequest(T0 + 2 * HOUR, T0 + 3 * HOUR)
     trace = decode_segment(export_window(SegmentCatalog(indexed), request).data)
     keys = {str(e.key) for e in trace.events}
@@ -129,7 +145,7 @@ def test_markers_without_their_segment_are_skipped(indexed: CountingStore) -> No
     request = ExportRequest(T0 + 2 * HOUR, T0 + 3 * HOUR)
     expected = export_window(SegmentCatalog(indexed), request).data
     ghost = SegmentName("p0000-000000000009999.kseg")
-    for key in (f"index/start/{(T0 + 2 * HOUR) // HOUR:010d}/{ghost}", f"index/late/{ghost}"):
+    for key in (f"index/start/{(T0 + 2 * HOUR) // HOUR:010d}/{ghost}", f"index/late/p0000/{ghost}"):
         indexed.put_marker(key)
     catalog = SegmentCatalog(indexed)
     assert export_window(catalog, request).data == expected
@@ -167,12 +183,9 @@ def test_an_unreadable_keyframe_falls_back_to_the_whole_listing(indexed: Countin
 
 
 def test_a_store_written_without_an_index_is_indexed_once_then_answers_from_it() -> None:
-    old = MemorySegmentStore()
-    _record(old, _day_with_a_late_event())  # no layout: no markers
-    assert not old.markers
     store = CountingStore()
-    for name, data in old.files.items():
-        store.put(name, data)
+    record(store, _day_with_a_late_event(), index=False)
+    assert not store.markers
     catalog = SegmentCatalog(store)
     request = ExportRequest(T0 + 2 * HOUR, T0 + 3 * HOUR)
     before = export_window(catalog, request).data
@@ -181,7 +194,7 @@ def test_a_store_written_without_an_index_is_indexed_once_then_answers_from_it()
     catalog.refresh()
     assert ensure_index(catalog) == 720
     assert ensure_index(catalog) == 0, "indexed once"
-    assert "index/late/p0001-000000000000300.kseg" in store.markers
+    assert "index/late/p0001/p0001-000000000000300.kseg" in store.markers
     after = SegmentCatalog(store)
     assert export_window(after, request).data == before
     assert after.answered_from_index
@@ -203,7 +216,7 @@ def test_retention_removes_the_markers_of_what_it_deletes(indexed: CountingStore
 
 def test_a_gap_marker_is_indexed_and_reported() -> None:
     store = CountingStore()
-    _record(store, [(0, T0 + 1_000, 1), (0, T0 + 61_000, 2)])
+    record(store, [(0, T0 + 1_000, 1), (0, T0 + 61_000, 2)])
     gap = build_gap_marker(
         PartitionRange("kubetape.events", 1, 0, 9), start_ms=0, end_ms=T0, reason="test", source=None
     )
