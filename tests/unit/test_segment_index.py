@@ -139,6 +139,22 @@ def test_the_late_segment_is_found_from_hours_away(indexed: CountingStore) -> No
     assert "p0001-000000000000300.kseg" in indexed.heads
 
 
+def test_a_segment_late_by_less_than_the_slack_is_found_in_the_bucket_before() -> None:
+    """Not late enough to be listed as late, but starting in the hour before the window's keyframe: a
+    change dated 1:59 recorded at 2:12 is in the state of a window from 2:10."""
+    events = [(0, T0 + minute * 60_000 + 1_000, minute % 7) for minute in range(3 * 60)]
+    events.insert(132, (0, T0 + 119 * 60_000, 555))
+    store = CountingStore()
+    record(store, events)
+    assert not [k for k in store.markers if k.startswith("index/late/")]
+    request = ExportRequest(T0 + 130 * 60_000, T0 + 140 * 60_000)
+    catalog = SegmentCatalog(store)
+    got = export_window(catalog, request).data
+    assert catalog.answered_from_index
+    assert got == export_window(SegmentCatalog(_copy_without_index(store)), request).data
+    assert any(str(e.key).endswith("/d555") for e in decode_segment(got).events)
+
+
 def test_markers_without_their_segment_are_skipped(indexed: CountingStore) -> None:
     """A marker is written before its segment: a write that failed after it, or a segment deleted
     before its markers, leaves a marker alone."""
