@@ -5,14 +5,16 @@
     segments/p0003/p0003-000000000123456.kseg   one object per segment, grouped by partition
     epochs/p0003/0000000007                     the partition's fencing epoch: the highest marker
     kubetape-store.json                         the topic identity the store was filled from
+    index/...                                   the segment index (pipeline.io.segment_index)
     clusters/<cluster id>/...                   the same layout per fleet member (pipeline.io.store_url)
 
 Grouping segment keys by partition keeps a listing proportional to what is asked for: a reader of one
-partition lists one prefix. The catalog lists ``segments/`` at 1,000 keys per request and reads only
-the headers it has not seen (16 at a time; the sink's ``/export`` keeps its catalog between requests),
-so a month of 6 partitions at 60 s windows (260k segments) costs 260 listing requests per export, not
-260k reads. An export cannot list less without an index: a segment written after the window (by
-offset) may still hold late events inside it, and the export must fold them in to equal the stream.
+partition lists one prefix. The store also keeps the segment index of :mod:`pipeline.io.segment_index`
+(``index/``: marker objects written before each segment), so a window's export lists a few index
+directories from a start-after key and reads the headers of its plan only, instead of listing every
+segment key and reading every header it has not seen (a month of 6 partitions at 60 s windows is 260k
+segments). Whole-store operations (the sink's restore, retention, ``inspect`` of a store) still list
+``segments/`` at 1,000 keys per request and read only the headers they have not seen, 16 at a time.
 
 **Atomicity.** A PUT is atomic by nature: a reader sees the old object or the new one, never a part.
 
