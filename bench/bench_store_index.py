@@ -19,6 +19,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import builtins
 import json
 import os
 import time
@@ -61,7 +62,7 @@ class CountingStore(S3SegmentStore):
 
     def list_markers(
         self, prefix: str, *, after: str | None = None, through: str | None = None, limit: int | None = None
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         self.requests["list_markers"] += 1
         return super().list_markers(prefix, after=after, through=through, limit=limit)
 
