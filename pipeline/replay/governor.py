@@ -9,8 +9,13 @@ machine. The governor compares each sample of the replay's pods with the recordi
 ``max_lag_ms`` of trace time. The clock runs again once every owner has caught up.
 
 An owner that cannot converge at all (too few virtual nodes for its pods, an object the apiserver
-refused) would hold the clock for ever; so a hold ends after ``max_hold_s`` of wall time, and the
-owners still behind then are given up on: they no longer hold the clock, and the report names them.
+refused) would hold the clock for ever; so a hold ends once ``max_hold_s`` of wall time pass without
+progress (the owners behind got no closer to the recording), and the owners still behind then are
+given up on: they no longer hold the clock, and the report names them. A slow cluster that keeps
+converging is waited for however long it takes: a 1,000-node cluster needs minutes to start the
+first 11,000 pods of a trace, and a hold cut at a fixed time gave up every owner there and never
+held again (measured: 60 % of owner-samples within one pod instead of the bound). An owner given up
+on holds the clock again once it has caught up: it could converge after all.
 
 Each hold also says where the cluster was behind, from the replay's pods at that sample:
 
@@ -96,6 +101,12 @@ class ConvergenceGovernor:
         self.max_lag_ms = max_lag_ms
         self.max_hold_s = max_hold_s
         self._held_since: float | None = None
+        self._closest: int | None = None
+        """During a hold, the least total distance (in pods) of the owners behind from the recording."""
+        self._progress_at = 0.0
+        """When that distance last shrank (wall seconds)."""
+        self._ignored: set[str] = set()
+        """Owners given up on and not caught up since."""
         self.report = GovernorReport()
 
     @property
@@ -105,14 +116,21 @@ class ConvergenceGovernor:
     def behind(self, trace_ms: float, counts: Mapping[str, PodCounts]) -> list[str]:
         """Owners whose Running pods are more than ``tolerance`` (by default the fidelity bound) off
         every count of the recording's last ``max_lag_ms``."""
-        out = []
+        return list(self._distances(trace_ms, counts))
+
+    def _distances(self, trace_ms: float, counts: Mapping[str, PodCounts]) -> dict[str, int]:
+        """Per owner behind (and not given up on), how many pods it is outside the bound."""
+        out = {}
         for owner, timeline in self._recorded.items():
-            if owner in self.report.given_up:
-                continue
             low, high = range_over(timeline, trace_ms - self.max_lag_ms, trace_ms)
             running = counts.get(owner, PodCounts()).running
-            if running < low - self.tolerance or running > high + self.tolerance:
-                out.append(owner)
+            distance = max(low - self.tolerance - running, running - high - self.tolerance, 0)
+            if owner in self._ignored:
+                if distance == 0:
+                    self._ignored.discard(owner)  # caught up after all: it holds the clock again
+                continue
+            if distance:
+                out[owner] = distance
         return out
 
     def observe(self, wall_s: float, trace_ms: float, counts: Mapping[str, PodCounts]) -> bool:
@@ -120,20 +138,28 @@ class ConvergenceGovernor:
         self.report.achieved.append((wall_s, trace_ms))
         if len(self.report.achieved) > MAX_POINTS:  # a followed topic runs for months: thin, keep the ends
             self.report.achieved = [*self.report.achieved[:-1:2], self.report.achieved[-1]]
-        behind = self.behind(trace_ms, counts)
-        if behind and self._held_since is not None and wall_s - self._held_since > self.max_hold_s:
-            for owner in behind:
-                self.report.given_up[owner] = trace_ms
-            behind = []
+        distances = self._distances(trace_ms, counts)
+        if distances and self._held_since is not None:
+            total = sum(distances.values())
+            if self._closest is None or total < self._closest:
+                self._closest, self._progress_at = total, wall_s
+            elif wall_s - self._progress_at > self.max_hold_s:
+                for owner in distances:
+                    self.report.given_up[owner] = trace_ms
+                    self._ignored.add(owner)
+                distances = {}
+        behind = list(distances)
         if behind:
             self.report.bottlenecks[_bottleneck(behind, counts)] += 1
             if self._held_since is None:
-                self._held_since = wall_s
+                self._held_since = self._progress_at = wall_s
+                self._closest = sum(distances.values())
                 self.report.holds += 1
             return True
         if self._held_since is not None:
             self.report.held_s += wall_s - self._held_since
             self._held_since = None
+            self._closest = None
         return False
 
     def finish(self, wall_s: float) -> None:

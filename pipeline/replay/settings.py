@@ -48,7 +48,8 @@ class ReplaySettings:
     """Convergence-aware time scaling: hold the trace clock while the simulated cluster is more than
     this many trace seconds behind the recording (see :mod:`pipeline.replay.governor`); None: never."""
     max_hold_s: float = 60.0
-    """Wall seconds one hold may last before the owners still behind are given up on."""
+    """Wall seconds a hold may go on without the owners behind getting closer to the recording before
+    they are given up on."""
     max_lag_tolerance: int = 1
     """Pods an owner may be off the recording without holding the clock (the fidelity bound)."""
     expect_profile: str | None = None

@@ -52,6 +52,35 @@ def test_an_owner_that_never_converges_is_given_up_after_the_longest_hold() -> N
     )  # api: 0 of 3
 
 
+def test_a_slow_cluster_that_keeps_converging_is_waited_for_past_the_longest_hold() -> None:
+    """At scale the first pods take minutes to start: while the owners behind get closer, the hold
+    goes on; once they stop getting closer for ``max_hold_s``, they are given up on."""
+    big = [(0, 400)]
+    governor = ConvergenceGovernor({"big": big}, max_lag_ms=1_000, max_hold_s=10)
+    for second in range(0, 40, 2):  # 10 pods more every 2 s: 40 s of hold, 4x the longest
+        running = 10 + 5 * second
+        assert governor.observe(float(second), 5_000, {"big": PodCounts(running=running)}) is True, second
+    assert governor.report.given_up == {}
+    stuck = {"big": PodCounts(running=250, unscheduled=150)}
+    assert governor.observe(45.0, 5_000, stuck) is True  # closer still (250 of 400): progress at 45 s
+    assert governor.observe(55.0, 5_000, stuck) is True  # 10 s without progress: not more yet
+    assert governor.observe(55.5, 5_000, stuck) is False  # more than 10 s: given up on
+    assert governor.report.given_up == {"big": 5_000}
+    report = governor.report.to_json(1_000, 10.0)
+    assert (report["holds"], report["held_seconds"]) == (1, 55.5)
+
+
+def test_an_owner_given_up_on_holds_the_clock_again_once_it_caught_up() -> None:
+    governor = ConvergenceGovernor({"web": WEB}, max_lag_ms=1_000, max_hold_s=10)
+    stuck = {"web": PodCounts(running=0, unscheduled=5)}
+    assert governor.observe(0.0, 15_000, stuck) is True
+    assert governor.observe(10.5, 15_000, stuck) is False
+    assert governor.observe(11.0, 16_000, stuck) is False  # given up: does not hold
+    assert governor.observe(12.0, 17_000, {"web": PodCounts(running=5)}) is False  # caught up
+    # the recording goes to 3 at 20 s; 5 running there is behind again, and now it holds
+    assert governor.observe(13.0, 22_000, {"web": PodCounts(running=5)}) is True
+
+
 def test_pods_are_counted_by_recorded_owner_and_progress() -> None:
     def p(owner: str, phase: str | None, node: str | None = None, deleting: bool = False) -> dict[str, Any]:
         meta: dict[str, Any] = {"annotations": {"o": owner}}
