@@ -278,25 +278,21 @@ class LocalSegmentStore:
             return identity
 
     def get(self, name: SegmentName) -> bytes:
-        try:
-            return (self.root / name).read_bytes()
-        except FileNotFoundError:
-            raise MissingSegmentError(f"{self.root / name}: no such segment") from None
-        except OSError as exc:
-            raise FormatError(
-                f"{self.root / name}: cannot read the segment ({exc.strerror or exc})"
-            ) from None
+        return self._read(name, -1)
 
     def head(self, name: SegmentName, size: int) -> bytes:
+        return self._read(name, size)
+
+    def _read(self, name: SegmentName, size: int) -> bytes:
+        """The first ``size`` bytes of a segment (all of it for -1), with the store's errors."""
+        path = self.root / name
         try:
-            with (self.root / name).open("rb") as f:
+            with path.open("rb") as f:
                 return f.read(size)
         except FileNotFoundError:
-            raise MissingSegmentError(f"{self.root / name}: no such segment") from None
+            raise MissingSegmentError(f"{path}: no such segment") from None
         except OSError as exc:
-            raise FormatError(
-                f"{self.root / name}: cannot read the segment ({exc.strerror or exc})"
-            ) from None
+            raise FormatError(f"{path}: cannot read the segment ({exc.strerror or exc})") from None
 
     def list(self) -> list[StoredSegment]:
         found = []
