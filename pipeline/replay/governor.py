@@ -10,7 +10,7 @@ machine. The governor compares each sample of the replay's pods with the recordi
 
 An owner that cannot converge at all (too few virtual nodes for its pods, an object the apiserver
 refused) would hold the clock for ever; so a hold ends once ``max_hold_s`` of wall time pass without
-progress (the owners behind got no closer to the recording), and the owners still behind then are
+progress (no owner behind got closer to the recording), and the owners still behind then are
 given up on: they no longer hold the clock, and the report names them. A slow cluster that keeps
 converging is waited for however long it takes: a 1,000-node cluster needs minutes to start the
 first 11,000 pods of a trace, and a hold cut at a fixed time gave up every owner there and never
@@ -101,10 +101,10 @@ class ConvergenceGovernor:
         self.max_lag_ms = max_lag_ms
         self.max_hold_s = max_hold_s
         self._held_since: float | None = None
-        self._closest: int | None = None
-        """During a hold, the least total distance (in pods) of the owners behind from the recording."""
+        self._last: dict[str, int] = {}
+        """The owners behind at the previous sample, with their distance (pods) from the recording."""
         self._progress_at = 0.0
-        """When that distance last shrank (wall seconds)."""
+        """When an owner behind last got closer to the recording (wall seconds)."""
         self._ignored: set[str] = set()
         """Owners given up on and not caught up since."""
         self.report = GovernorReport()
@@ -140,26 +140,26 @@ class ConvergenceGovernor:
             self.report.achieved = [*self.report.achieved[:-1:2], self.report.achieved[-1]]
         distances = self._distances(trace_ms, counts)
         if distances and self._held_since is not None:
-            total = sum(distances.values())
-            if self._closest is None or total < self._closest:
-                self._closest, self._progress_at = total, wall_s
+            # Progress: an owner behind at the last sample got closer (or caught up). While the clock
+            # holds, the recording's counts stand still, so only the cluster moves these distances.
+            if any(distances.get(owner, 0) < before for owner, before in self._last.items()):
+                self._progress_at = wall_s
             elif wall_s - self._progress_at > self.max_hold_s:
                 for owner in distances:
                     self.report.given_up[owner] = trace_ms
                     self._ignored.add(owner)
                 distances = {}
+        self._last = distances
         behind = list(distances)
         if behind:
             self.report.bottlenecks[_bottleneck(behind, counts)] += 1
             if self._held_since is None:
                 self._held_since = self._progress_at = wall_s
-                self._closest = sum(distances.values())
                 self.report.holds += 1
             return True
         if self._held_since is not None:
             self.report.held_s += wall_s - self._held_since
             self._held_since = None
-            self._closest = None
         return False
 
     def finish(self, wall_s: float) -> None:

@@ -70,6 +70,22 @@ def test_a_slow_cluster_that_keeps_converging_is_waited_for_past_the_longest_hol
     assert (report["holds"], report["held_seconds"]) == (1, 55.5)
 
 
+def test_progress_is_any_owner_behind_getting_closer_even_while_another_falls_behind() -> None:
+    """One owner's pods start while another's are evicted (faster than the first gains): the owners
+    behind get no closer in total, but one of them does at every sample, so the hold goes on; once
+    none does for ``max_hold_s``, they are given up on together."""
+    governor = ConvergenceGovernor({"up": [(0, 100)], "other": [(0, 50)]}, max_lag_ms=1_000, max_hold_s=10)
+    for second in range(0, 30, 2):
+        counts = {"up": PodCounts(running=2 * second), "other": PodCounts(running=50 - 3 * second)}
+        assert governor.observe(float(second), 5_000, counts) is True, second
+    assert governor.report.given_up == {}
+    stuck = {"up": PodCounts(running=60, unscheduled=40), "other": PodCounts(running=0)}
+    assert governor.observe(30.0, 5_000, stuck) is True  # up: 56 -> 60 running, closer
+    assert governor.observe(40.0, 5_000, stuck) is True
+    assert governor.observe(40.5, 5_000, stuck) is False
+    assert governor.report.given_up == {"up": 5_000, "other": 5_000}
+
+
 def test_an_owner_given_up_on_holds_the_clock_again_once_it_caught_up() -> None:
     governor = ConvergenceGovernor({"web": WEB}, max_lag_ms=1_000, max_hold_s=10)
     stuck = {"web": PodCounts(running=0, unscheduled=5)}
