@@ -263,8 +263,9 @@ def export_request_from_json(body: Any) -> ExportRequest:
 
 
 def _exporter(store: SegmentStore) -> ExportFn:
-    # One catalog for every request: a refresh reads only the headers of segments new since the last
-    # export (on an object store each header is a request). Exports take turns: a catalog is not
+    # One catalog for every request: on a directory a refresh reads only the headers of segments new
+    # since the last export; an object store answers each window from its index instead (the window's
+    # headers only, see pipeline.sink.catalog_window). Exports take turns: a catalog is not
     # thread-safe, and each export uses the machine's CPU fully anyway.
     catalog = SegmentCatalog(store)
     turn = threading.Lock()
