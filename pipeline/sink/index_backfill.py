@@ -28,8 +28,9 @@ def ensure_index(catalog: SegmentCatalog) -> int:
     if segment_index.is_ready(store):
         return 0
     indexed = 0
-    for partition in sorted({e.partition for e in catalog.entries()}):
-        chain = [e for e in catalog.entries() if e.partition == partition]  # gap markers too
+    entries = catalog.entries()  # by partition, then offset
+    for partition in sorted({e.partition for e in entries}):
+        chain = [e for e in entries if e.partition == partition]  # gap markers too
         with_events = [e for e in chain if not e.is_gap]
         times = dict(zip([e.name for e in with_events], keyframe_times(with_events), strict=True))
         # an upper bound of the partition's latest event time after each segment: its header's end

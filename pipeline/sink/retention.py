@@ -67,7 +67,8 @@ def _readable(catalog: SegmentCatalog, entry: CatalogEntry) -> bool:
 def apply_retention(catalog: SegmentCatalog, cutoff_ms: int) -> list[SegmentName]:
     """Delete the expired segments; returns their names."""
     names = expired_segments(catalog, cutoff_ms)
-    headers = {e.name: e.header for e in catalog.entries() if e.name in set(names)}
+    expired = set(names)
+    headers = {e.name: e.header for e in catalog.entries() if e.name in expired}
     for name in names:
         catalog.store.delete(name)
     remove_index_markers(catalog.store, headers)  # after the segments: a marker alone is skipped
