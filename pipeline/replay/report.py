@@ -14,6 +14,7 @@ from pipeline.replay.fidelity import (
     Timeline,
     compare_owners,
     judge,
+    trace_instants,
 )
 from pipeline.replay.schedule import percentile, rounded_percentile
 
@@ -92,9 +93,15 @@ class ReplayReport:
             self.replay_timeline = [*self.replay_timeline[:-1:2], self.replay_timeline[-1]]
             self.owner_samples = [*self.owner_samples[:-1:2], self.owner_samples[-1]]
 
-    def owner_fidelity(self) -> list[OwnerFidelity]:
+    def owner_fidelity(self, *, per_instant: bool = True) -> list[OwnerFidelity]:
+        """Per owner, over the instants of trace time the replay was sampled at (see
+        :func:`~pipeline.replay.fidelity.trace_instants`); ``per_instant=False``: over every sample,
+        the clock's waits included (a benchmark's comparison)."""
         return compare_owners(
-            self.recorded_by_owner, self.owner_samples, self.fidelity_resolution_ms, self._settle_ms()
+            self.recorded_by_owner,
+            trace_instants(self.owner_samples) if per_instant else self.owner_samples,
+            self.fidelity_resolution_ms,
+            self._settle_ms(),
         )
 
     def _settle_ms(self) -> dict[str, float]:
@@ -104,7 +111,7 @@ class ReplayReport:
         """Held, degraded (the machine did not keep up), failed or unmeasured: see ``judge``."""
         return judge(
             self.recorded_by_owner,
-            self.owner_samples,
+            trace_instants(self.owner_samples),
             self.fidelity_resolution_ms,
             speed=self.speed,
             lateness_p99_ms=percentile(self.lateness_ms, 0.99),
@@ -163,6 +170,8 @@ class ReplayReport:
                 "resolution_ms": self.fidelity_resolution_ms,
                 "settle_ms": verdict.settle_ms,
                 "desired_settle_ms": self.desired_settle_ms,
+                "wall_samples": len(self.owner_samples),
+                "trace_instants": len(trace_instants(self.owner_samples)),
                 "max_error": max((o.max_error for o in owners), default=0),
                 "owners": [
                     {
@@ -282,7 +291,9 @@ class ReplayReport:
             f"{within}/{samples} samples within {BOUND_PODS} pod ({100 * within / max(samples, 1):.0f}%), "
             f"largest error {worst.max_error} pod(s) ({worst.owner})",
             f"    (a sample compares an owner's Running pods in the replay with its recorded count over "
-            f"the preceding {resolution_s:g} s of wall time; recorded counts: {truth})",
+            f"the preceding {resolution_s:g} s of wall time, once per instant of trace time: while the "
+            f"trace clock stood still, the state the cluster reached when it went on; recorded counts: "
+            f"{truth})",
         ]
         lines += [f"    {reason}" for reason in verdict.reasons]
         return lines

@@ -15,6 +15,7 @@ from pipeline.replay.fidelity import (
     compare_owners,
     judge,
     range_over,
+    trace_instants,
     value_at,
 )
 from pipeline.replay.plan import desired_timelines, plan_replay
@@ -52,6 +53,45 @@ def test_counts_outside_the_recorded_range_are_errors_per_owner() -> None:
     assert result["web"].max_error == 4  # 5 recorded, 1 replayed
     assert result["web"].within_one == 1  # the sample after the end: 0 and 0
     assert result["stray"].max_error == 2
+
+
+# ---- one sample per instant of trace time ----------------------------------------------------------
+def test_samples_while_the_clock_stood_still_count_once_as_the_state_it_went_on_from() -> None:
+    # the clock held at 10 s while the cluster went 2, 3, 4, 5 pods: one instant, judged at 5
+    held = [OwnerSample(10_000, {"web": n}) for n in (2, 3, 4, 5)]
+    samples = [OwnerSample(5_000, {"web": 2}), *held, OwnerSample(15_000, {"web": 5})]
+    assert trace_instants(samples) == [samples[0], held[-1], samples[-1]]
+    [web] = compare_owners({"web": WEB}, trace_instants(samples), resolution_ms=0)
+    assert (web.samples, web.within_one, web.max_error) == (3, 3, 0)
+    # every wall sample counted: the catching up at 10 s shows as misses
+    [every] = compare_owners({"web": WEB}, samples, resolution_ms=0)
+    assert (every.samples, every.within_one, every.max_error) == (6, 4, 3)
+
+
+def test_only_consecutive_samples_share_an_instant() -> None:
+    # the clock does not run backwards; a repeated instant after another one is a separate sample
+    samples = [OwnerSample(0, {"web": 2}), OwnerSample(1_000, {"web": 2}), OwnerSample(0, {"web": 9})]
+    assert trace_instants(samples) == samples
+
+
+def test_the_report_judges_instants_and_states_both_counts() -> None:
+    report = ReplayReport("r", "trace.json", 5.0)
+    report.recorded_by_owner = {"web": WEB}
+    report.fidelity_resolution_ms = 1_000.0
+    # the scale-up at 10 s: the governor held the clock at 12 s for 40 samples while the cluster
+    # climbed from 2 to 5
+    for t in range(0, 10_000, 500):
+        report.add_sample(t, 2, 1, {"web": 2})
+    for i in range(40):
+        report.add_sample(12_000, 2 + i // 13, 1, {"web": 2 + i // 13})
+    for t in range(12_500, 30_000, 500):
+        report.add_sample(t, value_at(WEB, t), 1, {"web": value_at(WEB, t)})
+    doc = report.to_json()["owner_fidelity"]
+    assert (doc["wall_samples"], doc["trace_instants"]) == (20 + 40 + 35, 20 + 1 + 35)
+    assert doc["verdict"] == "held", doc
+    [every] = report.owner_fidelity(per_instant=False)
+    assert every.max_error == 3
+    assert every.within_one < every.samples
 
 
 # ---- the verdict: held, degraded (the machine did not keep up), failed, unmeasured ------------------
