@@ -138,6 +138,9 @@ def test_the_large_profiles_configure_controllers_scheduler_and_kwok(tmp_path: P
         "KubeSchedulerConfiguration",
     )
     assert scheduler["parallelism"] == 32
+    # with a --config, kube-scheduler ignores kwokctl's --kube-api-qps: the file must lift the limit,
+    # or every binding waits on the default 50 requests per second
+    assert scheduler["clientConnection"]["qps"] >= 5000
     (kwok_config,) = [d for d in documents if d["kind"] == "KwokConfiguration"]
     assert kwok_config["options"]["podPlayStageParallelism"] == 16
     assert {d["metadata"]["name"] for d in documents if d["kind"] == "Stage"} >= {
