@@ -103,6 +103,40 @@ async def test_pause_shifts_every_later_deadline_by_the_paused_time() -> None:
     assert started == [0.0, 32.0, 33.0]
 
 
+async def test_steps_due_before_a_pause_still_start_while_it_lasts() -> None:
+    """A pause stops the trace clock at an instant; steps due by then that had not started (every
+    in-flight slot was busy) start anyway, and later ones wait for the resume."""
+    clock = FakeClock()
+    started: list[tuple[str, float]] = []
+    sched: Scheduler[str]
+    release = asyncio.Event()
+
+    async def run(step: ScheduledStep[str]) -> None:
+        started.append((step.key, round(clock.now() - 1000.0, 3)))
+        if step.key == "slow":
+            clock.t += 5.0  # the apiserver takes 5 s: "due" (at 1 s) waits for the only slot
+            sched.pause("governor")
+            release.set()
+
+    started_while_paused: list[str] = []
+
+    async def resume_later() -> None:
+        await release.wait()
+        for _ in range(20):  # let the dispatcher run while the clock is held
+            await asyncio.sleep(0)
+        started_while_paused.extend(k for k, _ in started)
+        clock.t += 60.0
+        sched.resume("governor")
+
+    sched = Scheduler(run, speed=1, clock=clock, max_in_flight=1)
+    resumer = asyncio.create_task(resume_later())
+    await sched.run(steps((0, "slow"), (1_000, "due"), (10_000, "later")))
+    await resumer
+    assert started_while_paused == ["slow", "due"], "a step due before the pause started in it"
+    # paused at 5 s for 60 s: "later" (10 s) starts at 70 s, "due" at once during the pause
+    assert started == [("slow", 0.0), ("due", 5.0), ("later", 70.0)]
+
+
 async def test_stop_prevents_new_steps_and_counts_them() -> None:
     clock = FakeClock()
     ran: list[str] = []
