@@ -10,7 +10,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,9 +170,16 @@ class KwokCluster:
 
     def kubectl(self, *args: str, stdin: str | None = None, timeout_s: float = 120.0) -> str:
         argv = [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args]
-        result = subprocess.run(
-            argv, input=stdin, capture_output=True, text=True, timeout=timeout_s, check=False
-        )
+        try:
+            result = subprocess.run(
+                argv, input=stdin, capture_output=True, text=True, timeout=timeout_s, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise StackError(
+                f"`kubectl {' '.join(args)}` on cluster {self.name!r} timed out after {timeout_s:.0f}s: "
+                "its apiserver is overloaded or down (its log: "
+                f"{self.cluster_dir / 'logs' / 'kube-apiserver.log'})"
+            ) from exc
         if result.returncode != 0:
             raise StackError(
                 f"`kubectl {' '.join(args)}` on cluster {self.name!r} failed: {result.stderr.strip()[-1500:]}"
@@ -435,7 +442,18 @@ def cluster_processes(cluster: KwokCluster) -> list[int]:
     return pids
 
 
-def add_nodes(cluster: KwokCluster, skeleton: Path, count: int, prefix: str | None = None) -> list[str]:
+NODES_PER_REQUEST = 250
+"""Nodes per ``kubectl create``: one request for 5,000 nodes ran past kubectl's timeout while KWOK
+initialised the first ones, and a batch at a time also reports progress."""
+
+
+def add_nodes(
+    cluster: KwokCluster,
+    skeleton: Path,
+    count: int,
+    prefix: str | None = None,
+    report: Callable[[str], None] | None = None,
+) -> list[str]:
     """Create ``count`` fake nodes from a Node YAML skeleton; returns their names.
 
     kubectl itself turns the YAML into JSON (client-side dry run), so this layer needs no YAML parser.
@@ -458,8 +476,13 @@ def add_nodes(cluster: KwokCluster, skeleton: Path, count: int, prefix: str | No
         copy["metadata"].setdefault("labels", {})["kubernetes.io/hostname"] = name
         items.append(copy)
         names.append(name)
-    node_list = {"apiVersion": "v1", "kind": "List", "items": items}
     # Nodes keep the status they are created with (as a kubelet's registration does), so capacity,
     # allocatable and taints arrive in one request; kwok's node-initialize stage then marks them Ready.
-    cluster.kubectl("create", "-f", "-", stdin=json.dumps(node_list))
+    for start in range(0, count, NODES_PER_REQUEST):
+        batch = items[start : start + NODES_PER_REQUEST]
+        cluster.kubectl(
+            "create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": batch})
+        )
+        if report is not None and count > NODES_PER_REQUEST:
+            report(f"cluster {cluster.name!r}: {start + len(batch)} of {count} nodes created")
     return names

@@ -351,7 +351,8 @@ class LocalStack:
     def add_nodes(
         self, cluster_name: str, skeleton: Path, count: int, prefix: str | None = None
     ) -> list[str]:
-        return kwok.add_nodes(self.cluster(cluster_name, self._existing_bin_dir()), skeleton, count, prefix)
+        cluster = self.cluster(cluster_name, self._existing_bin_dir())
+        return kwok.add_nodes(cluster, skeleton, count, prefix, report=self.report)
 
     # ---- inspection --------------------------------------------------------------------------
     def _existing_bin_dir(self) -> Path:

@@ -269,3 +269,42 @@ def test_a_kwok_controller_is_serving_once_its_port_answers(tmp_path: Path) -> N
         server.server_close()
     # the same port closed: alive but not serving, reported once the deadline passes
     assert "not serving" in kwok.kwok_controller_problem(cluster, timeout_s=0.5)
+
+
+def _fake_kubectl(bin_dir: Path, body: str) -> None:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / "kubectl"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+
+
+def test_nodes_are_created_in_batches_with_progress(tmp_path: Path) -> None:
+    """Thousands of nodes in one request ran past kubectl's timeout; a batch at a time does not."""
+    requests = tmp_path / "requests"
+    node = json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "kwok-node"}})
+    _fake_kubectl(
+        tmp_path / "bin",
+        f"""case "$*" in
+  *dry-run*) echo '{node}' ;;
+  *) python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))' >> {requests} ;;
+esac
+""",
+    )
+    skeleton = tmp_path / "node.yaml"
+    skeleton.write_text("kind: Node\n")
+    cluster = kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin")
+    lines: list[str] = []
+    count = 2 * kwok.NODES_PER_REQUEST + 100
+    names = kwok.add_nodes(cluster, skeleton, count, prefix="n", report=lines.append)
+    assert names == [f"n-{i}" for i in range(count)]
+    sizes = [int(n) for n in requests.read_text().split()]
+    assert sizes == [kwok.NODES_PER_REQUEST, kwok.NODES_PER_REQUEST, 100]
+    assert lines[-1] == f"cluster 'sim': {count} of {count} nodes created"
+
+
+def test_a_kubectl_that_hangs_is_a_clear_error(tmp_path: Path) -> None:
+    _fake_kubectl(tmp_path / "bin", "exec sleep 30\n")
+    cluster = kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin")
+    with pytest.raises(StackError, match=r"`kubectl get nodes` on cluster 'sim' timed out after 0s") as info:
+        cluster.kubectl("get", "nodes", timeout_s=0.3)
+    assert "kube-apiserver.log" in str(info.value)
