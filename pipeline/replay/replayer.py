@@ -44,6 +44,7 @@ from pipeline.replay.setup import (
     Namespaces,
     ReplaySetup,
     check_profile,
+    note_zoned_nodes,
     read_cluster_profile,
 )
 
@@ -228,6 +229,7 @@ class Replayer:
         self.report.cluster_profile = await read_cluster_profile(self._cluster)
         check_profile(self.settings.expect_profile, self.report.cluster_profile)
         await self._setup.create_virtual_nodes(self._root)
+        await note_zoned_nodes(self._cluster, self.report.cluster_profile)
         await self._setup.create_node_pools(self._root)
         self._sampler.autoscaler_pools = self._setup.node_pool_names
         await self._setup.prepare(self._plan)
@@ -253,6 +255,8 @@ class Replayer:
                 with contextlib.suppress(asyncio.CancelledError):
                     await sampling
             await self._sampler.sample_once()
+            # and the autoscaler's nodes, added since
+            await note_zoned_nodes(self._cluster, self.report.cluster_profile)
         finally:
             await self._sampler.pods.stop()
         self._finish_report()

@@ -100,12 +100,45 @@ async def read_cluster_profile(cluster: ReplayCluster) -> dict[str, Any] | None:
     if not data.get("profile"):
         return None
     out: dict[str, Any] = {"profile": str(data["profile"])}
-    for field_name, key in (("settings", "settings"), ("changes_scheduling", "changesScheduling")):
+    for field_name, key in (
+        ("settings", "settings"),
+        ("changes_scheduling", "changesScheduling"),
+        ("changes_scheduling_on_zoned_nodes", "changesSchedulingOnZonedNodes"),
+    ):
         try:
             out[field_name] = json.loads(data.get(key) or "null")
         except ValueError:
             out[field_name] = data.get(key)
     return out
+
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+async def note_zoned_nodes(cluster: ReplayCluster, profile: dict[str, Any] | None) -> None:
+    """Add the profile's settings that change placements only on zoned nodes (or nodes without a
+    hostname label) to its ``changes_scheduling``, once the cluster has such a node: the stack's own
+    nodes have none, a user's node skeleton or an autoscaler's nodes may."""
+    conditional = [str(c) for c in (profile or {}).get("changes_scheduling_on_zoned_nodes") or []]
+    if profile is None or not conditional:
+        return
+    changes = profile.get("changes_scheduling")
+    if not isinstance(changes, list):
+        changes = profile["changes_scheduling"] = []
+    if all(c in changes for c in conditional):
+        return
+    try:
+        nodes = await cluster.list_objects("v1", "Node")
+    except KubetapeError as exc:
+        # unknown is not "the same": name them, with why
+        log.warning("cannot list the nodes to check for zones", extra={"ctx": {"reason": str(exc)}})
+        nodes = [{"metadata": {"labels": {ZONE_LABEL: "unknown"}}}]
+    for node in nodes:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if ZONE_LABEL in labels or HOSTNAME_LABEL not in labels:
+            changes.extend(c for c in conditional if c not in changes)
+            return
 
 
 def check_profile(expected: str | None, stated: Mapping[str, Any] | None) -> None:

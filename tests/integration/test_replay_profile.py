@@ -4,6 +4,7 @@ profile, and a replay onto it (at ``--speed max``) names the profile and what of
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -63,6 +64,7 @@ def test_the_components_run_with_the_profile_and_the_cluster_states_it(profiled:
     assert "--concurrent-gc-syncs=50" in controllers
     scheduler = yaml.safe_load(_config_path(_argv(profiled, "kube-scheduler")).read_text())
     assert scheduler["percentageOfNodesToScore"] == 10
+    assert scheduler["profiles"][0]["pluginConfig"][0]["args"]["defaultingType"] == "List"
     assert scheduler["parallelism"] == 32
     kwok_documents = list(yaml.safe_load_all(_config_path(_argv(profiled, "kwok-controller")).read_text()))
     (kwok_config,) = [d for d in kwok_documents if d and d.get("kind") == "KwokConfiguration"]
@@ -111,6 +113,23 @@ async def test_a_replay_at_max_speed_names_the_profile_and_what_changes_scheduli
             report.summary()
         )
         assert report.cleanup.startswith("done"), report.cleanup
+
+        # the same cluster with zoned nodes: spreading by hostname alone places pods differently
+        # there, and the report adds it to what changes scheduling
+        zoned = yaml.safe_load(kwok.DEFAULT_NODE_SKELETON.read_text())
+        zoned["metadata"]["labels"]["topology.kubernetes.io/zone"] = "zone-a"
+        on_zones = replace(settings, replay_name="zoned", namespace_prefix="zoned", node_pools=((zoned, 2),))
+        report = await Replayer(
+            cluster, plan_replay(trace, 10), on_zones, pod_watch=partial(PodWatch, api)
+        ).run()
+        assert report.failed == 0, report.summary()
+        assert report.cluster_profile is not None
+        (zone_change,) = kwok.profile_named(PROFILE).changes_scheduling_on_zoned_nodes
+        assert report.cluster_profile["changes_scheduling"] == [
+            "kube-scheduler percentageOfNodesToScore=10",
+            zone_change,
+        ]
+        assert zone_change in report.summary()
 
         refused = ReplaySettings(
             speed=10, replay_name="refused", namespace_prefix="refused", expect_profile="large"

@@ -15,7 +15,7 @@ from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.sampler import SpeedSeeker
 from pipeline.replay.schedule import ScheduledStep, Scheduler
-from pipeline.replay.setup import PROFILE_CONFIGMAP, read_cluster_profile
+from pipeline.replay.setup import PROFILE_CONFIGMAP, note_zoned_nodes, read_cluster_profile
 from tests.unit.test_replay_replayer import KwokLikeCluster, MemoryCluster, applied, fast, pod, trace
 from tests.unit.test_replay_schedule import FakeClock
 
@@ -97,12 +97,14 @@ async def test_the_cluster_profile_and_what_changes_scheduling_are_in_the_report
             "profile": "large-sampled",
             "settings": json.dumps({"kube-scheduler": {"percentageOfNodesToScore": 10}}),
             "changesScheduling": json.dumps(["kube-scheduler percentageOfNodesToScore=10"]),
+            "changesSchedulingOnZonedNodes": json.dumps([ZONE_CHANGE]),
         },
     }
     assert await read_cluster_profile(cluster) == {
         "profile": "large-sampled",
         "settings": {"kube-scheduler": {"percentageOfNodesToScore": 10}},
         "changes_scheduling": ["kube-scheduler percentageOfNodesToScore=10"],
+        "changes_scheduling_on_zoned_nodes": [ZONE_CHANGE],
     }
     report = await Replayer(cluster, plan_replay(trace([applied(0, pod("a"))]), 1000), fast(keep=True)).run()
     assert report.to_json()["cluster_profile"]["profile"] == "large-sampled"
@@ -110,6 +112,56 @@ async def test_the_cluster_profile_and_what_changes_scheduling_are_in_the_report
         "simulated cluster profile: large-sampled; settings that can change where pods land: "
         "kube-scheduler percentageOfNodesToScore=10" in report.summary()
     )
+
+
+ZONE_CHANGE = "kube-scheduler default topology spreading by hostname only"
+
+
+def _node(name: str, **labels: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+
+
+@pytest.mark.parametrize(
+    ("labels", "named"),
+    [
+        ({"kubernetes.io/hostname": "n2"}, False),
+        ({"kubernetes.io/hostname": "n2", "topology.kubernetes.io/zone": "eu-1a"}, True),
+        ({}, True),  # no hostname label: hostname-only spreading ignores the node, the default does not
+    ],
+)
+async def test_a_setting_that_differs_only_on_zoned_nodes_is_named_once_such_a_node_exists(
+    labels: dict[str, str], named: bool
+) -> None:
+    cluster = MemoryCluster()
+    await cluster.apply(_node("n1", **{"kubernetes.io/hostname": "n1"}))
+    await cluster.apply(_node("n2", **labels))
+    profile: dict[str, object] = {
+        "profile": "large",
+        "changes_scheduling": [],
+        "changes_scheduling_on_zoned_nodes": [ZONE_CHANGE],
+    }
+    await note_zoned_nodes(cluster, profile)
+    await note_zoned_nodes(cluster, profile)  # named once, however often it is checked
+    assert profile["changes_scheduling"] == ([ZONE_CHANGE] if named else [])
+
+
+async def test_a_replay_onto_zoned_virtual_nodes_names_what_changes_their_scheduling() -> None:
+    cluster = KwokLikeCluster()
+    namespace, name = PROFILE_CONFIGMAP
+    cluster.objects[("ConfigMap", namespace, name)] = {
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {
+            "profile": "large",
+            "changesScheduling": "[]",
+            "changesSchedulingOnZonedNodes": json.dumps([ZONE_CHANGE]),
+        },
+    }
+    zoned = _node("zoned", **{"topology.kubernetes.io/zone": "eu-1a", "type": "kwok"})
+    settings = replace(fast(keep=True), node_pools=((zoned, 1),))
+    report = await Replayer(cluster, plan_replay(trace([applied(0, pod("a"))]), 1000), settings).run()
+    assert report.cluster_profile is not None
+    assert report.cluster_profile["changes_scheduling"] == [ZONE_CHANGE]
+    assert f"settings that can change where pods land: {ZONE_CHANGE}" in report.summary()
 
 
 async def test_a_cluster_without_a_stated_profile_reports_none() -> None:

@@ -141,6 +141,13 @@ def test_the_large_profiles_configure_controllers_scheduler_and_kwok(tmp_path: P
     # with a --config, kube-scheduler ignores kwokctl's --kube-api-qps: the file must lift the limit,
     # or every binding waits on the default 50 requests per second
     assert scheduler["clientConnection"]["qps"] >= 5000
+    # spreading by hostname alone: the default's placements on the stack's unzoned nodes, without
+    # the default's zone constraint counting every pod of the cluster for every pod scheduled
+    ((spread,),) = [p["pluginConfig"] for p in scheduler["profiles"]]
+    assert spread["name"] == "PodTopologySpread"
+    assert spread["args"]["defaultingType"] == "List"
+    assert [c["topologyKey"] for c in spread["args"]["defaultConstraints"]] == ["kubernetes.io/hostname"]
+    assert spread["args"]["defaultConstraints"][0]["maxSkew"] == 3  # the system default's
     (kwok_config,) = [d for d in documents if d["kind"] == "KwokConfiguration"]
     assert kwok_config["options"]["podPlayStageParallelism"] == 16
     assert {d["metadata"]["name"] for d in documents if d["kind"] == "Stage"} >= {
@@ -154,6 +161,9 @@ def test_the_large_profiles_configure_controllers_scheduler_and_kwok(tmp_path: P
     stated = kwok.profile_configmap(cluster.profile)["data"]
     assert stated["profile"] == name
     assert json.loads(stated["changesScheduling"]) == list(cluster.profile.changes_scheduling)
+    # and the report names hostname-only spreading where it would place differently
+    (zone_change,) = json.loads(stated["changesSchedulingOnZonedNodes"])
+    assert "topology.kubernetes.io/zone" in zone_change
 
 
 def test_an_unknown_profile_is_a_clear_error_before_anything_starts(tmp_path: Path) -> None:
