@@ -5,7 +5,9 @@ autoscaler's nodes, and the progress callback.
 Samples are taken at fixed deadlines, ``sample_interval_s`` apart. Where the pods come from is a
 :class:`PodSource`: :class:`WatchedPods` keeps counts from a pod watch, so a sample is a read of
 in-memory counts however many pods there are; :class:`ListedPods` lists the pods at every sample,
-for clusters that offer no watch (the unit tests' in-memory ones).
+for clusters that offer no watch (the unit tests' in-memory ones). While the convergence governor
+holds the trace clock, in-memory counts are also looked at every :data:`HOLD_CHECK_S`, and the
+sample that releases the clock is taken as soon as the cluster caught up.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ ROOT_ANNOTATION = "root annotation"
 class PodSource(Protocol):
     """The replay's pods, one :class:`PodSample` at a time."""
 
+    in_memory: bool
+    """Whether a sample is a read of counts kept in memory (cheap however often it is taken)."""
+
     async def start(self) -> None: ...
 
     async def sample(self) -> PodSample:
@@ -55,6 +60,8 @@ class ListedPods:
     def __init__(self, cluster: ReplayCluster, replay_name: str) -> None:
         self._cluster = cluster
         self._selector = f"{REPLAY_LABEL}={replay_name}"
+
+    in_memory = False
 
     async def start(self) -> None:
         pass
@@ -82,6 +89,8 @@ class WatchedPods:
         self._task: asyncio.Task[None] | None = None
         self.lists = 0
         """Full lists taken: the first one, and one after each 410 Gone."""
+
+    in_memory = True
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._follow(), name="replay pod watch")
@@ -146,6 +155,10 @@ class SpeedSeeker:
 
 
 # ---- the sampler ----------------------------------------------------------------------------------
+HOLD_CHECK_S = 0.1
+"""While the trace clock is held, how often the sampler looks whether the cluster caught up."""
+
+
 class Sampler:
     """Takes the replay's samples into its report and acts on them (module doc)."""
 
@@ -188,10 +201,33 @@ class Sampler:
         takes a while, and sleeping after it would stretch the interval by that much every time."""
         due = self._clock.now() + self._interval_s
         while True:
-            await self._clock.sleep_until(due)
+            await self._sleep_until_due(due)
             await self.sample_once()
             # a sample that took longer than the interval: the next one at once, missed slots skipped
             due = max(due + self._interval_s, self._clock.now())
+
+    async def _sleep_until_due(self, due: float) -> None:
+        """Sleep until ``due``; but while the governor holds the clock (and the pods are counted in
+        memory), look every :data:`HOLD_CHECK_S` and return as soon as no owner is behind, so that
+        the sample that releases the clock is taken when the cluster caught up, not up to a sample
+        interval later. The cluster has nothing to do from the moment it caught up until the clock
+        goes on, and a governed replay at scale holds about once per trace change."""
+        while self._holding() and self._clock.now() + HOLD_CHECK_S < due:
+            await self._clock.sleep_until(self._clock.now() + HOLD_CHECK_S)
+            if await self._caught_up():
+                return
+        await self._clock.sleep_until(due)
+
+    def _holding(self) -> bool:
+        return self._governor is not None and self._governor.holding and self.pods.in_memory
+
+    async def _caught_up(self) -> bool:
+        assert self._governor is not None
+        try:
+            pods = await self.pods.sample()
+        except KubetapeError:
+            return False  # the next regular sample says why
+        return not self._governor.behind(self._scheduler.sim_elapsed_ms(), pods.by_owner)
 
     async def sample_once(self) -> None:
         await self._follow_root_pause()
