@@ -131,14 +131,21 @@ async def note_zoned_nodes(cluster: ReplayCluster, profile: dict[str, Any] | Non
     try:
         nodes = await cluster.list_objects("v1", "Node")
     except KubetapeError as exc:
-        # unknown is not "the same": name them, with why
-        log.warning("cannot list the nodes to check for zones", extra={"ctx": {"reason": str(exc)}})
-        nodes = [{"metadata": {"labels": {ZONE_LABEL: "unknown"}}}]
-    for node in nodes:
-        labels = (node.get("metadata") or {}).get("labels") or {}
-        if ZONE_LABEL in labels or HOSTNAME_LABEL not in labels:
-            changes.extend(c for c in conditional if c not in changes)
-            return
+        # not knowing is not "the same placements": they are named, and the log says why
+        log.warning(
+            "cannot list the nodes to check for zones; the report names the settings that depend on them",
+            extra={"ctx": {"reason": str(exc)}},
+        )
+        zoned = True
+    else:
+        zoned = any(_zoned(node) for node in nodes)
+    if zoned:
+        changes.extend(c for c in conditional if c not in changes)
+
+
+def _zoned(node: Mapping[str, Any]) -> bool:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return ZONE_LABEL in labels or HOSTNAME_LABEL not in labels
 
 
 def check_profile(expected: str | None, stated: Mapping[str, Any] | None) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
-from pipeline.model.errors import ConfigError
+from pipeline.model.errors import ApiUnavailableError, ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.plan import plan_replay
@@ -143,6 +144,18 @@ async def test_a_setting_that_differs_only_on_zoned_nodes_is_named_once_such_a_n
     await note_zoned_nodes(cluster, profile)
     await note_zoned_nodes(cluster, profile)  # named once, however often it is checked
     assert profile["changes_scheduling"] == ([ZONE_CHANGE] if named else [])
+
+
+async def test_nodes_that_cannot_be_listed_count_as_zoned() -> None:
+    class Unlisting(MemoryCluster):
+        async def list_objects(
+            self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
+        ) -> list[dict[str, Any]]:
+            raise ApiUnavailableError("list Node: HTTP 503", status=503)
+
+    profile: dict[str, object] = {"profile": "large", "changes_scheduling_on_zoned_nodes": [ZONE_CHANGE]}
+    await note_zoned_nodes(Unlisting(), profile)
+    assert profile["changes_scheduling"] == [ZONE_CHANGE]  # not knowing is not "the same placements"
 
 
 async def test_a_replay_onto_zoned_virtual_nodes_names_what_changes_their_scheduling() -> None:
