@@ -13,7 +13,7 @@ from pipeline.replay.plan import plan_replay
 from pipeline.replay.pod_tally import PodCounts, PodSample, count_pods
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.report import ReplayReport
-from pipeline.replay.sampler import CONVERGENCE, HOLD_CHECK_S, Sampler
+from pipeline.replay.sampler import HOLD_CHECK_S, Sampler
 from pipeline.replay.schedule import ScheduledStep, Scheduler
 from tests.unit.test_replay_replayer import MemoryCluster, applied, fast, pod, trace
 from tests.unit.test_replay_schedule import FakeClock
@@ -170,17 +170,19 @@ async def test_the_trace_clock_waits_for_a_slow_cluster_and_the_report_says_so()
 
 
 class CountedPods:
-    """An in-memory pod source whose counts the test sets (as a pod watch keeps them)."""
+    """A pod source whose counts the test sets: in memory (as a pod watch keeps them) or not (as a
+    listing), counting its reads."""
 
-    in_memory = True
-
-    def __init__(self) -> None:
+    def __init__(self, *, in_memory: bool = True) -> None:
+        self.in_memory = in_memory
         self.counts: dict[str, PodCounts] = {}
+        self.reads = 0
 
     async def start(self) -> None:
         pass
 
     async def sample(self) -> PodSample:
+        self.reads += 1
         return PodSample(
             running=sum(c.running for c in self.counts.values()), nodes=0, by_owner=dict(self.counts)
         )
@@ -189,62 +191,11 @@ class CountedPods:
         pass
 
 
-async def test_a_held_clock_goes_on_when_the_cluster_caught_up_not_at_the_next_sample() -> None:
-    clock = FakeClock()
+async def _held_at_16_s(clock: FakeClock, pods: CountedPods) -> tuple[Sampler, ConvergenceGovernor]:
+    """A sampler (one sample a second) whose governor holds the clock at trace 16 s: the recording
+    has wanted 5 pods of web for longer than the 5 s lag, and 2 run."""
     scheduler: Scheduler[Event] = Scheduler(_nothing, speed=1, clock=clock)
     await scheduler.run([])  # anchors trace time 0 at the clock's now
-    governor = ConvergenceGovernor({"web": WEB}, max_lag_ms=5_000)
-    pods = CountedPods()
-    sampler = Sampler(
-        MemoryCluster(),
-        pods,
-        scheduler,
-        ReplayReport(replay_name="r", source="t", speed=1),
-        clock,
-        interval_s=1.0,
-        governor=governor,
-        seeker=None,
-        autoscale=None,
-        on_progress=None,
-        steps_total=0,
-    )
-    clock.t += 16.0  # trace 16 s: the recording has wanted 5 for longer than the lag, 2 run
-    pods.counts = {"web": PodCounts(running=2, bound=3)}
-    await sampler.sample_once()
-    assert scheduler.paused_for(CONVERGENCE)
-
-    async def catch_up() -> None:  # the cluster catches up 0.25 s into the next interval
-        while clock.now() < 1016.25:  # noqa: ASYNC110 (virtual time moves as the sampler sleeps)
-            await asyncio.sleep(0)
-        pods.counts = {"web": PodCounts(running=5)}
-
-    catching_up = asyncio.create_task(catch_up())
-    sampling = asyncio.create_task(sampler.sample_forever())
-    while scheduler.paused_for(CONVERGENCE) and clock.now() < 1020:  # noqa: ASYNC110 (as above)
-        await asyncio.sleep(0)
-    released_at = clock.now()
-    sampling.cancel()
-    await catching_up
-    # released within one look (0.1 s) of catching up, not at the next sample 1 s after the last
-    assert 1016.25 <= released_at <= 1016.25 + HOLD_CHECK_S + 1e-9, released_at
-
-
-async def test_a_listed_pod_source_is_only_read_at_each_sample() -> None:
-    # listing every pod ten times a second would load the apiserver: only in-memory counts are polled
-    clock = FakeClock()
-    scheduler: Scheduler[Event] = Scheduler(_nothing, speed=1, clock=clock)
-    await scheduler.run([])
-    pods = CountedPods()
-    pods.in_memory = False
-    reads = 0
-    counted = pods.sample
-
-    async def sample() -> PodSample:
-        nonlocal reads
-        reads += 1
-        return await counted()
-
-    pods.sample = sample  # type: ignore[method-assign]
     governor = ConvergenceGovernor({"web": WEB}, max_lag_ms=5_000)
     sampler = Sampler(
         MemoryCluster(),
@@ -263,8 +214,37 @@ async def test_a_listed_pod_source_is_only_read_at_each_sample() -> None:
     pods.counts = {"web": PodCounts(running=2, bound=3)}
     await sampler.sample_once()
     assert governor.holding
+    return sampler, governor
+
+
+async def test_a_held_clock_goes_on_when_the_cluster_caught_up_not_at_the_next_sample() -> None:
+    clock = FakeClock()
+    pods = CountedPods()
+    sampler, governor = await _held_at_16_s(clock, pods)
+
+    async def catch_up() -> None:  # the cluster catches up 0.25 s into the next interval
+        while clock.now() < 1016.25:  # noqa: ASYNC110 (virtual time moves as the sampler sleeps)
+            await asyncio.sleep(0)
+        pods.counts = {"web": PodCounts(running=5)}
+
+    catching_up = asyncio.create_task(catch_up())
+    sampling = asyncio.create_task(sampler.sample_forever())
+    while governor.holding and clock.now() < 1020:  # noqa: ASYNC110 (as above)
+        await asyncio.sleep(0)
+    released_at = clock.now()
+    sampling.cancel()
+    await catching_up
+    # released within one look (0.1 s) of catching up, not at the next sample 1 s after the last
+    assert 1016.25 <= released_at <= 1016.25 + HOLD_CHECK_S + 1e-9, released_at
+
+
+async def test_a_listed_pod_source_is_only_read_at_each_sample() -> None:
+    # listing every pod ten times a second would load the apiserver: only in-memory counts are polled
+    clock = FakeClock()
+    pods = CountedPods(in_memory=False)
+    sampler, _ = await _held_at_16_s(clock, pods)
     sampling = asyncio.create_task(sampler.sample_forever())
     while clock.now() < 1019.5:  # noqa: ASYNC110 (virtual time moves as the sampler sleeps)
         await asyncio.sleep(0)
     sampling.cancel()
-    assert reads == 1 + 3, reads  # the first sample, then one per second
+    assert pods.reads == 1 + 3, pods.reads  # the first sample, then one per second

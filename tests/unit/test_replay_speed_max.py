@@ -20,6 +20,8 @@ from pipeline.replay.setup import PROFILE_CONFIGMAP, note_zoned_nodes, read_clus
 from tests.unit.test_replay_replayer import KwokLikeCluster, MemoryCluster, applied, fast, pod, trace
 from tests.unit.test_replay_schedule import FakeClock
 
+ZONE_CHANGE = "kube-scheduler default topology spreading by hostname only"
+
 
 async def test_a_new_speed_keeps_the_trace_time_covered_and_paces_what_follows() -> None:
     clock = FakeClock()
@@ -89,18 +91,26 @@ async def test_at_speed_max_a_cluster_that_keeps_up_is_replayed_faster_and_judge
     assert "speed max requested" in report.summary()
 
 
-async def test_the_cluster_profile_and_what_changes_scheduling_are_in_the_report() -> None:
+def _stating_profile(data: dict[str, str]) -> KwokLikeCluster:
+    """A cluster whose profile ConfigMap holds ``data``."""
     cluster = KwokLikeCluster()
     namespace, name = PROFILE_CONFIGMAP
     cluster.objects[("ConfigMap", namespace, name)] = {
         "metadata": {"name": name, "namespace": namespace},
-        "data": {
+        "data": data,
+    }
+    return cluster
+
+
+async def test_the_cluster_profile_and_what_changes_scheduling_are_in_the_report() -> None:
+    cluster = _stating_profile(
+        {
             "profile": "large-sampled",
             "settings": json.dumps({"kube-scheduler": {"percentageOfNodesToScore": 10}}),
             "changesScheduling": json.dumps(["kube-scheduler percentageOfNodesToScore=10"]),
             "changesSchedulingOnZonedNodes": json.dumps([ZONE_CHANGE]),
-        },
-    }
+        }
+    )
     assert await read_cluster_profile(cluster) == {
         "profile": "large-sampled",
         "settings": {"kube-scheduler": {"percentageOfNodesToScore": 10}},
@@ -113,9 +123,6 @@ async def test_the_cluster_profile_and_what_changes_scheduling_are_in_the_report
         "simulated cluster profile: large-sampled; settings that can change where pods land: "
         "kube-scheduler percentageOfNodesToScore=10" in report.summary()
     )
-
-
-ZONE_CHANGE = "kube-scheduler default topology spreading by hostname only"
 
 
 def _node(name: str, **labels: str) -> dict[str, object]:
@@ -159,16 +166,13 @@ async def test_nodes_that_cannot_be_listed_count_as_zoned() -> None:
 
 
 async def test_a_replay_onto_zoned_virtual_nodes_names_what_changes_their_scheduling() -> None:
-    cluster = KwokLikeCluster()
-    namespace, name = PROFILE_CONFIGMAP
-    cluster.objects[("ConfigMap", namespace, name)] = {
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {
+    cluster = _stating_profile(
+        {
             "profile": "large",
             "changesScheduling": "[]",
             "changesSchedulingOnZonedNodes": json.dumps([ZONE_CHANGE]),
-        },
-    }
+        }
+    )
     zoned = _node("zoned", **{"topology.kubernetes.io/zone": "eu-1a", "type": "kwok"})
     settings = replace(fast(keep=True), node_pools=((zoned, 1),))
     report = await Replayer(cluster, plan_replay(trace([applied(0, pod("a"))]), 1000), settings).run()
