@@ -12,8 +12,9 @@ skeleton, 8 CPU / 32Gi / 110 pods each) in the same run, side by side:
 
 * ``ceilings``: pods per second from a plain loop (``--ceiling-pods`` pods, 32 in flight), once
   through the scheduler and once with ``nodeName`` preset (no scheduler): created until every pod is
-  Running, then deleted until every pod is gone. Measured before the replay and again after its
-  cleanup; the higher rate of each counts (:func:`best`), and both measurements are printed;
+  Running, then deleted until none is counted (a pod being deleted no longer counts, as in the
+  replay's samples). Measured before the replay and again after its cleanup; the higher rate of each
+  counts (:func:`best`), and both measurements are printed;
 * ``replay``: the trace replayed at ``--speed`` (a number, or ``max`` with ``--max-lag``): owner fidelity
   (the fraction of owner-samples within one pod of the desired replicas, after the report's stated
   settle allowance), the verdict, the achieved speed and where the cluster was behind;
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
 import os
@@ -57,12 +57,14 @@ from pipeline.formats.segment.content import build_segment
 from pipeline.formats.segment.header import SegmentKind
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
-from pipeline.io.kube.types import ResourceVersion
 from pipeline.io.pod_watch import PodWatch
-from pipeline.model.errors import GoneError, WatchBrokenError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay import workload_manifests
+from pipeline.replay.pod_tally import PodCounts
+from pipeline.replay.rewrite import RECORDED_OWNER_ANNOTATION
+from pipeline.replay.sampler import WatchedPods
+from pipeline.replay.schedule import MonotonicClock
 
 NAMESPACE = "shop"
 KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
@@ -162,65 +164,29 @@ def bare_pod(name: str, node: str | None) -> dict[str, Any]:
     }
 
 
-class PodPhases:
-    """The phase of every pod labelled ``bench-ceiling`` = ``run``, kept from a watch: a ceiling loop
-    waits on it instead of listing its pods over and over (a list of 2,000 pods five times a second
-    costs the apiserver as much as the work being measured)."""
+CEILING_OWNER = "ceiling"
+"""The recorded owner annotated on the ceiling loops' pods: the watched counts are kept per recorded owner."""
 
-    def __init__(self, api: ApiClient, run: str) -> None:
-        self._watch = PodWatch(api, "bench-ceiling", run)
-        self.phase: dict[str, str] = {}
-        self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> PodPhases:
-        listed = await self._watch.list_pods()
-        self._task = asyncio.create_task(self._follow(listed.resource_version))
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _follow(self, since: ResourceVersion) -> None:
-        while True:
-            try:
-                async for event in self._watch.watch_pods(since):
-                    since = event.resource_version or since
-                    name = (event.obj.get("metadata") or {}).get("name")
-                    if event.type == "BOOKMARK" or not name:
-                        continue
-                    if event.type == "DELETED":
-                        self.phase.pop(name, None)
-                    else:
-                        self.phase[name] = (event.obj.get("status") or {}).get("phase") or "Pending"
-                    self._changed.set()
-            except (GoneError, WatchBrokenError):
-                listed = await self._watch.list_pods()
-                self.phase = {
-                    p["metadata"]["name"]: (p.get("status") or {}).get("phase") or "Pending"
-                    for p in listed.items
-                }
-                since = listed.resource_version
-                self._changed.set()
-
-    async def until(self, done: Callable[[dict[str, str]], bool], deadline: float) -> bool:
-        while not done(self.phase):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout=min(left, 1.0))
-        return True
+async def counted_until(
+    pods: WatchedPods, done: Callable[[PodCounts], bool], deadline: float
+) -> tuple[bool, PodCounts]:
+    """Look at the watched counts every 0.1 s until ``done`` (True) or ``deadline`` (False)."""
+    while True:
+        counts = (await pods.sample()).by_owner.get(CEILING_OWNER, PodCounts())
+        if done(counts) or time.monotonic() >= deadline:
+            return done(counts), counts
+        await asyncio.sleep(0.1)
 
 
 async def ceiling(api: ApiClient, count: int, nodes: list[str] | None, timeout_s: float) -> dict[str, Any]:
     """Create ``count`` pods (32 in flight) and wait until all are Running, then delete them (32 in
-    flight) and wait until all are gone: pods per second of each. ``nodes``: preset nodeName
-    round-robin over them (the scheduler does nothing)."""
+    flight) and wait until none is counted: pods per second of each. ``nodes``: preset nodeName
+    round-robin over them (the scheduler does nothing). The pods are followed by the replay's own
+    watched counts (:class:`~pipeline.replay.sampler.WatchedPods`), not listed over and over (a list of
+    2,000 pods five times a second costs the apiserver as much as the work being measured), and a pod
+    stops counting once it is being deleted, as in the replay's samples that ``pods_removed`` comes from.
+    """
     cluster = KubeClient(api)
     run = uuid.uuid4().hex[:6]
     namespace = f"ceiling-{run}"
@@ -234,6 +200,7 @@ async def ceiling(api: ApiClient, count: int, nodes: list[str] | None, timeout_s
         body = bare_pod(names[i], None if nodes is None else nodes[i % len(nodes)])
         body["metadata"]["namespace"] = namespace
         body["metadata"]["labels"]["bench-ceiling"] = run
+        body["metadata"]["annotations"] = {RECORDED_OWNER_ANNOTATION: CEILING_OWNER}
         async with slots:
             await cluster.create(body)
 
@@ -241,21 +208,21 @@ async def ceiling(api: ApiClient, count: int, nodes: list[str] | None, timeout_s
         async with slots:
             await cluster.delete("v1", "Pod", namespace, name)
 
-    def all_running(phase: dict[str, str]) -> bool:
-        return sum(1 for p in phase.values() if p == "Running") >= count
-
-    async with PodPhases(api, run) as pods:
+    pods = WatchedPods(PodWatch(api, "bench-ceiling", run), MonotonicClock())
+    await pods.start()
+    try:
         started = time.monotonic()
         await asyncio.gather(*(create(i) for i in range(count)))
         created_s = time.monotonic() - started
-        all_up = await pods.until(all_running, started + timeout_s)
-        running = sum(1 for p in pods.phase.values() if p == "Running")
-        running_s = time.monotonic() - started
+        all_up, counts = await counted_until(pods, lambda c: c.running >= count, started + timeout_s)
+        running, running_s = counts.running, time.monotonic() - started
         deleting = time.monotonic()
         await asyncio.gather(*(delete(name) for name in names))
-        all_gone = await pods.until(lambda phase: not phase, deleting + timeout_s)
+        all_gone, counts = await counted_until(pods, lambda c: c == PodCounts(), deleting + timeout_s)
         deleted_s = time.monotonic() - deleting
-        gone = count - len(pods.phase)
+        gone = count - (counts.running + counts.bound + counts.unscheduled)
+    finally:
+        await pods.stop()
     await cluster.delete("v1", "Namespace", None, namespace)
     # gone before the next measurement, which its deletion would compete with
     while await cluster.get("v1", "Namespace", None, namespace) is not None:  # noqa: ASYNC110
