@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.model.node_labels import ZONE_LABEL
 from pipeline.replay.autoscale_figures import INSTANCE_TYPE_LABEL, PRICE_LABEL
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 DEFAULT_ZONE = "kwok-zone-a"

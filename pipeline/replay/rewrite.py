@@ -32,6 +32,7 @@ from typing import Any
 
 from pipeline.model.errors import FormatError, RewriteError
 from pipeline.model.keys import GroupVersionKind, key_of
+from pipeline.model.node_labels import HOSTNAME_LABEL
 from pipeline.model.pointer import resolve
 from pipeline.model.sanitize import copy_json
 from pipeline.model.tracer_config import KNOWN_POD_SPEC_TEMPLATE_PATHS, TracerConfig
@@ -285,7 +286,7 @@ def virtual_nodes(
         meta["labels"] = {
             **(meta.get("labels") or {}),
             **settings.node_selector,
-            "kubernetes.io/hostname": name,
+            HOSTNAME_LABEL: name,
             REPLAY_LABEL: settings.replay_name,
         }
         meta["annotations"] = {**(meta.get("annotations") or {}), KWOK_NODE_ANNOTATION: "fake"}

@@ -21,6 +21,7 @@ from typing import Any
 
 from pipeline.model.errors import ConfigError, KubeApiError, KubetapeError, UnknownKindError
 from pipeline.model.events import EventType
+from pipeline.model.node_labels import HOSTNAME_LABEL, ZONE_LABEL
 from pipeline.replay.apply import Retrying
 from pipeline.replay.autoscale_settings import NODEPOOL_API_VERSION
 from pipeline.replay.plan import ReplayPlan
@@ -110,10 +111,6 @@ async def read_cluster_profile(cluster: ReplayCluster) -> dict[str, Any] | None:
         except ValueError:
             out[field_name] = data.get(key)
     return out
-
-
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 async def note_zoned_nodes(cluster: ReplayCluster, profile: dict[str, Any] | None) -> None:

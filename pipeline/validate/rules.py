@@ -15,6 +15,7 @@ from typing import Any
 from pipeline.formats.simkube import SimkubeTrace
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import group_of
+from pipeline.model.node_labels import HOSTNAME_LABEL
 from pipeline.model.pointer import resolve
 from pipeline.validate import fixes
 from pipeline.validate.apiserver_rules import APISERVER_RULES, check_pod_spec, check_selector
@@ -138,7 +139,6 @@ _MISSING_RULE = {
     "PersistentVolumeClaim": PVC_MISSING,
 }
 _IMPLICIT = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
-_HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def rule(code: str) -> Rule:
@@ -312,14 +312,14 @@ def _pinned(index: int, ts: int, ref: ObjectRef, pod_spec: str, spec: Any) -> It
         paths.append(f"{pod_spec}/nodeName")
         nodes.append(spec["nodeName"])
     selector = spec.get("nodeSelector")
-    if isinstance(selector, dict) and _HOSTNAME_LABEL in selector:
-        paths.append(f"{pod_spec}/nodeSelector/{escape(_HOSTNAME_LABEL)}")
-        nodes.append(str(selector[_HOSTNAME_LABEL]))
+    if isinstance(selector, dict) and HOSTNAME_LABEL in selector:
+        paths.append(f"{pod_spec}/nodeSelector/{escape(HOSTNAME_LABEL)}")
+        nodes.append(str(selector[HOSTNAME_LABEL]))
     required = "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
     for term in resolve(spec, f"{required}/nodeSelectorTerms/*"):
         requirements = [*resolve(term, "/matchFields/*"), *resolve(term, "/matchExpressions/*")]
         if any(
-            isinstance(r, dict) and r.get("key") in ("metadata.name", _HOSTNAME_LABEL) for r in requirements
+            isinstance(r, dict) and r.get("key") in ("metadata.name", HOSTNAME_LABEL) for r in requirements
         ):
             paths.append(pod_spec + required)
             nodes.append("(node affinity)")
