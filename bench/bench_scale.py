@@ -13,8 +13,11 @@ skeleton, 8 CPU / 32Gi / 110 pods each) in the same run, side by side:
 * ``ceilings``: pods per second from a plain loop (``--ceiling-pods`` pods, 32 in flight), once
   through the scheduler and once with ``nodeName`` preset (no scheduler): created until every pod is
   Running, then deleted until none is counted (a pod being deleted no longer counts, as in the
-  replay's samples). Measured before the replay and again after its cleanup; the higher rate of each
-  counts (:func:`best`), and both measurements are printed;
+  replay's samples). A third, ``deployments``, does the trace's own kind of work at once: the same
+  number of pods asked for by Deployments of as many pods each as the trace's at its start, then
+  scaled to 0. Measured before
+  the replay and again after its cleanup; the higher rate of each counts (:func:`best`), and both
+  measurements are printed;
 * ``replay``: the trace replayed at ``--speed`` (a number, or ``max`` with ``--max-lag``): owner fidelity
   (the fraction of owner-samples within one pod of the desired replicas, after the report's stated
   settle allowance), the verdict, the achieved speed and where the cluster was behind;
@@ -23,7 +26,9 @@ skeleton, 8 CPU / 32Gi / 110 pods each) in the same run, side by side:
   ``capacity_used``: the wall time the cluster needs, at its ceilings, for the pods the replay made
   Running and removed, over the wall time the replay took. The trace's falling half asks only for
   deletions, work a creation ceiling does not count; a replay that keeps the cluster as busy as the
-  plain loops do scores 1.
+  plain loops do scores 1. Against the bare-pod ceilings it measures the whole distance to the
+  control plane's raw rate; against ``deployments``, what the replayer and its governor leave unused
+  of what the cluster can do with this kind of work.
 
 Usage::
 
@@ -46,7 +51,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -188,11 +193,7 @@ async def ceiling(api: ApiClient, count: int, nodes: list[str] | None, timeout_s
     stops counting once it is being deleted, as in the replay's samples that ``pods_removed`` comes from.
     """
     cluster = KubeClient(api)
-    run = uuid.uuid4().hex[:6]
-    namespace = f"ceiling-{run}"
-    await cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    while await cluster.get("v1", "ServiceAccount", namespace, "default") is None:  # noqa: ASYNC110
-        await asyncio.sleep(0.1)
+    run, namespace = await ceiling_namespace(cluster)
     slots = asyncio.Semaphore(32)
     names = [f"p-{i}" for i in range(count)]
 
@@ -208,25 +209,102 @@ async def ceiling(api: ApiClient, count: int, nodes: list[str] | None, timeout_s
         async with slots:
             await cluster.delete("v1", "Pod", namespace, name)
 
+    figures = await timed_up_and_down(
+        api,
+        run,
+        count,
+        timeout_s,
+        up=lambda: asyncio.gather(*(create(i) for i in range(count))),
+        down=lambda: asyncio.gather(*(delete(name) for name in names)),
+    )
+    await delete_namespace(cluster, namespace)
+    return figures
+
+
+async def workload_ceiling(api: ApiClient, count: int, owners: int, timeout_s: float) -> dict[str, Any]:
+    """The trace's own kind of work at once: ``owners`` Deployments asking for ``count`` pods in all,
+    until every pod is Running, then scaled to 0 until none is counted. Pods owned by ReplicaSets cost
+    the control plane more than bare pods (the controllers' writes and events, the scheduler's
+    spreading over siblings), so this is the most any replay of such a trace can get out of the
+    cluster; the bare-pod loops of :func:`ceiling` are the control plane's raw rate."""
+    cluster = KubeClient(api)
+    run, namespace = await ceiling_namespace(cluster)
+    slots = asyncio.Semaphore(32)
+    owners = max(1, min(owners, count))
+    replicas = split(count, [1 / owners] * owners)
+    names = [f"w-{i:04d}" for i in range(owners)]
+
+    async def create(name: str, n: int) -> None:
+        body = workload_manifests.deployment(
+            name, namespace, n, cpu="100m", memory="128Mi", container="app", image="registry.example/app:1"
+        )
+        template = body["spec"]["template"]
+        template["metadata"]["labels"]["bench-ceiling"] = run
+        template["metadata"]["annotations"] = {RECORDED_OWNER_ANNOTATION: CEILING_OWNER}
+        template["spec"] |= {"nodeSelector": {"type": "kwok"}, "tolerations": [KWOK_TOLERATION]}
+        async with slots:
+            await cluster.create(body)
+
+    async def scale_to_zero(name: str) -> None:
+        async with slots:
+            await cluster.merge_patch("apps/v1", "Deployment", namespace, name, {"spec": {"replicas": 0}})
+
+    figures = await timed_up_and_down(
+        api,
+        run,
+        count,
+        timeout_s,
+        up=lambda: asyncio.gather(*(create(name, n) for name, n in zip(names, replicas, strict=True))),
+        down=lambda: asyncio.gather(*(scale_to_zero(name) for name in names)),
+    )
+    await delete_namespace(cluster, namespace)
+    return {"owners": owners, **figures}
+
+
+async def ceiling_namespace(cluster: KubeClient) -> tuple[str, str]:
+    """A fresh namespace for one loop, once its default ServiceAccount exists: (run id, namespace)."""
+    run = uuid.uuid4().hex[:6]
+    namespace = f"ceiling-{run}"
+    await cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    while await cluster.get("v1", "ServiceAccount", namespace, "default") is None:  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+    return run, namespace
+
+
+async def delete_namespace(cluster: KubeClient, namespace: str) -> None:
+    """Delete a loop's namespace and wait until it is gone: its deletion would compete with the next
+    measurement."""
+    await cluster.delete("v1", "Namespace", None, namespace)
+    while await cluster.get("v1", "Namespace", None, namespace) is not None:  # noqa: ASYNC110
+        await asyncio.sleep(0.5)
+
+
+async def timed_up_and_down(
+    api: ApiClient,
+    run: str,
+    count: int,
+    timeout_s: float,
+    *,
+    up: Callable[[], Awaitable[object]],
+    down: Callable[[], Awaitable[object]],
+) -> dict[str, Any]:
+    """Time ``up`` until ``count`` pods labelled ``bench-ceiling=run`` are Running, then ``down``
+    until none is counted, following them with the replay's own watched counts."""
     pods = WatchedPods(PodWatch(api, "bench-ceiling", run), MonotonicClock())
     await pods.start()
     try:
         started = time.monotonic()
-        await asyncio.gather(*(create(i) for i in range(count)))
+        await up()
         created_s = time.monotonic() - started
         all_up, counts = await counted_until(pods, lambda c: c.running >= count, started + timeout_s)
         running, running_s = counts.running, time.monotonic() - started
         deleting = time.monotonic()
-        await asyncio.gather(*(delete(name) for name in names))
+        await down()
         all_gone, counts = await counted_until(pods, lambda c: c == PodCounts(), deleting + timeout_s)
         deleted_s = time.monotonic() - deleting
         gone = count - (counts.running + counts.bound + counts.unscheduled)
     finally:
         await pods.stop()
-    await cluster.delete("v1", "Namespace", None, namespace)
-    # gone before the next measurement, which its deletion would compete with
-    while await cluster.get("v1", "Namespace", None, namespace) is not None:  # noqa: ASYNC110
-        await asyncio.sleep(0.5)
     return {
         "pods": count,
         "created_per_s": round(count / created_s, 1),
@@ -369,6 +447,10 @@ async def ceilings(kubeconfig: Path, nodes: list[str], args: argparse.Namespace)
         return {
             "with_scheduler": await ceiling(api, count, None, args.ceiling_timeout),
             "node_name_preset": await ceiling(api, count, nodes, args.ceiling_timeout),
+            # as many pods per Deployment as the trace has at its start
+            "deployments": await workload_ceiling(
+                api, count, round(count * args.deployments / args.base_pods), args.ceiling_timeout
+            ),
         }
 
 
@@ -392,7 +474,7 @@ async def measure(kubeconfig: Path, nodes: list[str], args: argparse.Namespace) 
     after = None if args.keep else await ceilings(kubeconfig, nodes, args)
     limits = {
         mode: best([before[mode]] + ([] if after is None else [after[mode]]))
-        for mode in ("with_scheduler", "node_name_preset")
+        for mode in ("with_scheduler", "node_name_preset", "deployments")
     }
     wall = float(result["trace_wall_seconds"])
     achieved_rate = result["pods_made_running"] / wall
@@ -418,8 +500,12 @@ async def measure(kubeconfig: Path, nodes: list[str], args: argparse.Namespace) 
             "achieved_of_ceiling_node_name_preset": round(
                 achieved_rate / limits["node_name_preset"]["running_per_s"], 3
             ),
+            "achieved_of_ceiling_deployments": round(
+                achieved_rate / limits["deployments"]["running_per_s"], 3
+            ),
             "capacity_used_with_scheduler": capacity_used(limits["with_scheduler"]),
             "capacity_used_node_name_preset": capacity_used(limits["node_name_preset"]),
+            "capacity_used_deployments": capacity_used(limits["deployments"]),
         },
     }
 

@@ -17,13 +17,21 @@ of them: the state the cluster reached when the clock went on (:func:`trace_inst
 a 1,000-node replay whose first 11,000 pods take the scheduler four minutes counted those minutes of
 catching up, sampled twice a second for each of its 200 owners, as misses at trace time 0. The time the
 clock waited is reported beside the fidelity (``convergence.held_seconds``), so it is not hidden.
+
+At ``--speed max`` the clock has no one speed: it runs as fast as the cluster keeps up, which at scale
+ranges from 1 to 28 within one run. A resolution converted to trace time with the run's overall speed
+is then too short wherever the clock ran faster than average (a change made a wall second ago looks
+like one made a fraction of a second ago) and too long wherever it ran slower. So such a replay keeps
+the clock's path (:class:`TraceClockPath`), and each sample's window is the trace time the clock covered
+during the preceding wall seconds in which it ran.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 Timeline = Sequence[tuple[int, int]]
 """(trace offset ms, pods running) at each change, sorted by offset."""
@@ -86,25 +94,92 @@ def range_over(timeline: Timeline, start_ms: float, end_ms: float) -> tuple[int,
     return min(values), max(values)
 
 
+class TraceClockPath:
+    """Where a replay's trace clock was over wall time, to turn a window of wall time before a sample
+    into the trace time the clock covered in it (module docstring).
+
+    ``points`` are (wall s, trace ms) as the sampler saw them; ``speed`` is the nominal speed the
+    windows handed to :meth:`window_ms` were converted with (the run's overall speed). Wall time in
+    which the clock stood still (a hold, a pause) does not count: at a fixed speed a window is that
+    speed times the resolution whatever the holds, and so it is here, with the speed of the moment."""
+
+    def __init__(self, points: Sequence[tuple[float, float]], speed: float) -> None:
+        if not speed > 0:
+            raise ValueError(f"a trace clock path needs a positive nominal speed, not {speed!r}")
+        self.speed = speed
+        start = points[0][1] if points else 0.0
+        self._running_s = [0.0]
+        """Wall seconds the clock ran, up to each point at which it had moved on."""
+        self._trace_ms = [start]
+        for (wall_a, trace_a), (wall_b, trace_b) in pairwise(points):
+            if trace_b > trace_a and wall_b > wall_a:
+                self._running_s.append(self._running_s[-1] + wall_b - wall_a)
+                self._trace_ms.append(trace_b)
+        # beyond either end the clock is taken to have gone on at the pace of the nearest stretch
+        self._first_rate = self._rate(0) if len(self._trace_ms) > 1 else speed * 1000
+        self._last_rate = self._rate(len(self._trace_ms) - 2) if len(self._trace_ms) > 1 else speed * 1000
+
+    def _rate(self, index: int) -> float:
+        """Trace ms per wall second over the stretch after point ``index``."""
+        trace = self._trace_ms[index + 1] - self._trace_ms[index]
+        return trace / (self._running_s[index + 1] - self._running_s[index])
+
+    def _running_at(self, trace_ms: float) -> float:
+        """Wall seconds the clock had run when it reached ``trace_ms``."""
+        trace, running = self._trace_ms, self._running_s
+        if trace_ms <= trace[0]:
+            return (trace_ms - trace[0]) / self._first_rate
+        if trace_ms >= trace[-1]:
+            return running[-1] + (trace_ms - trace[-1]) / self._last_rate
+        i = bisect_left(trace, trace_ms)
+        share = (trace_ms - trace[i - 1]) / (trace[i] - trace[i - 1])
+        return running[i - 1] + share * (running[i] - running[i - 1])
+
+    def _trace_at(self, running_s: float) -> float:
+        """Trace ms the clock had reached after running ``running_s`` wall seconds."""
+        trace, running = self._trace_ms, self._running_s
+        if running_s <= 0:
+            return trace[0] + running_s * self._first_rate
+        if running_s >= running[-1]:
+            return trace[-1] + (running_s - running[-1]) * self._last_rate
+        i = bisect_left(running, running_s)
+        share = (running_s - running[i - 1]) / (running[i] - running[i - 1])
+        return trace[i - 1] + share * (trace[i] - trace[i - 1])
+
+    def window_ms(self, trace_ms: float, nominal_ms: float) -> float:
+        """The trace time the clock covered in the wall time ``nominal_ms`` stands for at the nominal
+        speed, up to the moment it reached ``trace_ms``."""
+        wall_s = nominal_ms / 1000 / self.speed
+        return trace_ms - self._trace_at(self._running_at(trace_ms) - wall_s)
+
+
 def compare_owners(
     recorded: Mapping[str, Timeline],
     samples: Sequence[OwnerSample],
     resolution_ms: float,
     settle_ms: Mapping[str, float] | None = None,
+    clock: TraceClockPath | None = None,
 ) -> list[OwnerFidelity]:
     """Per owner seen in the recording or the replay, the sample errors against the recording.
 
     ``settle_ms`` adds, per owner, trace time on top of the resolution: an owner judged by the pods it
     asked for (not by recorded lifecycles) needs its simulated controller, the scheduler and KWOK to
-    turn a new ``spec.replicas`` into Running pods, which a recorded lifecycle already includes."""
+    turn a new ``spec.replicas`` into Running pods, which a recorded lifecycle already includes.
+    With a ``clock``, both are nominal: each sample's window follows the clock's speed at that sample.
+    """
     owners = sorted(set(recorded) | {owner for s in samples for owner in s.running})
+    windows: dict[float, list[float]] = {}
     out = []
     for owner in owners:
         timeline = recorded.get(owner, ())
         window = resolution_ms + (settle_ms or {}).get(owner, 0.0)
+        if window not in windows:
+            windows[window] = [
+                window if clock is None else clock.window_ms(s.trace_ms, window) for s in samples
+            ]
         errors = []
-        for sample in samples:
-            low, high = range_over(timeline, sample.trace_ms - window, sample.trace_ms)
+        for sample, sample_window in zip(samples, windows[window], strict=True):
+            low, high = range_over(timeline, sample.trace_ms - sample_window, sample.trace_ms)
             count = sample.running.get(owner, 0)
             errors.append(max(0, low - count, count - high))
         out.append(
@@ -137,13 +212,15 @@ def settle_needed(
     samples: Sequence[OwnerSample],
     resolution_ms: float,
     settle_ms: Mapping[str, float] | None = None,
+    clock: TraceClockPath | None = None,
 ) -> float | None:
     """The shortest resolution (trace ms, from :data:`SETTLE_FACTORS`) at which every owner's samples
     are within :data:`BOUND_PODS` of the recording; None when even the longest is not enough."""
     for factor in SETTLE_FACTORS:
         extra = {owner: ms * factor for owner, ms in (settle_ms or {}).items()}
         window = resolution_ms * factor
-        if all(o.max_error <= BOUND_PODS for o in compare_owners(recorded, samples, window, extra)):
+        owners = compare_owners(recorded, samples, window, extra, clock)
+        if all(o.max_error <= BOUND_PODS for o in owners):
             return window
     return None
 
@@ -179,9 +256,10 @@ def judge(
     lateness_p99_ms: float | None,
     settle_ms: Mapping[str, float] | None = None,
     largest_sample_gap_s: float = 0.0,
+    clock: TraceClockPath | None = None,
 ) -> FidelityVerdict:
     """The verdict on a replay: ``resolution_ms`` and ``settle_ms`` (see :func:`compare_owners`) are in
-    trace time, ``lateness_p99_ms`` in wall time."""
+    trace time at ``speed`` (nominal, with a ``clock``), ``lateness_p99_ms`` in wall time."""
     if not recorded:
         return FidelityVerdict("unmeasured", ("the recording has no pod lifecycles to compare with",), None)
     resolution_wall_s = resolution_ms / 1000 / speed
@@ -197,7 +275,7 @@ def judge(
             f"between two samples, beyond the {resolution_wall_s:g} s resolution, so what happened in "
             "between was not seen"
         )
-    settle = settle_needed(recorded, samples, resolution_ms, settle_ms)
+    settle = settle_needed(recorded, samples, resolution_ms, settle_ms, clock)
     if settle is None:
         longest = resolution_wall_s * SETTLE_FACTORS[-1]
         return FidelityVerdict(

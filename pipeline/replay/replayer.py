@@ -30,6 +30,7 @@ from pipeline.model.errors import ConfigError, KubeApiError
 from pipeline.model.events import Event
 from pipeline.replay.apply import Retrying, StepWriter
 from pipeline.replay.autoscale_figures import AutoscaleFigures
+from pipeline.replay.fidelity import TraceClockPath
 from pipeline.replay.governor import ConvergenceGovernor
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import PodWatchFactory, ReplayCluster
@@ -286,15 +287,18 @@ class Replayer:
             self.report.autoscale_summary = autoscale.summary_lines()
 
     def _judge_at_achieved_speed(self) -> None:
-        """At ``--speed max`` the speed is what the run achieved: the report's speed, and with it the
-        trace time of its one-second resolution and of the settle allowance, are that speed."""
+        """At ``--speed max`` the report's speed is the one the run achieved overall. The resolution
+        and the settle allowance are stated at that speed, but each sample is judged at the clock's
+        speed at that moment (``fidelity.TraceClockPath``), which at scale ranges far around it."""
         assert self.report.convergence is not None
+        assert self._governor is not None
         achieved = self.report.convergence["achieved_speed"]["overall"]
         self.report.convergence["achieved_speed"]["requested"] = "max"
         if achieved:
             self.report.speed = achieved
             self.report.fidelity_resolution_ms = self.settings.fidelity_resolution_s * 1000.0 * achieved
             self.report.desired_settle_ms = self.settings.desired_settle_s * 1000.0 * achieved
+            self.report.trace_clock = TraceClockPath(self._governor.report.achieved, achieved)
 
     async def _until_stopped(
         self, stream: AsyncIterator[ScheduledStep[Event]]

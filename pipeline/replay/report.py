@@ -12,6 +12,7 @@ from pipeline.replay.fidelity import (
     OwnerFidelity,
     OwnerSample,
     Timeline,
+    TraceClockPath,
     compare_owners,
     judge,
     trace_instants,
@@ -77,6 +78,9 @@ class ReplayReport:
     cleanup: str = "not run"
     speed_mode: str = "fixed"
     """``max`` at ``--speed max``: ``speed`` is then the speed the run achieved."""
+    trace_clock: TraceClockPath | None = None
+    """At ``--speed max``, the trace clock's path: each sample's resolution and settle allowance are
+    the trace time the clock covered in that much wall time before it (see ``fidelity``)."""
     cluster_profile: dict[str, Any] | None = None
     """The simulated cluster's stated profile (``kubetape stack up --profile``); None: none stated."""
     autoscale: dict[str, Any] | None = None
@@ -102,6 +106,7 @@ class ReplayReport:
             trace_instants(self.owner_samples) if per_instant else self.owner_samples,
             self.fidelity_resolution_ms,
             self._settle_ms(),
+            self.trace_clock,
         )
 
     def _settle_ms(self) -> dict[str, float]:
@@ -117,6 +122,7 @@ class ReplayReport:
             lateness_p99_ms=percentile(self.lateness_ms, 0.99),
             settle_ms=self._settle_ms(),
             largest_sample_gap_s=self.largest_sample_gap_s,
+            clock=self.trace_clock,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -168,6 +174,10 @@ class ReplayReport:
                 "reasons": list(verdict.reasons),
                 "bound_pods": BOUND_PODS,
                 "resolution_ms": self.fidelity_resolution_ms,
+                "resolution_wall_s": round(self.fidelity_resolution_ms / 1000 / self.speed, 3),
+                "resolution_in_trace_time": (
+                    "the speed" if self.trace_clock is None else "the trace clock's speed at each sample"
+                ),
                 "settle_ms": verdict.settle_ms,
                 "desired_settle_ms": self.desired_settle_ms,
                 "wall_samples": len(self.owner_samples),

@@ -86,6 +86,12 @@ async def test_at_speed_max_a_cluster_that_keeps_up_is_replayed_faster_and_judge
     assert achieved > 1  # started at 1, sped up while pods ran at once
     assert report.speed == achieved
     assert report.fidelity_resolution_ms == pytest.approx(1000 * achieved)
+    # each sample is judged at the clock's speed of its moment, not at the overall one
+    assert report.trace_clock is not None
+    assert report.trace_clock.speed == achieved
+    fidelity = report.to_json()["owner_fidelity"]
+    assert fidelity["resolution_in_trace_time"] == "the trace clock's speed at each sample"
+    assert fidelity["resolution_wall_s"] == pytest.approx(settings.fidelity_resolution_s)
     assert report.to_json()["speed_mode"] == "max"
     assert "(max: as fast as the cluster kept up)" in report.summary()
     assert "speed max requested" in report.summary()
