@@ -361,6 +361,8 @@ async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace
         )
         report = await replayer.run()
     doc = report.to_json()
+    if args.report is not None:
+        args.report.write_text(json.dumps(doc))
     owners = report.owner_fidelity()
     samples = sum(o.samples for o in owners)
     within = sum(o.within_one for o in owners)
@@ -536,6 +538,7 @@ def main() -> None:
         "--ceiling-pods", type=int, default=0, help="pods per ceiling loop (default: min(peak, 2000))"
     )
     parser.add_argument("--ceiling-timeout", type=float, default=300.0)
+    parser.add_argument("--report", type=Path, help="also write the replay's whole report (JSON) here")
     parser.add_argument(
         "--keep",
         action="store_true",

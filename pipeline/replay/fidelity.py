@@ -107,6 +107,7 @@ class TraceClockPath:
         if not speed > 0:
             raise ValueError(f"a trace clock path needs a positive nominal speed, not {speed!r}")
         self.speed = speed
+        self.points = list(points)
         start = points[0][1] if points else 0.0
         self._running_s = [0.0]
         """Wall seconds the clock ran, up to each point at which it had moved on."""

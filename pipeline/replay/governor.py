@@ -133,6 +133,12 @@ class ConvergenceGovernor:
                 out[owner] = distance
         return out
 
+    def begin(self, wall_s: float) -> None:
+        """Trace time began at ``wall_s``: the first point of the clock's path, so the stretch before
+        the first sample counts in the achieved speed and in the windows of the samples after it."""
+        if not self.report.achieved:
+            self.report.achieved.append((wall_s, 0.0))
+
     def observe(self, wall_s: float, trace_ms: float, counts: Mapping[str, PodCounts]) -> bool:
         """One sample at ``wall_s`` (the clock, seconds) and trace time ``trace_ms``: whether to hold."""
         self.report.achieved.append((wall_s, trace_ms))

@@ -197,6 +197,9 @@ class ReplayReport:
                     for t, p, n in self.replay_timeline
                 ],
                 "recorded": [{"trace_ms": t, "pods_running": p} for t, p in self.recorded_timeline],
+                "trace_clock": None
+                if self.trace_clock is None
+                else [{"wall_s": round(w, 3), "trace_ms": round(t)} for w, t in self.trace_clock.points],
                 "recorded_by_owner": {
                     owner: [{"trace_ms": t, "pods_running": p} for t, p in timeline]
                     for owner, timeline in sorted(self.recorded_by_owner.items())

@@ -304,6 +304,8 @@ class Sampler:
         """Hold or release the trace clock as the convergence governor says (if there is one)."""
         if self._governor is None or self._scheduler.started_at is None:
             return
+        # at the first sample no new speed has re-anchored the clock yet: this is where trace time began
+        self._governor.begin(self._scheduler.started_at)
         hold = self._governor.observe(self._clock.now(), trace_ms, pods.by_owner)
         if self._seeker is not None:
             new_hold = hold and not self._scheduler.paused_for(CONVERGENCE)

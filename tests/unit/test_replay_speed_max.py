@@ -89,6 +89,8 @@ async def test_at_speed_max_a_cluster_that_keeps_up_is_replayed_faster_and_judge
     # each sample is judged at the clock's speed of its moment, not at the overall one
     assert report.trace_clock is not None
     assert report.trace_clock.speed == achieved
+    assert report.trace_clock.points[0][1] == 0  # the path starts where trace time began
+    assert report.verdict().verdict == "held", report.verdict()
     fidelity = report.to_json()["owner_fidelity"]
     assert fidelity["resolution_in_trace_time"] == "the trace clock's speed at each sample"
     assert fidelity["resolution_wall_s"] == pytest.approx(settings.fidelity_resolution_s)
