@@ -15,9 +15,8 @@ skeleton, 8 CPU / 32Gi / 110 pods each) in the same run, side by side:
   Running, then deleted until none is counted (a pod being deleted no longer counts, as in the
   replay's samples). A third, ``deployments``, does the trace's own kind of work at once: the same
   number of pods asked for by Deployments of as many pods each as the trace's at its start, then
-  scaled to 0. Measured before
-  the replay and again after its cleanup; the higher rate of each counts (:func:`best`), and both
-  measurements are printed;
+  scaled to 0. Measured before the replay and again after its cleanup; the higher rate of each counts
+  (:func:`best`), and both measurements are printed;
 * ``replay``: the trace replayed at ``--speed`` (a number, or ``max`` with ``--max-lag``): owner fidelity
   (the fraction of owner-samples within one pod of the desired replicas, after the report's stated
   settle allowance), the verdict, the achieved speed and where the cluster was behind;

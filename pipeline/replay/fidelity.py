@@ -127,31 +127,29 @@ class TraceClockPath:
 
     def _running_at(self, trace_ms: float) -> float:
         """Wall seconds the clock had run when it reached ``trace_ms``."""
-        trace, running = self._trace_ms, self._running_s
-        if trace_ms <= trace[0]:
-            return (trace_ms - trace[0]) / self._first_rate
-        if trace_ms >= trace[-1]:
-            return running[-1] + (trace_ms - trace[-1]) / self._last_rate
-        i = bisect_left(trace, trace_ms)
-        share = (trace_ms - trace[i - 1]) / (trace[i] - trace[i - 1])
-        return running[i - 1] + share * (running[i] - running[i - 1])
+        return _along(self._trace_ms, self._running_s, trace_ms, 1 / self._first_rate, 1 / self._last_rate)
 
     def _trace_at(self, running_s: float) -> float:
         """Trace ms the clock had reached after running ``running_s`` wall seconds."""
-        trace, running = self._trace_ms, self._running_s
-        if running_s <= 0:
-            return trace[0] + running_s * self._first_rate
-        if running_s >= running[-1]:
-            return trace[-1] + (running_s - running[-1]) * self._last_rate
-        i = bisect_left(running, running_s)
-        share = (running_s - running[i - 1]) / (running[i] - running[i - 1])
-        return trace[i - 1] + share * (trace[i] - trace[i - 1])
+        return _along(self._running_s, self._trace_ms, running_s, self._first_rate, self._last_rate)
 
     def window_ms(self, trace_ms: float, nominal_ms: float) -> float:
         """The trace time the clock covered in the wall time ``nominal_ms`` stands for at the nominal
         speed, up to the moment it reached ``trace_ms``."""
         wall_s = nominal_ms / 1000 / self.speed
         return trace_ms - self._trace_at(self._running_at(trace_ms) - wall_s)
+
+
+def _along(xs: Sequence[float], ys: Sequence[float], x: float, before: float, after: float) -> float:
+    """``y`` at ``x`` on the straight stretches through the points (``xs`` strictly increasing),
+    continued past the first point with slope ``before`` and past the last with slope ``after``."""
+    if x <= xs[0]:
+        return ys[0] + (x - xs[0]) * before
+    if x >= xs[-1]:
+        return ys[-1] + (x - xs[-1]) * after
+    i = bisect_left(xs, x)
+    share = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
+    return ys[i - 1] + share * (ys[i] - ys[i - 1])
 
 
 def compare_owners(
