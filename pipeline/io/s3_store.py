@@ -62,6 +62,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -381,7 +382,7 @@ class S3SegmentStore:
                     f"{self._url(key)}: bucket {self.location.bucket!r} does not exist at {self.endpoint}; "
                     "create it or fix the URL"
                 ) from None
-            if "SignatureDoesNotMatch" in text or "InvalidAccessKeyId" in text or "403" in text:
+            if _refused_access(text):
                 raise ConfigError(
                     f"{self._url(key)}: access denied by {self.endpoint} ({_first_line(exc)}); check "
                     "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ~/.aws/credentials)"
@@ -394,6 +395,20 @@ class S3SegmentStore:
 
 def _retries(within_s: float) -> RetryConfig:
     return {"max_retries": 10_000, "retry_timeout": timedelta(seconds=within_s), "backoff": _BACKOFF}  # type: ignore[typeddict-item]
+
+
+# A refusal is an HTTP status (401/403 with its reason phrase) or an S3 error code, never a bare
+# "403" anywhere in the text: the endpoint's port (127.0.0.1:40321) or a duration carries digits
+# too, and a connection refused there is an outage, not a credentials problem.
+_REFUSED = re.compile(
+    r"\b(?:401 Unauthorized|403 Forbidden)\b"
+    r"|<Code>(?:AccessDenied|SignatureDoesNotMatch|InvalidAccessKeyId)</Code>"
+)
+
+
+def _refused_access(text: str) -> bool:
+    """Whether an object-store error says the credentials were refused (not that nothing answered)."""
+    return _REFUSED.search(text) is not None
 
 
 def _first_line(exc: BaseException) -> str:
