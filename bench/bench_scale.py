@@ -57,6 +57,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
+from bench.cpu_usage import CpuSnapshot, snapshot, usage
 from pipeline.formats.segment.content import build_segment
 from pipeline.formats.segment.header import SegmentKind
 from pipeline.io.kube.client import KubeClient
@@ -183,7 +184,13 @@ async def counted_until(
         await asyncio.sleep(0.1)
 
 
-async def ceiling(api: ApiClient, count: int, nodes: list[str] | None, timeout_s: float) -> dict[str, Any]:
+Processes = Callable[[], list[int]]
+"""The pids of the simulated control plane's processes (apiserver, etcd, scheduler, controllers, KWOK)."""
+
+
+async def ceiling(
+    api: ApiClient, count: int, nodes: list[str] | None, timeout_s: float, processes: Processes
+) -> dict[str, Any]:
     """Create ``count`` pods (32 in flight) and wait until all are Running, then delete them (32 in
     flight) and wait until none is counted: pods per second of each. ``nodes``: preset nodeName
     round-robin over them (the scheduler does nothing). The pods are followed by the replay's own
@@ -213,6 +220,7 @@ async def ceiling(api: ApiClient, count: int, nodes: list[str] | None, timeout_s
         run,
         count,
         timeout_s,
+        processes,
         up=lambda: asyncio.gather(*(create(i) for i in range(count))),
         down=lambda: asyncio.gather(*(delete(name) for name in names)),
     )
@@ -220,7 +228,9 @@ async def ceiling(api: ApiClient, count: int, nodes: list[str] | None, timeout_s
     return figures
 
 
-async def workload_ceiling(api: ApiClient, count: int, owners: int, timeout_s: float) -> dict[str, Any]:
+async def workload_ceiling(
+    api: ApiClient, count: int, owners: int, timeout_s: float, processes: Processes
+) -> dict[str, Any]:
     """The trace's own kind of work at once: ``owners`` Deployments asking for ``count`` pods in all,
     until every pod is Running, then scaled to 0 until none is counted. Pods owned by ReplicaSets cost
     the control plane more than bare pods (the controllers' writes and events, the scheduler's
@@ -253,6 +263,7 @@ async def workload_ceiling(api: ApiClient, count: int, owners: int, timeout_s: f
         run,
         count,
         timeout_s,
+        processes,
         up=lambda: asyncio.gather(*(create(name, n) for name, n in zip(names, replicas, strict=True))),
         down=lambda: asyncio.gather(*(scale_to_zero(name) for name in names)),
     )
@@ -283,25 +294,31 @@ async def timed_up_and_down(
     run: str,
     count: int,
     timeout_s: float,
+    processes: Processes,
     *,
     up: Callable[[], Awaitable[object]],
     down: Callable[[], Awaitable[object]],
 ) -> dict[str, Any]:
     """Time ``up`` until ``count`` pods labelled ``bench-ceiling=run`` are Running, then ``down``
-    until none is counted, following them with the replay's own watched counts."""
+    until none is counted, following them with the replay's own watched counts; with the CPU the
+    machine and the control plane used in each half, and the control plane's CPU seconds per pod."""
     pods = WatchedPods(PodWatch(api, "bench-ceiling", run), MonotonicClock())
     await pods.start()
     try:
+        cpu_start = snapshot(processes())
         started = time.monotonic()
         await up()
         created_s = time.monotonic() - started
         all_up, counts = await counted_until(pods, lambda c: c.running >= count, started + timeout_s)
         running, running_s = counts.running, time.monotonic() - started
+        cpu_up = usage(cpu_start, snapshot(processes()))
+        cpu_deleting = snapshot(processes())
         deleting = time.monotonic()
         await down()
         all_gone, counts = await counted_until(pods, lambda c: c == PodCounts(), deleting + timeout_s)
         deleted_s = time.monotonic() - deleting
         gone = count - (counts.running + counts.bound + counts.unscheduled)
+        cpu_down = usage(cpu_deleting, snapshot(processes()))
     finally:
         await pods.stop()
     return {
@@ -311,11 +328,17 @@ async def timed_up_and_down(
         "all_running": all_up,
         "deleted_per_s": round(gone / deleted_s, 1),
         "all_deleted": all_gone,
+        "cpu_up": cpu_up,
+        "cpu_down": cpu_down,
+        "control_plane_cpu_s_per_pod_up": round(cpu_up["control_plane_cpu_s"] / max(running, 1), 4),
+        "control_plane_cpu_s_per_pod_down": round(cpu_down["control_plane_cpu_s"] / max(gone, 1), 4),
     }
 
 
 # ---- the replay -----------------------------------------------------------------------------------
-async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace) -> dict[str, Any]:
+async def replay(
+    kubeconfig: Path, events: list[Event], args: argparse.Namespace, processes: Processes
+) -> dict[str, Any]:
     from pipeline.replay.plan import plan_replay
     from pipeline.replay.replayer import Replayer
     from pipeline.replay.report import ReplayProgress
@@ -337,11 +360,20 @@ async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace
     )
     started = time.monotonic()
     last_line = started
+    pids = processes()
+    # the CPU used from the first sample in trace time to the first at its end (setup and cleanup
+    # left out): taken at the replay's own samples, so no second loop competes with it
+    trace_cpu: list[CpuSnapshot] = []
+    trace_end_seen = False
 
     def progress(p: ReplayProgress) -> None:
+        nonlocal last_line, trace_end_seen
+        if p.trace_ms > 0 and not trace_end_seen:
+            mark = snapshot(pids)
+            trace_cpu[:] = [trace_cpu[0], mark] if trace_cpu else [mark]
+            trace_end_seen = p.trace_ms >= args.duration * 1000
         # a line every 10 s on stderr: a large case runs for many minutes, and one cut short by a
         # timeout leaves at least how far it got
-        nonlocal last_line
         if time.monotonic() - last_line >= 10:
             last_line = time.monotonic()
             print(
@@ -416,6 +448,7 @@ async def replay(kubeconfig: Path, events: list[Event], args: argparse.Namespace
         | {"given_up_owners": len(convergence["given_up_owners"])},
         "cluster_profile": doc.get("cluster_profile"),
         "cleanup": doc["cleanup"],
+        "cpu_during_trace": usage(trace_cpu[0], trace_cpu[-1]) if len(trace_cpu) == 2 else None,
     }
 
 
@@ -440,17 +473,23 @@ async def nodes_ready(cluster: KubeClient, count: int, timeout_s: float = 300.0)
     raise SystemExit(f"bench_scale: only {ready} of {count} nodes Ready after {timeout_s:.0f} s")
 
 
-async def ceilings(kubeconfig: Path, nodes: list[str], args: argparse.Namespace) -> dict[str, Any]:
+async def ceilings(
+    kubeconfig: Path, nodes: list[str], args: argparse.Namespace, processes: Processes
+) -> dict[str, Any]:
     """One measurement of each ceiling: through the scheduler, and with ``nodeName`` preset."""
     async with kube_api(kubeconfig) as api:
         await nodes_ready(KubeClient(api), len(nodes))
         count = args.ceiling_pods or min(args.peak_pods, 2000)
         return {
-            "with_scheduler": await ceiling(api, count, None, args.ceiling_timeout),
-            "node_name_preset": await ceiling(api, count, nodes, args.ceiling_timeout),
+            "with_scheduler": await ceiling(api, count, None, args.ceiling_timeout, processes),
+            "node_name_preset": await ceiling(api, count, nodes, args.ceiling_timeout, processes),
             # as many pods per Deployment as the trace has at its start
             "deployments": await workload_ceiling(
-                api, count, round(count * args.deployments / args.base_pods), args.ceiling_timeout
+                api,
+                count,
+                round(count * args.deployments / args.base_pods),
+                args.ceiling_timeout,
+                processes,
             ),
         }
 
@@ -458,21 +497,26 @@ async def ceilings(kubeconfig: Path, nodes: list[str], args: argparse.Namespace)
 def best(measured: list[dict[str, Any]]) -> dict[str, Any]:
     """The higher rate of each kind over the measurements. Other work on a shared machine only ever
     slows a loop down, so the best one is the closer to what the control plane can do, and a replay
-    compared with it is judged against the harder figure."""
+    compared with it is judged against the harder figure. The same for the CPU a pod cost: the
+    cheaper measurement counts."""
     return {
         "running_per_s": max(m["running_per_s"] for m in measured),
         "deleted_per_s": max(m["deleted_per_s"] for m in measured),
+        "control_plane_cpu_s_per_pod_up": min(m["control_plane_cpu_s_per_pod_up"] for m in measured),
+        "control_plane_cpu_s_per_pod_down": min(m["control_plane_cpu_s_per_pod_down"] for m in measured),
         "measured": measured,
     }
 
 
-async def measure(kubeconfig: Path, nodes: list[str], args: argparse.Namespace) -> dict[str, Any]:
+async def measure(
+    kubeconfig: Path, nodes: list[str], args: argparse.Namespace, processes: Processes
+) -> dict[str, Any]:
     events, trace = cluster_hour(args)
-    before = await ceilings(kubeconfig, nodes, args)
-    result = await replay(kubeconfig, events, args)
+    before = await ceilings(kubeconfig, nodes, args, processes)
+    result = await replay(kubeconfig, events, args, processes)
     # measured again once the replay cleaned up, so a burst of other work during one short loop
     # does not decide the ratio (with --keep the replay's pods are still there: no second measurement)
-    after = None if args.keep else await ceilings(kubeconfig, nodes, args)
+    after = None if args.keep else await ceilings(kubeconfig, nodes, args, processes)
     limits = {
         mode: best([before[mode]] + ([] if after is None else [after[mode]]))
         for mode in ("with_scheduler", "node_name_preset", "deployments")
@@ -486,6 +530,15 @@ async def measure(kubeconfig: Path, nodes: list[str], args: argparse.Namespace) 
             + result["pods_removed"] / limit["deleted_per_s"]
         )
         return round(needed / wall, 3)
+
+    def cpu_cost_over(limit: dict[str, Any]) -> float | None:
+        # the control plane's CPU over the trace, against what the same pods cost it in the loop
+        cpu = result["cpu_during_trace"]
+        at_loop_cost: float = (
+            result["pods_made_running"] * limit["control_plane_cpu_s_per_pod_up"]
+            + result["pods_removed"] * limit["control_plane_cpu_s_per_pod_down"]
+        )
+        return round(cpu["control_plane_cpu_s"] / at_loop_cost, 3) if cpu and at_loop_cost else None
 
     return {
         "trace": trace,
@@ -507,6 +560,12 @@ async def measure(kubeconfig: Path, nodes: list[str], args: argparse.Namespace) 
             "capacity_used_with_scheduler": capacity_used(limits["with_scheduler"]),
             "capacity_used_node_name_preset": capacity_used(limits["node_name_preset"]),
             "capacity_used_deployments": capacity_used(limits["deployments"]),
+            # >1: each pod of the replay cost the control plane more CPU than in the loop. With the
+            # cores as busy in both, capacity_used is about 1 / this: the cluster, not the replayer,
+            # set the pace
+            "cpu_per_pod_over_with_scheduler": cpu_cost_over(limits["with_scheduler"]),
+            "cpu_per_pod_over_deployments": cpu_cost_over(limits["deployments"]),
+            "machine_busy_during_trace": (result["cpu_during_trace"] or {}).get("machine_busy_of_all_cores"),
         },
     }
 
@@ -551,7 +610,7 @@ def main() -> None:
     if args.peak_pods * 0.1 > args.nodes * 8 * 0.95 or args.peak_pods > args.nodes * 110:
         parser.error(f"{args.nodes} nodes (8 CPU, 110 pods each) cannot hold {args.peak_pods} pods of 100m")
 
-    from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
+    from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, cluster_processes
     from pipeline.stack.progress import stderr_reporter
     from pipeline.stack.stack import LocalStack
 
@@ -561,7 +620,10 @@ def main() -> None:
         try:
             info = stack.up(["sim"], profile=args.profile)
             nodes = stack.add_nodes("sim", DEFAULT_NODE_SKELETON, args.nodes, prefix="bench")
-            result = asyncio.run(measure(info.kubeconfigs["sim"], nodes, args))
+            sim = stack.cluster("sim", info.bin_dir)
+            result = asyncio.run(
+                measure(info.kubeconfigs["sim"], nodes, args, partial(cluster_processes, sim))
+            )
         finally:
             stack.down()
     print(
