@@ -57,7 +57,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from bench.cpu_usage import CpuSnapshot, snapshot, usage
+from bench.cpu_usage import CpuTimeline, snapshot, usage
 from pipeline.formats.segment.content import build_segment
 from pipeline.formats.segment.header import SegmentKind
 from pipeline.io.kube.client import KubeClient
@@ -183,6 +183,9 @@ async def counted_until(
             return done(counts), counts
         await asyncio.sleep(0.1)
 
+
+CPU_STRETCH_S = 20.0
+"""Wall seconds per entry of the replay's CPU timeline."""
 
 Processes = Callable[[], list[int]]
 """The pids of the simulated control plane's processes (apiserver, etcd, scheduler, controllers, KWOK)."""
@@ -360,18 +363,11 @@ async def replay(
     )
     started = time.monotonic()
     last_line = started
-    pids = processes()
-    # the CPU used from the first sample in trace time to the first at its end (setup and cleanup
-    # left out): taken at the replay's own samples, so no second loop competes with it
-    trace_cpu: list[CpuSnapshot] = []
-    trace_end_seen = False
+    cpu = CpuTimeline(processes(), CPU_STRETCH_S)
 
     def progress(p: ReplayProgress) -> None:
-        nonlocal last_line, trace_end_seen
-        if p.trace_ms > 0 and not trace_end_seen:
-            mark = snapshot(pids)
-            trace_cpu[:] = [trace_cpu[0], mark] if trace_cpu else [mark]
-            trace_end_seen = p.trace_ms >= args.duration * 1000
+        nonlocal last_line
+        cpu.mark(p.trace_ms / 1000, args.duration)
         # a line every 10 s on stderr: a large case runs for many minutes, and one cut short by a
         # timeout leaves at least how far it got
         if time.monotonic() - last_line >= 10:
@@ -448,7 +444,8 @@ async def replay(
         | {"given_up_owners": len(convergence["given_up_owners"])},
         "cluster_profile": doc.get("cluster_profile"),
         "cleanup": doc["cleanup"],
-        "cpu_during_trace": usage(trace_cpu[0], trace_cpu[-1]) if len(trace_cpu) == 2 else None,
+        "cpu_during_trace": cpu.total(),
+        "cpu_timeline": cpu.stretches,
     }
 
 

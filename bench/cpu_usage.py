@@ -69,16 +69,61 @@ def snapshot(pids: Iterable[int]) -> CpuSnapshot:
 def usage(before: CpuSnapshot, after: CpuSnapshot, cores: int | None = None) -> dict[str, Any]:
     """What was used between two snapshots: the wall seconds, the share of all cores the machine was
     busy, each process's share of one core, and the control plane's CPU seconds (every process but
-    this one)."""
+    this one) and its share of one core."""
     cores = cores or os.cpu_count() or 1
     wall = max(after.taken_at - before.taken_at, 1e-9)
     spent = {
         name: max(after.process_s[name] - before.process_s.get(name, 0.0), 0.0) for name in after.process_s
     }
     busy = after.machine_busy_s - before.machine_busy_s
+    control_plane = sum(s for name, s in spent.items() if name != BENCH_PROCESS)
     return {
         "wall_s": round(wall, 1),
         "machine_busy_of_all_cores": round(busy / (wall * cores), 3),
         "of_one_core": {name: round(s / wall, 3) for name, s in sorted(spent.items())},
-        "control_plane_cpu_s": round(sum(s for name, s in spent.items() if name != BENCH_PROCESS), 1),
+        "control_plane_cpu_s": round(control_plane, 1),
+        "control_plane_of_one_core": round(control_plane / wall, 2),
     }
+
+
+class CpuTimeline:
+    """The CPU used over a replay's trace time, from marks taken at its own samples (no second loop
+    competes with it): in all, and per ``stretch_s`` of wall time, whether the cores were full. A replay
+    waiting on latency leaves them idle in places; one bound by the cluster's work does not."""
+
+    def __init__(self, pids: Iterable[int], stretch_s: float = 20.0) -> None:
+        self._pids = list(pids)
+        self._stretch_s = stretch_s
+        self._first: CpuSnapshot | None = None
+        self._last: CpuSnapshot | None = None
+        self._stretch_start: CpuSnapshot | None = None
+        self._ended = False
+        self.stretches: list[dict[str, Any]] = []
+
+    def mark(self, trace_s: float, trace_end_s: float) -> None:
+        """At a sample in trace time; the first at or past ``trace_end_s`` is the last one taken."""
+        if self._ended or trace_s <= 0:
+            return
+        now = snapshot(self._pids)
+        self._first = self._first or now
+        self._last = now
+        self._ended = trace_s >= trace_end_s
+        start = self._stretch_start
+        if start is not None and (now.taken_at - start.taken_at >= self._stretch_s or self._ended):
+            used = usage(start, now)
+            self.stretches.append(
+                {
+                    "wall_s": round(now.taken_at - self._first.taken_at, 1),
+                    "trace_s": round(trace_s, 1),
+                    "machine_busy_of_all_cores": used["machine_busy_of_all_cores"],
+                    "control_plane_of_one_core": used["control_plane_of_one_core"],
+                }
+            )
+            start = None
+        self._stretch_start = start or now
+
+    def total(self) -> dict[str, Any] | None:
+        """The whole trace time's :func:`usage`, or None before two marks."""
+        if self._first is None or self._last is None or self._last is self._first:
+            return None
+        return usage(self._first, self._last)

@@ -11,6 +11,7 @@ from bench.cpu_usage import (
     BENCH_PROCESS,
     TICKS_PER_S,
     CpuSnapshot,
+    CpuTimeline,
     machine_busy_s,
     process_cpu_s,
     snapshot,
@@ -45,6 +46,7 @@ def test_usage_gives_shares_of_a_core_and_leaves_this_process_out_of_the_control
     # kwok started between the snapshots: all of its time counts
     assert used["of_one_core"] == {BENCH_PROCESS: 0.1, "kube-apiserver": 0.8, "kwok": 0.2}
     assert used["control_plane_cpu_s"] == 10.0
+    assert used["control_plane_of_one_core"] == 1.0
 
 
 def test_a_live_snapshot_sees_this_process_spend_cpu() -> None:
@@ -57,3 +59,19 @@ def test_a_live_snapshot_sees_this_process_spend_cpu() -> None:
     assert used["of_one_core"][BENCH_PROCESS] > 0, used
     assert used["machine_busy_of_all_cores"] > 0, used
     assert used["control_plane_cpu_s"] == 0, used
+
+
+def test_the_timeline_covers_trace_time_only_and_stops_at_its_end() -> None:
+    timeline = CpuTimeline([], stretch_s=0.0)
+    timeline.mark(0.0, 10.0)  # setup: before trace time
+    assert timeline.total() is None
+    timeline.mark(1.0, 10.0)
+    assert timeline.total() is None, "one mark measures nothing"
+    timeline.mark(5.0, 10.0)
+    timeline.mark(10.0, 10.0)  # the end of the trace: the last mark
+    total = timeline.total()
+    timeline.mark(12.0, 10.0)  # cleanup: not counted
+    assert timeline.total() == total
+    assert [s["trace_s"] for s in timeline.stretches] == [5.0, 10.0]
+    assert total is not None
+    assert total["control_plane_cpu_s"] == 0
