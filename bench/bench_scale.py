@@ -29,6 +29,14 @@ skeleton, 8 CPU / 32Gi / 110 pods each) in the same run, side by side:
   control plane's raw rate; against ``deployments``, what the replayer and its governor leave unused
   of what the cluster can do with this kind of work.
 
+And where the CPU went (:mod:`bench.cpu_usage`, from ``/proc``), because on a machine the control plane
+fills a rate ratio alone cannot say who set the pace: each loop's and the trace's share of the
+machine's cores and each control-plane process's share of one core; the trace's, per 20 s of wall
+time (``cpu_timeline``); and ``cpu_per_pod_over_*``, the control plane's CPU over the trace against
+what the same pods made Running and removed cost it in a loop. With the cores full in both, a ratio of
+about 1 / ``capacity_used`` means each replayed pod cost that much more, and the cluster, not the
+replayer, set the pace; idle stretches in ``cpu_timeline`` are time the replay left unused.
+
 Usage::
 
     .venv/bin/python -m bench.bench_scale                       # small defaults, a few minutes
