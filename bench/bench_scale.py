@@ -33,7 +33,9 @@ And where the CPU went (:mod:`bench.cpu_usage`, from ``/proc``), because on a ma
 fills a rate ratio alone cannot say who set the pace: each loop's and the trace's share of the
 machine's cores and each control-plane process's share of one core; the trace's, per 20 s of wall
 time (``cpu_timeline``); and ``cpu_per_pod_over_*``, the control plane's CPU over the trace against
-what the same pods made Running and removed cost it in a loop. With the cores full in both, a ratio of
+what the same pods made Running and removed cost it in a loop, both counted above the control plane's
+CPU with nothing asked of it (``control_plane_idle_of_one_core``, 10 s measured once the nodes are
+Ready: their leases and the controllers' resyncs). With the cores full in both, a ratio of
 about 1 / ``capacity_used`` means each replayed pod cost that much more, and the cluster, not the
 replayer, set the pace; idle stretches in ``cpu_timeline`` are time the replay left unused.
 
@@ -59,13 +61,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from bench.cpu_usage import CpuTimeline, snapshot, usage
+from bench.cpu_usage import ControlPlane, CpuTimeline, usage
 from pipeline.formats.segment.content import build_segment
 from pipeline.formats.segment.header import SegmentKind
 from pipeline.io.kube.client import KubeClient
@@ -195,12 +198,9 @@ async def counted_until(
 CPU_STRETCH_S = 20.0
 """Wall seconds per entry of the replay's CPU timeline."""
 
-Processes = Callable[[], list[int]]
-"""The pids of the simulated control plane's processes (apiserver, etcd, scheduler, controllers, KWOK)."""
-
 
 async def ceiling(
-    api: ApiClient, count: int, nodes: list[str] | None, timeout_s: float, processes: Processes
+    api: ApiClient, count: int, nodes: list[str] | None, timeout_s: float, plane: ControlPlane
 ) -> dict[str, Any]:
     """Create ``count`` pods (32 in flight) and wait until all are Running, then delete them (32 in
     flight) and wait until none is counted: pods per second of each. ``nodes``: preset nodeName
@@ -231,7 +231,7 @@ async def ceiling(
         run,
         count,
         timeout_s,
-        processes,
+        plane,
         up=lambda: asyncio.gather(*(create(i) for i in range(count))),
         down=lambda: asyncio.gather(*(delete(name) for name in names)),
     )
@@ -240,7 +240,7 @@ async def ceiling(
 
 
 async def workload_ceiling(
-    api: ApiClient, count: int, owners: int, timeout_s: float, processes: Processes
+    api: ApiClient, count: int, owners: int, timeout_s: float, plane: ControlPlane
 ) -> dict[str, Any]:
     """The trace's own kind of work at once: ``owners`` Deployments asking for ``count`` pods in all,
     until every pod is Running, then scaled to 0 until none is counted. Pods owned by ReplicaSets cost
@@ -274,7 +274,7 @@ async def workload_ceiling(
         run,
         count,
         timeout_s,
-        processes,
+        plane,
         up=lambda: asyncio.gather(*(create(name, n) for name, n in zip(names, replicas, strict=True))),
         down=lambda: asyncio.gather(*(scale_to_zero(name) for name in names)),
     )
@@ -305,7 +305,7 @@ async def timed_up_and_down(
     run: str,
     count: int,
     timeout_s: float,
-    processes: Processes,
+    plane: ControlPlane,
     *,
     up: Callable[[], Awaitable[object]],
     down: Callable[[], Awaitable[object]],
@@ -316,20 +316,20 @@ async def timed_up_and_down(
     pods = WatchedPods(PodWatch(api, "bench-ceiling", run), MonotonicClock())
     await pods.start()
     try:
-        cpu_start = snapshot(processes())
+        cpu_start = plane.snapshot()
         started = time.monotonic()
         await up()
         created_s = time.monotonic() - started
         all_up, counts = await counted_until(pods, lambda c: c.running >= count, started + timeout_s)
         running, running_s = counts.running, time.monotonic() - started
-        cpu_up = usage(cpu_start, snapshot(processes()))
-        cpu_deleting = snapshot(processes())
+        cpu_up = usage(cpu_start, plane.snapshot())
+        cpu_deleting = plane.snapshot()
         deleting = time.monotonic()
         await down()
         all_gone, counts = await counted_until(pods, lambda c: c == PodCounts(), deleting + timeout_s)
         deleted_s = time.monotonic() - deleting
         gone = count - (counts.running + counts.bound + counts.unscheduled)
-        cpu_down = usage(cpu_deleting, snapshot(processes()))
+        cpu_down = usage(cpu_deleting, plane.snapshot())
     finally:
         await pods.stop()
     return {
@@ -341,14 +341,15 @@ async def timed_up_and_down(
         "all_deleted": all_gone,
         "cpu_up": cpu_up,
         "cpu_down": cpu_down,
-        "control_plane_cpu_s_per_pod_up": round(cpu_up["control_plane_cpu_s"] / max(running, 1), 4),
-        "control_plane_cpu_s_per_pod_down": round(cpu_down["control_plane_cpu_s"] / max(gone, 1), 4),
+        # above the control plane's idle rate
+        "control_plane_cpu_s_per_pod_up": round(plane.work_cpu_s(cpu_up) / max(running, 1), 4),
+        "control_plane_cpu_s_per_pod_down": round(plane.work_cpu_s(cpu_down) / max(gone, 1), 4),
     }
 
 
 # ---- the replay -----------------------------------------------------------------------------------
 async def replay(
-    kubeconfig: Path, events: list[Event], args: argparse.Namespace, processes: Processes
+    kubeconfig: Path, events: list[Event], args: argparse.Namespace, plane: ControlPlane
 ) -> dict[str, Any]:
     from pipeline.replay.plan import plan_replay
     from pipeline.replay.replayer import Replayer
@@ -371,7 +372,7 @@ async def replay(
     )
     started = time.monotonic()
     last_line = started
-    cpu = CpuTimeline(processes(), CPU_STRETCH_S)
+    cpu = CpuTimeline(plane.processes(), CPU_STRETCH_S)
 
     def progress(p: ReplayProgress) -> None:
         nonlocal last_line
@@ -479,24 +480,31 @@ async def nodes_ready(cluster: KubeClient, count: int, timeout_s: float = 300.0)
 
 
 async def ceilings(
-    kubeconfig: Path, nodes: list[str], args: argparse.Namespace, processes: Processes
+    kubeconfig: Path, nodes: list[str], args: argparse.Namespace, plane: ControlPlane
 ) -> dict[str, Any]:
     """One measurement of each ceiling: through the scheduler, and with ``nodeName`` preset."""
     async with kube_api(kubeconfig) as api:
         await nodes_ready(KubeClient(api), len(nodes))
         count = args.ceiling_pods or min(args.peak_pods, 2000)
         return {
-            "with_scheduler": await ceiling(api, count, None, args.ceiling_timeout, processes),
-            "node_name_preset": await ceiling(api, count, nodes, args.ceiling_timeout, processes),
+            "with_scheduler": await ceiling(api, count, None, args.ceiling_timeout, plane),
+            "node_name_preset": await ceiling(api, count, nodes, args.ceiling_timeout, plane),
             # as many pods per Deployment as the trace has at its start
             "deployments": await workload_ceiling(
                 api,
                 count,
                 round(count * args.deployments / args.base_pods),
                 args.ceiling_timeout,
-                processes,
+                plane,
             ),
         }
+
+
+async def idle_rate(plane: ControlPlane, seconds: float = 10.0) -> ControlPlane:
+    """``plane`` with the CPU it used over ``seconds`` with nothing asked of it."""
+    start = plane.snapshot()
+    await asyncio.sleep(seconds)
+    return replace(plane, idle_of_one_core=usage(start, plane.snapshot())["control_plane_of_one_core"])
 
 
 def best(measured: list[dict[str, Any]]) -> dict[str, Any]:
@@ -514,14 +522,17 @@ def best(measured: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def measure(
-    kubeconfig: Path, nodes: list[str], args: argparse.Namespace, processes: Processes
+    kubeconfig: Path, nodes: list[str], args: argparse.Namespace, plane: ControlPlane
 ) -> dict[str, Any]:
     events, trace = cluster_hour(args)
-    before = await ceilings(kubeconfig, nodes, args, processes)
-    result = await replay(kubeconfig, events, args, processes)
+    async with kube_api(kubeconfig) as api:
+        await nodes_ready(KubeClient(api), len(nodes))
+    plane = await idle_rate(plane)
+    before = await ceilings(kubeconfig, nodes, args, plane)
+    result = await replay(kubeconfig, events, args, plane)
     # measured again once the replay cleaned up, so a burst of other work during one short loop
     # does not decide the ratio (with --keep the replay's pods are still there: no second measurement)
-    after = None if args.keep else await ceilings(kubeconfig, nodes, args, processes)
+    after = None if args.keep else await ceilings(kubeconfig, nodes, args, plane)
     limits = {
         mode: best([before[mode]] + ([] if after is None else [after[mode]]))
         for mode in ("with_scheduler", "node_name_preset", "deployments")
@@ -543,10 +554,11 @@ async def measure(
             result["pods_made_running"] * limit["control_plane_cpu_s_per_pod_up"]
             + result["pods_removed"] * limit["control_plane_cpu_s_per_pod_down"]
         )
-        return round(cpu["control_plane_cpu_s"] / at_loop_cost, 3) if cpu and at_loop_cost else None
+        return round(plane.work_cpu_s(cpu) / at_loop_cost, 3) if cpu and at_loop_cost else None
 
     return {
         "trace": trace,
+        "control_plane_idle_of_one_core": plane.idle_of_one_core,
         "ceilings": limits,
         "replay": result,
         "ratios": {
@@ -627,7 +639,7 @@ def main() -> None:
             nodes = stack.add_nodes("sim", DEFAULT_NODE_SKELETON, args.nodes, prefix="bench")
             sim = stack.cluster("sim", info.bin_dir)
             result = asyncio.run(
-                measure(info.kubeconfigs["sim"], nodes, args, partial(cluster_processes, sim))
+                measure(info.kubeconfigs["sim"], nodes, args, ControlPlane(partial(cluster_processes, sim)))
             )
         finally:
             stack.down()

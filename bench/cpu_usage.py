@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,3 +127,20 @@ class CpuTimeline:
         if self._first is None or self._last is None or self._last is self._first:
             return None
         return usage(self._first, self._last)
+
+
+@dataclass(frozen=True)
+class ControlPlane:
+    """The simulated control plane's processes, and the CPU they use with nothing asked of them (node
+    leases, the controllers' resyncs, KWOK's heartbeats): a cost per pod is counted above that rate,
+    or a slow replay would be charged for the time it took."""
+
+    processes: Callable[[], list[int]]
+    idle_of_one_core: float = 0.0
+
+    def snapshot(self) -> CpuSnapshot:
+        return snapshot(self.processes())
+
+    def work_cpu_s(self, used: Mapping[str, Any]) -> float:
+        """The control plane's CPU seconds in ``used`` (a :func:`usage`) above its idle rate."""
+        return max(float(used["control_plane_cpu_s"]) - self.idle_of_one_core * float(used["wall_s"]), 0.0)

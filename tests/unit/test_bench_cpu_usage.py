@@ -10,6 +10,7 @@ import pytest
 from bench.cpu_usage import (
     BENCH_PROCESS,
     TICKS_PER_S,
+    ControlPlane,
     CpuSnapshot,
     CpuTimeline,
     machine_busy_s,
@@ -75,3 +76,10 @@ def test_the_timeline_covers_trace_time_only_and_stops_at_its_end() -> None:
     assert [s["trace_s"] for s in timeline.stretches] == [5.0, 10.0]
     assert total is not None
     assert total["control_plane_cpu_s"] == 0
+
+
+def test_the_control_planes_work_is_counted_above_its_idle_rate() -> None:
+    plane = ControlPlane(list, idle_of_one_core=0.2)
+    assert plane.work_cpu_s({"control_plane_cpu_s": 5.0, "wall_s": 10.0}) == pytest.approx(3.0)
+    # a stretch quieter than the idle measurement is no work, not negative work
+    assert plane.work_cpu_s({"control_plane_cpu_s": 1.0, "wall_s": 10.0}) == 0.0
