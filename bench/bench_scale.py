@@ -426,6 +426,8 @@ async def replay(
         "owner_fidelity": {
             "within_one_pod": round(within / samples, 4) if samples else None,
             "samples": samples,
+            # the count too: one instant off in 58,800 rounds to 1.0
+            "samples_within_one_pod": within,
             "within_one_pod_every_wall_sample": (
                 round(wall_within / wall_samples, 4) if wall_samples else None
             ),
