@@ -484,9 +484,9 @@ async def nodes_ready(cluster: KubeClient, count: int, timeout_s: float = 300.0)
 async def ceilings(
     kubeconfig: Path, nodes: list[str], args: argparse.Namespace, plane: ControlPlane
 ) -> dict[str, Any]:
-    """One measurement of each ceiling: through the scheduler, and with ``nodeName`` preset."""
+    """One measurement of each ceiling: through the scheduler, with ``nodeName`` preset, and as
+    Deployments."""
     async with kube_api(kubeconfig) as api:
-        await nodes_ready(KubeClient(api), len(nodes))
         count = args.ceiling_pods or min(args.peak_pods, 2000)
         return {
             "with_scheduler": await ceiling(api, count, None, args.ceiling_timeout, plane),
@@ -527,6 +527,7 @@ async def measure(
     kubeconfig: Path, nodes: list[str], args: argparse.Namespace, plane: ControlPlane
 ) -> dict[str, Any]:
     events, trace = cluster_hour(args)
+    # once, before anything is measured (the replay leaves the nodes as they are)
     async with kube_api(kubeconfig) as api:
         await nodes_ready(KubeClient(api), len(nodes))
     plane = await idle_rate(plane)
