@@ -4,7 +4,7 @@ N synthetic events spread over one hour of event time are compacted by the sink'
 :class:`~pipeline.sink.compactor.PartitionCompactor` (6 partitions, split by a hash of the key, as Kafka
 does) into a local segment store, exactly as the sink writes it, with no broker involved. Then the
 one-hour window is exported from that store in both formats, ``--repeats`` times each, through
-:func:`~pipeline.sink.export.export_window`.
+:func:`~pipeline.store.export.export_window`.
 
 Target (issue 5): the export of 100k events < 2 s. The wall-clock median and minimum are printed beside
 the thread's CPU time and the load average: on a shared machine, wall-clock times stretch with the
@@ -32,11 +32,11 @@ from typing import Any
 
 from bench.environment import machine
 from pipeline.formats.wire.probe import EventHead
-from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.sink import synthetic
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
-from pipeline.sink.export import ExportFormat, ExportRequest, export_window
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportFormat, ExportRequest, export_window
+from pipeline.store.segment_store import LocalSegmentStore
 
 PARTITIONS = 6
 HOUR_MS = 3_600_000

@@ -30,10 +30,10 @@ from pipeline.formats.wire import native
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.headers import cluster_header
 from pipeline.io.kafka.message import PartitionBatch
-from pipeline.io.segment_store import MemorySegmentStore
 from pipeline.model.keys import ClusterId
 from pipeline.sink.sink import EventSource, Sink, SinkSettings
 from pipeline.sink.synthetic import synthetic_events
+from pipeline.store.segment_store import MemorySegmentStore
 
 EU, US = ClusterId("eu"), ClusterId("us")
 

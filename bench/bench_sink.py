@@ -58,13 +58,13 @@ from pipeline.io.kafka.message import PartitionBatch
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
-from pipeline.io.segment_store import LocalSegmentStore, SegmentStore
 from pipeline.sink import synthetic
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
-from pipeline.sink.export import ExportFormat, ExportRequest, export_window
 from pipeline.sink.service import tune_gc_for_throughput
 from pipeline.sink.sink import Sink, SinkSettings
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportFormat, ExportRequest, export_window
+from pipeline.store.segment_store import LocalSegmentStore, SegmentStore
 
 PARTITIONS = 6
 

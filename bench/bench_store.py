@@ -31,11 +31,11 @@ from typing import Any
 
 from bench.bench_sink import PARTITIONS, bench_export, bench_sink, fill_new_topic
 from bench.environment import machine, private_stack
-from pipeline.io.store_url import open_segment_store
-from pipeline.sink.export import ExportFormat
 from pipeline.sink.service import tune_gc_for_throughput
 from pipeline.stack import s3
 from pipeline.stack.versions import S3PROXY_VERSION
+from pipeline.store.export import ExportFormat
+from pipeline.store.store_url import open_segment_store
 
 
 @contextmanager

@@ -27,15 +27,15 @@ import uuid
 from typing import Any
 
 from bench.environment import machine, private_stack
-from pipeline.io.s3_store import S3SegmentStore
-from pipeline.io.segment_store import SegmentName, StoredSegment
-from pipeline.io.store_url import S3Location, parse_store_url
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import ClosedSegment, CompactionSettings, PartitionCompactor
-from pipeline.sink.export import ExportRequest, export_window
 from pipeline.sink.synthetic import applied, deployment
 from pipeline.sink.writer import SegmentWriter
 from pipeline.stack import s3
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportRequest, export_window
+from pipeline.store.s3_store import S3SegmentStore
+from pipeline.store.segment_store import SegmentName, StoredSegment
+from pipeline.store.store_url import S3Location, parse_store_url
 
 HOUR = 3_600_000
 T0 = 1_763_700_000_000 - 1_763_700_000_000 % HOUR

@@ -11,9 +11,9 @@ import os
 import re
 from pathlib import Path
 
-from pipeline.io.store_url import StoreLocation, parse_store_url
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import ClusterId, parse_cluster_id
+from pipeline.store.store_url import StoreLocation, parse_store_url
 
 DEFAULT_SEGMENT_DIR = Path("~/.cache/kubetape/segments")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")

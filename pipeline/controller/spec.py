@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from pipeline.io.kafka.settings import EVENTS_TOPIC
-from pipeline.io.store_url import S3Location, parse_store_url
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import cluster_id_problem
+from pipeline.store.store_url import S3Location, parse_store_url
 
 API_GROUP = "kubetape.dev"
 API_VERSION = f"{API_GROUP}/v1"

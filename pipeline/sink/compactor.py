@@ -5,7 +5,7 @@ in), so every rule is unit-testable:
 
 * Offsets below ``next_offset`` are already inside a durable segment (a redelivery after a crash
   between write and commit) and are dropped.
-* A duplicate change (see :mod:`pipeline.sink.state`) is absorbed: its offset is covered, nothing stored.
+* A duplicate change (see :mod:`pipeline.store.state`) is absorbed: its offset is covered, nothing stored.
 * Windows are aligned to multiples of ``window_ms`` of event time, so the same events give the same
   segments. An event at or after the open segment's window end closes it. A late event (before the
   window start) stays in the open segment, whose start is lowered to cover it.
@@ -17,12 +17,12 @@ in), so every rule is unit-testable:
   every event folded into it is before T). It is *not* the state at the window start: a window is split
   routinely (idle close, rebalance flush, size cap), and the earlier parts of the window are inside the
   state. A reader rebuilding ``[A, B)`` may start from a keyframe only if T <= A, and then folds every
-  later segment (late events before A included); see :meth:`pipeline.sink.catalog.SegmentCatalog.plan`.
+  later segment (late events before A included); see :meth:`pipeline.store.catalog.SegmentCatalog.plan`.
   The header's ``keyframe_at_ms`` (what a reader of one file sees) is ``min(T, start_ms)``.
 * Once a segment is closed the state forgets what only it needed (tombstones; ended lifecycles of pods
   that are gone, see :meth:`ObjectState.settle`): the state and keyframes follow live objects.
 * Each segment names the topic it came from (``source``, the topic's identity) and the fencing epoch
-  of its writer (``writer_epoch``, see :mod:`pipeline.io.segment_store`).
+  of its writer (``writer_epoch``, see :mod:`pipeline.store.segment_store`).
 
 Events arrive as :class:`~pipeline.formats.wire.probe.EventHead` values (checked, body not decoded) and leave
 as their wire bytes in a :class:`~pipeline.formats.segment.content.WireSegment`: no object body is decoded or
@@ -43,11 +43,11 @@ from pipeline.formats.segment.header import PartitionRange
 from pipeline.formats.wire import native
 from pipeline.formats.wire.probe import EventHead
 from pipeline.io.kafka.settings import EVENTS_TOPIC
-from pipeline.io.segment_index import SegmentFacts
-from pipeline.io.segment_store import SegmentName, WriteFence, segment_name
 from pipeline.model.events import Event
 from pipeline.sink import native_fold
-from pipeline.sink.state import ObjectState
+from pipeline.store.segment_index import SegmentFacts
+from pipeline.store.segment_store import SegmentName, WriteFence, segment_name
+from pipeline.store.state import ObjectState
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ class CompactionSettings:
     ``max_events``: an open segment is closed once it holds this many events (bounds memory; 200 000).
     ``tombstone_horizon_ms``: event time for which a deleted object (and an ended pod's lifecycle) is
     still remembered after its segment closed, to refuse stale re-publishes of it (10 min; see
-    :meth:`~pipeline.sink.state.ObjectState.settle`): the state holds live objects plus this much churn.
+    :meth:`~pipeline.store.state.ObjectState.settle`): the state holds live objects plus this much churn.
     """
 
     topic: str = EVENTS_TOPIC
@@ -80,7 +80,7 @@ class ClosedSegment:
     wire: WireSegment
     high_water_ms: int
     """The partition's latest event time once this segment's events were folded in (its index marks
-    the segment late when it starts well before this, see :mod:`pipeline.io.segment_index`)."""
+    the segment late when it starts well before this, see :mod:`pipeline.store.segment_index`)."""
 
     @property
     def first_offset(self) -> int:
@@ -145,7 +145,7 @@ class PartitionCompactor:
     ) -> None:
         """``state``, ``next_offset``, ``segments_since_keyframe`` and ``max_ts`` (the latest event time
         folded into ``state``, -1 for none) restore a partition from its stored segments (see
-        :func:`pipeline.sink.history.restore_partition`); None means no keyframe yet. ``source`` and
+        :func:`pipeline.sink.restore.restore_partition`); None means no keyframe yet. ``source`` and
         ``epoch`` are written into every segment's header (topic identity, writer fencing epoch)."""
         self.partition = partition
         self.settings = settings

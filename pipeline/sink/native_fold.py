@@ -1,4 +1,4 @@
-"""The sink's state fold in C: :class:`~pipeline.sink.state.ObjectState`'s duplicate rules, in bulk.
+"""The sink's state fold in C: :class:`~pipeline.store.state.ObjectState`'s duplicate rules, in bulk.
 
 The fold is compiled into the wire package's extension (``pipeline/formats/wire/_wirescan.c``) beside
 the scan, because it reads the heads the scan builds; its rules are the sink's, so its Python side

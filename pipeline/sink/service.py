@@ -25,15 +25,15 @@ from pipeline.io.kafka.reads import latest_clusters
 from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
-from pipeline.io.segment_store import LocalSegmentStore, SegmentStore
 from pipeline.io.sink_http import ExportFn, ExportReply, add_export_route
-from pipeline.io.store_url import StoreLocation, cluster_store_location, open_segment_store
 from pipeline.model.errors import ConfigError, KubetapeError, TransientError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
-from pipeline.sink.catalog import SegmentCatalog
-from pipeline.sink.export import ExportFormat, ExportRequest, ExportResult, export_window, filters_from_json
-from pipeline.sink.retention import apply_retention
 from pipeline.sink.sink import Sink, SinkSettings
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportFormat, ExportRequest, ExportResult, export_window, filters_from_json
+from pipeline.store.retention import apply_retention
+from pipeline.store.segment_store import LocalSegmentStore, SegmentStore
+from pipeline.store.store_url import StoreLocation, cluster_store_location, open_segment_store
 
 log = logging.getLogger("kubetape.sink")
 
@@ -46,7 +46,7 @@ class SinkServiceSettings:
     ``store_check_s``: how often readiness checks that the segment store answers; ``store_retry_s``: how
     long a write waits for an object store that does not answer before the sink stops. ``cluster``: the
     one cluster of a fleet this sink records, in its sub-store of ``segment_store``
-    (:func:`~pipeline.io.store_url.cluster_store_location`); None: the topic's only cluster, and a message
+    (:func:`~pipeline.store.store_url.cluster_store_location`); None: the topic's only cluster, and a message
     of another one stops the sink naming it (see :class:`~pipeline.sink.sink.Sink`)."""
 
     kafka: KafkaSettings
@@ -265,7 +265,7 @@ def export_request_from_json(body: Any) -> ExportRequest:
 def _exporter(store: SegmentStore) -> ExportFn:
     # One catalog for every request: on a directory a refresh reads only the headers of segments new
     # since the last export; an object store answers each window from its index instead (the window's
-    # headers only, see pipeline.sink.catalog_window). Exports take turns: a catalog is not
+    # headers only, see pipeline.store.catalog_window). Exports take turns: a catalog is not
     # thread-safe, and each export uses the machine's CPU fully anyway.
     catalog = SegmentCatalog(store)
     turn = threading.Lock()

@@ -1,8 +1,8 @@
 """The sink: consume ``kubetape.events`` in batches, compact per partition, write durably, then commit.
 
 Written against two seams, :class:`EventSource` (the Kafka consumer group, see
-:mod:`pipeline.io.kafka.sink_member`) and :class:`~pipeline.io.segment_store.SegmentStore`, so the loop runs
-in unit tests against in-memory fakes. The order inside one round is what makes the effect exactly-once:
+:mod:`pipeline.io.kafka.sink_member`) and :class:`~pipeline.store.segment_store.SegmentStore`, so the loop
+runs in unit tests against in-memory fakes. The order inside one round is what makes the effect exactly-once:
 
 1. ``getmany`` a batch; check each message (undecodable ones go to the dead-letter topic first);
 2. feed the per-partition compactors; close segments on window end, size, or idleness;
@@ -24,10 +24,10 @@ The store is the source of truth, reconciled with the topic on every assignment:
 * where the topic is not the one the store was filled from (another cluster, or the topic ends below
   what the store holds: recreated), the sink refuses to start with :class:`TopicIdentityError`;
 * each assignment takes a new fencing epoch in the store; a write refused as stale (see
-  :mod:`pipeline.io.segment_store`) drops the partition from this member, which lost it.
+  :mod:`pipeline.store.segment_store`) drops the partition from this member, which lost it.
 
 Fleets: a sink records one cluster (``cluster``) into that cluster's sub-store
-(:func:`pipeline.io.store_url.cluster_store_location`), with a consumer group of its own. Other
+(:func:`pipeline.store.store_url.cluster_store_location`), with a consumer group of its own. Other
 clusters' messages are told apart by their Kafka header alone: never scanned or decoded, they pass like
 dead letters (consumed, not stored). Its store's topic identity and every segment's ``source`` name the
 cluster, so a segment knows which cluster it holds. With ``skip_other_clusters`` False (a sink whose
@@ -37,7 +37,7 @@ cluster stops the sink instead, naming the cluster to pass (never a silent merge
 Throughput: each partition's batch is checked and folded into the compactor's state by the C code of
 :mod:`pipeline.formats.wire.native` (object bodies are walked, never built), and the message bytes go into
 the segment as they are. Whatever that code leaves undecided goes through the Python rules
-(:class:`~pipeline.formats.wire.probe.WireProbe`, :class:`~pipeline.sink.state.ObjectState`), which are the
+(:class:`~pipeline.formats.wire.probe.WireProbe`, :class:`~pipeline.store.state.ObjectState`), which are the
 definition of both. Per message in Python the same work cost 10x more (``bench/bench_sink.py``).
 """
 
@@ -58,15 +58,15 @@ from pipeline.formats.wire.probe import EventHead, WireProbe
 from pipeline.io.kafka.headers import cluster_header, cluster_named, is_from_cluster
 from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.metrics import Metrics
-from pipeline.io.segment_index import SegmentFacts, index_segment
-from pipeline.io.segment_store import SegmentStore, StaleWriterError, WriteFence, segment_name
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import ClosedSegment, CompactionSettings, PartitionCompactor
-from pipeline.sink.history import restore_partition
-from pipeline.sink.index_backfill import ensure_index
+from pipeline.sink.restore import restore_partition
 from pipeline.sink.writer import SegmentWriter, WrittenSegment
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.index_backfill import ensure_index
+from pipeline.store.segment_index import SegmentFacts, index_segment
+from pipeline.store.segment_store import SegmentStore, StaleWriterError, WriteFence, segment_name
 
 log = logging.getLogger("kubetape.sink")
 

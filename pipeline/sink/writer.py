@@ -15,10 +15,10 @@ from __future__ import annotations
 import concurrent.futures
 from dataclasses import dataclass
 
-from pipeline.io.segment_index import index_segment
-from pipeline.io.segment_store import SegmentStore
 from pipeline.model.errors import TransientError
 from pipeline.sink.compactor import ClosedSegment
+from pipeline.store.segment_index import index_segment
+from pipeline.store.segment_store import SegmentStore
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ Measured against s3proxy 4.1.0 (``tests/integration/test_store_contract.py`` che
 ``If-None-Match: *`` on a PUT is refused with 412 when the key exists, and ``If-Match`` with a stale ETag
 is refused with 412. Creation is atomic (8 concurrent creates of one key: exactly one succeeded in 25 of
 25 trials), ``If-Match`` is not (8 concurrent PUTs with the same ETag: up to 2 succeeded), so the S3
-segment store raises epochs by creating markers (:mod:`pipeline.io.s3_store`).
+segment store raises epochs by creating markers (:mod:`pipeline.store.s3_store`).
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ async def _run_kafka(args: argparse.Namespace, bootstrap: str) -> None:
     from pipeline.io.http import HttpSettings, add_data_route, bound_port, start_http
     from pipeline.io.kafka.reader import TopicReader
     from pipeline.io.kafka.settings import KafkaSettings
-    from pipeline.sink.export import parse_time
+    from pipeline.store.export import parse_time
 
     start_ms = parse_time(args.start, what="--from") if args.start else None
     end_ms = parse_time(args.end, what="--to") if args.end else None

@@ -13,11 +13,10 @@ from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.segment.header import is_segment
 from pipeline.formats.simkube import read_simkube_trace
-from pipeline.io.store_url import cluster_location, open_segment_store
 from pipeline.model.errors import ConfigError
 from pipeline.model.tracer_config import load_tracer_config
-from pipeline.sink.catalog import SegmentCatalog
-from pipeline.sink.export import (
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import (
     ExportFilters,
     ExportFormat,
     ExportRequest,
@@ -25,6 +24,7 @@ from pipeline.sink.export import (
     parse_time,
     selectors_from_strings,
 )
+from pipeline.store.store_url import cluster_location, open_segment_store
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
 from pipeline.validate.tracefile import encode_trace

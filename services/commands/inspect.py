@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from pipeline.formats.inspect import inspect_bytes, inspect_file
-    from pipeline.io.store_url import stored_clusters
+    from pipeline.store.store_url import stored_clusters
 
     if args.clusters:
         clusters = stored_clusters(args.file)
@@ -42,9 +42,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _fetch_segment(url: str) -> tuple[bytes, str]:
     """The bytes of the segment at ``url``: the store is the URL up to ``segments/`` (or up to the name)."""
-    from pipeline.io.segment_store import SegmentName, parse_segment_name
-    from pipeline.io.store_url import open_segment_store
     from pipeline.model.errors import ConfigError
+    from pipeline.store.segment_store import SegmentName, parse_segment_name
+    from pipeline.store.store_url import open_segment_store
 
     base, _, name = url.rstrip("/").rpartition("/")
     if parse_segment_name(name) is None:

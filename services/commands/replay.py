@@ -332,7 +332,7 @@ async def _load_source(args: argparse.Namespace) -> Any:
     """The trace to replay, from whichever source the arguments name."""
     from pipeline.formats.trace import read_trace, trace_from_bytes
     from pipeline.model.tracer_config import load_tracer_config
-    from pipeline.sink.export import parse_time
+    from pipeline.store.export import parse_time
 
     config = load_tracer_config(args.config) if args.config else None
     if args.trace is not None:
@@ -361,9 +361,9 @@ async def _load_source(args: argparse.Namespace) -> Any:
 
 def _segments_trace(segments: str, start_ms: int, end_ms: int, config: Any, *, cluster: Any = None) -> Any:
     # the same assembly as `kubetape export`, so a range replays as its exported file would
-    from pipeline.io.store_url import cluster_location, open_segment_store, parse_store_url
-    from pipeline.sink.catalog import SegmentCatalog
-    from pipeline.sink.export import ExportRequest, window_trace
+    from pipeline.store.catalog import SegmentCatalog
+    from pipeline.store.export import ExportRequest, window_trace
+    from pipeline.store.store_url import cluster_location, open_segment_store, parse_store_url
 
     location = cluster_location(parse_store_url(segments, what="--segments"), cluster)
     catalog = SegmentCatalog(open_segment_store(location, must_exist=True))
@@ -438,7 +438,7 @@ async def _replay(args: argparse.Namespace, settings: Any, plan: Any) -> Any:
             if follow is None:
                 return await replayer.run()
             if args.end is not None:  # follow until the live topic passes --to (plus the lag)
-                from pipeline.sink.export import parse_time
+                from pipeline.store.export import parse_time
 
                 wall_left_s = (parse_time(args.end, what="--to") + follow.lag_ms) / 1000 - time.time()
                 loop.call_later(max(wall_left_s, 0.0), replayer.finish)

@@ -107,7 +107,7 @@ def _expand(arguments: list[str], cluster: str | None) -> list[Path]:
 def _cluster_directory(path: Path, cluster: str | None) -> Path:
     """The directory of ``cluster``'s segments when ``path`` is a segment store of a fleet (or when a
     cluster is asked for); a store of several clusters without ``--cluster`` is refused naming them."""
-    from pipeline.io.store_url import CLUSTERS_DIR, LocalLocation, cluster_location
+    from pipeline.store.store_url import CLUSTERS_DIR, LocalLocation, cluster_location
 
     if cluster is None and not (path / CLUSTERS_DIR).is_dir():
         return path

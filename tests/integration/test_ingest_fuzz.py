@@ -34,7 +34,6 @@ from pipeline.io.kafka.clients import new_consumer, new_producer
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
-from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.model.errors import FormatError
 from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, Event
 from pipeline.model.hashing import object_spec_hash
@@ -42,6 +41,7 @@ from pipeline.model.keys import ObjectKey, key_of, object_key
 from pipeline.sink.compactor import CompactionSettings
 from pipeline.sink.sink import Sink, SinkSettings
 from pipeline.sink.synthetic import synthetic_events
+from pipeline.store.segment_store import LocalSegmentStore
 from tests.integration.test_sink import direct_trace, export_bytes
 
 PARTITIONS = 3

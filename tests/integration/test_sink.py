@@ -25,15 +25,15 @@ from pipeline.io.kafka.clients import new_consumer, new_producer
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
-from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings
-from pipeline.sink.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
 from pipeline.sink.sink import Sink, SinkSettings
-from pipeline.sink.state import ObjectState
 from pipeline.sink.synthetic import synthetic_events
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
+from pipeline.store.segment_store import LocalSegmentStore
+from pipeline.store.state import ObjectState
 
 REPO = Path(__file__).resolve().parents[2]
 KUBETAPE = REPO / ".venv" / "bin" / "kubetape"

@@ -19,11 +19,11 @@ import pytest
 from pipeline.formats.segment.decode import decode_segment, read_segment
 from pipeline.io.kafka.admin import ensure_topic
 from pipeline.io.kafka.settings import KafkaSettings
-from pipeline.io.store_url import open_segment_store
-from pipeline.sink.catalog import SegmentCatalog
-from pipeline.sink.export import ExportRequest, export_window
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.stack.stack import LocalStack
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportRequest, export_window
+from pipeline.store.store_url import open_segment_store
 from services.commands.replay import _segments_trace
 from tests.integration.test_sink import (
     KUBETAPE,

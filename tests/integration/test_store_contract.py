@@ -20,8 +20,15 @@ from obstore import exceptions as obs_errors
 from pipeline.formats.segment.content import build_segment
 from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.segment.header import PartitionRange
-from pipeline.io.s3_store import S3SegmentStore, segment_key
-from pipeline.io.segment_store import (
+from pipeline.model.errors import ConfigError, FormatError, TransientError
+from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
+from pipeline.sink.synthetic import applied, deployment
+from pipeline.stack.stack import LocalStack
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportRequest, export_window
+from pipeline.store.retention import apply_retention
+from pipeline.store.s3_store import S3SegmentStore, segment_key
+from pipeline.store.segment_store import (
     LocalSegmentStore,
     SegmentName,
     SegmentStore,
@@ -29,14 +36,7 @@ from pipeline.io.segment_store import (
     WriteFence,
     segment_name,
 )
-from pipeline.io.store_url import open_segment_store
-from pipeline.model.errors import ConfigError, FormatError, TransientError
-from pipeline.sink.catalog import SegmentCatalog
-from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
-from pipeline.sink.export import ExportRequest, export_window
-from pipeline.sink.retention import apply_retention
-from pipeline.sink.synthetic import applied, deployment
-from pipeline.stack.stack import LocalStack
+from pipeline.store.store_url import open_segment_store
 
 T0 = 1_763_700_000_000
 

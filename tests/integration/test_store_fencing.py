@@ -14,13 +14,13 @@ from pipeline.io.kafka.admin import admin_client, ensure_topic
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
-from pipeline.io.segment_store import LocalSegmentStore
-from pipeline.io.store_url import open_segment_store
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings
-from pipeline.sink.export import ExportRequest, export_window
 from pipeline.sink.sink import Sink, SinkSettings, TopicIdentityError
 from pipeline.sink.synthetic import applied, deployment
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportRequest, export_window
+from pipeline.store.segment_store import LocalSegmentStore
+from pipeline.store.store_url import open_segment_store
 from tests.integration.test_sink import _names, _t0, direct_trace, produce, wait_committed
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.io.s3_store import S3SegmentStore
-from pipeline.io.segment_store import LocalSegmentStore, StoredSegment
-from pipeline.io.store_url import S3Location, parse_store_url
-from pipeline.sink.catalog import SegmentCatalog
-from pipeline.sink.export import ExportRequest, export_window
-from pipeline.sink.index_backfill import ensure_index
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportRequest, export_window
+from pipeline.store.index_backfill import ensure_index
+from pipeline.store.s3_store import S3SegmentStore
+from pipeline.store.segment_store import LocalSegmentStore, StoredSegment
+from pipeline.store.store_url import S3Location, parse_store_url
 from tests.unit.test_segment_index import HOUR, T0, record
 
 

@@ -30,17 +30,17 @@ from pipeline.formats.simkube import (
     SimkubeTrace,
     write_simkube_trace,
 )
-from pipeline.io.segment_store import MemorySegmentStore, segment_name
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import GroupVersionKind, ObjectKey, object_key, parse_object_key
 from pipeline.model.sanitize import deletion_stub
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.sink import history, synthetic
-from pipeline.sink.catalog import SegmentCatalog
+from pipeline.sink import synthetic
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
-from pipeline.sink.export import (
+from pipeline.store import history
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import (
     EXPORT_ZSTD_LEVEL,
     ExportFilters,
     ExportFormat,
@@ -48,8 +48,9 @@ from pipeline.sink.export import (
     export_window,
     window_trace,
 )
-from pipeline.sink.history import Window, load_segment, rebuild_window
-from pipeline.sink.state import ObjectState
+from pipeline.store.history import Window, load_segment, rebuild_window
+from pipeline.store.segment_store import MemorySegmentStore, segment_name
+from pipeline.store.state import ObjectState
 
 T0 = 1_763_700_000_000
 T0 -= T0 % 60_000

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from obstore import exceptions as obs_errors
 
-from pipeline.io.s3_store import S3SegmentStore
-from pipeline.io.store_url import open_segment_store
 from pipeline.model.errors import ConfigError, TransientError
+from pipeline.store.s3_store import S3SegmentStore
+from pipeline.store.store_url import open_segment_store
 
 _REFUSED_CONNECTION = (
     "Generic S3 error: Error performing list request: Error performing GET "

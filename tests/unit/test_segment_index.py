@@ -13,21 +13,21 @@ from pipeline.formats.segment.content import build_gap_marker
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.segment.encode import encode_wire_segment
 from pipeline.formats.segment.header import PartitionRange
-from pipeline.io.segment_index import READY, MarkerStore, SegmentFacts, index_segment, layout_of
-from pipeline.io.segment_store import (
+from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
+from pipeline.sink.synthetic import applied, deployment
+from pipeline.sink.writer import SegmentWriter
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportRequest, export_window
+from pipeline.store.index_backfill import ensure_index
+from pipeline.store.retention import apply_retention
+from pipeline.store.segment_index import READY, MarkerStore, SegmentFacts, index_segment, layout_of
+from pipeline.store.segment_store import (
     IndexLayout,
     MemorySegmentStore,
     SegmentName,
     SegmentStore,
     StoredSegment,
 )
-from pipeline.sink.catalog import SegmentCatalog
-from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
-from pipeline.sink.export import ExportRequest, export_window
-from pipeline.sink.index_backfill import ensure_index
-from pipeline.sink.retention import apply_retention
-from pipeline.sink.synthetic import applied, deployment
-from pipeline.sink.writer import SegmentWriter
 
 HOUR = 3_600_000
 T0 = 1_763_700_000_000 - 1_763_700_000_000 % HOUR

@@ -17,20 +17,14 @@ from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import read_simkube_trace, simkube_compatibility_problems
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.message import Message, PartitionBatch
-from pipeline.io.segment_store import (
-    LocalSegmentStore,
-    MemorySegmentStore,
-    SegmentName,
-    WriteFence,
-    parse_segment_name,
-    segment_name,
-)
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
-from pipeline.sink.export import (
+from pipeline.sink.sink import Sink, SinkSettings
+from pipeline.sink.synthetic import applied, deleted, deployment, synthetic_events
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import (
     EXPORT_ZSTD_LEVEL,
     ExportFilters,
     ExportFormat,
@@ -38,9 +32,15 @@ from pipeline.sink.export import (
     export_window,
     parse_time,
 )
-from pipeline.sink.sink import Sink, SinkSettings
-from pipeline.sink.state import ObjectState
-from pipeline.sink.synthetic import applied, deleted, deployment, synthetic_events
+from pipeline.store.segment_store import (
+    LocalSegmentStore,
+    MemorySegmentStore,
+    SegmentName,
+    WriteFence,
+    parse_segment_name,
+    segment_name,
+)
+from pipeline.store.state import ObjectState
 
 T0 = 1_763_700_000_000  # a round minute, so window boundaries are easy to reason about
 T0 -= T0 % 60_000

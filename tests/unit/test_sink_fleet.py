@@ -11,14 +11,14 @@ from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.headers import CLUSTER_HEADER
 from pipeline.io.kafka.message import PartitionBatch
-from pipeline.io.segment_store import MemorySegmentStore
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
-from pipeline.sink.catalog import SegmentCatalog
-from pipeline.sink.export import ExportRequest, export_window
 from pipeline.sink.sink import Sink
 from pipeline.sink.synthetic import synthetic_events
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportRequest, export_window
+from pipeline.store.segment_store import MemorySegmentStore
 from tests.unit.test_sink_compaction import (
     SETTINGS,
     T0,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from pipeline.formats.segment.encode import encode_segment
-from pipeline.io.segment_store import MemorySegmentStore
 from pipeline.model.errors import ConfigError
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
-from pipeline.sink.export import ExportFormat, ExportRequest, export_window
-from pipeline.sink.retention import apply_retention
 from pipeline.sink.service import export_request_from_json
 from pipeline.sink.synthetic import applied, deployment
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportFormat, ExportRequest, export_window
+from pipeline.store.retention import apply_retention
+from pipeline.store.segment_store import MemorySegmentStore
 
 T0 = 1_763_700_000_000 - 1_763_700_000_000 % 60_000
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.io.segment_store import LocalSegmentStore, segment_name
-from pipeline.io.store_url import (
+from pipeline.model.errors import ConfigError
+from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
+from pipeline.store.segment_store import LocalSegmentStore, segment_name
+from pipeline.store.store_url import (
     LocalLocation,
     S3Location,
     StoreLocation,
@@ -16,8 +18,6 @@ from pipeline.io.store_url import (
     cluster_store_location,
     stored_clusters,
 )
-from pipeline.model.errors import ConfigError
-from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 
 
 def fill(location: StoreLocation) -> None:

@@ -14,17 +14,17 @@ import pytest
 from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.segment.encode import encode_segment
-from pipeline.io.segment_store import MemorySegmentStore, SegmentName
 from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
-from pipeline.sink.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
-from pipeline.sink.history import restore_partition
-from pipeline.sink.retention import apply_retention
+from pipeline.sink.restore import restore_partition
 from pipeline.sink.sink import Sink, SinkSettings, TopicIdentityError
-from pipeline.sink.state import ObjectState
 from pipeline.sink.synthetic import applied, deleted, deployment
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
+from pipeline.store.retention import apply_retention
+from pipeline.store.segment_store import MemorySegmentStore, SegmentName
+from pipeline.store.state import ObjectState
 from tests.unit.test_sink_compaction import SETTINGS, Clock, FakeSource, drain
 
 T0 = 1_763_700_000_000
@@ -243,7 +243,7 @@ async def test_a_stale_sink_cannot_overwrite_the_segment_of_the_partitions_new_o
 
 
 def test_the_store_never_replaces_a_segment_with_less_and_refuses_old_epochs(tmp_path: Path) -> None:
-    from pipeline.io.segment_store import LocalSegmentStore, StaleWriterError, WriteFence, segment_name
+    from pipeline.store.segment_store import LocalSegmentStore, StaleWriterError, WriteFence, segment_name
 
     events, _ = _one_window_log(20)
     store = LocalSegmentStore(tmp_path)

@@ -31,16 +31,16 @@ from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.message import Message, PartitionBatch
-from pipeline.io.segment_store import IndexLayout, MemorySegmentStore
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, object_key
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings
-from pipeline.sink.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
-from pipeline.sink.history import gap_key
-from pipeline.sink.retention import apply_retention
 from pipeline.sink.sink import Sink, SinkSettings, TopicIdentityError
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
+from pipeline.store.history import gap_key
+from pipeline.store.retention import apply_retention
+from pipeline.store.segment_store import IndexLayout, MemorySegmentStore
 from tests.unit.test_sink_compaction import Clock, _Record
 
 T0 = 1_763_700_000_000 - 1_763_700_000_000 % 60_000

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.io.store_url import LocalLocation, S3Location, open_segment_store, parse_store_url
 from pipeline.model.errors import ConfigError
 from pipeline.stack.stack import StackInfo
+from pipeline.store.store_url import LocalLocation, S3Location, open_segment_store, parse_store_url
 
 
 def test_store_urls_parse_to_one_location_each(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, Event
 from pipeline.model.keys import is_object_key, key_of, object_key
 from pipeline.sink import native_fold
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
-from pipeline.sink.state import ObjectState
+from pipeline.store.state import ObjectState
 from tests.unit.test_model_events import JSON, events
 
 pytestmark = pytest.mark.skipif(

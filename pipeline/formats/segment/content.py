@@ -39,7 +39,7 @@ class Keyframe:
     tombstones: Mapping[ObjectKey, Event] = field(default_factory=dict)
     """The sink's recent deletes (DELETED events as recorded): they are not state, they
     let a restored sink still recognize a stale re-publish of a deleted object (see
-    :meth:`pipeline.sink.state.ObjectState.settle`). Empty in traces."""
+    :meth:`pipeline.store.state.ObjectState.settle`). Empty in traces."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@
  * message over; here it costs a fraction of a microsecond, so the sink keeps pace with the consumer.
  *
  * The Python code stays the definition of the rules (pipeline.formats.wire.rules, which
- * pipeline.formats.wire.probe.WireProbe follows, and pipeline.sink.state.ObjectState). This module
+ * pipeline.formats.wire.probe.WireProbe follows, and pipeline.store.state.ObjectState). This module
  * only takes the common, unambiguous cases and answers "not mine" for everything else, so the
  * callers fall back to the Python rules one event at a time:
  *   scan  -> None for any message it does not accept outright (the probe then accepts or refuses it
@@ -439,7 +439,7 @@ fail:
     return NULL;
 }
 
-/* ---- folding into the state (pipeline.sink.state.ObjectState's rules) ------------------------ */
+/* ---- folding into the state (pipeline.store.state.ObjectState's rules) ------------------------ */
 enum { TYPE = 0, TS = 1, KEY = 2, UID = 3, RV = 4, SPEC_HASH = 5, OWNER = 6, POD_HASH = 7, START = 8,
        END = 9, GAP_FROM = 10, GAP_TO = 11, GAP_REASON = 12 };
 #define F(h, i) PyTuple_GET_ITEM((h), (i))

@@ -1,5 +1,5 @@
-"""One window's part of the catalog, read from the store's index (:mod:`pipeline.io.segment_index`)
-instead of the store's whole listing; see :meth:`pipeline.sink.catalog.SegmentCatalog.refresh_window`.
+"""One window's part of the catalog, read from the store's index (:mod:`pipeline.store.segment_index`)
+instead of the store's whole listing; see :meth:`pipeline.store.catalog.SegmentCatalog.refresh_window`.
 
 Per partition, the window starts from the latest readable keyframe whose time is at or before its
 start, as :meth:`SegmentCatalog.plan` would choose over the whole listing, and takes what the index
@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipeline.io import segment_index
-from pipeline.io.segment_index import MarkerStore
-from pipeline.io.segment_store import IndexLayout, MissingSegmentError, SegmentName
 from pipeline.model.errors import FormatError
+from pipeline.store import segment_index
+from pipeline.store.segment_index import MarkerStore
+from pipeline.store.segment_store import IndexLayout, MissingSegmentError, SegmentName
 
 if TYPE_CHECKING:
-    from pipeline.sink.catalog import CatalogEntry
+    from pipeline.store.catalog import CatalogEntry
 
 ReadEntries = Callable[[list[SegmentName]], "list[CatalogEntry | FormatError | None]"]
 """Reads segment headers (None: not a segment name; a FormatError: unreadable or missing)."""

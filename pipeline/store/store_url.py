@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from pipeline.io.segment_store import LocalSegmentStore, SegmentStore, parse_segment_name
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId, cluster_id_problem, parse_cluster_id
+from pipeline.store.segment_store import LocalSegmentStore, SegmentStore, parse_segment_name
 
 _EXAMPLES = "e.g. /var/lib/kubetape/segments, file:///data/segments or s3://my-bucket/kubetape/prod"
 
@@ -110,7 +110,7 @@ def open_segment_store(
                 "an s3:// URL)"
             )
         return LocalSegmentStore(location.path)
-    from pipeline.io.s3_store import S3SegmentStore  # obstore loads only for an object store
+    from pipeline.store.s3_store import S3SegmentStore  # obstore loads only for an object store
 
     return S3SegmentStore(location, retry_s=retry_s)
 
@@ -140,7 +140,7 @@ def stored_clusters(location: StoreLocation | str | Path) -> list[ClusterId]:
         )
         held_at_root = root.is_dir() and any(parse_segment_name(p.name) is not None for p in root.iterdir())
     else:
-        from pipeline.io.s3_store import S3SegmentStore  # obstore loads only for an object store
+        from pipeline.store.s3_store import S3SegmentStore  # obstore loads only for an object store
 
         store = S3SegmentStore(location)
         named = list(store.children(f"{CLUSTERS_DIR}/"))

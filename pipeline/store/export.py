@@ -1,7 +1,7 @@
 """Export: a time range of the segment store as one self-contained trace file.
 
 The window ``[A, B)`` is rebuilt from the catalog (keyframe at or before A plus later segments, see
-:mod:`pipeline.sink.history`), filtered the way SimKube's tracer filters an export (excluded namespaces,
+:mod:`pipeline.store.history`), filtered the way SimKube's tracer filters an export (excluded namespaces,
 excluded label selectors, DaemonSet-owned objects, objects owned by another exported object), then
 assembled with the state at A folded into the first events, so the file replays on its own. Output is a
 kubetape trace (a ``TRACE`` segment) or a SimKube v2 ``.sktrace``.
@@ -28,8 +28,8 @@ from pipeline.model.events import Event
 from pipeline.model.keys import parse_object_key
 from pipeline.model.selectors import LabelSelector
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.sink.catalog import SegmentCatalog
-from pipeline.sink.history import Window, rebuild_window
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.history import Window, rebuild_window
 
 EXPORT_ZSTD_LEVEL = 3
 """zstd level of kubetape exports: level 9 (the codec default) costs ~0.7 s more per 100k events for a

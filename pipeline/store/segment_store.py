@@ -21,10 +21,10 @@ store, the source of truth, fences writers itself, with two rules checked atomic
 
 What an older writer may still add (before the new owner took the epoch) covers offsets of the same
 topic, so it overlaps what the new owner writes and readers take each offset once
-(:mod:`pipeline.sink.catalog`): overlaps cost space, never data. This needs the lock to be shared by
+(:mod:`pipeline.store.catalog`): overlaps cost space, never data. This needs the lock to be shared by
 every writer: a local directory uses ``flock`` on ``.lock`` (one host, or one volume mounted by one
 pod); an object store uses conditional writes (``If-Match`` on an epoch object, ``If-None-Match`` on
-segments: :mod:`pipeline.io.s3_store`).
+segments: :mod:`pipeline.store.s3_store`).
 
 The store also records the identity of the topic it was filled from (:meth:`SegmentStore.claim_source`),
 so a sink pointed at another or a recreated topic refuses to start instead of mixing histories.
@@ -98,7 +98,7 @@ class WriteFence:
 
 @dataclass(frozen=True, slots=True)
 class IndexLayout:
-    """How a store that keeps an index (:mod:`pipeline.io.segment_index`) buckets it: writers and
+    """How a store that keeps an index (:mod:`pipeline.store.segment_index`) buckets it: writers and
     readers of one store must agree, so it is fixed per store kind, not configured."""
 
     bucket_ms: int = 3_600_000
@@ -340,7 +340,7 @@ class MemorySegmentStore:
 
     def __init__(self, index_layout: IndexLayout | None = None) -> None:
         self.index_layout = index_layout
-        """Keeps the index of :mod:`pipeline.io.segment_index` when set (an object store's behaviour)."""
+        """Keeps the index of :mod:`pipeline.store.segment_index` when set (an object store's behaviour)."""
         self.markers: set[str] = set()
         self.files: dict[SegmentName, bytes] = {}
         self._versions: dict[SegmentName, int] = {}

@@ -17,7 +17,7 @@ is 260 listing requests and, for a cold reader such as ``kubetape export``, 260k
   event its partition had when it was closed (its writer's *high water*);
 * ``gaps/<segment>``: a gap marker (lost offsets; every export before its end reports it);
 * ``ready/v1``: every segment of the store is indexed (written once by the first sink of this version,
-  after it indexed what older sinks wrote, see :func:`pipeline.sink.index_backfill.ensure_index`).
+  after it indexed what older sinks wrote, see :func:`pipeline.store.index_backfill.ensure_index`).
 
 **Why this finds everything a plan needs.** Let K be the chosen keyframe segment. A segment S after K
 (by offset) that is not late starts at or after ``high_water(S) - late_slack_ms``; its writer had folded
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from pipeline.formats.segment.header import SegmentHeader
-from pipeline.io.segment_store import IndexLayout, SegmentName, parse_segment_name, segment_name
+from pipeline.store.segment_store import IndexLayout, SegmentName, parse_segment_name, segment_name
 
 READY = "index/ready/v1"
 _MAX_TIME = 10**15 - 1  # the largest 15-digit time
@@ -53,7 +53,7 @@ _GAPS = "index/gaps/"
 
 @runtime_checkable
 class MarkerStore(Protocol):
-    """The optional part of a :class:`~pipeline.io.segment_store.SegmentStore` that keeps an index."""
+    """The optional part of a :class:`~pipeline.store.segment_store.SegmentStore` that keeps an index."""
 
     index_layout: IndexLayout | None
 

@@ -6,18 +6,18 @@ keyframe time T is at or before it too (so every window starting at or after the
 from it, see :mod:`pipeline.sink.compactor`) and that reads back whole. Everything before the anchor
 that ends by the cutoff is removed; the anchor and everything after it stay. A keyframe that does not
 decode is never an anchor: the history before it is what an export or a restore falls back to
-(:mod:`pipeline.sink.history`). Gap markers before the anchor go with the segments around them.
+(:mod:`pipeline.store.history`). Gap markers before the anchor go with the segments around them.
 """
 
 from __future__ import annotations
 
 import logging
 
-from pipeline.io.segment_index import remove_index_markers
-from pipeline.io.segment_store import SegmentName
 from pipeline.model.errors import FormatError
-from pipeline.sink.catalog import CatalogEntry, SegmentCatalog, keyframe_times
-from pipeline.sink.history import load_segment
+from pipeline.store.catalog import CatalogEntry, SegmentCatalog, keyframe_times
+from pipeline.store.history import load_segment
+from pipeline.store.segment_index import remove_index_markers
+from pipeline.store.segment_store import SegmentName
 
 log = logging.getLogger("kubetape.sink")
 

@@ -1,6 +1,6 @@
 """Indexing a store once: the segments that sinks of older releases wrote carry no index markers.
 
-A store that keeps an index (:mod:`pipeline.io.segment_index`) is trusted by readers only once its
+A store that keeps an index (:mod:`pipeline.store.segment_index`) is trusted by readers only once its
 ``ready`` marker exists. The first sink of this release that gets a partition of such a store writes
 the markers of everything already there and then ``ready``; from then on every writer indexes what it
 writes, before writing it. Sinks racing to do it write the same markers (idempotent). A sink of an
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from pipeline.io import segment_index
-from pipeline.io.segment_index import MarkerStore, SegmentFacts, index_segment, layout_of
-from pipeline.sink.catalog import SegmentCatalog, keyframe_times
+from pipeline.store import segment_index
+from pipeline.store.catalog import SegmentCatalog, keyframe_times
+from pipeline.store.segment_index import MarkerStore, SegmentFacts, index_segment, layout_of
 
 log = logging.getLogger("kubetape.sink")
 

@@ -5,11 +5,11 @@
     segments/p0003/p0003-000000000123456.kseg   one object per segment, grouped by partition
     epochs/p0003/0000000007                     the partition's fencing epoch: the highest marker
     kubetape-store.json                         the topic identity the store was filled from
-    index/...                                   the segment index (pipeline.io.segment_index)
-    clusters/<cluster id>/...                   the same layout per fleet member (pipeline.io.store_url)
+    index/...                                   the segment index (pipeline.store.segment_index)
+    clusters/<cluster id>/...                   the same layout per fleet member (pipeline.store.store_url)
 
 Grouping segment keys by partition keeps a listing proportional to what is asked for: a reader of one
-partition lists one prefix. The store also keeps the segment index of :mod:`pipeline.io.segment_index`
+partition lists one prefix. The store also keeps the segment index of :mod:`pipeline.store.segment_index`
 (``index/``: marker objects written before each segment), so a window's export lists a few index
 directories from a start-after key and reads the headers of its plan only, instead of listing every
 segment key and reading every header it has not seen (a month of 6 partitions at 60 s windows is 260k
@@ -18,7 +18,7 @@ segments). Whole-store operations (the sink's restore, retention, ``inspect`` of
 
 **Atomicity.** A PUT is atomic by nature: a reader sees the old object or the new one, never a part.
 
-**Fencing** (the rules of :mod:`pipeline.io.segment_store`) with conditional writes:
+**Fencing** (the rules of :mod:`pipeline.store.segment_store`) with conditional writes:
 
 * an epoch is raised by creating the next epoch marker with ``If-None-Match: *`` (create only); of
   owners racing for one epoch exactly one creates it, the others go past it. Markers rather than one
@@ -74,7 +74,8 @@ import obstore
 from obstore import exceptions as obs_errors
 from obstore.store import S3Store
 
-from pipeline.io.segment_store import (
+from pipeline.model.errors import ConfigError, TransientError
+from pipeline.store.segment_store import (
     STORE_META,
     IndexLayout,
     MissingSegmentError,
@@ -85,8 +86,7 @@ from pipeline.io.segment_store import (
     check_fence,
     parse_segment_name,
 )
-from pipeline.io.store_url import S3Location
-from pipeline.model.errors import ConfigError, TransientError
+from pipeline.store.store_url import S3Location
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig, S3Config
@@ -127,10 +127,10 @@ class S3SegmentStore:
     """The segment store on an S3-compatible object store (see the module docstring)."""
 
     read_concurrency = 16
-    """Headers a catalog reads at once (:mod:`pipeline.sink.catalog`): each is one request."""
+    """Headers a catalog reads at once (:mod:`pipeline.store.catalog`): each is one request."""
     index_layout: IndexLayout | None = IndexLayout()
     """Listing is the expensive part of an object store: it keeps the index of
-    :mod:`pipeline.io.segment_index`."""
+    :mod:`pipeline.store.segment_index`."""
 
     def __init__(self, location: S3Location, *, timeout_s: float = 30.0, retry_s: float = 15.0) -> None:
         self.location = location
@@ -235,7 +235,7 @@ class S3SegmentStore:
         paths = [*listed["common_prefixes"], *(meta["path"] for meta in listed["objects"])]
         return tuple(sorted({path.rstrip("/").rsplit("/", 1)[-1] for path in paths}))
 
-    # ---- index markers (pipeline.io.segment_index) -------------------------------------------
+    # ---- index markers (pipeline.store.segment_index) -------------------------------------------
     def put_marker(self, key: str) -> None:
         self._call(key, lambda: obstore.put(self._store, key, b""))
 

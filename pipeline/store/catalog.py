@@ -1,7 +1,7 @@
 """The segment catalog: which segments cover [A, B), answered from headers only.
 
 :meth:`SegmentCatalog.refresh` lists the whole store. :meth:`SegmentCatalog.refresh_window` answers for
-one window: on a store that keeps an index (an object store, :mod:`pipeline.io.segment_index`) it reads
+one window: on a store that keeps an index (an object store, :mod:`pipeline.store.segment_index`) it reads
 only the index prefixes and headers the window's plan needs, and falls back to the whole listing where
 the index cannot answer (not built yet, no keyframe before the window, an unreadable keyframe).
 
@@ -22,10 +22,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.formats.segment.header import SegmentHeader, decode_segment_header
-from pipeline.io.segment_index import MarkerStore, layout_of
-from pipeline.io.segment_store import SegmentName, SegmentStore, parse_segment_name
 from pipeline.model.errors import FormatError
-from pipeline.sink.catalog_window import WindowView, window_from_index
+from pipeline.store.catalog_window import WindowView, window_from_index
+from pipeline.store.segment_index import MarkerStore, layout_of
+from pipeline.store.segment_store import SegmentName, SegmentStore, parse_segment_name
 
 _HEAD_BYTES = 4096
 _PREAMBLE = struct.Struct(">4sHII")
