@@ -20,6 +20,11 @@ from pipeline.stack import s3
 from pipeline.stack.progress import stderr_reporter
 from pipeline.stack.stack import LocalStack, StackInfo
 from tests.data import SIMKUBE_TRACES
+from tests.phase_times import (  # noqa: F401 - hooks: the phase times scripts/test.sh prints
+    pytest_runtest_logfinish,
+    pytest_runtest_logstart,
+    pytest_sessionfinish,
+)
 
 
 def _in_ci() -> bool:
