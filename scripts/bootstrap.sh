@@ -2,6 +2,8 @@
 # Shared set-up for scripts/demo.sh and scripts/test.sh: a project venv with kubetape and its dev
 # dependencies, then the local stack's components built once into ~/.cache/kubetape (jars from Maven
 # Central, Kubernetes/etcd/KWOK from the Go module proxy). Safe to run again: it only redoes what changed.
+# `--for-tests` adds what only the test suite needs (Karpenter for the autoscaler tests, headless
+# Chromium for the HTML report test); the demo needs neither, so its first run does not wait for them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Two set-ups at once (a demo and a test run, say) would build into the same venv and cache: the second waits.
@@ -33,8 +35,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   fi
   echo "$want" > "$stamp"
 fi
+for_tests=false
+if [ "${1:-}" = "--for-tests" ]; then for_tests=true; fi
 # The analytics tests render the HTML report in headless Chromium; install it where apt can.
-if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && command -v apt-get >/dev/null; then
+if $for_tests && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && command -v apt-get >/dev/null; then
   echo "[bootstrap] installing chromium (headless, for the HTML report test)" >&2
   SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo "sudo")
   if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium; } \
@@ -43,5 +47,9 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
     echo "[bootstrap] could not install chromium; the report rendering test will fail under CI=true" >&2
   fi
 fi
-echo "[bootstrap] checking the local stack's build cache, Karpenter included (the first build takes ~15 minutes)" >&2
-.venv/bin/kubetape stack build >/dev/null
+echo "[bootstrap] checking the local stack's build cache (the first build takes ~15 minutes)" >&2
+if $for_tests; then
+  .venv/bin/kubetape stack build --autoscaler karpenter >/dev/null
+else
+  .venv/bin/kubetape stack build >/dev/null
+fi

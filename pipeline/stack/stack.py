@@ -140,8 +140,8 @@ class LocalStack:
     # ---- lifecycle ---------------------------------------------------------------------------
     def build(self) -> tuple[Path, Path]:
         """Make sure the stack's core (Kafka, the clusters) is built and cached; returns (kafka libs,
-        kube bin dir). Karpenter is built by :meth:`build_autoscaler` (``kubetape stack build`` does
-        both)."""
+        kube bin dir). Karpenter is built by :meth:`build_autoscaler`, on first use or by
+        ``kubetape stack build --autoscaler karpenter``."""
         libs = ensure_kafka(self.versions, self.report)
         s3.ensure_s3proxy(self.versions, self.report)
         bin_dir = ensure_kube_binaries(self.versions, self.report)
