@@ -8,6 +8,19 @@ machine. The governor compares each sample of the replay's pods with the recordi
 :data:`~pipeline.replay.fidelity.BOUND_PODS` off every count the recording took during the last
 ``max_lag_ms`` of trace time. The clock runs again once every owner has caught up.
 
+The clock must not run on where nobody looks: at speed 34 it covers 17 trace seconds between two
+samples half a second apart, and a Deployment that asked for 34 more pods just after one sample was 42
+trace seconds behind at the next (measured at 1,000 nodes, ``--max-lag 15``). So each observation also
+sets the trace instant up to which the clock may run before the next one (:attr:`horizon_ms`): the
+first instant at which an owner whose pods stay as they are would be ``max_lag_ms`` behind the
+recording (:func:`pipeline.replay.lag.deadline_ms`: a change is due, or an old count leaves the
+window), and no further than ``max_advance_ms`` (``max_lag_ms`` by default) past this observation in
+any case. The scheduler stops the clock there by itself (``Scheduler.limit``), and the sampler looks
+again. So an owner's lag while the clock moves stays within ``max_lag_ms``, unless its pods went away
+between two observations, and then by at most the trace time between them. The report states the
+largest lag any owner reached at an observation the clock had moved to, whose it was, and the longest
+stretch of trace time between two observations (the sample period of the clock's path).
+
 An owner that cannot converge at all (too few virtual nodes for its pods, an object the apiserver
 refused) would hold the clock for ever; so a hold ends once ``max_hold_s`` of wall time pass without
 progress (no owner behind got closer to the recording), and the owners still behind then are
@@ -26,6 +39,7 @@ Each hold also says where the cluster was behind, from the replay's pods at that
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +47,7 @@ from itertools import pairwise
 from typing import Any
 
 from pipeline.replay.fidelity import BOUND_PODS, Timeline, range_over
+from pipeline.replay.lag import deadline_ms, lag_ms
 from pipeline.replay.pod_tally import PodCounts
 
 
@@ -48,11 +63,24 @@ class GovernorReport:
     """Owners that never caught up, with the trace ms at which the governor gave up on them."""
     achieved: list[tuple[float, float]] = field(default_factory=list)
     """(wall seconds since trace start, trace ms reached), once per sample: the achieved speed."""
+    largest_lag: tuple[float, str, float] | None = None
+    """(lag ms, owner, trace ms) of the largest lag seen at an observation the clock had moved to;
+    owners given up on are left out (they are named in ``given_up``)."""
+    clock_period_ms: float = 0.0
+    """The most trace time the clock covered between two observations: the sample period of its path."""
 
     def to_json(self, max_lag_ms: float, speed: float) -> dict[str, Any]:
         total = sum(self.bottlenecks.values())
+        lag, owner, at = self.largest_lag or (0.0, None, None)
         return {
             "max_lag_ms": max_lag_ms,
+            "largest_lag": {
+                # a count the recording never took is behind by no finite time: null, with the owner
+                "lag_ms": round(lag, 3) if math.isfinite(lag) else None,
+                "owner": owner,
+                "trace_ms": None if at is None else round(at, 3),
+            },
+            "clock_period_ms": round(self.clock_period_ms, 3),
             "holds": self.holds,
             "held_seconds": round(self.held_s, 3),
             "bottleneck_share": {k: round(v / total, 3) for k, v in sorted(self.bottlenecks.items())},
@@ -95,11 +123,14 @@ class ConvergenceGovernor:
         max_lag_ms: float,
         max_hold_s: float = 60.0,
         tolerance: int = BOUND_PODS,
+        max_advance_ms: float | None = None,
     ) -> None:
         self._recorded = recorded
         self.tolerance = tolerance
         self.max_lag_ms = max_lag_ms
         self.max_hold_s = max_hold_s
+        self.max_advance_ms = max_lag_ms if max_advance_ms is None else max_advance_ms
+        """The most trace time the clock may cover between two observations, whatever lies ahead."""
         self._held_since: float | None = None
         self._last: dict[str, int] = {}
         """The owners behind at the previous sample, with their distance (pods) from the recording."""
@@ -108,6 +139,10 @@ class ConvergenceGovernor:
         self._ignored: set[str] = set()
         """Owners given up on and not caught up since."""
         self.report = GovernorReport()
+        self._observed_ms: float | None = None
+        """The trace instant of the last observation."""
+        self.horizon_ms = self.horizon(0.0, {})
+        """Where the trace clock must stand still until the next observation (module docstring)."""
 
     @property
     def holding(self) -> bool:
@@ -133,6 +168,41 @@ class ConvergenceGovernor:
                 out[owner] = distance
         return out
 
+    def horizon(self, trace_ms: float, counts: Mapping[str, PodCounts]) -> float:
+        """The trace instant up to which the clock may run from ``trace_ms`` before the cluster is
+        looked at again: where the first owner (not given up on) whose pods stay as ``counts`` says
+        would fall ``max_lag_ms`` behind, and no more than ``max_advance_ms`` ahead."""
+        until = trace_ms + self.max_advance_ms
+        horizon = until
+        for owner, timeline in self._recorded.items():
+            if owner in self._ignored:
+                continue
+            running = counts.get(owner, PodCounts()).running
+            deadline = deadline_ms(
+                timeline,
+                trace_ms,
+                running,
+                tolerance=self.tolerance,
+                max_lag_ms=self.max_lag_ms,
+                until_ms=horizon,
+            )
+            horizon = min(horizon, deadline)
+        return horizon
+
+    def _note_lags(self, trace_ms: float, counts: Mapping[str, PodCounts]) -> None:
+        """At an observation the clock moved to: the trace time it covered, and the largest lag."""
+        if self._observed_ms is not None:
+            if trace_ms <= self._observed_ms:
+                return  # the clock stood still: the lags in trace time are the ones already seen
+            self.report.clock_period_ms = max(self.report.clock_period_ms, trace_ms - self._observed_ms)
+        self._observed_ms = trace_ms
+        for owner, timeline in self._recorded.items():
+            if owner in self._ignored:
+                continue
+            lag = lag_ms(timeline, trace_ms, counts.get(owner, PodCounts()).running, self.tolerance)
+            if lag > 0 and (self.report.largest_lag is None or lag > self.report.largest_lag[0]):
+                self.report.largest_lag = (lag, owner, trace_ms)
+
     def begin(self, wall_s: float) -> None:
         """Trace time began at ``wall_s``: the first point of the clock's path, so the stretch before
         the first sample counts in the achieved speed and in the windows of the samples after it."""
@@ -156,6 +226,8 @@ class ConvergenceGovernor:
                     self._ignored.add(owner)
                 distances = {}
         self._last = distances
+        self._note_lags(trace_ms, counts)
+        self.horizon_ms = trace_ms if distances else self.horizon(trace_ms, counts)
         behind = list(distances)
         if behind:
             self.report.bottlenecks[_bottleneck(behind, counts)] += 1

@@ -274,6 +274,14 @@ class ReplayReport:
             shares = ", ".join(f"{k} {100 * v:.0f}%" for k, v in c["bottleneck_share"].items())
             line += f" (behind in: {shares})"
         lines = [line]
+        lag = c["largest_lag"]
+        if lag["owner"] is not None:
+            behind = "off every count recorded" if lag["lag_ms"] is None else f"{lag['lag_ms'] / 1000:g} s"
+            lines.append(
+                f"    largest lag while the clock moved: {behind} ({lag['owner']} at trace "
+                f"{lag['trace_ms'] / 1000:g} s) for --max-lag {c['max_lag_ms'] / 1000:g} s; the clock "
+                f"covered at most {c['clock_period_ms'] / 1000:g} s of trace between two looks at the cluster"
+            )
         if c["given_up_owners"]:
             lines.append(f"    never caught up: {', '.join(list(c['given_up_owners'])[:10])}")
         return lines

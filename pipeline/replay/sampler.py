@@ -2,7 +2,9 @@
 fidelity samples), the root's pause annotation, the convergence governor and ``--speed max``, the
 autoscaler's nodes, and the progress callback.
 
-Samples are taken at fixed deadlines, ``sample_interval_s`` apart. Where the pods come from is a
+Samples are taken at fixed deadlines, ``sample_interval_s`` apart, and, with the convergence governor,
+whenever the trace clock reaches the horizon the governor set at the last one (the clock stops there
+until the cluster has been looked at again). Where the pods come from is a
 :class:`PodSource`: :class:`WatchedPods` keeps counts from a pod watch, so a sample is a read of
 in-memory counts however many pods there are; :class:`ListedPods` lists the pods at every sample,
 for clusters that offer no watch (the unit tests' in-memory ones). While the convergence governor
@@ -195,28 +197,53 @@ class Sampler:
         """The autoscaler's NodePools by name, whose nodes are sampled."""
         self.started = clock.now()
         """The clock instant the replay started (setup included), for the progress callback."""
+        self._looked_ms: float | None = None
+        """The trace instant of the last sample taken (or tried)."""
+        if governor is not None:
+            scheduler.limit(governor.horizon_ms)  # how far the clock may run before the first sample
 
     async def sample_forever(self) -> None:
         """Sample at fixed deadlines, not a fixed sleep after each sample: on a busy machine a sample
         takes a while, and sleeping after it would stretch the interval by that much every time."""
         due = self._clock.now() + self._interval_s
         while True:
-            await self._sleep_until_due(due)
+            early = await self._sleep_until_due(due)
             await self.sample_once()
-            # a sample that took longer than the interval: the next one at once, missed slots skipped
-            due = max(due + self._interval_s, self._clock.now())
+            if not early:
+                # a sample that took longer than the interval: the next one at once, missed slots skipped
+                due = max(due + self._interval_s, self._clock.now())
 
-    async def _sleep_until_due(self, due: float) -> None:
-        """Sleep until ``due``; but while the governor holds the clock (and the pods are counted in
-        memory), look every :data:`HOLD_CHECK_S` and return as soon as no owner is behind, so that
-        the sample that releases the clock is taken when the cluster caught up, not up to a sample
-        interval later. The cluster has nothing to do from the moment it caught up until the clock
-        goes on, and a governed replay at scale holds about once per trace change."""
+    async def _sleep_until_due(self, due: float) -> bool:
+        """Sleep until ``due`` (False), or return early for a sample the clock waits for (True).
+
+        While the governor holds the clock (and the pods are counted in memory), look every
+        :data:`HOLD_CHECK_S` and return as soon as no owner is behind, so that the sample that releases
+        the clock is taken when the cluster caught up, not up to a sample interval later. The cluster
+        has nothing to do from the moment it caught up until the clock goes on, and a governed replay
+        at scale holds about once per trace change. Likewise return when the clock reaches the
+        governor's horizon, where it stands still until the cluster is looked at again."""
         while self._holding() and self._clock.now() + HOLD_CHECK_S < due:
             await self._clock.sleep_until(self._clock.now() + HOLD_CHECK_S)
             if await self._caught_up():
-                return
+                return True
+        reached = self._horizon_reached_before(due)
+        if reached is not None:
+            await self._clock.sleep_until(reached)
+            return True
         await self._clock.sleep_until(due)
+        return False
+
+    def _horizon_reached_before(self, due: float) -> float | None:
+        """The clock instant, before ``due``, at which the trace clock stands at the governor's horizon
+        and has not been sampled there (None: not before ``due``). Only for pods counted in memory:
+        a listing at every horizon would load the apiserver; such a clock waits for the next sample."""
+        if self._governor is None or self._governor.holding or not self.pods.in_memory:
+            return None
+        if self._scheduler.at_limit:
+            unseen = self._scheduler.sim_elapsed_ms() != self._looked_ms
+            return self._clock.now() if unseen else None
+        reached = self._scheduler.limit_reached_at()
+        return reached if reached is not None and reached < due else None
 
     def _holding(self) -> bool:
         return self._governor is not None and self._governor.holding and self.pods.in_memory
@@ -231,6 +258,7 @@ class Sampler:
 
     async def sample_once(self) -> None:
         await self._follow_root_pause()
+        self._looked_ms = self._scheduler.sim_elapsed_ms()
         try:
             pods = await self.pods.sample()
         except KubetapeError as exc:
@@ -307,6 +335,10 @@ class Sampler:
         # at the first sample no new speed has re-anchored the clock yet: this is where trace time began
         self._governor.begin(self._scheduler.started_at)
         hold = self._governor.observe(self._clock.now(), trace_ms, pods.by_owner)
+        # The clock runs on only as far as the governor looked ahead; while it holds, no further than
+        # this sample: the trace time that passed while the sample was judged would otherwise be an
+        # instant no sample saw, and at speed 30 a few ms of it is a trace second.
+        self._scheduler.limit(self._governor.horizon_ms)
         if self._seeker is not None:
             new_hold = hold and not self._scheduler.paused_for(CONVERGENCE)
             self._scheduler.set_speed(self._seeker.next(holding=hold, new_hold=new_hold))

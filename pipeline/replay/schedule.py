@@ -10,6 +10,8 @@ later ones (SimKube sleeps whole seconds between events and accumulates that dri
   unbounded task pile).
 * Steps of one object (same ``key``) run in trace order: a step waits for its predecessor on that key.
 * ``pause()``/``resume()`` stop the trace clock (steps due by the instant it stopped still start);
+  ``limit(trace_ms)`` lets it run only up to that trace instant, where it stops by itself (the
+  convergence governor's look-ahead: the clock must not run where nobody has looked at the cluster);
   ``stop()`` stops dispatching and lets started steps
   finish. ``duration_ms`` cuts the trace (steps later than it are skipped) or extends the run (the
   scheduler waits until the end of the duration after the last step).
@@ -31,6 +33,9 @@ from typing import Generic, Protocol, TypeVar
 from pipeline.model.errors import ConfigError
 
 T = TypeVar("T")
+
+LIMIT = "limit"
+"""The pause reason while the trace clock stands at its :meth:`Scheduler.limit`."""
 
 
 class Clock(Protocol):
@@ -152,8 +157,11 @@ class Scheduler(Generic[T]):
         self._t0: float | None = None
         self._paused_total = 0.0
         self._paused_at: float | None = None
+        self._paused_ms = 0.0
+        """Where the trace clock stands while paused (exact at a limit, not recomputed from wall time)."""
         self._pause_reasons: set[str] = set()
         self._stopped = False
+        self._limit_ms: float | None = None
         self._wakeup = asyncio.Event()  # set on pause, resume and stop: wakes a sleeping dispatcher
 
     # ---- control (safe from any task of the loop) -----------------------------------------------
@@ -162,9 +170,11 @@ class Scheduler(Generic[T]):
 
         Pauses have reasons (a person, the Simulation controller, the cluster falling behind): the
         clock runs again only once every reason that paused it has resumed it."""
+        self._reach_limit()
         self._pause_reasons.add(reason)
         if self._paused_at is None:
             self._paused_at = self.clock.now()
+            self._paused_ms = self._elapsed_at(self._paused_at)
             self._wakeup.set()
 
     def resume(self, reason: str = "requested") -> None:
@@ -176,7 +186,47 @@ class Scheduler(Generic[T]):
             self._wakeup.set()
 
     def paused_for(self, reason: str) -> bool:
+        self._reach_limit()
         return reason in self._pause_reasons
+
+    def limit(self, trace_ms: float | None) -> None:
+        """Let the trace clock run up to ``trace_ms`` of trace time and stand still there until the
+        limit moves on (None: no limit). Steps due at the limit start; later ones wait."""
+        self._reach_limit()
+        self._limit_ms = trace_ms
+        if self.paused_for(LIMIT) and (trace_ms is None or trace_ms > self.sim_elapsed_ms()):
+            self.resume(LIMIT)
+        self._wakeup.set()
+
+    @property
+    def at_limit(self) -> bool:
+        """Whether the trace clock stands at its limit."""
+        return self.paused_for(LIMIT)
+
+    def limit_reached_at(self) -> float | None:
+        """The clock instant the trace clock reaches its limit if it runs on as it does now (None: no
+        limit, or the clock stands still for another reason)."""
+        self._reach_limit()
+        if self._limit_ms is None or self._t0 is None or self._paused_at is not None:
+            return None
+        return self._instant_of(self._limit_ms)
+
+    def _instant_of(self, offset_ms: float) -> float:
+        """The clock instant the trace clock reaches ``offset_ms`` while it runs."""
+        assert self._t0 is not None
+        return self._t0 + self._paused_total + offset_ms / 1000.0 / self.speed
+
+    def _reach_limit(self) -> None:
+        """If the running clock has passed its limit since it was last looked at, it stopped there:
+        paused as of the instant it reached the limit (so no trace time beyond it is ever counted)."""
+        if self._limit_ms is None or self._t0 is None or self._paused_at is not None:
+            return
+        reached = self._instant_of(self._limit_ms)
+        if self.clock.now() >= reached:
+            self._pause_reasons.add(LIMIT)
+            self._paused_at = reached
+            self._paused_ms = self._limit_ms
+            self._wakeup.set()
 
     def set_speed(self, speed: float) -> None:
         """Run the trace clock at ``speed`` from now on; trace time covered so far stays as it is (the
@@ -211,13 +261,21 @@ class Scheduler(Generic[T]):
     def deadline(self, offset_ms: int) -> float:
         """The clock instant a step ``offset_ms`` after the first one is due (run must have started)."""
         assert self._t0 is not None, "deadline() before run()"
-        return self._t0 + self._paused_total + offset_ms / 1000.0 / self.speed
+        return self._instant_of(offset_ms)
 
     def sim_elapsed_ms(self) -> float:
         """Trace time covered so far (wall time since start, minus pauses, times speed)."""
         if self._t0 is None:
             return 0.0
-        now = self._paused_at if self._paused_at is not None else self.clock.now()
+        self._reach_limit()
+        if self._paused_at is not None:
+            return self._paused_ms
+        return self._elapsed_at(self.clock.now())
+
+    def _elapsed_at(self, now: float) -> float:
+        """Trace time covered by clock instant ``now`` if the clock ran since the last pause."""
+        if self._t0 is None:
+            return 0.0
         return max(0.0, (now - self._t0 - self._paused_total) * 1000.0 * self.speed)
 
     # ---- running ----------------------------------------------------------------------------------
@@ -281,6 +339,7 @@ class Scheduler(Generic[T]):
     async def _wait_until_due(self, offset_ms: int) -> bool:
         """Sleep until the step at ``offset_ms`` is due, honouring pause and stop; False if stopped."""
         while not self._stopped:
+            self._reach_limit()
             if self._paused_at is not None:
                 # The trace clock stands still at the instant it was paused, and a step due by then
                 # (late: the in-flight slots were full, or the loop was busy) still belongs to that
@@ -288,16 +347,22 @@ class Scheduler(Generic[T]):
                 # for owners whose creating steps were due but not yet started, which only the
                 # clock's moving on would start (measured at 1,000 nodes: 101 of 200 Deployments
                 # waited a minute, until the governor gave up on them).
-                if self.deadline(offset_ms) <= self._paused_at:
+                if offset_ms <= self._paused_ms:
                     self.stats.trace_position_ms = offset_ms
                     return True
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
             due = self.deadline(offset_ms)
-            if self.clock.now() >= due:
+            beyond_limit = self._limit_ms is not None and offset_ms > self._limit_ms
+            if beyond_limit:
+                # wake when the clock reaches its limit, where it stops (next round of the loop)
+                due = self.limit_reached_at() or due
+            if self.clock.now() >= due and not beyond_limit:
                 self.stats.trace_position_ms = offset_ms
                 return True
+            if self.clock.now() >= due:
+                continue
             self._wakeup.clear()
             sleeper = asyncio.ensure_future(self.clock.sleep_until(due))
             waker = asyncio.ensure_future(self._wakeup.wait())

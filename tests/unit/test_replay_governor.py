@@ -6,6 +6,8 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.governor import ConvergenceGovernor
@@ -16,7 +18,7 @@ from pipeline.replay.report import ReplayReport
 from pipeline.replay.sampler import HOLD_CHECK_S, Sampler
 from pipeline.replay.schedule import ScheduledStep, Scheduler
 from tests.unit.test_replay_replayer import MemoryCluster, applied, fast, pod, trace
-from tests.unit.test_replay_schedule import FakeClock
+from tests.unit.test_replay_schedule import VirtualClock
 
 WEB = [(0, 2), (10_000, 5), (20_000, 3)]
 
@@ -118,21 +120,31 @@ def test_pods_are_counted_by_recorded_owner_and_progress() -> None:
 
 
 class SlowKwokCluster(MemoryCluster):
-    """Pods run ``delay_s`` after they are applied, as on an overloaded control plane."""
+    """Pods run ``delay_s`` (of ``clock``'s time) after they are applied, as on an overloaded control
+    plane."""
 
-    def __init__(self, delay_s: float) -> None:
+    def __init__(self, delay_s: float, clock: VirtualClock) -> None:
         super().__init__()
         self.delay_s = delay_s
+        self.clock = clock
         self.applied_at: dict[str, float] = {}
 
     async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]:
         live = await super().apply(obj, force=force)
         if obj["kind"] == "Pod":
-            name = obj["metadata"]["name"]
-            self.applied_at[name] = asyncio.get_running_loop().time()
+            self.applied_at[obj["metadata"]["name"]] = self.clock.now()
             live["status"] = {"phase": "Pending"}
-            asyncio.get_running_loop().call_later(self.delay_s, live["status"].update, {"phase": "Running"})
         return live
+
+    async def list_objects(
+        self, api_version: str, kind: str, *, label_selector: str = "", namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        for (k, _, name), live in self.objects.items():
+            if k == "Pod" and self.clock.now() >= self.applied_at[name] + self.delay_s:
+                live["status"] = {"phase": "Running"}
+        return await super().list_objects(
+            api_version, kind, label_selector=label_selector, namespace=namespace
+        )
 
 
 def _lifecycle(ts: int, name: str) -> Event:
@@ -152,21 +164,30 @@ async def test_the_trace_clock_waits_for_a_slow_cluster_and_the_report_says_so()
     ]
     plan = plan_replay(trace(events), speed=1)
     settings = replace(fast(keep=True), speed=1, sample_interval_s=0.02, max_lag_s=0.05, max_lag_tolerance=0)
-    cluster = SlowKwokCluster(delay_s=0.4)
-    report = await Replayer(cluster, plan, settings).run()
+    clock = VirtualClock()
+    cluster = SlowKwokCluster(delay_s=0.4, clock=clock)
+    report = await Replayer(cluster, plan, settings, clock=clock).run()
 
     assert report.failed == 0
-    assert cluster.applied_at["second"] - cluster.applied_at["first"] >= 0.35
+    # the clock stood at trace 0.05 s (the first max_lag behind) until the first ran, 0.4 s after it
+    # was applied, and a sample (0.02 s apart) saw it; the second was due 0.05 s of trace later
+    apart = cluster.applied_at["second"] - cluster.applied_at["first"]
+    assert 0.4 + 0.05 <= apart <= 0.4 + settings.sample_interval_s + 0.05 + 1e-9, apart
     assert report.convergence is not None
-    assert report.convergence["holds"] >= 1
-    assert report.convergence["held_seconds"] >= 0.25
+    assert report.convergence["holds"] == 1
+    # held from the sample at trace 0.05 s (where the first was max_lag behind) until it ran
+    assert 0.4 - 0.05 - settings.sample_interval_s <= report.convergence["held_seconds"] <= 0.4
     assert report.convergence["achieved_speed"]["requested"] == 1
+    assert report.convergence["largest_lag"]["lag_ms"] == 50.0  # no more than --max-lag while it moved
     assert "the trace clock waited for the cluster" in report.summary()
 
-    unguarded_cluster = SlowKwokCluster(delay_s=0.4)
-    unguarded = await Replayer(unguarded_cluster, plan, replace(settings, max_lag_s=None)).run()
+    clock = VirtualClock()
+    unguarded_cluster = SlowKwokCluster(delay_s=0.4, clock=clock)
+    unguarded = await Replayer(unguarded_cluster, plan, replace(settings, max_lag_s=None), clock=clock).run()
     assert unguarded.convergence is None
-    assert unguarded_cluster.applied_at["second"] - unguarded_cluster.applied_at["first"] < 0.35
+    assert unguarded_cluster.applied_at["second"] - unguarded_cluster.applied_at["first"] == pytest.approx(
+        0.1
+    )
 
 
 class CountedPods:
@@ -191,9 +212,10 @@ class CountedPods:
         pass
 
 
-async def _held_at_16_s(clock: FakeClock, pods: CountedPods) -> tuple[Sampler, ConvergenceGovernor]:
-    """A sampler (one sample a second) whose governor holds the clock at trace 16 s: the recording
-    has wanted 5 pods of web for longer than the 5 s lag, and 2 run."""
+async def _held_at_15_s(clock: VirtualClock, pods: CountedPods) -> tuple[Sampler, ConvergenceGovernor]:
+    """A sampler whose governor holds the clock at trace 15 s: the recording has wanted 5 pods of web
+    since 10 s, 5 s (the lag) ago, and 2 run. The clock stops by itself at each horizon the governor
+    set (5 s ahead at most; 15 s, where web falls behind), and a sample is taken there."""
     scheduler: Scheduler[Event] = Scheduler(_nothing, speed=1, clock=clock)
     await scheduler.run([])  # anchors trace time 0 at the clock's now
     governor = ConvergenceGovernor({"web": WEB}, max_lag_ms=5_000)
@@ -210,41 +232,81 @@ async def _held_at_16_s(clock: FakeClock, pods: CountedPods) -> tuple[Sampler, C
         on_progress=None,
         steps_total=0,
     )
-    clock.t += 16.0
     pods.counts = {"web": PodCounts(running=2, bound=3)}
-    await sampler.sample_once()
+    for horizon_ms in (5_000, 10_000, 15_000):
+        clock.t += 20.0  # long after: the clock stood at the horizon
+        assert scheduler.sim_elapsed_ms() == horizon_ms
+        await sampler.sample_once()
     assert governor.holding
     return sampler, governor
 
 
 async def test_a_held_clock_goes_on_when_the_cluster_caught_up_not_at_the_next_sample() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     pods = CountedPods()
-    sampler, governor = await _held_at_16_s(clock, pods)
+    sampler, governor = await _held_at_15_s(clock, pods)
+    held_at = clock.now()
 
     async def catch_up() -> None:  # the cluster catches up 0.25 s into the next interval
-        while clock.now() < 1016.25:  # noqa: ASYNC110 (virtual time moves as the sampler sleeps)
-            await asyncio.sleep(0)
+        await clock.sleep_until(held_at + 0.25)
         pods.counts = {"web": PodCounts(running=5)}
 
     catching_up = asyncio.create_task(catch_up())
     sampling = asyncio.create_task(sampler.sample_forever())
-    while governor.holding and clock.now() < 1020:  # noqa: ASYNC110 (as above)
-        await asyncio.sleep(0)
-    released_at = clock.now()
+    while governor.holding and clock.now() < held_at + 5:
+        await clock.sleep_until(clock.now() + 0.001)
+    released_at = clock.now() - held_at
     sampling.cancel()
     await catching_up
     # released within one look (0.1 s) of catching up, not at the next sample 1 s after the last
-    assert 1016.25 <= released_at <= 1016.25 + HOLD_CHECK_S + 1e-9, released_at
+    assert 0.25 <= released_at <= 0.25 + HOLD_CHECK_S + 0.001 + 1e-9, released_at
 
 
 async def test_a_listed_pod_source_is_only_read_at_each_sample() -> None:
-    # listing every pod ten times a second would load the apiserver: only in-memory counts are polled
-    clock = FakeClock()
+    # listing every pod ten times a second would load the apiserver: only in-memory counts are polled,
+    # and a listed clock that reached its horizon waits for the next sample
+    clock = VirtualClock()
     pods = CountedPods(in_memory=False)
-    sampler, _ = await _held_at_16_s(clock, pods)
+    sampler, _ = await _held_at_15_s(clock, pods)
+    reads = pods.reads
     sampling = asyncio.create_task(sampler.sample_forever())
-    while clock.now() < 1019.5:  # noqa: ASYNC110 (virtual time moves as the sampler sleeps)
-        await asyncio.sleep(0)
+    await clock.sleep_until(clock.now() + 3.5)
     sampling.cancel()
-    assert pods.reads == 1 + 3, pods.reads  # the first sample, then one per second
+    assert pods.reads - reads == 3, pods.reads  # one per second
+
+
+async def test_the_clock_stops_at_the_governors_horizon_and_a_sample_is_taken_there() -> None:
+    """At speed 1000 the clock would cover 500 s of trace between two samples; it stops where web,
+    whose pods stay at 2, would be 5 s behind the change to 5 at trace 10 s, and is looked at there."""
+    clock = VirtualClock()
+    scheduler: Scheduler[Event] = Scheduler(_nothing, speed=1000, clock=clock)
+    governor = ConvergenceGovernor({"web": WEB}, max_lag_ms=5_000, max_advance_ms=60_000)
+    pods = CountedPods()
+    pods.counts = {"web": PodCounts(running=2)}
+    report = ReplayReport(replay_name="r", source="t", speed=1000)
+    sampler = Sampler(
+        MemoryCluster(),
+        pods,
+        scheduler,
+        report,
+        clock,
+        interval_s=0.5,
+        governor=governor,
+        seeker=None,
+        autoscale=None,
+        on_progress=None,
+        steps_total=0,
+    )
+    running = asyncio.create_task(scheduler.run([]))
+    sampling = asyncio.create_task(sampler.sample_forever())
+    await clock.sleep_until(clock.now() + 0.4)  # before the first regular sample
+    assert scheduler.sim_elapsed_ms() == 15_000
+    # looked at where it stopped: at 5 s, where web's first two pods would have been 5 s late had they
+    # not been running, and at 15 s
+    assert [s.trace_ms for s in report.owner_samples] == [5_000, 15_000]
+    assert governor.holding
+    sampling.cancel()
+    scheduler.stop()
+    await running
+    lag = governor.report.to_json(5_000, 1000)["largest_lag"]
+    assert lag == {"lag_ms": 5_000, "owner": "web", "trace_ms": 15_000}

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from pipeline.model.errors import ConfigError
-from pipeline.replay.schedule import MonotonicClock, ScheduledStep, Scheduler, percentile
+from pipeline.replay.schedule import LIMIT, MonotonicClock, ScheduledStep, Scheduler, percentile
 
 
 class FakeClock:
@@ -23,6 +23,35 @@ class FakeClock:
         await asyncio.sleep(0)
         self.t = max(self.t, deadline)
         await asyncio.sleep(0)
+
+
+class VirtualClock:
+    """Discrete-event virtual time for tests with several sleeping tasks: time moves to the earliest
+    deadline any task sleeps until, once every task has had its turns (:data:`TURNS` loop iterations
+    without anyone waking), so sleepers wake in deadline order, each at its own deadline. (FakeClock
+    jumps to whichever deadline is slept on first.)"""
+
+    TURNS = 20
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.t = start
+        self._deadlines: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep_until(self, deadline: float) -> None:
+        self._deadlines.append(deadline)
+        try:
+            while self.t < deadline:
+                for _ in range(self.TURNS):
+                    await asyncio.sleep(0)
+                    if self.t >= deadline:
+                        return
+                if min(self._deadlines) >= deadline:  # nobody wants to wake earlier: time moves on
+                    self.t = deadline
+        finally:
+            self._deadlines.remove(deadline)
 
 
 def steps(*spec: tuple[int, str]) -> list[ScheduledStep[str]]:
@@ -201,3 +230,26 @@ async def test_real_clock_never_starts_a_step_before_its_deadline() -> None:
     assert stats.finished == 20
     assert len(stats.lateness_ms) == 20
     assert min(stats.lateness_ms) >= 0.0
+
+
+async def test_the_trace_clock_stops_at_its_limit_until_the_limit_moves_on() -> None:
+    clock = VirtualClock()
+    started: list[tuple[str, float]] = []
+
+    async def run(step: ScheduledStep[str]) -> None:
+        started.append((step.payload, round(clock.now() - 1000.0, 6)))
+
+    sched: Scheduler[str] = Scheduler(run, speed=10, clock=clock)
+    sched.limit(5_000)  # set before the run: the clock may cover 5 s of trace (0.5 s of wall)
+    running = asyncio.create_task(sched.run(steps((0, "a"), (5_000, "b"), (6_000, "c"))))
+    await clock.sleep_until(1003.0)
+    assert sched.at_limit
+    assert sched.sim_elapsed_ms() == 5_000  # exactly: no wall-time rounding beyond the limit
+    assert started == [("a@0", 0.0), ("b@5000", 0.5)]  # a step due at the limit starts
+    sched.limit(8_000)  # the clock goes on from where it stood, as after a pause
+    assert not sched.paused_for(LIMIT)
+    await running
+    assert started[-1] == ("c@6000", 3.1)
+    assert sched.stats.lateness_ms == [0.0, 0.0, 0.0]  # the limit's wait is not lateness
+    await clock.sleep_until(1010.0)
+    assert sched.sim_elapsed_ms() == 8_000  # the run is over, the clock stands at the limit
