@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import json
 import math
@@ -46,19 +45,18 @@ from bench.environment import machine, private_stack
 from pipeline.formats.segment.content import build_segment
 from pipeline.formats.segment.header import SegmentKind
 from pipeline.io.kube.client import KubeClient
-from pipeline.io.kube.connect import kube_api
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.autoscale_figures import NODEPOOL_LABEL, AutoscaleFigures
-from pipeline.replay.autoscale_settings import scale_karpenter_timers, scale_nodepool
-from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.rewrite import REPLAY_LABEL
+from pipeline.replay.run import Autoscaling, LoadedTrace, ReplayRun, ReplaySpec, TargetCluster
 from pipeline.replay.schedule import percentile
 from pipeline.replay.settings import ReplaySettings
 from pipeline.replay.workload_manifests import deployment, kwok_node_pool
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.stack.stack import LocalStack
+from services.local_karpenter import LocalKarpenter
 
 WAVE_GAP_MS = 20_000
 WAVE_LIFE_MS = 60_000
@@ -90,16 +88,20 @@ def _skeleton() -> Mapping[str, Any]:
 
 
 async def _replay(
-    kubeconfig: Path, trace: Any, settings: ReplaySettings, node_selector: str
+    kubeconfig: Path,
+    trace: Any,
+    settings: ReplaySettings,
+    node_selector: str,
+    autoscaling: Autoscaling | None = None,
 ) -> dict[str, Any]:
     """Replay with a sampler of our own beside the replayer's, identical for both runs."""
     figures = AutoscaleFigures(settings.speed)
     settings = dataclasses.replace(settings, keep=True)  # cleaned up below, after the last sample
-    async with kube_api(kubeconfig) as api:
-        cluster = KubeClient(api)
-        replayer = Replayer(cluster, plan_replay(trace, settings.speed), settings)
+    spec = ReplaySpec(LoadedTrace(trace, "bench"), settings, TargetCluster(kubeconfig), autoscaling)
+    # Karpenter was restarted at the speed once, for every pair (_run)
+    async with ReplayRun(spec).session() as session:
 
-        async def sample() -> None:
+        async def sample(replayer: Replayer, cluster: KubeClient) -> None:
             # from trace start: a fixed pool's nodes, created in setup, are not launches
             while replayer.trace_started_at is None:  # noqa: ASYNC110 - the replayer has no such event
                 await asyncio.sleep(0.05)
@@ -113,14 +115,8 @@ async def _replay(
                 figures.observe(replayer.trace_elapsed_ms(), time.monotonic(), nodes, pods)
                 await asyncio.sleep(0.5)
 
-        sampler = asyncio.create_task(sample())
-        try:
-            report = await replayer.run()
-        finally:
-            sampler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sampler
-        await replayer.cleanup()  # not sampled: nodes draining after the trace are not its cost
+        report = await session.run(beside=sample)
+        await session.replayer.cleanup()  # not sampled: nodes draining after the trace are not its cost
     data = figures.to_json()
     lateness_p99 = percentile(report.lateness_ms, 0.99)
     return {
@@ -145,29 +141,17 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else round(a / b, 3)
 
 
-def _rescale_karpenter(stack: LocalStack, speed: float) -> None:
-    timers, _ = scale_karpenter_timers(speed)
-    stack.rescale_karpenter(
-        "sim",
-        batch_idle_s=timers.batch_idle_s,
-        batch_max_s=timers.batch_max_s,
-        polling_period_s=timers.polling_period_s,
-        validation_delay_s=timers.validation_delay_s,
-    )
-
-
 async def _pair(kubeconfig: Path, speed: float, waves: int, replicas: int) -> dict[str, Any]:
     """One trace replayed with Karpenter, then on a fixed pool big enough for its peak."""
     trace, end_ms = _trace(waves, replicas)
-    pool, _ = scale_nodepool(
-        kwok_node_pool("bench", ("kwok-standard-4", "kwok-standard-8")), speed, source="bench pool"
-    )
+    pool = kwok_node_pool("bench", ("kwok-standard-4", "kwok-standard-8"))
     name = f"bench-k-{uuid.uuid4().hex[:4]}"
     karpenter = await _replay(
         kubeconfig,
         trace,
-        ReplaySettings(speed=speed, replay_name=name, namespace_prefix=name, autoscaler_node_pools=(pool,)),
+        ReplaySettings(speed=speed, replay_name=name, namespace_prefix=name),
         f"{NODEPOOL_LABEL}={{}}-bench",
+        Autoscaling("karpenter", node_pools=(("bench pool", (pool,)),)),
     )
     print(
         json.dumps({"replicas": replicas, "karpenter": karpenter}), file=sys.stderr
@@ -246,7 +230,7 @@ def limit_of(levels: list[dict[str, Any]], bound_s: float) -> dict[str, Any]:
 
 
 async def _run(args: argparse.Namespace, stack: LocalStack, kubeconfig: Path) -> dict[str, Any]:
-    _rescale_karpenter(stack, args.speed)
+    LocalKarpenter(stack.stack_dir, kubeconfig).restart_at(args.speed)
     head = {"benchmark": "autoscale", "machine": machine()}
     note = (
         "pending→running in wall seconds from Kubernetes timestamps (1 s resolution: a ratio over a fixed "

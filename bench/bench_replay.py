@@ -35,9 +35,8 @@ from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
-from pipeline.replay.plan import plan_replay
-from pipeline.replay.replayer import Replayer
 from pipeline.replay.report import ReplayReport
+from pipeline.replay.run import LoadedTrace, ReplayRun, ReplaySpec, TargetCluster
 from pipeline.replay.settings import ReplaySettings
 
 
@@ -57,10 +56,10 @@ async def _replay(kubeconfig: Path, events: list[Event], speed: float, max_in_fl
     settings = ReplaySettings(
         speed=speed, replay_name=name, namespace_prefix=name, max_in_flight=max_in_flight, keep=True
     )
-    async with kube_api(kubeconfig) as api:
-        replayer = Replayer(KubeClient(api), plan_replay(trace, speed), settings)
-        report = await replayer.run()
-        await replayer.cleanup()  # not timed: wall_seconds is measured before cleanup
+    run = ReplayRun(ReplaySpec(LoadedTrace(trace, name), settings, TargetCluster(kubeconfig)))
+    async with run.session() as session:
+        report = await session.run()
+        await session.replayer.cleanup()  # not timed: wall_seconds is measured before cleanup
     return report
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from pipeline.io.kafka.settings import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import cluster_id_problem
+from pipeline.model.speed import SpeedWords, check_speed
 from pipeline.store.store_url import S3Location, parse_store_url
 
 API_GROUP = "kubetape.dev"
@@ -33,6 +34,19 @@ _BOOTSTRAP = re.compile(r"^[^\s,:]+:[0-9]+(,[^\s,:]+:[0-9]+)*$")
 
 class SimulationSpecError(ConfigError):
     """A Simulation's spec cannot be run as written; the message names the field and the fix."""
+
+
+SIMULATION_WORDS = SpeedWords(
+    not_positive="spec.speed: {speed!r} must be a number above 0, e.g. 10",
+    max_without_lag="spec.maxSpeed: replaying as fast as the cluster keeps up needs spec.maxLag (e.g. 5s), "
+    "which measures whether it keeps up",
+    lag_not_positive="spec.maxLag: must be a duration above 0, e.g. 5s",
+    autoscaled_at_max="spec.autoscaler: its timers are divided by one fixed speed, which spec.maxSpeed "
+    "does not have; give spec.speed instead",
+    follow_not_at_one="spec.source: a Simulation replays a range, it does not follow a live topic",
+    error=SimulationSpecError,
+)
+"""The speed rules (:mod:`pipeline.model.speed`) in the words of a Simulation's spec."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +152,7 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
     if not isinstance(spec, Mapping):
         raise SimulationSpecError("spec: missing; a Simulation needs at least spec.source")
     speed = spec.get("speed", 1.0)
-    if not isinstance(speed, int | float) or isinstance(speed, bool) or speed <= 0:
+    if not isinstance(speed, int | float) or isinstance(speed, bool):
         raise SimulationSpecError(f"spec.speed: {speed!r} must be a number above 0, e.g. 10")
     repetitions = spec.get("repetitions", 1)
     if not isinstance(repetitions, int) or not 1 <= repetitions <= MAX_REPETITIONS:
@@ -153,20 +167,18 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
     max_speed = spec.get("maxSpeed", False)
     if not isinstance(max_speed, bool):
         raise SimulationSpecError(f"spec.maxSpeed: {max_speed!r} must be true or false")
-    if max_speed and max_lag is None:
-        raise SimulationSpecError(
-            "spec.maxSpeed: replaying as fast as the cluster keeps up needs spec.maxLag (e.g. 5s), "
-            "which measures whether it keeps up"
-        )
     profile = spec.get("clusterProfile")
     if profile is not None and (not isinstance(profile, str) or not profile):
         raise SimulationSpecError(f"spec.clusterProfile: {profile!r} must be a profile name, e.g. large")
     autoscaler = _parse_autoscaler(spec.get("autoscaler"))
-    if autoscaler is not None and max_speed:
-        raise SimulationSpecError(
-            "spec.autoscaler: its timers are divided by one fixed speed, which spec.maxSpeed does not have; "
-            "give spec.speed instead"
-        )
+    max_lag_s = None if max_lag is None else parse_duration(str(max_lag), "spec.maxLag")
+    check_speed(
+        float(speed),
+        max_speed=max_speed,
+        max_lag_s=max_lag_s,
+        autoscaled=autoscaler is not None,
+        words=SIMULATION_WORDS,
+    )
     return SimulationSpec(
         source=_parse_source(spec.get("source")),
         speed=float(speed),
@@ -175,19 +187,11 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
         namespace_prefix=prefix,
         node_pools=_parse_node_pools(spec.get("nodePools") or []),
         paused=bool(spec.get("paused", False)),
-        max_lag_s=None
-        if max_lag is None
-        else _positive(parse_duration(str(max_lag), "spec.maxLag"), "spec.maxLag"),
+        max_lag_s=max_lag_s,
         max_speed=max_speed,
         cluster_profile=profile,
         autoscaler=autoscaler,
     )
-
-
-def _positive(seconds: float, where: str) -> float:
-    if seconds <= 0:
-        raise SimulationSpecError(f"{where}: must be a duration above 0, e.g. 5s")
-    return seconds
 
 
 def _parse_source(source: Any) -> TraceSourceSpec:

@@ -5,11 +5,12 @@ which :class:`pipeline.io.pod_watch.PodWatch` has). Unit tests give in-memory ve
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import Protocol
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Protocol
 
 from pipeline.io.kube.cluster import ClusterWrites
 from pipeline.io.kube.types import ListResult, ResourceVersion, WatchEvent
+from pipeline.replay.autoscale_settings import ScaledSetting
 
 ReplayCluster = ClusterWrites
 """The object verbs the replay uses on the simulated cluster: resolving kinds, server-side apply, get,
@@ -31,3 +32,13 @@ class PodEvents(Protocol):
 PodWatchFactory = Callable[[str, str], PodEvents]
 """Makes the :class:`PodEvents` of the pods labelled (label, value): the replay's label is known only
 once the replay is named."""
+
+
+class AutoscalerProcess(Protocol):
+    """The autoscaler's process beside the simulated cluster (the local stack's Karpenter): restarted
+    with its timers divided by the replay's speed, and offering ``instance_types`` when given
+    (``source``: where they came from, ``types``: the provider's JSON). Returns each setting as given
+    and applied, for the report. The replay stage cannot manage processes (the stack layer does): the
+    command line hands it one, :class:`services.local_karpenter.LocalKarpenter`."""
+
+    def restart_at(self, speed: float, instance_types: Mapping[str, Any] | None) -> list[ScaledSetting]: ...

@@ -26,7 +26,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 
-from pipeline.model.errors import ConfigError, KubeApiError
+from pipeline.model.errors import KubeApiError
 from pipeline.model.events import Event
 from pipeline.replay.apply import Retrying, StepWriter
 from pipeline.replay.autoscale_figures import AutoscaleFigures
@@ -50,19 +50,6 @@ from pipeline.replay.setup import (
 )
 
 log = logging.getLogger(__name__)
-
-
-def _check_settings(settings: ReplaySettings) -> None:
-    if settings.max_speed and settings.max_lag_s is None:
-        raise ConfigError(
-            "--speed max runs as fast as the simulated cluster keeps up, which only the convergence "
-            "governor measures: pass --max-lag SECONDS too"
-        )
-    if settings.max_speed and settings.autoscaler_node_pools:
-        raise ConfigError(
-            "--autoscaler divides Karpenter's timers by one fixed speed, which --speed max does not "
-            "have: give --speed a number (e.g. 10)"
-        )
 
 
 def _new_report(name: str, source: str, plan: ReplayPlan, settings: ReplaySettings) -> ReplayReport:
@@ -96,7 +83,6 @@ class Replayer:
         on_progress: Callable[[ReplayProgress], None] | None = None,
         pod_watch: PodWatchFactory | None = None,
     ) -> None:
-        _check_settings(settings)
         self._cluster = cluster
         self._plan = plan
         self.settings = settings

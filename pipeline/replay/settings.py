@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.model.speed import check_speed
 from pipeline.replay.autoscale_settings import ScaledSetting
 
 NodePool = tuple[Mapping[str, Any], int]
@@ -73,6 +74,15 @@ class ReplaySettings:
     """The autoscaler's time settings as given and as applied, for the report."""
     prices: Mapping[str, float] | None = None
     """$/hour by instance type for the autoscaled run's cost (default: the nodes' price labels)."""
+
+    def __post_init__(self) -> None:
+        # the one check of the speed rules for every replay (the commands, the benchmarks, the tests)
+        check_speed(
+            self.speed,
+            max_speed=self.max_speed,
+            max_lag_s=self.max_lag_s,
+            autoscaled=bool(self.autoscaler_node_pools),
+        )
 
     def resolved_name(self) -> str:
         return self.replay_name or f"replay-{uuid.uuid4().hex[:8]}"

@@ -223,29 +223,6 @@ class LocalStack:
         state.save(self.state_path)
         self.report(f"Karpenter {self.versions.karpenter}: ready in {time.monotonic() - started:.1f}s")
 
-    def rescale_karpenter(
-        self,
-        cluster_name: str,
-        *,
-        batch_idle_s: float,
-        batch_max_s: float,
-        polling_period_s: float,
-        validation_delay_s: float,
-    ) -> None:
-        """Restart the Karpenter of ``cluster_name`` with other timers (a replay divides them by its
-        speed); its instance types are kept."""
-        running = StackState.load(self.state_path).karpenter.get(cluster_name)
-        if running is None:
-            raise StackError(f"no Karpenter runs beside cluster {cluster_name!r} in {self.stack_dir}")
-        settings = replace(
-            running.settings(),
-            batch_idle_s=batch_idle_s,
-            batch_max_s=batch_max_s,
-            polling_period_s=polling_period_s,
-            validation_delay_s=validation_delay_s,
-        )
-        self.start_karpenter(cluster_name, settings)
-
     def stop_karpenter(self, cluster_name: str) -> None:
         state = StackState.load(self.state_path)
         running = state.karpenter.pop(cluster_name, None)

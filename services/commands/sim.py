@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from pipeline.model.errors import ConfigError
+from pipeline.replay.inputs import parse_nodes
 from services.flags import add_kubeconfig_flags
-from services.replay_inputs import parse_nodes
 
 API_VERSION = "kubetape.dev/v1"
 KIND = "Simulation"

@@ -28,7 +28,6 @@ import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,14 +41,7 @@ from pipeline.replay.autoscale_axes import (
     autoscaler_variants,
 )
 from pipeline.replay.autoscale_provider import PROVIDERS
-from services.replay_inputs import (
-    instance_types_for,
-    load_prices,
-    parse_nodes,
-    read_node_pools,
-    scale_local_karpenter,
-    scale_node_pools,
-)
+from pipeline.replay.inputs import load_prices, parse_nodes, read_node_pools
 
 if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when a sweep runs
     from pipeline.analytics.snapshots import SnapshotEvents
@@ -57,10 +49,16 @@ if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when
     from pipeline.analytics.timeline_rows import TimelineRow
     from pipeline.io.kube.client import KubeClient
     from pipeline.model.events import Event
+    from pipeline.replay.autoscale_settings import ScaledSetting
+    from pipeline.replay.ports import AutoscalerProcess
     from pipeline.replay.replayer import Replayer
+    from pipeline.replay.run import Autoscaling
+    from pipeline.replay.settings import ReplaySettings
 
 log = logging.getLogger("kubetape.sweep")
 
+PROVIDER = "karpenter"
+"""The autoscaler a sweep varies (the local stack runs Karpenter only)."""
 COST_METRIC = "node_hours"
 DEFAULT_RELIABILITY = "pending_pod_seconds"
 
@@ -101,9 +99,9 @@ class AutoscalerSweep:
     variants: Sequence[AutoscalerVariant]
     stack_dir: Path | None = None
     prices: Mapping[str, float] | None = None
-    instance_types: Mapping[str, Any] | None = None
-    """What Karpenter may launch (``source``, ``types``: the KWOK provider's JSON), as ``kubetape replay``
-    picks them: ``--instance-types FILE``, else the trace's recorded Nodes; None: the stack's own."""
+    instance_types_file: Path | None = None
+    """What Karpenter may launch (the KWOK provider's JSON), as ``kubetape replay`` picks them: this
+    file, else the trace's recorded Nodes, else the stack's own."""
 
 
 # ---- one replay → one run -------------------------------------------------------------------------
@@ -169,54 +167,51 @@ class _RunObserver:
 async def replay_to_run(
     kubeconfig: Path,
     trace_path: Path,
-    settings: Any,
+    settings: ReplaySettings,
     run_dir: Path,
     *,
     pool: NodePool | None = None,
     repetition: int = 0,
     labels: Mapping[str, str] | None = None,
     context: str | None = None,
+    autoscaling: Autoscaling | None = None,
+    autoscaler: AutoscalerProcess | None = None,
 ) -> Run:
-    """Replay ``trace_path`` with ``settings`` (a ``ReplaySettings``) while observing the simulated
-    cluster; write and return the run directory. ``pool`` defaults to the settings' node skeleton,
-    named by its ``metadata.name``."""
-    from pipeline.analytics.runs import write_run
+    """Replay ``trace_path`` with ``settings`` (and ``autoscaling``, its process restarted by
+    ``autoscaler``) while observing the simulated cluster; write and return the run directory. ``pool``
+    defaults to the settings' node skeleton, named by its ``metadata.name``."""
+    from pipeline.analytics.runs import read_run, write_run
     from pipeline.analytics.snapshots import SnapshotEvents, strip_prefix
     from pipeline.analytics.timeline import TimelineFolder, fold_events
-    from pipeline.formats.trace import initial_events, read_trace
-    from pipeline.io.kube.client import KubeClient
-    from pipeline.io.kube.connect import kube_api
-    from pipeline.io.pod_watch import PodWatch
-    from pipeline.replay.autoscale_nodes import judge_node_counts, without_autoscaler_nodes
-    from pipeline.replay.plan import plan_replay
-    from pipeline.replay.replayer import Replayer
+    from pipeline.formats.trace import initial_events
+    from pipeline.replay.run import ReplayRun, ReplaySpec, TargetCluster, TraceFile
 
     if pool is None and settings.node_pools and settings.node_pools[0][1] > 0:
         skeleton, count = settings.node_pools[0]
         skeleton_name = str((skeleton.get("metadata") or {}).get("name") or "node")
         pool = node_pool(skeleton_name, skeleton, count)
-    trace = read_trace(trace_path)
-    plan = plan_replay(trace, settings.speed)
-    recorded_nodes: list[tuple[int, int]] = []
-    if settings.autoscaler_node_pools:  # as `kubetape replay` does: the recorded nodes are the reference
-        plan, recorded_nodes = without_autoscaler_nodes(plan)
-    span_ms = settings.duration_ms if settings.duration_ms is not None else plan.end_ms - plan.start_ms
-    end_ms = plan.start_ms + span_ms
-    recorded = fold_events(initial_events(trace, time_ordered=True), origin_ms=plan.start_ms, end_ms=end_ms)
+    spec = ReplaySpec(TraceFile(str(trace_path)), settings, TargetCluster(kubeconfig, context), autoscaling)
+    replay = ReplayRun(spec, autoscaler=autoscaler)
+    plan = await replay.prepare()
+    assert replay.trace is not None
+    end_ms = plan.start_ms + replay.span_ms
+    recorded = fold_events(
+        initial_events(replay.trace, time_ordered=True), origin_ms=plan.start_ms, end_ms=end_ms
+    )
     folder = TimelineFolder(origin_ms=plan.start_ms)
     snapshots = SnapshotEvents(strip_prefix(settings.namespace_prefix))
-    async with kube_api(kubeconfig, context) as api:
-        cluster = KubeClient(api)
-        replayer = Replayer(cluster, plan, settings, source=str(trace_path), pod_watch=partial(PodWatch, api))
+    observers: list[_RunObserver] = []
+
+    async def observe(replayer: Replayer, cluster: KubeClient) -> None:
         observer = _RunObserver(cluster, replayer, folder, snapshots, start_ms=plan.start_ms, end_ms=end_ms)
+        observers.append(observer)
         interval_s = max(1.0 / settings.speed, 0.05)  # one observation per trace second at most
-        task = asyncio.create_task(replayer.run(), name=f"replay {replayer.name}")
-        while not task.done():
+        while True:
             await observer.observe()
-            await asyncio.wait({task}, timeout=interval_s)
-        report = task.result()
-    judge_node_counts(report, recorded_nodes, settings.speed, span_ms)
-    rows = [*observer.rows, *folder.finish(end_ms)]
+            await asyncio.sleep(interval_s)
+
+    report = await replay.run(beside=observe)
+    rows = [*(row for o in observers for row in o.rows), *folder.finish(end_ms)]
     info = RunInfo(
         name=run_dir.name,
         trace=str(trace_path),
@@ -234,8 +229,6 @@ async def replay_to_run(
         recorded_pods=recorded.pods,
         report=report.to_json(),
     )
-    from pipeline.analytics.runs import read_run
-
     return read_run(run_dir)
 
 
@@ -293,19 +286,29 @@ async def run_sweep(
 ) -> SweepResult:
     """Every (speed × (node option or autoscaler variant)) configuration ``repetitions`` times, one
     replay after another."""
+    from pipeline.replay.run import Autoscaling
     from pipeline.replay.settings import ReplaySettings
+    from services.local_karpenter import LocalKarpenter
 
     runs: list[Run] = []
     options: list[NodeOption | AutoscalerVariant] = [*nodes, *(autoscaler.variants if autoscaler else ())]
     grid = list(itertools.product(speeds, options))
+    karpenter = (
+        _OncePerConfiguration(LocalKarpenter(autoscaler.stack_dir, kubeconfig)) if autoscaler else None
+    )
     for index, (speed, option) in enumerate(grid):
-        autoscaled = (
-            # restarts the local Karpenter (blocking process management): off the event loop
-            await asyncio.to_thread(_autoscaled_settings, option, autoscaler, kubeconfig, speed)
-            if autoscaler
-            else {}
-        )
         fixed = option if isinstance(option, NodeOption) else NodeOption(None, None, 0)
+        if karpenter is not None:
+            karpenter.configuration = index
+        autoscaling = None
+        if isinstance(option, AutoscalerVariant):
+            assert autoscaler is not None
+            autoscaling = Autoscaling(
+                PROVIDER,
+                node_pools=((option.describe(), tuple(option.pools)),),
+                prices=autoscaler.prices,
+                instance_types_file=autoscaler.instance_types_file,
+            )
         for repetition in range(repetitions):
             name = f"sweep-c{index:02d}-r{repetition}"
             settings = ReplaySettings(
@@ -315,7 +318,6 @@ async def run_sweep(
                 node_pools=() if fixed.skeleton is None else ((fixed.skeleton, fixed.count),),
                 sample_interval_s=sample_interval_s,
                 max_lag_s=max_lag_s,
-                **autoscaled,
             )
             pool = fixed.pool
             if isinstance(option, NodeOption):
@@ -334,25 +336,27 @@ async def run_sweep(
                 repetition=repetition,
                 labels=labels,
                 context=context,
+                autoscaling=autoscaling,
+                autoscaler=karpenter,
             )
             runs.append(run)
     return summarize_sweep(runs, reliability)
 
 
-def _autoscaled_settings(
-    option: NodeOption | AutoscalerVariant, autoscaler: AutoscalerSweep, kubeconfig: Path, speed: float
-) -> dict[str, Any]:
-    """The ``ReplaySettings`` fields of an autoscaled configuration (none for a fixed pool): its
-    NodePools with their timers divided by ``speed``, and the local Karpenter restarted likewise."""
-    if isinstance(option, NodeOption):
-        return {}
-    pools, scaled = scale_node_pools(list(option.pools), speed, option.describe())
-    timers = scale_local_karpenter(autoscaler.stack_dir, kubeconfig, speed, autoscaler.instance_types)
-    return {
-        "autoscaler_node_pools": tuple(pools),
-        "autoscaler_settings": (*scaled, *timers),
-        "prices": autoscaler.prices,
-    }
+class _OncePerConfiguration:
+    """The local Karpenter restarted once per configuration (:attr:`configuration`, set by the
+    sweep), not at every repetition: a restart takes seconds, and a configuration's repetitions share
+    its timers."""
+
+    def __init__(self, process: AutoscalerProcess) -> None:
+        self._process = process
+        self.configuration = 0
+        self._last: tuple[int, list[ScaledSetting]] | None = None
+
+    def restart_at(self, speed: float, instance_types: Mapping[str, Any] | None) -> list[ScaledSetting]:
+        if self._last is None or self._last[0] != self.configuration:
+            self._last = (self.configuration, self._process.restart_at(speed, instance_types))
+        return list(self._last[1])
 
 
 def parse_node_option(text: str) -> NodeOption:
@@ -442,20 +446,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     from pipeline.analytics.compare import METRICS
     from pipeline.analytics.report_html import render_report
+    from pipeline.model.speed import check_speed
 
     speeds = args.speed or [10.0]
-    if any(s <= 0 for s in speeds) or args.repetitions < 1:
-        raise ConfigError("--speed must be positive and --repetitions at least 1")
+    for speed in speeds:  # every configuration's speed, before any replay runs
+        check_speed(speed, max_lag_s=args.max_lag)
+    if args.repetitions < 1:
+        raise ConfigError(f"--repetitions must be at least 1, got {args.repetitions}")
     if args.reliability not in METRICS:  # checked before any replay runs, not after all of them
         raise ConfigError(
             f"--reliability {args.reliability!r} is not a run metric; choose one of {', '.join(METRICS)}"
         )
     options = [parse_node_option(text) for text in args.nodes]
-    autoscaler = _autoscaler_sweep(args, args.trace)
+    autoscaler = _autoscaler_sweep(args)
     if not options and autoscaler is None:
         raise ConfigError("give the grid a fixed pool (--nodes SKELETON.yaml:N) or --autoscaler karpenter")
-    if args.max_lag is not None and args.max_lag <= 0:
-        raise ConfigError(f"--max-lag must be positive, got {args.max_lag}")
     result = asyncio.run(
         run_sweep(
             args.kubeconfig,
@@ -479,7 +484,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _autoscaler_sweep(args: argparse.Namespace, trace: Path) -> AutoscalerSweep | None:
+def _autoscaler_sweep(args: argparse.Namespace) -> AutoscalerSweep | None:
     axes = AutoscalerAxes(
         consolidation_policies=args.consolidation_policy,
         consolidate_after=args.consolidate_after,
@@ -498,11 +503,7 @@ def _autoscaler_sweep(args: argparse.Namespace, trace: Path) -> AutoscalerSweep 
         raise ConfigError("--autoscaler karpenter needs --nodepool POOL.yaml, the NodePools to vary")
     variants = autoscaler_variants(read_node_pools(args.nodepool), axes)
     prices = load_prices(args.prices) if args.prices is not None else None
-    from pipeline.formats.trace import read_trace
-    from pipeline.replay.plan import plan_replay
-
-    types = instance_types_for(args.instance_types, plan_replay(read_trace(trace), 1.0), prices)
-    return AutoscalerSweep(variants, args.stack_dir, prices, types)
+    return AutoscalerSweep(variants, args.stack_dir, prices, args.instance_types)
 
 
 def write_sweep_outputs(result: SweepResult, out_dir: Path, render: Callable[..., str]) -> None:

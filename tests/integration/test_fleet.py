@@ -26,9 +26,9 @@ from pipeline.io.kafka.reads import tail_topic
 from pipeline.io.kafka.settings import DEADLETTER_TOPIC, EVENTS_TOPIC, KafkaSettings
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId
+from pipeline.replay.run import read_segment_range
 from pipeline.replay.sources import read_topic_trace
 from pipeline.stack.stack import StackInfo
-from services.commands.replay import _segments_trace
 from tests.integration.test_sink import KUBETAPE, direct_trace, wait_committed
 from tests.integration.test_sink_s3 import _sink_process
 from tests.integration.test_watch_service import Workload, deployment, running_watcher, tracer_config
@@ -190,7 +190,7 @@ async def test_two_clusters_in_one_topic_set_and_one_store_export_apart(
         assert final_deployments(exported) == expected_state[cluster]
         # replay --segments and a topic-range replay read the same cluster, by header
         assert (
-            final_deployments(_segments_trace(s3_url, start_ms, end_ms, None, cluster=cluster))
+            final_deployments(read_segment_range(s3_url, start_ms, end_ms, cluster=cluster))
             == (expected_state[cluster])
         )
         topic_range = await read_topic_trace(

@@ -19,12 +19,12 @@ import pytest
 from pipeline.formats.segment.decode import decode_segment, read_segment
 from pipeline.io.kafka.admin import ensure_topic
 from pipeline.io.kafka.settings import KafkaSettings
+from pipeline.replay.run import read_segment_range
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.stack.stack import LocalStack
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
 from pipeline.store.store_url import open_segment_store
-from services.commands.replay import _segments_trace
 from tests.integration.test_sink import (
     KUBETAPE,
     _count_lines,
@@ -106,7 +106,7 @@ async def test_a_sink_on_s3_stores_what_a_sink_on_a_directory_stores(
     assert _export(local, t0, t0 + 600_000) == expected
     assert _export(s3_url, t0, t0 + 600_000) == expected
     assert over_http == expected  # POST /export of the sink writing to S3
-    replayed = _segments_trace(s3_url, t0, t0 + 600_000, None)  # what `replay --segments s3://…` plays
+    replayed = read_segment_range(s3_url, t0, t0 + 600_000)  # what `replay --segments s3://…` plays
     assert replayed == decode_segment(expected)
     window = (t0 + 120_000, t0 + 300_000)
     assert _export(s3_url, *window) == _export(local, *window)

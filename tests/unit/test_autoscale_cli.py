@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from pipeline.model.errors import ConfigError, MissingToolError
+from pipeline.replay.inputs import load_node_pools, load_prices
 from pipeline.stack.karpenter import KarpenterState, ensure_karpenter
 from pipeline.stack.stack import StackState
 from pipeline.stack.versions import StackVersions, karpenter_dir
 from services.cli import main
-from services.replay_inputs import load_node_pools, load_prices
 
 POOL = """\
 apiVersion: karpenter.sh/v1
@@ -96,8 +96,8 @@ def test_karpenter_build_is_keyed_by_version_and_needs_go(
 
 
 def test_an_unreadable_instance_types_file_is_refused_with_the_expected_format(tmp_path: Path) -> None:
+    from pipeline.replay.inputs import instance_types_for
     from pipeline.replay.plan import ReplayPlan
-    from services.replay_inputs import instance_types_for
 
     bad = tmp_path / "types.json"
     bad.write_text("not json")
@@ -110,18 +110,29 @@ def test_an_unreadable_instance_types_file_is_refused_with_the_expected_format(t
     assert instance_types_for(None, plan, None) is None
 
 
-def test_a_sweep_offers_karpenter_the_instance_types_of_the_nodes_its_trace_recorded(tmp_path: Path) -> None:
-    import argparse
+async def test_an_autoscaled_replay_offers_karpenter_the_instance_types_of_the_nodes_its_trace_recorded(
+    tmp_path: Path,
+) -> None:
+    # a sweep's runs are replays too: each offers these
+    from collections.abc import Mapping
+    from dataclasses import replace
+    from typing import Any
 
     from pipeline.formats.segment.content import build_segment
     from pipeline.formats.segment.encode import encode_segment
     from pipeline.formats.segment.header import SegmentKind
     from pipeline.model.events import Event
     from pipeline.model.keys import key_of
-    from services.commands.sweep import _autoscaler_sweep
+    from pipeline.replay.autoscale_settings import ScaledSetting
+    from pipeline.replay.run import Autoscaling, ReplayRun, ReplaySpec, TraceFile
+    from pipeline.replay.settings import ReplaySettings
 
     def recorded_node(name: str, kind: str) -> dict[str, object]:
-        labels = {"node.kubernetes.io/instance-type": kind, "topology.kubernetes.io/zone": "z1"}
+        labels = {
+            "node.kubernetes.io/instance-type": kind,
+            "topology.kubernetes.io/zone": "z1",
+            "karpenter.sh/nodepool": "general",
+        }
         return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
                 "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}}  # fmt: skip
 
@@ -131,24 +142,39 @@ def test_a_sweep_offers_karpenter_the_instance_types_of_the_nodes_its_trace_reco
     trace.write_bytes(encode_segment(build_segment(events, start_ms=0, end_ms=5000, kind=SegmentKind.TRACE)))
     pool = tmp_path / "pool.yaml"
     pool.write_text("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: general}\nspec: {}\n")
-    args = argparse.Namespace(
-        autoscaler="karpenter", nodepool=pool, consolidation_policy=[], consolidate_after=[],
-        instance_families=[], limit_cpu=[], prices=None, stack_dir=None, instance_types=None,
-    )  # fmt: skip
-    sweep = _autoscaler_sweep(args, trace)
-    assert sweep is not None
-    assert sweep.instance_types is not None
-    assert sorted(t["name"] for t in sweep.instance_types["types"]) == ["c-8", "m-8"]
-    assert "derived from 2 recorded Node event(s)" in sweep.instance_types["source"]
-    # a file given wins over the recording, as in `kubetape replay`
+
+    class Karpenter:  # the process's side: what it was restarted with
+        def __init__(self) -> None:
+            self.offered: list[tuple[float, Mapping[str, Any] | None]] = []
+
+        def restart_at(self, speed: float, instance_types: Mapping[str, Any] | None) -> list[ScaledSetting]:
+            self.offered.append((speed, instance_types))
+            return []
+
+    spec = ReplaySpec(
+        TraceFile(str(trace)),
+        ReplaySettings(speed=10.0),
+        autoscaling=Autoscaling("karpenter", node_pool_files=(pool,)),
+    )
+    karpenter = Karpenter()
+    run = ReplayRun(spec, autoscaler=karpenter)
+    plan = await run.prepare()
+    [(speed, types)] = karpenter.offered
+    assert speed == 10.0
+    assert types is not None
+    assert sorted(t["name"] for t in types["types"]) == ["c-8", "m-8"]
+    assert "derived from 2 recorded Node event(s)" in types["source"]
+    # the recorded autoscaler's nodes are the reference, not replayed; its pool is, scaled
+    assert plan.steps == []
+    assert [p["metadata"]["name"] for p in run.settings.autoscaler_node_pools] == ["general"]
+    # a file given wins over the recording
     given = tmp_path / "types.json"
     given.write_text(json.dumps([{"name": "x-2"}]))
-    sweep = _autoscaler_sweep(argparse.Namespace(**{**vars(args), "instance_types": given}), trace)
-    assert sweep is not None
-    assert sweep.instance_types == {
-        "source": f"file {given}",
-        "types": [{"name": "x-2"}],
-    }
+    assert spec.autoscaling is not None
+    karpenter = Karpenter()
+    given_spec = replace(spec, autoscaling=replace(spec.autoscaling, instance_types_file=given))
+    await ReplayRun(given_spec, autoscaler=karpenter).prepare()
+    assert karpenter.offered == [(10.0, {"source": f"file {given}", "types": [{"name": "x-2"}]})]
 
 
 def test_a_sweep_refuses_instance_types_without_an_autoscaler(capsys: pytest.CaptureFixture[str]) -> None:

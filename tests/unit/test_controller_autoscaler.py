@@ -12,7 +12,7 @@ import pytest
 from pipeline.controller.objects import NODE_POOLS_MOUNT, node_pools_config_map, replayer_job
 from pipeline.controller.settings import ControllerSettings
 from pipeline.controller.spec import SimulationSpecError, parse_spec
-from services.replay_inputs import load_node_pools, load_prices
+from pipeline.replay.inputs import load_node_pools, load_prices
 
 NODEPOOL = {
     "apiVersion": "karpenter.sh/v1",

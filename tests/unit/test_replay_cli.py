@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.model.errors import ConfigError
+from pipeline.replay.inputs import parse_nodes
 from services.cli import main
-from services.replay_inputs import parse_nodes
 
 
 def test_nodes_flag_reads_a_skeleton_and_a_count(tmp_path: Path) -> None:

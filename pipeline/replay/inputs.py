@@ -1,18 +1,20 @@
 """What a replay, a sweep and a Simulation read from files beside the trace (node skeletons, Karpenter
-NodePools, prices), and the local stack's Karpenter restarted at a replay's speed: one home for
-``kubetape replay``, ``kubetape sweep`` and ``kubetape sim run``."""
+NodePools, prices, instance types): one home for ``kubetape replay``, ``kubetape sweep`` and
+``kubetape sim run``. Each error names the flag and the file."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from pipeline.model.errors import ConfigError
+
+if TYPE_CHECKING:  # the CLI reads these files before it imports the replay's modules
+    from pipeline.replay.plan import ReplayPlan
 
 
 def parse_nodes(text: str) -> tuple[dict[str, Any], int]:
@@ -86,50 +88,7 @@ def load_prices(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in raw.items()}
 
 
-def scale_local_karpenter(
-    stack_dir: Path | None,
-    kubeconfig: Path | None,
-    speed: float,
-    instance_types: Mapping[str, Any] | None = None,
-) -> list[Any]:
-    """Restart the local stack's Karpenter beside ``kubeconfig`` with its timers divided by ``speed``
-    and, when given, other instance types (``source``: where they came from; ``types``: the provider's
-    JSON); the settings as given and applied (or why they were not scaled)."""
-    from pipeline.replay.autoscale_provider import autoscaler_provider
-    from pipeline.replay.autoscale_settings import ScaledSetting, unscaled_karpenter_timers
-    from pipeline.stack.progress import stderr_reporter
-    from pipeline.stack.stack import LocalStack, StackState
-
-    stack = LocalStack(stack_dir, report=stderr_reporter)
-    cluster = stack.karpenter_for(kubeconfig) if kubeconfig is not None else None
-    if cluster is None:
-        return unscaled_karpenter_timers(
-            f"not scaled: no Karpenter of the local stack in {stack.stack_dir} runs beside this kubeconfig"
-        )
-    # the local stack runs Karpenter only (pipeline/stack/karpenter.py): its provider's timers
-    timers, settings = autoscaler_provider("karpenter").process_timers(speed)
-    running = StackState.load(stack.state_path).karpenter[cluster].settings()
-    types_path = running.instance_types
-    if instance_types is not None:
-        types_path = stack.stack_dir / f"karpenter-instance-types-{cluster}.json"
-        types_path.write_text(json.dumps(instance_types["types"], indent=2) + "\n")
-        names = ", ".join(t["name"] for t in instance_types["types"])
-        settings.append(ScaledSetting("Karpenter instance types", instance_types["source"], names))
-    stack.start_karpenter(
-        cluster,
-        dataclasses.replace(
-            running,
-            batch_idle_s=timers["batch_idle_s"],
-            batch_max_s=timers["batch_max_s"],
-            polling_period_s=timers["polling_period_s"],
-            validation_delay_s=timers["validation_delay_s"],
-            instance_types=types_path,
-        ),
-    )
-    return settings
-
-
-def instance_types_for(path: Path | None, plan: Any, prices: Mapping[str, float] | None) -> Any:
+def instance_types_for(path: Path | None, plan: ReplayPlan | None, prices: Mapping[str, float] | None) -> Any:
     """The instance types an autoscaled replay offers: ``--instance-types FILE`` (the KWOK provider's
     JSON), else those of the Nodes ``plan`` recorded (instance-type, zone and capacity labels), else None
     (the local Karpenter keeps the types it runs with). ``source`` says which, for the report."""
@@ -144,6 +103,8 @@ def instance_types_for(path: Path | None, plan: Any, prices: Mapping[str, float]
                 f"instance-types file (see pipeline/stack/resources/karpenter-instance-types.json)"
             ) from None
         return {"source": f"file {path}", "types": types}
+    if plan is None:  # following a live topic: no recorded Nodes to derive them from
+        return None
     nodes = [
         step.payload.obj
         for step in plan.steps
