@@ -1,7 +1,7 @@
 """What the replay needs from the simulated cluster: the object verbs (:class:`ReplayCluster`, the
 writer's subset of :class:`pipeline.io.kube.cluster.Cluster`, which
 :class:`pipeline.io.kube.client.KubeClient` has) and, optionally, a pod watch (:class:`PodEvents`,
-which :class:`pipeline.io.pod_watch.PodWatch` has). Unit tests give in-memory versions of both."""
+which :class:`pipeline.io.kube.pod_watch.PodWatch` has). Unit tests give in-memory versions of both."""
 
 from __future__ import annotations
 

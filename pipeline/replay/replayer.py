@@ -69,7 +69,7 @@ class Replayer:
     """Replays one planned trace into one cluster; :meth:`run` returns the report.
 
     ``pod_watch`` makes a pod watch of the cluster (``functools.partial(PodWatch, api)``, see
-    :class:`pipeline.io.pod_watch.PodWatch`): each sample is then a read of counts kept from it, however
+    :class:`pipeline.io.kube.pod_watch.PodWatch`): each sample is then a read of counts kept from it, however
     many pods there are. Without one, every sample lists the replay's pods."""
 
     def __init__(

@@ -321,7 +321,7 @@ class ReplayRun:
     async def session(self) -> AsyncIterator[ReplaySession]:
         """Connected to the simulated cluster, with the replayer made (after :meth:`prepare`)."""
         from pipeline.io.kube.connect import kube_api
-        from pipeline.io.pod_watch import PodWatch
+        from pipeline.io.kube.pod_watch import PodWatch
 
         if self.plan is None:
             await self.prepare()

@@ -15,7 +15,7 @@ from pipeline.formats.segment.content import Segment, build_segment
 from pipeline.formats.segment.header import SegmentKind
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
-from pipeline.io.pod_watch import PodWatch
+from pipeline.io.kube.pod_watch import PodWatch
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of

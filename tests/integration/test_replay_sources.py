@@ -20,7 +20,7 @@ from pipeline.io.kafka.admin import ensure_topic
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
-from pipeline.io.pod_watch import PodWatch
+from pipeline.io.kube.pod_watch import PodWatch
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.replayer import Replayer

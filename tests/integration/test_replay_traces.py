@@ -22,7 +22,7 @@ from pipeline.formats.segment.header import SegmentKind
 from pipeline.formats.trace import read_trace
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
-from pipeline.io.pod_watch import PodWatch
+from pipeline.io.kube.pod_watch import PodWatch
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.plan import plan_replay

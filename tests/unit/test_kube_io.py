@@ -13,10 +13,10 @@ import orjson
 import pytest
 
 from pipeline.io.kube.client import KubeClient, controller_client
+from pipeline.io.kube.pod_watch import PodWatch
 from pipeline.io.kube.status import error_for_status
 from pipeline.io.kube.transport import watch_lines
 from pipeline.io.kube.types import ApiResource, ResourceVersion
-from pipeline.io.pod_watch import PodWatch
 from pipeline.model.errors import (
     AccessDeniedError,
     ApiUnavailableError,

@@ -8,7 +8,8 @@
 * :mod:`.cluster`: the ``Cluster`` protocol; each stage's port is a subset of it;
 * :mod:`.discovery`: kinds resolved to resources once per group/version;
 * :mod:`.watch`: the one list-then-watch stream the watcher and the controller share;
-* :mod:`.client`: :class:`~.client.KubeClient`, the one implementation of ``Cluster``.
+* :mod:`.client`: :class:`~.client.KubeClient`, the one implementation of ``Cluster``;
+* :mod:`.pod_watch`: the pods of one label as counts kept from a watch (the replay's sampler).
 
 Nothing is re-exported here, so that importing :mod:`.types` or :mod:`.cluster` (as stages and their
 in-memory fakes do) does not load kubernetes-asyncio.
