@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 
 from pipeline.model.errors import StackError
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, KwokCluster
-from pipeline.stack.processes import free_port
+from pipeline.stack.processes import free_port, http_probe
 from pipeline.stack.stack import LocalStack
 
 Say = Callable[[str], None]
@@ -74,12 +73,8 @@ class _Service:
                 raise StackError(
                     f"the {self.name} exited during start-up (code {self.proc.returncode}); see {self.log}"
                 )
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
+            if http_probe(f"http://127.0.0.1:{self.port}/readyz")() is None:
+                return
             time.sleep(0.3)
         raise StackError(f"the {self.name} was not ready within {timeout_s:.0f}s; see {self.log}")
 

@@ -21,8 +21,6 @@ import os
 import shutil
 import stat
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,11 +266,7 @@ def wait_ready(state: KarpenterState, log_file: Path, timeout_s: float = READY_T
 def healthy(state: KarpenterState) -> bool:
     if not pid_alive(state.pid):
         return False
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{state.health_port}/healthz", timeout=2.0) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
+    return http_probe(f"http://127.0.0.1:{state.health_port}/healthz")() is None
 
 
 def stop(state: KarpenterState) -> None:
