@@ -26,7 +26,8 @@ class ControllerServiceSettings:
     controller: ControllerSettings
     http: HttpSettings
     kubeconfig: Path | None = None
-    """None: $KUBECONFIG, else the pod's service account (running inside the simulation cluster)."""
+    """None: the pod's service account (running inside the simulation cluster); ``--kubeconfig``
+    defaults to $KUBECONFIG (services.environment)."""
     context: str | None = None
 
 
@@ -35,13 +36,13 @@ async def serve_controller(settings: ControllerServiceSettings) -> int:
     from pipeline.controller.controller import Controller
     from pipeline.io.http import create_app
     from pipeline.io.kube.client import controller_client
-    from pipeline.io.kube.connect import kube_api_auto
+    from pipeline.io.kube.connect import kube_api
     from pipeline.io.metrics import Metrics
 
     stop = asyncio.Event()
     metrics = Metrics()
     with on_stop_signals(stop.set):
-        async with kube_api_auto(settings.kubeconfig, settings.context) as api:
+        async with kube_api(settings.kubeconfig, settings.context) as api:
             controller = Controller(controller_client(api), settings.controller, metrics)
             async with serving_http(create_app(metrics, lambda: controller.ready), settings.http) as port:
                 log.info(

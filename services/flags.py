@@ -7,13 +7,13 @@ attributes (``args.kubeconfig``, ``args.http_port``, …), turned into settings 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from pathlib import Path
 
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import ClusterId, parse_cluster_id
 from pipeline.store.store_url import StoreLocation, parse_store_url
+from services.environment import env_default, env_path
 
 DEFAULT_SEGMENT_DIR = Path("~/.cache/kubetape/segments")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
@@ -24,7 +24,11 @@ def add_kubeconfig_flags(parser: argparse.ArgumentParser, *, what: str, default:
     """``--kubeconfig`` (of the cluster ``what`` names; ``default`` says what None means) and
     ``--context``."""
     parser.add_argument(
-        "--kubeconfig", type=Path, default=None, help=f"kubeconfig of {what} (default: {default})"
+        "--kubeconfig",
+        type=Path,
+        # $KUBECONFIG resolved here, once, for every command: later None means in-cluster credentials
+        default=env_path("KUBECONFIG"),
+        help=f"kubeconfig of {what} (default: {default})",
     )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
 
@@ -64,7 +68,7 @@ def parse_duration(text: str) -> float:
 
 
 def add_store_argument(parser: argparse.ArgumentParser) -> None:
-    default = os.environ.get("KUBETAPE_SEGMENT_STORE") or os.environ.get("KUBETAPE_SEGMENT_DIR")
+    default = env_default("KUBETAPE_SEGMENT_STORE") or env_default("KUBETAPE_SEGMENT_DIR")
     parser.add_argument(
         "--segment-store",
         "--segment-dir",
@@ -97,7 +101,7 @@ def add_cluster_argument(parser: argparse.ArgumentParser, *, reader: bool = True
             "stops the sink, naming the --cluster to pass"
         )
     # the recording side (watcher and sink) shares $KUBETAPE_CLUSTER_ID; a reader names its cluster itself
-    default = None if reader else os.environ.get("KUBETAPE_CLUSTER_ID") or None
+    default = None if reader else env_default("KUBETAPE_CLUSTER_ID")
     parser.add_argument("--cluster", type=_cluster_id, default=default, help=text)
 
 

@@ -22,6 +22,7 @@ from pipeline.controller.settings import (
 from pipeline.io.http import HttpSettings
 from pipeline.model.errors import ConfigError
 from services.controller_service import ControllerServiceSettings, serve_controller
+from services.environment import env_default
 from services.flags import add_http_flags, add_kubeconfig_flags, add_log_flags
 
 
@@ -31,12 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--namespace",
-        default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
+        default=env_default("POD_NAMESPACE") or DEFAULT_NAMESPACE,
         help=f"namespace of the Jobs and the Lease (default: $POD_NAMESPACE, else {DEFAULT_NAMESPACE})",
     )
     parser.add_argument(
         "--image",
-        default=os.environ.get("KUBETAPE_IMAGE", DEFAULT_IMAGE),
+        default=env_default("KUBETAPE_IMAGE") or DEFAULT_IMAGE,
         help=f"kubetape image the replayer Jobs run (default: $KUBETAPE_IMAGE, else {DEFAULT_IMAGE})",
     )
     parser.add_argument(
@@ -46,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--identity",
-        default=os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+        default=env_default("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
         help="Lease holder identity (default: $POD_NAME, else host-pid)",
     )
     parser.add_argument("--lease-name", default=DEFAULT_LEASE_NAME, help=f"(default: {DEFAULT_LEASE_NAME})")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING
 from pipeline.model.errors import ConfigError
 from pipeline.replay.autoscale_provider import PROVIDERS
 from pipeline.replay.inputs import load_prices, parse_nodes
-from services.flags import add_cluster_argument
+from services.flags import add_cluster_argument, add_kubeconfig_flags
 
 if TYPE_CHECKING:  # the CLI imports the replay's modules only when a replay runs
     from pipeline.replay.report import ReplayProgress
@@ -57,13 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=Path, default=None, help="tracer config for --segments/--topic (default: built-in)"
     )
-    parser.add_argument(
-        "--kubeconfig",
-        type=Path,
-        default=None,
-        help="kubeconfig of the simulated cluster (default: $KUBECONFIG, else in-cluster)",
-    )
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    add_kubeconfig_flags(parser, what="the simulated cluster", default="$KUBECONFIG, else in-cluster")
     parser.add_argument(
         "--speed",
         type=parse_speed,
@@ -251,7 +244,7 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
     return ReplaySpec(
         source,
         dataclasses.replace(settings, node_pools=pools),
-        TargetCluster(_kubeconfig(args), args.context),
+        TargetCluster(args.kubeconfig, args.context),
         autoscaling,
         ReportOutput(args.report_json, args.require_fidelity),
     )
@@ -278,10 +271,6 @@ def _source(args: argparse.Namespace) -> ReplaySource:
     if args.follow:
         return TopicFollow(kafka, args.topic, args.lag, args.end, args.cluster, args.config)
     return TopicRange(kafka, args.topic, args.start, args.end, args.cluster, args.config)
-
-
-def _kubeconfig(args: argparse.Namespace) -> Path | None:
-    return args.kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
 
 
 def _print_progress(p: ReplayProgress) -> None:

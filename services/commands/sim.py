@@ -238,11 +238,11 @@ def _client(args: argparse.Namespace) -> Any:
     from contextlib import asynccontextmanager
 
     from pipeline.io.kube.client import controller_client
-    from pipeline.io.kube.connect import kube_api_auto
+    from pipeline.io.kube.connect import kube_api
 
     @asynccontextmanager
     async def opened() -> Any:
-        async with kube_api_auto(args.kubeconfig, args.context) as api:
+        async with kube_api(args.kubeconfig, args.context) as api:
             yield controller_client(api)
 
     return opened()

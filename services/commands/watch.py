@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka.settings import KafkaSettings
+from services.environment import env_default
 from services.flags import add_http_flags, add_kubeconfig_flags, add_log_flags
 from services.watch_service import WatchServiceSettings, serve
 
@@ -75,10 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
-    kubeconfig: Path | None = args.kubeconfig
-    if kubeconfig is None and os.environ.get("KUBECONFIG"):
-        kubeconfig = Path(os.environ["KUBECONFIG"])
-    elif kubeconfig is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+    kubeconfig: Path | None = args.kubeconfig  # $KUBECONFIG by default (services.environment)
+    if kubeconfig is None and not env_default("KUBERNETES_SERVICE_HOST"):
         kubeconfig = Path("~/.kube/config").expanduser()  # outside a pod, as kubectl does
     bootstrap = args.bootstrap or os.environ.get("KUBETAPE_BOOTSTRAP", DEFAULT_BOOTSTRAP)
     compression = None if args.compression == "none" else args.compression
@@ -92,7 +91,7 @@ def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
         flush_deadline_s=args.flush_deadline,
         max_pending_units=args.max_pending,
         ready_ack_timeout_s=args.ready_ack_timeout,
-        cluster_id=args.cluster_id or os.environ.get("KUBETAPE_CLUSTER_ID") or None,
+        cluster_id=args.cluster_id or env_default("KUBETAPE_CLUSTER_ID"),
     )
 
 

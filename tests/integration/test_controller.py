@@ -27,7 +27,7 @@ import pytest
 
 from pipeline.controller.spec import API_VERSION, KIND
 from pipeline.io.kube.client import KubeClient, controller_client
-from pipeline.io.kube.connect import kube_api_auto
+from pipeline.io.kube.connect import kube_api
 from pipeline.stack.stack import StackInfo
 from tests.polling import crd_established
 
@@ -70,7 +70,7 @@ def simulation_cluster(kubectl: Callable[..., str]) -> None:
 
 @pytest.fixture
 async def kube(sim_kubeconfig: Path, simulation_cluster: None) -> AsyncIterator[KubeClient]:
-    async with kube_api_auto(sim_kubeconfig) as api:
+    async with kube_api(sim_kubeconfig) as api:
         yield controller_client(api)
 
 

@@ -1,6 +1,7 @@
 """Kubernetes API access, each concept in one module.
 
-* :mod:`.connect`: an ``ApiClient`` from a kubeconfig, ``$KUBECONFIG`` or the pod's service account;
+* :mod:`.connect`: an ``ApiClient`` from a kubeconfig or the pod's service account (the CLI resolves
+  ``$KUBECONFIG``, in :mod:`services.environment`);
 * :mod:`.status`: the one mapping of the apiserver's HTTP statuses (and of an unreachable apiserver) to
   :mod:`pipeline.model.errors` (a new status is a change there only);
 * :mod:`.transport`: JSON requests and streamed GETs with the client's credentials;

@@ -3,7 +3,6 @@ with ``async with``."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -49,14 +48,3 @@ def body(manifest: Mapping[str, Any]) -> Any:
     end to end and never builds the generated model classes.
     """
     return manifest
-
-
-@asynccontextmanager
-async def kube_api_auto(
-    kubeconfig: Path | None, context: str | None = None
-) -> AsyncIterator[client.ApiClient]:
-    """An ``ApiClient`` from ``kubeconfig``, else ``$KUBECONFIG``, else the pod's service account."""
-    if kubeconfig is None and os.environ.get("KUBECONFIG"):
-        kubeconfig = Path(os.environ["KUBECONFIG"])
-    async with kube_api(kubeconfig, context) as api:
-        yield api
