@@ -21,15 +21,38 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.analytics.consumer import AnalyticsConsumer, group_id_for
 from pipeline.io.kafka.settings import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
+from pipeline.model.keys import ClusterId
 from services.flags import add_cluster_argument
 from services.serving import on_stop_signals
+from services.settings import from_flags
 
 BUILTIN_CONSUMERS = ("timeline", "metrics")
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyticsRunSettings:
+    name: str
+    trace: Path | None = None
+    bootstrap: str | None = None
+    topic: str = EVENTS_TOPIC
+    cluster: ClusterId | None = None
+    start: str | None = None
+    end: str | None = None
+    out: Path = Path("analytics-out")
+    http_port: int = 9464
+    token_env: str = "KUBETAPE_TOKEN"
+    """The name of the variable holding the metrics' bearer token (read at run time, never a default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyticsListSettings:
+    pass
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,16 +82,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="environment variable holding the bearer token /metrics requires (default KUBETAPE_TOKEN)",
     )
     # over Kafka a consumer is a service and logs JSON lines; over a trace file it is a command
-    run.set_defaults(func=_run, service_log=_over_kafka, log_format="json", log_level="info")
+    run.set_defaults(
+        settings=from_flags(AnalyticsRunSettings),
+        func=_run,
+        service_log=_over_kafka,
+        log_format="json",
+        log_level="info",
+    )
     listing = sub.add_parser("list", help="the built-in consumers and their consumer groups")
-    listing.set_defaults(func=_list)
+    listing.set_defaults(settings=from_flags(AnalyticsListSettings), func=_list)
 
 
 def _over_kafka(args: argparse.Namespace) -> bool:
     return args.trace is None
 
 
-def _list(args: argparse.Namespace) -> int:
+def _list(args: AnalyticsListSettings) -> int:
     del args
     for name in BUILTIN_CONSUMERS:
         print(f"{name}\tgroup {group_id_for(name)}")
@@ -85,7 +114,7 @@ def build_consumer(name: str, out_dir: Path, *, offline: bool) -> AnalyticsConsu
     return MetricsConsumer()
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: AnalyticsRunSettings) -> int:
     from pipeline.analytics.runner import run_offline
     from pipeline.formats.trace import initial_events, read_trace
 
@@ -114,7 +143,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run_kafka(args: argparse.Namespace, bootstrap: str) -> None:
+async def _run_kafka(args: AnalyticsRunSettings, bootstrap: str) -> None:
     from aiohttp import web
 
     from pipeline.analytics.builtin_metrics import MetricsConsumer

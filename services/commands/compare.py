@@ -16,9 +16,22 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model.errors import ConfigError
+from services.settings import from_flags
+
+
+@dataclass(frozen=True, slots=True)
+class CompareSettings:
+    runs: list[Path]
+    json: bool = False
+    html: Path | None = None
+    confidence: float = 0.95
+    window: int | None = None
+    max_owner_error: float | None = None
+    node_price: float | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,10 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DOLLARS",
         help="$/hour of one fixed-pool node, for the cost column beside autoscaled runs",
     )
-    parser.set_defaults(func=_run)
+    parser.set_defaults(settings=from_flags(CompareSettings), func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: CompareSettings) -> int:
     from pipeline.analytics.autoscale_compare import (
         is_autoscaled,
         provisioning_side_by_side,

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.stack.progress import stderr_reporter
 from pipeline.stack.stack import LocalStack
 from services.mission import run_mission
+from services.settings import from_flags
+
+
+@dataclass(frozen=True, slots=True)
+class DemoSettings:
+    stack_dir: Path | None = None
+    speed: float = 10.0
+    workdir: Path | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,10 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the trace, the report, the segments and the logs go (default: ./kubetape-demo; "
         "outside the stack's data, so `kubetape stack down` leaves them)",
     )
-    parser.set_defaults(func=_run)
+    parser.set_defaults(settings=from_flags(DemoSettings), func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: DemoSettings) -> int:
     stack = LocalStack(args.stack_dir, report=stderr_reporter)
     workdir = (args.workdir or Path.cwd() / "kubetape-demo").resolve()
     started = time.monotonic()

@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.formats.segment.decode import decode_segment
@@ -14,6 +15,7 @@ from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.segment.header import is_segment
 from pipeline.formats.simkube import read_simkube_trace
 from pipeline.model.errors import ConfigError
+from pipeline.model.keys import ClusterId
 from pipeline.model.tracer_config import load_tracer_config
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import (
@@ -24,12 +26,28 @@ from pipeline.store.export import (
     parse_time,
     selectors_from_strings,
 )
-from pipeline.store.store_url import cluster_location, open_segment_store
+from pipeline.store.store_url import StoreLocation, cluster_location, open_segment_store
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
 from pipeline.validate.tracefile import encode_trace
 from pipeline.validate.transform import Transform, load_transform
 from services.flags import add_cluster_argument, add_store_argument
+from services.settings import from_flags
+
+
+@dataclass(frozen=True, slots=True)
+class ExportSettings:
+    segment_store: StoreLocation
+    start: str
+    output: Path
+    end: str = "now"
+    cluster: ClusterId | None = None
+    format: str = "kubetape"
+    exclude_namespace: list[str] = field(default_factory=list)
+    exclude_label: list[str] = field(default_factory=list)
+    keep_owned: bool = False
+    config: Path | None = None
+    transform: Path | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,10 +91,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="apply this transform file (redaction, name obfuscation; see examples/transforms) before "
         "the trace is written, so the raw objects never leave",
     )
-    parser.set_defaults(func=_run)
+    parser.set_defaults(settings=from_flags(ExportSettings), func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: ExportSettings) -> int:
     request = ExportRequest(
         parse_time(args.start, what="--from"),
         parse_time(args.end, what="--to"),

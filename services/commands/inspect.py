@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
+
+from services.settings import from_flags
+
+
+@dataclass(frozen=True, slots=True)
+class InspectSettings:
+    file: str
+    json: bool = False
+    clusters: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,10 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="FILE is a segment store (directory or s3:// URL): list the clusters it holds, one a line "
         "(the values of --cluster for export, replay --segments and validate)",
     )
-    parser.set_defaults(func=_run)
+    parser.set_defaults(settings=from_flags(InspectSettings), func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: InspectSettings) -> int:
     from pipeline.formats.inspect import inspect_bytes, inspect_file
     from pipeline.store.store_url import stored_clusters
 

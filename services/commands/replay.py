@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import dataclasses
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -167,7 +168,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep", action="store_true", help="leave the simulated objects in the cluster")
     parser.add_argument("--report-json", type=Path, default=None, help="write the fidelity report here")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    parser.set_defaults(func=_run)
+    parser.set_defaults(settings=settings_from_args, func=_run)
 
 
 MAX_SPEED = "max"
@@ -184,13 +185,25 @@ def parse_speed(text: str) -> float | str:
     return speed  # its range is checked with the other arguments, as a ConfigError
 
 
-def _run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True, slots=True)
+class ReplayCommandSettings:
+    spec: ReplaySpec
+    stack_dir: Path | None = None
+    """With an autoscaler: the local stack whose Karpenter is restarted at the replay's speed."""
+    quiet: bool = False
+
+
+def settings_from_args(args: argparse.Namespace) -> ReplayCommandSettings:
+    return ReplayCommandSettings(spec_from_args(args), args.stack_dir, args.quiet)
+
+
+def _run(settings: ReplayCommandSettings) -> int:
     from pipeline.replay.run import ReplayRun
     from services.local_karpenter import LocalKarpenter
 
-    spec = spec_from_args(args)
-    process = LocalKarpenter(args.stack_dir, spec.cluster.kubeconfig) if spec.autoscaling else None
-    run = ReplayRun(spec, autoscaler=process, on_progress=None if args.quiet else _print_progress)
+    spec = settings.spec
+    process = LocalKarpenter(settings.stack_dir, spec.cluster.kubeconfig) if spec.autoscaling else None
+    run = ReplayRun(spec, autoscaler=process, on_progress=None if settings.quiet else _print_progress)
     report = asyncio.run(run.run(handle_signals=True))
     print(report.summary())
     problem = run.fidelity_problem(report)

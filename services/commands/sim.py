@@ -11,6 +11,8 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -18,10 +20,54 @@ import yaml
 from pipeline.model.errors import ConfigError
 from pipeline.replay.inputs import parse_nodes
 from services.flags import add_kubeconfig_flags
+from services.settings import from_flags
 
 API_VERSION = "kubetape.dev/v1"
 KIND = "Simulation"
 TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class SimClusterSettings:
+    """The simulation cluster every ``kubetape sim`` verb talks to."""
+
+    kubeconfig: Path | None = None
+    context: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SimRunSettings(SimClusterSettings):
+    name: str = ""
+    trace: str | None = None
+    segments_claim: str | None = None
+    segments_path: str | None = None
+    topic: str | None = None
+    path: str | None = None
+    bootstrap: str | None = None
+    time_from: str | None = None
+    time_to: str | None = None
+    speed: float = 1.0
+    duration: str | None = None
+    repetitions: int = 1
+    namespace_prefix: str | None = None
+    nodes: str | None = None
+    paused: bool = False
+    wait: bool = False
+    dry_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SimListSettings(SimClusterSettings):
+    json: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SimNamedSettings(SimClusterSettings):
+    """``pause``, ``resume`` (``paused``) and ``delete`` (``wait``) of one Simulation."""
+
+    name: str = ""
+    paused: bool = False
+    wait: bool = False
 
 
 # ---- argument parsing ------------------------------------------------------------------------------
@@ -57,12 +103,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--dry-run", action="store_true", help="print the Simulation as YAML, create nothing")
     _simulation_cluster_flags(run)
-    run.set_defaults(func=_sim_run)
+    run.set_defaults(settings=from_flags(SimRunSettings), func=_sim_run)
 
     listing = verbs.add_parser("list", help="Simulations with phase and progress")
     listing.add_argument("--json", action="store_true", help="the full objects as JSON")
     _simulation_cluster_flags(listing)
-    listing.set_defaults(func=_sim_list)
+    listing.set_defaults(settings=from_flags(SimListSettings), func=_sim_list)
 
     for verb, paused in (("pause", True), ("resume", False)):
         sub = verbs.add_parser(
@@ -73,17 +119,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
         sub.add_argument("name")
         _simulation_cluster_flags(sub)
-        sub.set_defaults(func=_sim_pause, paused=paused)
+        sub.set_defaults(settings=from_flags(SimNamedSettings), func=_sim_pause, paused=paused)
 
     delete = verbs.add_parser("delete", help="stop a Simulation and remove everything it created")
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true", help="wait until the cleanup is done")
     _simulation_cluster_flags(delete)
-    delete.set_defaults(func=_sim_delete)
+    delete.set_defaults(settings=from_flags(SimNamedSettings), func=_sim_delete)
 
 
 # ---- kubetape sim ------------------------------------------------------------------------------------
-def simulation_from_args(args: argparse.Namespace) -> dict[str, Any]:
+def simulation_from_args(args: SimRunSettings) -> dict[str, Any]:
     """The Simulation object ``kubetape sim run`` creates; ConfigError names a wrong flag."""
     ranged = bool(args.segments_claim or args.segments_path or args.topic)
     if ranged and not (args.time_from and args.time_to):
@@ -132,7 +178,7 @@ def simulation_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return simulation
 
 
-def _sim_run(args: argparse.Namespace) -> int:
+def _sim_run(args: SimRunSettings) -> int:
     simulation = simulation_from_args(args)
     if args.dry_run:
         print(yaml.safe_dump(simulation, sort_keys=False), end="")
@@ -166,7 +212,7 @@ async def _wait_for_phase(kube: Any, name: str) -> str:
         await asyncio.sleep(2.0)
 
 
-def _sim_list(args: argparse.Namespace) -> int:
+def _sim_list(args: SimListSettings) -> int:
     async def run() -> list[dict[str, Any]]:
         async with _client(args) as kube:
             found: list[dict[str, Any]] = await _call(
@@ -203,7 +249,7 @@ def format_table(simulations: list[dict[str, Any]]) -> str:
     )
 
 
-def _sim_pause(args: argparse.Namespace) -> int:
+def _sim_pause(args: SimNamedSettings) -> int:
     async def run() -> None:
         async with _client(args) as kube:
             patch = {"spec": {"paused": args.paused}}
@@ -216,7 +262,7 @@ def _sim_pause(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sim_delete(args: argparse.Namespace) -> int:
+def _sim_delete(args: SimNamedSettings) -> int:
     async def run() -> bool:
         async with _client(args) as kube:
             found: bool = await _call(
@@ -234,7 +280,7 @@ def _sim_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client(args: argparse.Namespace) -> Any:
+def _client(args: SimClusterSettings) -> Any:
     from contextlib import asynccontextmanager
 
     from pipeline.io.kube.client import controller_client

@@ -4,12 +4,44 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.stack.karpenter import DEFAULT_INSTANCE_TYPES, KarpenterSettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, PROFILES
 from pipeline.stack.progress import stderr_reporter
 from pipeline.stack.stack import AUTOSCALERS, DEFAULT_CLUSTERS, LocalStack, StackState
+from services.settings import from_flags
+
+
+@dataclass(frozen=True, slots=True)
+class StackSettings:
+    """``stack build``, ``status`` and ``env``: which stack."""
+
+    stack_dir: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StackUpSettings(StackSettings):
+    clusters: list[str] | None = None
+    nodes: int = 0
+    profile: str = "default"
+    autoscaler: str | None = None
+    autoscaler_cluster: list[str] | None = None
+    instance_types: Path = DEFAULT_INSTANCE_TYPES
+
+
+@dataclass(frozen=True, slots=True)
+class StackDownSettings(StackSettings):
+    keep_data: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StackNodesSettings(StackSettings):
+    cluster: str = ""
+    count: int = 0
+    skeleton: Path = DEFAULT_NODE_SKELETON
+    prefix: str | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="also build this autoscaler (the test suite does, for its autoscaler tests)",
     )
-    build.set_defaults(func=_build)
+    build.set_defaults(settings=from_flags(StackSettings), func=_build)
 
     up = actions.add_parser("up", help="start Kafka and the named KWOK clusters (idempotent)")
     up.add_argument(
@@ -71,17 +103,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_INSTANCE_TYPES,
         help="Karpenter KWOK provider instance types (JSON; default: four kwok-standard-N types with prices)",
     )
-    up.set_defaults(func=_up)
+    up.set_defaults(settings=from_flags(StackUpSettings), func=_up)
 
     down = actions.add_parser("down", help="stop every process of the stack and delete its data")
     down.add_argument("--keep-data", action="store_true", help="stop processes but keep data for a later up")
-    down.set_defaults(func=_down)
+    down.set_defaults(settings=from_flags(StackDownSettings), func=_down)
 
     status = actions.add_parser("status", help="show what is running (JSON)")
-    status.set_defaults(func=_status)
+    status.set_defaults(settings=from_flags(StackSettings), func=_status)
 
     env = actions.add_parser("env", help='print shell exports (eval "$(kubetape stack env)")')
-    env.set_defaults(func=_env)
+    env.set_defaults(settings=from_flags(StackSettings), func=_env)
 
     nodes = actions.add_parser("nodes", help="add N fake nodes to a cluster from a Node YAML skeleton")
     nodes.add_argument("--cluster", required=True)
@@ -93,14 +125,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     nodes.add_argument("--count", type=int, required=True)
     nodes.add_argument("--prefix", default=None, help="node name prefix (default: the skeleton's name)")
-    nodes.set_defaults(func=_nodes)
+    nodes.set_defaults(settings=from_flags(StackNodesSettings), func=_nodes)
 
 
-def _stack(args: argparse.Namespace) -> LocalStack:
+def _stack(args: StackSettings) -> LocalStack:
     return LocalStack(args.stack_dir, report=stderr_reporter)
 
 
-def _build(args: argparse.Namespace) -> int:
+def _build(args: StackSettings) -> int:
     stack = _stack(args)
     libs, bin_dir = stack.build()
     built = {"kafka_libs": str(libs), "kube_bin_dir": str(bin_dir)}
@@ -113,7 +145,7 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _up(args: argparse.Namespace) -> int:
+def _up(args: StackUpSettings) -> int:
     stack = _stack(args)
     clusters = args.clusters or list(DEFAULT_CLUSTERS)
     before = set(StackState.load(stack.state_path).clusters)
@@ -132,12 +164,12 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _down(args: argparse.Namespace) -> int:
+def _down(args: StackDownSettings) -> int:
     _stack(args).down(keep_data=args.keep_data)
     return 0
 
 
-def _status(args: argparse.Namespace) -> int:
+def _status(args: StackSettings) -> int:
     status = _stack(args).status()
     print(json.dumps(status, indent=2))
     kafka = status["kafka"]
@@ -159,12 +191,12 @@ def _status(args: argparse.Namespace) -> int:
     return 0 if healthy else 1
 
 
-def _env(args: argparse.Namespace) -> int:
+def _env(args: StackSettings) -> int:
     print("\n".join(_stack(args).info().env_lines()))
     return 0
 
 
-def _nodes(args: argparse.Namespace) -> int:
+def _nodes(args: StackNodesSettings) -> int:
     names = _stack(args).add_nodes(args.cluster, args.skeleton, args.count, args.prefix)
     print("\n".join(names))
     return 0

@@ -27,7 +27,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ from pipeline.replay.autoscale_axes import (
 )
 from pipeline.replay.autoscale_provider import PROVIDERS
 from pipeline.replay.inputs import load_prices, parse_nodes, read_node_pools
+from services.settings import from_flags
 
 if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when a sweep runs
     from pipeline.analytics.snapshots import SnapshotEvents
@@ -366,6 +367,29 @@ def parse_node_option(text: str) -> NodeOption:
     return NodeOption(Path(text.rpartition(":")[0]), skeleton, count)
 
 
+@dataclass(frozen=True, slots=True)
+class SweepSettings:
+    trace: Path
+    kubeconfig: Path
+    out: Path
+    context: str | None = None
+    speed: list[float] | None = None
+    nodes: list[str] = field(default_factory=list)
+    autoscaler: str | None = None
+    nodepool: Path | None = None
+    consolidation_policy: list[str] = field(default_factory=list)
+    consolidate_after: list[str] = field(default_factory=list)
+    instance_families: list[str] = field(default_factory=list)
+    limit_cpu: list[str] = field(default_factory=list)
+    prices: Path | None = None
+    instance_types: Path | None = None
+    stack_dir: Path | None = None
+    max_lag: float | None = None
+    repetitions: int = 3
+    reliability: str = DEFAULT_RELIABILITY
+    json: bool = False
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", type=Path, required=True, help="trace to replay")
     parser.add_argument("--kubeconfig", type=Path, required=True, help="kubeconfig of the simulated cluster")
@@ -440,10 +464,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"the run metric traded against node-hours (default {DEFAULT_RELIABILITY})",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of text")
-    parser.set_defaults(func=_run)
+    parser.set_defaults(settings=from_flags(SweepSettings), func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: SweepSettings) -> int:
     from pipeline.analytics.compare import METRICS
     from pipeline.analytics.report_html import render_report
     from pipeline.model.speed import check_speed
@@ -484,7 +508,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _autoscaler_sweep(args: argparse.Namespace) -> AutoscalerSweep | None:
+def _autoscaler_sweep(args: SweepSettings) -> AutoscalerSweep | None:
     axes = AutoscalerAxes(
         consolidation_policies=args.consolidation_policy,
         consolidate_after=args.consolidate_after,

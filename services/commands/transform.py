@@ -8,7 +8,17 @@ recomputed.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
+
+from services.settings import from_flags
+
+
+@dataclass(frozen=True, slots=True)
+class TransformSettings:
+    trace: Path
+    transform: Path
+    output: Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,10 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="where to write the result (same format as the input; .json for a SimKube JSON trace)",
     )
-    parser.set_defaults(func=_run)
+    parser.set_defaults(settings=from_flags(TransformSettings), func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: TransformSettings) -> int:
     from pipeline.formats.simkube import SimkubeTrace
     from pipeline.formats.trace import read_native_trace
     from pipeline.model.errors import ConfigError

@@ -12,11 +12,28 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from services.settings import from_flags
+
 TRACE_SUFFIXES = (".sktrace", ".json", ".kseg", ".ktrace", ".trace")
 """What a directory argument expands to (its files with these suffixes, not recursive)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ValidateSettings:
+    traces: list[str]
+    format: str = "table"
+    fix: Path | None = None
+    start: str | None = None
+    end: str | None = None
+    strict: bool = False
+    cluster: str | None = None
+    ignore: Collection[str] = ()
+    """Rule codes not reported (``--ignore``)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,17 +76,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CODE[,CODE]",
         help="leave out the findings of these rules (e.g. W0000 for traces that keep status); repeatable",
     )
-    parser.set_defaults(func=_run)
+    parser.set_defaults(settings=from_flags(ValidateSettings), func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: ValidateSettings) -> int:
     from pipeline.model.errors import ConfigError
 
     if args.traces[0] == "explain":
         if len(args.traces) > 2:
             raise ConfigError("`validate explain` takes at most one rule code")
         return _explain(args.traces[1] if len(args.traces) == 2 else None)
-    args.ignore = _ignored_codes(args.ignore)
+    args = replace(args, ignore=_ignored_codes(args.ignore))
     paths = _expand(args.traces, args.cluster)
     if args.fix is not None and len(paths) != 1:
         raise ConfigError(f"--fix writes the repairs of one trace; got {len(paths)} traces")
@@ -78,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     return _validate_many(paths, args)
 
 
-def _ignored_codes(values: list[str]) -> set[str]:
+def _ignored_codes(values: Collection[str]) -> set[str]:
     """The rule codes given to ``--ignore`` (ConfigError listing the known codes for an unknown one)."""
     from pipeline.validate.rules import rule
 
@@ -116,7 +133,7 @@ def _cluster_directory(path: Path, cluster: str | None) -> Path:
     return location.path
 
 
-def _findings(path: Path, args: argparse.Namespace) -> list[Any]:
+def _findings(path: Path, args: ValidateSettings) -> list[Any]:
     from pipeline.validate.report import parse_time
     from pipeline.validate.rules import validate_trace
     from pipeline.validate.tracefile import read_trace_file
@@ -132,7 +149,7 @@ def _failing(findings: list[Any], strict: bool) -> bool:
     return any(strict or f.severity.value == "error" for f in findings)
 
 
-def _validate_one(path: Path, args: argparse.Namespace) -> int:
+def _validate_one(path: Path, args: ValidateSettings) -> int:
     from pipeline.model.errors import ConfigError
     from pipeline.validate.fixes import render_fix_file
     from pipeline.validate.report import findings_json, render_table
@@ -152,7 +169,7 @@ def _validate_one(path: Path, args: argparse.Namespace) -> int:
     return 1 if _failing(findings, args.strict) else 0
 
 
-def _validate_many(paths: list[Path], args: argparse.Namespace) -> int:
+def _validate_many(paths: list[Path], args: ValidateSettings) -> int:
     """Every trace in turn; an unreadable one is reported (exit 2 at the end) and the rest checked."""
     from pipeline.model.errors import ConfigError, FormatError
     from pipeline.validate.report import findings_json, render_table, summary_line
@@ -182,7 +199,7 @@ def _validate_many(paths: list[Path], args: argparse.Namespace) -> int:
     return code
 
 
-def _ignored_note(ignored: set[str]) -> str:
+def _ignored_note(ignored: Collection[str]) -> str:
     return f"\n(findings of {', '.join(sorted(ignored))} left out: --ignore)" if ignored else ""
 
 

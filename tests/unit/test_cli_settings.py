@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 
 import pytest
 
 from pipeline.model.errors import ConfigError
 from services.cli import build_parser
+from services.commands.inspect import InspectSettings
 from services.controller_service import ControllerServiceSettings
 from services.settings import INTERACTIVE_LOG, KubetapeSettings, LogSettings, settings_from_args
 from services.watch_service import WatchServiceSettings
@@ -24,10 +26,10 @@ def test_a_service_takes_its_frozen_settings_and_logs_as_a_service() -> None:
     assert root("sink", "--bootstrap", "b:9092").log.json_lines  # the sink logs JSON lines only
 
 
-def test_an_interactive_command_takes_its_flags_and_logs_short_text() -> None:
+def test_an_interactive_command_takes_its_typed_settings_and_logs_short_text() -> None:
     settings = root("inspect", "trace.kseg")
     assert settings.log == INTERACTIVE_LOG
-    assert settings.command.file == "trace.kseg"
+    assert settings.command == InspectSettings(file="trace.kseg")
 
 
 def test_analytics_is_a_service_over_kafka_only() -> None:
@@ -41,3 +43,16 @@ def test_the_controller_settings_are_checked_when_built() -> None:
     assert (settings.command.controller.identity, settings.command.http.port) == ("me", 0)
     with pytest.raises(ConfigError, match="--renew-interval"):
         root("controller", "--renew-interval", "20")
+
+
+def test_every_command_turns_its_flags_into_typed_settings() -> None:
+    def leaves(name: str, parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+        verbs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not verbs:
+            return [(name, parser)]
+        return [leaf for v in verbs for n, p in v.choices.items() for leaf in leaves(f"{name} {n}", p)]
+
+    commands = leaves("kubetape", build_parser())
+    assert len(commands) >= 14
+    unbuilt = [name for name, parser in commands if parser.get_default("settings") is None]
+    assert unbuilt == []
