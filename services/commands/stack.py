@@ -22,6 +22,12 @@ class StackSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class StackBuildSettings(StackSettings):
+    autoscaler: str | None = None
+    """Also build this autoscaler (else it is built on first use)."""
+
+
+@dataclass(frozen=True, slots=True)
 class StackUpSettings(StackSettings):
     clusters: list[str] | None = None
     nodes: int = 0
@@ -65,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="also build this autoscaler (the test suite does, for its autoscaler tests)",
     )
-    build.set_defaults(settings=from_flags(StackSettings), func=_build)
+    build.set_defaults(settings=from_flags(StackBuildSettings), func=_build)
 
     up = actions.add_parser("up", help="start Kafka and the named KWOK clusters (idempotent)")
     up.add_argument(
@@ -132,7 +138,7 @@ def _stack(args: StackSettings) -> LocalStack:
     return LocalStack(args.stack_dir, report=stderr_reporter)
 
 
-def _build(args: StackSettings) -> int:
+def _build(args: StackBuildSettings) -> int:
     stack = _stack(args)
     libs, bin_dir = stack.build()
     built = {"kafka_libs": str(libs), "kube_bin_dir": str(bin_dir)}
