@@ -22,7 +22,7 @@ from pipeline.formats.assemble import assemble_window, trace_to_simkube
 from pipeline.formats.segment.content import Keyframe, Segment
 from pipeline.formats.segment.decode import EventWires
 from pipeline.formats.segment.encode import encode_segment
-from pipeline.formats.simkube import write_simkube_trace
+from pipeline.formats.simkube import SIMKUBE_TRACE_VERSION, with_version, write_simkube_trace
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import parse_object_key
@@ -77,6 +77,8 @@ class ExportRequest:
     format: ExportFormat = ExportFormat.KUBETAPE
     filters: ExportFilters = field(default_factory=ExportFilters)
     config: TracerConfig | None = None
+    simkube_version: int = SIMKUBE_TRACE_VERSION
+    """The SimKube trace format version to write (2, what released SimKube reads, or 3)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +156,8 @@ def _export(
     wires = EventWires() if request.format is ExportFormat.KUBETAPE else None
     trace, window = _assemble(catalog, request, warn, wires)
     if request.format is ExportFormat.SIMKUBE:
-        data = write_simkube_trace(trace_to_simkube(trace, request.config or TracerConfig.default()))
+        simkube = trace_to_simkube(trace, request.config or TracerConfig.default())
+        data = write_simkube_trace(with_version(simkube, request.simkube_version))
     else:
         data = encode_segment(trace, EXPORT_ZSTD_LEVEL, wires=wires)
     return ExportResult(data, len(trace.events), tuple(window.skipped))

@@ -111,11 +111,13 @@ def test_version_1_trace_with_unknown_kinds_is_rejected_clearly(simkube_traces: 
 
 def test_unknown_version_is_rejected(simkube_traces: Path) -> None:
     raw = _raw(simkube_traces / "cronjob.sktrace")
-    raw["version"] = 3
+    raw["version"] = 4
     with pytest.raises(
-        UnknownVersionError, match=r"v3\.sktrace: SimKube trace format version 3 is not supported"
+        UnknownVersionError,
+        match=r"v4\.sktrace: SimKube trace format version 4 is not supported "
+        r"\(kubetape reads versions 1, 2 and 3\)",
     ):
-        read_simkube_trace(msgpack.packb(raw), "v3.sktrace")
+        read_simkube_trace(msgpack.packb(raw), "v4.sktrace")
 
 
 @pytest.mark.parametrize(

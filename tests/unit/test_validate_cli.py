@@ -117,11 +117,13 @@ def test_every_shared_trace_in_one_ci_run(simkube_traces: Path, capsys: pytest.C
     assert main(["validate", str(simkube_traces)]) == 1
     out = capsys.readouterr().out
     assert out.endswith(
-        "4 traces:\n"
-        f"{simkube_traces}/bare-pods.sktrace              no findings: the trace passes every rule\n"
-        f"{simkube_traces}/cronjob.sktrace                no findings: the trace passes every rule\n"
-        f"{simkube_traces}/simkube-trace.json             1 finding: 0 errors, 1 warning\n"
-        f"{simkube_traces}/simkube-validation-trace.json  11 findings: 10 errors, 1 warning\n"
+        "6 traces:\n"
+        f"{simkube_traces}/bare-pods.sktrace                 no findings: the trace passes every rule\n"
+        f"{simkube_traces}/cronjob.sktrace                   no findings: the trace passes every rule\n"
+        f"{simkube_traces}/simkube-trace.json                1 finding: 0 errors, 1 warning\n"
+        f"{simkube_traces}/simkube-v3-trace.json             1 finding: 0 errors, 1 warning\n"
+        f"{simkube_traces}/simkube-v3-validation-trace.json  11 findings: 10 errors, 1 warning\n"
+        f"{simkube_traces}/simkube-validation-trace.json     11 findings: 10 errors, 1 warning\n"
     )
     clean = [
         str(simkube_traces / name) for name in ("bare-pods.sktrace", "cronjob.sktrace", "simkube-trace.json")

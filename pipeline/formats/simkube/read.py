@@ -1,4 +1,4 @@
-"""SimKube trace files (``.sktrace``): a reader and a writer faithful to SimKube v2.
+"""Reading SimKube trace files (``.sktrace``, or JSON like SimKube's fixtures): versions 1, 2 and 3.
 
 A v2 trace is a msgpack map (``rmp_serde::to_vec_named`` of SimKube's ``Trace``)::
 
@@ -6,82 +6,43 @@ A v2 trace is a msgpack map (``rmp_serde::to_vec_named`` of SimKube's ``Trace``)
      index: {GVK: {"ns/name": u64 spec hash}},
      pod_lifecycles: {[GVK, "ns/name"]: {u64 pod-spec hash: [{"Running": s} | {"Finished": [s, e]}]}}}
 
+A v3 trace replaces ``index`` by ``tracked_objects: {GVK: {"ns/name": {}}}`` (see :mod:`.model`).
 ``ts`` and lifecycle times are whole Unix seconds. Lifecycle owner keys are 2-element arrays used as map
 keys (tuples here) and hash keys are u64; both are preserved, so reading then writing a trace gives
-the same trace (for SimKube's own files, the same bytes). JSON v2 traces (SimKube's test fixtures) are
-read too. Version 1 traces (SimKube ≤ 1.1.1: a 4-element array, index and lifecycles keyed by
-``ns/name`` only) are upgraded to v2 when every key's kind can be found in the trace, else rejected.
+the same trace (for SimKube's own files, the same bytes). Version 1 traces (SimKube ≤ 1.1.1: a 4-element
+array, index and lifecycles keyed by ``ns/name`` only) are upgraded to v2 when every key's kind can be
+found in the trace, else rejected.
 
-The reader applies the rules SimKube's deserializer and ``normalize`` apply, so a trace this module
-writes (it validates before writing) is one SimKube reads. Every problem raises
-:class:`~pipeline.model.errors.FormatError` (or ``UnknownVersionError``) naming the source and the place.
+The reader applies the rules SimKube's deserializer and ``normalize`` apply. Every problem raises
+:class:`~pipeline.model.errors.FormatError` (or ``UnknownVersionError``, naming the versions kubetape
+reads) naming the source and the place.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgpack
 import orjson
 
+from pipeline.formats.simkube.model import (
+    I64_MAX,
+    I64_MIN,
+    READABLE_VERSIONS,
+    SIMKUBE_TRACE_VERSION,
+    SIMKUBE_V3,
+    U64_MAX,
+    SimkubeEvent,
+    SimkubeLifecycle,
+    SimkubeOwner,
+    SimkubeTrace,
+    index_from_events,
+    versions_text,
+)
 from pipeline.model.errors import ConfigError, FormatError, UnknownVersionError
 from pipeline.model.keys import GroupVersionKind
-from pipeline.model.tracer_config import KNOWN_POD_SPEC_TEMPLATE_PATHS, TracerConfig
-
-SIMKUBE_TRACE_VERSION = 2
-"""The SimKube trace format version this module writes."""
-
-U64_MAX = (1 << 64) - 1
-I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
-
-SimkubeOwner = tuple[str, str]
-"""A ``pod_lifecycles`` key: (owner GVK string, owner ``namespace/name``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SimkubeLifecycle:
-    """SimKube's ``PodLifecycleData`` in seconds: Running(start) if ``end`` is None, else Finished.
-
-    ``start`` None is SimKube's ``Empty`` (never stored by SimKube, accepted for completeness).
-    """
-
-    start: int | None
-    end: int | None = None
-
-    def to_wire(self) -> Any:
-        """serde's externally tagged form."""
-        if self.start is None:
-            return "Empty"
-        if self.end is None:
-            return {"Running": self.start}
-        return {"Finished": [self.start, self.end]}
-
-
-@dataclass(frozen=True, slots=True)
-class SimkubeEvent:
-    """One ``TraceEvent``: objects applied and deleted at ``ts`` (Unix seconds)."""
-
-    ts: int
-    applied_objs: list[dict[str, Any]] = field(default_factory=list)
-    deleted_objs: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class SimkubeTrace:
-    """A SimKube trace, field for field. ``config`` is kept as stored (use :meth:`tracer_config`)."""
-
-    version: int
-    config: dict[str, Any]
-    events: list[SimkubeEvent]
-    index: dict[str, dict[str, int]]
-    pod_lifecycles: dict[SimkubeOwner, dict[int, list[SimkubeLifecycle]]]
-    read_from_version: int = field(default=SIMKUBE_TRACE_VERSION, compare=False)
-
-    def tracer_config(self, source: str = "<trace config>") -> TracerConfig:
-        """The trace's config, normalized as SimKube does on import (raises ConfigError)."""
-        return TracerConfig.from_mapping(self.config, source)
+from pipeline.model.tracer_config import TracerConfig
 
 
 # ---- reading -------------------------------------------------------------------------------------
@@ -134,19 +95,23 @@ def _parse_v2(raw: dict[Any, Any], where: str) -> SimkubeTrace:
     if not _is_int(version, 0, 0xFFFF):
         raise FormatError(f"{where}: 'version' must be a u16, got {version!r}")
     assert isinstance(version, int)
-    if version != SIMKUBE_TRACE_VERSION:
+    if version not in READABLE_VERSIONS or version == 1:  # v1 is an array, never a map
         raise UnknownVersionError(
             f"{where}: SimKube trace format version {version} is not supported "
-            f"(kubetape reads versions 1 and {SIMKUBE_TRACE_VERSION})"
+            f"(kubetape reads versions {versions_text()})"
         )
-    missing = [k for k in ("config", "events", "index", "pod_lifecycles") if k not in raw]
+    objects_field = "index" if version == SIMKUBE_TRACE_VERSION else "tracked_objects"
+    missing = [k for k in ("config", "events", objects_field, "pod_lifecycles") if k not in raw]
     if missing:
-        raise FormatError(f"{where}: missing field(s) {', '.join(missing)}")
+        raise FormatError(f"{where}: missing field(s) {', '.join(missing)} (SimKube v{version} trace)")
     config = _parse_config(raw["config"], where)
     events = _parse_events(raw["events"], where)
-    index = _parse_index(raw["index"], where)
+    if version == SIMKUBE_V3:
+        index = index_from_events(events, _parse_tracked_objects(raw["tracked_objects"], where))
+    else:
+        index = _parse_index(raw["index"], where)
     lifecycles = _parse_lifecycles(raw["pod_lifecycles"], where)
-    return SimkubeTrace(version, config, events, index, lifecycles)
+    return SimkubeTrace(version, config, events, index, lifecycles, read_from_version=version)
 
 
 def _parse_config(value: Any, where: str) -> dict[str, Any]:
@@ -240,6 +205,22 @@ def _parse_index(value: Any, where: str) -> dict[str, dict[str, int]]:
     return value
 
 
+def _parse_tracked_objects(value: Any, where: str) -> dict[str, list[str]]:
+    """v3's ``tracked_objects``: GVK → namespace/name → metadata map (empty as SimKube writes it)."""
+    if not isinstance(value, dict):
+        raise FormatError(f"{where}: tracked_objects must be a map GVK → (namespace/name → metadata)")
+    names: dict[str, list[str]] = {}
+    for gvk, entries in value.items():
+        _parse_gvk(gvk, f"{where}: tracked_objects key")
+        if not isinstance(entries, dict):
+            raise FormatError(f"{where}: tracked_objects[{gvk}] must be a map namespace/name → metadata")
+        for name, metadata in entries.items():
+            if not isinstance(name, str) or not isinstance(metadata, dict):
+                raise FormatError(f"{where}: tracked_objects[{gvk}][{name!r}] must map a name to a map")
+        names[gvk] = list(entries)
+    return names
+
+
 def _parse_lifecycle(value: Any, where: str) -> SimkubeLifecycle:
     if value == "Empty":
         return SimkubeLifecycle(None)
@@ -326,57 +307,3 @@ def _upgrade_v1(raw: list[Any], where: str) -> SimkubeTrace:
         _parse_lifecycles(lifecycles_v2, here),
         read_from_version=1,
     )
-
-
-# ---- writing -------------------------------------------------------------------------------------
-def simkube_to_wire(trace: SimkubeTrace) -> dict[str, Any]:
-    """The plain structure :func:`write_simkube_trace` packs (field order as SimKube writes it)."""
-    return {
-        "version": trace.version,
-        "config": trace.config,
-        "events": [
-            {"ts": e.ts, "applied_objs": e.applied_objs, "deleted_objs": e.deleted_objs} for e in trace.events
-        ],
-        "index": trace.index,
-        "pod_lifecycles": {
-            owner: {h: [lc.to_wire() for lc in lcs] for h, lcs in by_hash.items()}
-            for owner, by_hash in trace.pod_lifecycles.items()
-        },
-    }
-
-
-def write_simkube_trace(trace: SimkubeTrace) -> bytes:
-    """The msgpack bytes of ``trace`` in SimKube v2 format; raises FormatError if SimKube would refuse it.
-
-    Objects are written as given: they must hold JSON values only (as every object decoded from a watch
-    or from a trace does). The output is not read back to check it, which used to double the cost of
-    an export; ``tests/unit/test_formats_simkube.py`` reads what this writes by SimKube's rules."""
-    problems = simkube_compatibility_problems(trace)
-    if problems:
-        raise FormatError(f"refusing to write a SimKube trace SimKube cannot read: {'; '.join(problems)}")
-    data: bytes = msgpack.packb(simkube_to_wire(trace), use_bin_type=True)
-    return data
-
-
-def simkube_compatibility_problems(trace: SimkubeTrace) -> list[str]:
-    """Why SimKube (≥ 2.0, current) would refuse ``trace``; ``[]`` when it reads it.
-
-    Beyond the structure checked on reading, SimKube's ``normalize`` refuses unknown kinds without
-    ``podSpecTemplatePaths`` and only reads version 2.
-    """
-    problems = []
-    if trace.version != SIMKUBE_TRACE_VERSION:
-        problems.append(f"version is {trace.version}, SimKube reads {SIMKUBE_TRACE_VERSION}")
-    tracked = trace.config.get("trackedObjects", {})
-    for gvk_text, settings in tracked.items() if isinstance(tracked, dict) else []:
-        try:
-            gvk = GroupVersionKind.parse(gvk_text)
-        except FormatError as exc:
-            problems.append(str(exc))
-            continue
-        paths = (settings or {}).get("podSpecTemplatePaths") or (settings or {}).get("podSpecTemplatePath")
-        if not paths and gvk not in KNOWN_POD_SPEC_TEMPLATE_PATHS:
-            problems.append(f"config: {gvk_text} has no podSpecTemplatePaths and is not a built-in kind")
-    if any(b.ts < a.ts for a, b in zip(trace.events, trace.events[1:], strict=False)):
-        problems.append("events are not sorted by ts")
-    return problems
