@@ -42,7 +42,7 @@ COMMANDS = (
     ),
     Command(
         "transform",
-        "apply a transform file (remove/set/add/obfuscate fields, drop/create objects) to a trace",
+        "apply a transform file (YAML) or a SKEL program (.skel, SimKube's) to a trace",
     ),
     Command("sim", "create and drive Simulation resources (replays run by `kubetape controller`)"),
     Command("controller", "run the Simulation controller (replayer Jobs, one simulation at a time)"),

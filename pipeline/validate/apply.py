@@ -21,7 +21,7 @@ from pipeline.model.keys import GroupVersionKind
 from pipeline.model.pointer import resolve
 from pipeline.model.sanitize import copy_json
 from pipeline.validate.podspec import PodSpecLocator
-from pipeline.validate.transform import Transform, transform_object
+from pipeline.validate.transform import TraceEdit
 
 Identity = tuple[str, str]
 """(GVK string, ``namespace/name``): how SimKube's index and lifecycles name an object."""
@@ -55,6 +55,7 @@ class _Tracker:
         self.renames: dict[Identity, Identity | None] = {}
         self.pod_hashes: dict[Identity, dict[int, int]] = {}
         self.seen_ids: set[Identity] = set()
+        self.kept_ids: set[Identity] = set()  # left in some event under their own identity
         self.modified = self.dropped = self.seen = 0
 
     def record(self, old: dict[str, Any], new: dict[str, Any] | None, changed: bool) -> None:
@@ -67,7 +68,9 @@ class _Tracker:
         except FormatError:
             return
         self.seen_ids.add(old_id)
-        if new_id != old_id:
+        if new_id == old_id:
+            self.kept_ids.add(old_id)
+        elif new_id is not None or old_id not in self.renames:  # a rename wins over a drop elsewhere
             self.renames[old_id] = new_id
         if new is None or not changed:
             return
@@ -79,12 +82,13 @@ class _Tracker:
                     self.pod_hashes.setdefault(old_id, {})[old_hash] = new_hash
 
 
-def apply_transform(trace: SimkubeTrace, transform: Transform) -> tuple[SimkubeTrace, TransformStats]:
+def apply_transform(trace: SimkubeTrace, transform: TraceEdit) -> tuple[SimkubeTrace, TransformStats]:
     """``trace`` with ``transform`` applied, its index and lifecycle keys recomputed."""
     tracker = _Tracker(trace.config)
+    start = trace.events[0].ts if trace.events else 0
     created = []
     for obj in transform.creates:
-        new, _changed = transform_object(transform, copy_json(obj))
+        new, _changed = transform.edit(copy_json(obj), start, start)
         if new is not None:
             created.append(new)
     if created and not trace.events:
@@ -96,7 +100,7 @@ def apply_transform(trace: SimkubeTrace, transform: Transform) -> tuple[SimkubeT
         deleted: list[dict[str, Any]] = []
         for source, target in ((event.applied_objs, applied), (event.deleted_objs, deleted)):
             for obj in source:
-                new, changed = transform_object(transform, obj)
+                new, changed = transform.edit(obj, event.ts, start)
                 tracker.record(obj, new, changed)
                 if new is not None:
                     target.append(new)
@@ -105,7 +109,7 @@ def apply_transform(trace: SimkubeTrace, transform: Transform) -> tuple[SimkubeT
             events.append(SimkubeEvent(event.ts, applied, deleted))
         else:
             events_dropped += 1
-    renames = _all_renames(trace.index, transform, tracker)
+    renames = _all_renames(trace.index, transform, tracker, start)
     result = SimkubeTrace(
         trace.version,
         copy_json(trace.config),
@@ -118,11 +122,16 @@ def apply_transform(trace: SimkubeTrace, transform: Transform) -> tuple[SimkubeT
 
 
 def _all_renames(
-    old: dict[str, dict[str, int]], transform: Transform, tracker: _Tracker
+    old: dict[str, dict[str, int]], transform: TraceEdit, tracker: _Tracker, start: int
 ) -> dict[Identity, Identity | None]:
     """Renames seen in events, plus those of objects only the index names (finished before the trace's
-    window), found by transforming their stubs (a stub has no labels, so label selectors miss it)."""
-    renames = dict(tracker.renames)
+    window), found by transforming their stubs (a stub has no labels, so label selectors miss it).
+    An object dropped from some events only (a SKEL ``delete`` with a time test) is not dropped."""
+    renames = {
+        old_id: new_id
+        for old_id, new_id in tracker.renames.items()
+        if new_id is not None or old_id not in tracker.kept_ids
+    }
     for gvk_text, entries in old.items():
         try:
             gvk = GroupVersionKind.parse(gvk_text)
@@ -134,7 +143,7 @@ def _all_renames(
             namespace, _slash, short = name.rpartition("/")
             meta = {"name": short, "namespace": namespace} if namespace else {"name": short}
             stub = {"apiVersion": gvk.api_version, "kind": gvk.kind, "metadata": meta}
-            new, _changed = transform_object(transform, stub)
+            new, _changed = transform.edit(stub, start, start)
             new_id = identity(new) if new is not None else None
             if new_id != (gvk_text, name):
                 renames[(gvk_text, name)] = new_id

@@ -21,12 +21,14 @@ from pipeline.model.pointer import resolve
 from pipeline.model.sanitize import copy_json
 from pipeline.validate.apply import TransformStats
 from pipeline.validate.podspec import PodSpecLocator
-from pipeline.validate.transform import Transform, transform_object
+from pipeline.validate.transform import TraceEdit
 
 
 class _SegmentRewriter:
-    def __init__(self, segment: Segment, transform: Transform) -> None:
+    def __init__(self, segment: Segment, transform: TraceEdit) -> None:
         self.segment, self.transform = segment, transform
+        self.start_s = segment.header.start_ms // 1000  # SKEL's @t compares Unix seconds, as SimKube's
+        self.kept: set[ObjectKey] = set()  # keys left in some event (a time-bound delete keeps the rest)
         config = segment.config.to_simkube_mapping() if segment.config is not None else {}
         self.locator = PodSpecLocator(config)
         self.renames: dict[ObjectKey, ObjectKey | None] = {}
@@ -45,18 +47,21 @@ class _SegmentRewriter:
     def object_event(self, e: Event) -> Event | None:
         assert e.obj is not None  # APPLIED and DELETED events always carry an object
         self.api_versions.setdefault(e.key, str(e.obj.get("apiVersion", "")))
-        new, changed = transform_object(self.transform, e.obj)
+        new, changed = self.transform.edit(e.obj, e.ts_ms // 1000, self.start_s)
         self.seen += 1
         if new is None:
             self.dropped += 1
-            self.renames[e.key] = None
+            self.renames.setdefault(e.key, None)
             return None
         if not changed:
+            self.kept.add(e.key)
             return e
         self.modified += 1
         key = self.new_key(new)
         if key != e.key:
             self.renames[e.key] = key
+        else:
+            self.kept.add(e.key)
         for pointer in self.locator.pod_spec_pointers(e.obj):
             before, after = resolve(e.obj, pointer), resolve(new, pointer)
             if before and after and isinstance(before[0], dict) and isinstance(after[0], dict):
@@ -68,14 +73,15 @@ class _SegmentRewriter:
 
     def renamed(self, key: ObjectKey) -> ObjectKey | None:
         """The key after the transform; objects only known by key are transformed as stubs."""
-        if key in self.renames:
+        if key in self.renames and (self.renames[key] is not None or key not in self.kept):
             return self.renames[key]
+        if key in self.kept:
+            return key
         parsed = parse_object_key(key)
         api_version = self.api_versions.get(key) or self._api_version(parsed.group, parsed.kind)
         meta = {"name": parsed.name, **({"namespace": parsed.namespace} if parsed.namespace else {})}
-        new, _changed = transform_object(
-            self.transform, {"apiVersion": api_version, "kind": parsed.kind, "metadata": meta}
-        )
+        stub = {"apiVersion": api_version, "kind": parsed.kind, "metadata": meta}
+        new, _changed = self.transform.edit(stub, self.start_s, self.start_s)
         self.renames[key] = None if new is None else self.new_key(new)
         return self.renames[key]
 
@@ -98,13 +104,13 @@ class _SegmentRewriter:
         return dataclasses.replace(e, key=pod, owner_key=owner, pod_spec_hash=pod_hash)
 
 
-def apply_transform_to_segment(segment: Segment, transform: Transform) -> tuple[Segment, TransformStats]:
+def apply_transform_to_segment(segment: Segment, transform: TraceEdit) -> tuple[Segment, TransformStats]:
     """``segment`` with ``transform`` applied (a new segment; the input is not modified)."""
     rw = _SegmentRewriter(segment, transform)
     start = segment.header.start_ms
     created = []
     for obj in transform.creates:
-        new, _changed = transform_object(transform, copy_json(obj))
+        new, _changed = transform.edit(copy_json(obj), rw.start_s, rw.start_s)
         if new is not None:
             created.append(Event.applied(start, rw.new_key(new), new, object_spec_hash(new)))
     if created and segment.header.end_ms <= start:

@@ -35,7 +35,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -48,6 +48,26 @@ TRANSFORM_VERSION = 1
 _SELECT_FIELDS = ("apiVersion", "kind", "namespace", "name")
 _OP_FIELDS = {"select", "at", "where", "remove", "set", "add", "obfuscate", "drop", "create"}
 _ACTIONS = ("remove", "set", "add", "obfuscate")
+
+
+class TraceEdit(Protocol):
+    """What ``kubetape transform`` applies to each object of a trace: a :class:`Transform` (YAML) or a
+    SKEL program (:class:`pipeline.validate.skel.SkelProgram`)."""
+
+    @property
+    def source(self) -> str:
+        """The file it came from, for messages."""
+        ...
+
+    @property
+    def creates(self) -> list[dict[str, Any]]:
+        """Objects added at the start of the trace."""
+        ...
+
+    def edit(self, obj: dict[str, Any], ts: int, start: int) -> tuple[dict[str, Any] | None, bool]:
+        """``obj`` of an event at ``ts`` in a trace starting at ``start`` (Unix seconds), edited: (the
+        result, None when dropped; whether it changed). ``obj`` itself is never modified."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +139,10 @@ class Transform:
         """The objects the transform adds at the start of the trace."""
         return [op.create for op in self.operations if op.create is not None]
 
+    def edit(self, obj: dict[str, Any], ts: int, start: int) -> tuple[dict[str, Any] | None, bool]:
+        """:func:`transform_object` (a YAML transform does not depend on time)."""
+        return transform_object(self, obj)
+
     def next_operation(self, after: int, name: Any) -> int | None:
         """The position of the first operation after ``after`` that may select an object named ``name``."""
         candidates = [self._general, self._by_name.get(name, []) if isinstance(name, str) else []]
@@ -138,6 +162,15 @@ def load_transform(path: Path) -> Transform:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
     return parse_transform(data, str(path))
+
+
+def load_trace_edit(path: Path) -> TraceEdit:
+    """A SKEL program for a ``.skel`` file, else a YAML transform file."""
+    if path.suffix.lower() == ".skel":
+        from pipeline.validate.skel.program import load_skel
+
+        return load_skel(path)
+    return load_transform(path)
 
 
 def parse_transform(data: Any, source: str) -> Transform:

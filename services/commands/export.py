@@ -1,4 +1,4 @@
-"""``kubetape export``: a time range of the segment store as one trace file (kubetape or SimKube v2)."""
+"""``kubetape export``: a time range of the segment store as one trace file (kubetape, or SimKube v2/v3)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,12 @@ from pathlib import Path
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.segment.header import is_segment
-from pipeline.formats.simkube import read_simkube_trace
+from pipeline.formats.simkube import (
+    SIMKUBE_TRACE_VERSION,
+    SIMKUBE_V3,
+    check_writable_version,
+    read_simkube_trace,
+)
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import ClusterId
 from pipeline.model.tracer_config import load_tracer_config
@@ -30,7 +35,7 @@ from pipeline.store.store_url import StoreLocation, cluster_location, open_segme
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
 from pipeline.validate.tracefile import encode_trace
-from pipeline.validate.transform import Transform, load_transform
+from pipeline.validate.transform import TraceEdit, load_trace_edit
 from services.flags import add_cluster_argument, add_store_argument
 from services.settings import from_flags
 
@@ -43,6 +48,7 @@ class ExportSettings:
     end: str = "now"
     cluster: ClusterId | None = None
     format: str = "kubetape"
+    simkube_version: int = SIMKUBE_TRACE_VERSION
     exclude_namespace: list[str] = field(default_factory=list)
     exclude_label: list[str] = field(default_factory=list)
     keep_owned: bool = False
@@ -64,7 +70,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=[f.value for f in ExportFormat],
         default=ExportFormat.KUBETAPE.value,
-        help="kubetape trace (default) or SimKube v2 .sktrace",
+        help="kubetape trace (default) or SimKube .sktrace (v2 unless --simkube-version 3)",
+    )
+    parser.add_argument(
+        "--simkube-version",
+        type=int,
+        default=SIMKUBE_TRACE_VERSION,
+        metavar="N",
+        help=f"SimKube trace format version to write with --format simkube: {SIMKUBE_TRACE_VERSION} "
+        f"(default, what released SimKube reads) or {SIMKUBE_V3} (tracked_objects instead of index)",
     )
     parser.add_argument("-o", "--output", type=Path, required=True, help="file to write")
     parser.add_argument(
@@ -88,13 +102,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--transform",
         type=Path,
         default=None,
-        help="apply this transform file (redaction, name obfuscation; see examples/transforms) before "
-        "the trace is written, so the raw objects never leave",
+        help="apply this transform file (YAML: redaction, name obfuscation, see examples/transforms; "
+        "or a SKEL program ending in .skel) before the trace is written, so the raw objects never leave",
     )
     parser.set_defaults(settings=from_flags(ExportSettings), func=_run)
 
 
 def _run(args: ExportSettings) -> int:
+    if args.simkube_version != SIMKUBE_TRACE_VERSION and args.format != ExportFormat.SIMKUBE.value:
+        raise ConfigError("--simkube-version applies to --format simkube only")
+    check_writable_version(args.simkube_version)
     request = ExportRequest(
         parse_time(args.start, what="--from"),
         parse_time(args.end, what="--to"),
@@ -105,9 +122,10 @@ def _run(args: ExportSettings) -> int:
             suppress_owned=not args.keep_owned,
         ),
         load_tracer_config(args.config) if args.config else None,
+        args.simkube_version,
     )
     # Load the transform before exporting: a bad transform file must fail before any work is done.
-    transform = load_transform(args.transform) if args.transform else None
+    transform = load_trace_edit(args.transform) if args.transform else None
     location = cluster_location(args.segment_store, args.cluster)
     catalog = SegmentCatalog(open_segment_store(location, must_exist=True))
     result = export_window(catalog, request, lambda w: print(f"kubetape: warning: {w}", file=sys.stderr))
@@ -119,7 +137,7 @@ def _run(args: ExportSettings) -> int:
     return 0
 
 
-def _transformed(data: bytes, transform: Transform, output: Path) -> bytes:
+def _transformed(data: bytes, transform: TraceEdit, output: Path) -> bytes:
     if is_segment(data):
         return encode_segment(apply_transform_to_segment(decode_segment(data, "export"), transform)[0])
     trace = read_simkube_trace(data, "export")

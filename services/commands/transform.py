@@ -1,8 +1,10 @@
-"""``kubetape transform TRACE FIX.yaml -o OUT``: apply a declarative transform to a trace.
+"""``kubetape transform TRACE FIX.yaml -o OUT`` or ``kubetape transform TRACE --skel FILE.skel -o OUT``:
+apply a declarative transform (YAML, e.g. from ``validate --fix``) or a SKEL program (SimKube's
+trace-editing language; ``skctl transform TRACE FILE.skel -o OUT`` works unchanged) to a trace.
 
-The output keeps the input's format: a SimKube v2 trace (JSON if OUT ends in ``.json``, else msgpack)
-with its index and lifecycle hashes recomputed, or a kubetape trace/segment with keys and hashes
-recomputed.
+The output keeps the input's format: a SimKube trace of the same version (JSON if OUT ends in ``.json``,
+else msgpack; ``--simkube-version`` converts) with its index and lifecycle hashes recomputed, or a
+kubetape trace/segment with keys and hashes recomputed.
 """
 
 from __future__ import annotations
@@ -17,15 +19,26 @@ from services.settings import from_flags
 @dataclass(frozen=True, slots=True)
 class TransformSettings:
     trace: Path
-    transform: Path
     output: Path
+    transform: Path | None = None
+    skel: Path | None = None
+    simkube_version: int | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "trace", type=Path, help="the input trace (SimKube v2 msgpack/JSON, or a kubetape trace or segment)"
+        "trace", type=Path, help="the input trace (SimKube v2/v3 msgpack/JSON, or kubetape trace/segment)"
     )
-    parser.add_argument("transform", type=Path, help="the transform file (YAML), e.g. from `validate --fix`")
+    parser.add_argument(
+        "transform",
+        type=Path,
+        nargs="?",
+        default=None,
+        help="the transform file: YAML (e.g. from `validate --fix`), or a SKEL program if it ends in .skel",
+    )
+    parser.add_argument(
+        "--skel", type=Path, default=None, metavar="FILE.skel", help="apply this SKEL program (any file name)"
+    )
     parser.add_argument(
         "-o",
         "--output",
@@ -33,28 +46,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="where to write the result (same format as the input; .json for a SimKube JSON trace)",
     )
+    parser.add_argument(
+        "--simkube-version",
+        type=int,
+        default=None,
+        metavar="N",
+        help="write a SimKube input as this trace format version (2 or 3; default: the input's)",
+    )
     parser.set_defaults(settings=from_flags(TransformSettings), func=_run)
 
 
 def _run(args: TransformSettings) -> int:
-    from pipeline.formats.simkube import SimkubeTrace
+    from pipeline.formats.simkube import SimkubeTrace, check_writable_version, with_version
     from pipeline.formats.trace import read_native_trace
     from pipeline.model.errors import ConfigError
     from pipeline.validate.apply import TransformStats, apply_transform
     from pipeline.validate.apply_segment import apply_transform_to_segment
+    from pipeline.validate.skel.program import load_skel
     from pipeline.validate.tracefile import AnyTrace, write_trace_file
-    from pipeline.validate.transform import load_transform
+    from pipeline.validate.transform import TraceEdit, load_trace_edit
 
+    if (args.transform is None) == (args.skel is None):
+        raise ConfigError("give one transform: a YAML/.skel file after the trace, or --skel FILE.skel")
     if args.output.resolve() == args.trace.resolve():
         raise ConfigError(f"{args.output}: refusing to overwrite the input trace; choose another -o")
-    transform = load_transform(args.transform)
+    if args.simkube_version is not None:
+        check_writable_version(args.simkube_version)
+    edit: TraceEdit
+    if args.skel is not None:
+        edit = load_skel(args.skel)
+    else:
+        assert args.transform is not None  # one of the two, checked above
+        edit = load_trace_edit(args.transform)
     trace = read_native_trace(args.trace)
     result: AnyTrace
     stats: TransformStats
     if isinstance(trace, SimkubeTrace):
-        result, stats = apply_transform(trace, transform)
+        result, stats = apply_transform(trace, edit)
+        if args.simkube_version is not None:
+            result = with_version(result, args.simkube_version)
     else:
-        result, stats = apply_transform_to_segment(trace, transform)
+        if args.simkube_version is not None:
+            raise ConfigError("--simkube-version applies to SimKube traces; this is a kubetape trace")
+        result, stats = apply_transform_to_segment(trace, edit)
     write_trace_file(result, args.output)
     print(
         f"{args.output}: {stats.objects_seen} objects seen, {stats.objects_modified} modified, "
