@@ -154,7 +154,7 @@ def test_validate_arguments_that_cannot_work_fail_before_any_work(
 ) -> None:
     fix = tmp_path / "fix.yaml"
     assert main(["validate", str(simkube_traces), "--fix", str(fix)]) == 2
-    assert "--fix writes the repairs of one trace; got 4 traces" in capsys.readouterr().err
+    assert "--fix writes the repairs of one trace; got 6 traces" in capsys.readouterr().err
     assert not fix.exists()
     assert main(["validate", str(tmp_path)]) == 2
     assert "no trace files in this directory" in capsys.readouterr().err

@@ -116,7 +116,7 @@ def compare(left: Any, op: Op, right: Any) -> bool:
     return bool(left >= right)
 
 
-def _rhs_values(obj: Any, rhs: Path | Literal | None, bindings: Bindings) -> list[Any]:
+def rhs_values(obj: Any, rhs: Path | Literal | None, bindings: Bindings) -> list[Any]:
     if isinstance(rhs, Literal):
         return [rhs.value]
     if rhs is None:
@@ -131,7 +131,7 @@ def _test_holds(obj: Any, test: ResourceTest, bindings: Bindings) -> bool:
     if test.check is Check.NOT_EXISTS:
         return not found
     assert test.op is not None  # the parser sets it for comparisons
-    rights = _rhs_values(obj, test.rhs, bindings)
+    rights = rhs_values(obj, test.rhs, bindings)
     return any(compare(left, test.op, right) for _place, left in found for right in rights)
 
 
@@ -259,7 +259,7 @@ def apply_effect(command: Command, obj: dict[str, Any], bindings: Bindings) -> i
     assert command.target is not None  # remove and modify always have one
     if command.action is Action.REMOVE:
         return remove_places(obj, [place for place, _v in expand(obj, command.target, bindings)])
-    values = _rhs_values(obj, command.value, bindings)
+    values = rhs_values(obj, command.value, bindings)
     if isinstance(command.value, Path) and len(values) != 1:
         if not values:
             return 0  # nothing to copy from: the object is left as it is

@@ -1,0 +1,211 @@
+"""SKEL on whole traces: SimKube traces (v2, v3) and kubetape traces alike, hashes and index recomputed;
+``kubetape transform --skel`` and ``kubetape export --transform FILE.skel``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.formats.assemble import simkube_to_trace
+from pipeline.formats.segment.decode import read_segment
+from pipeline.formats.segment.encode import encode_segment
+from pipeline.formats.simkube import read_simkube_trace
+from pipeline.model.events import EventType
+from pipeline.model.hashing import object_spec_hash
+from pipeline.validate.apply import apply_transform
+from pipeline.validate.apply_segment import apply_transform_to_segment
+from pipeline.validate.skel.program import load_skel, parse_program
+from services.cli import main
+from tests.unit.test_sink_cli import T0, _fill
+
+SANITIZED_POD_SPEC = {
+    "containers": [
+        {
+            "name": "test-container",
+            "env": [{"name": "env1", "value": "foo"}],
+            "envFrom": [],
+            "volumeMounts": [{"name": "empty-dir-volume", "mountPath": "/etc/foo"}],
+        }
+    ],
+    "volumes": [{"name": "empty-dir-volume", "emptyDir": {}}],
+}
+
+
+@pytest.fixture
+def sanitize(simkube_traces: Path) -> Any:
+    return load_skel(simkube_traces / "skel" / "sanitize.skel")
+
+
+@pytest.mark.parametrize("name", ["simkube-validation-trace.json", "simkube-v3-validation-trace.json"])
+def test_simkubes_sanitiser_on_its_validation_trace(simkube_traces: Path, sanitize: Any, name: str) -> None:
+    trace = read_simkube_trace(simkube_traces / name)
+    result, stats = apply_transform(trace, sanitize)
+    (deployment,) = result.events[0].applied_objs
+    assert deployment["spec"]["template"]["spec"] == SANITIZED_POD_SPEC
+    assert "status" not in deployment
+    assert result.version == trace.version  # v3 stays v3
+    assert result.index["apps/v1.Deployment"]["default/test-deployment"] == object_spec_hash(deployment)
+    assert (stats.objects_seen, stats.objects_modified) == (1, 1)
+
+
+def test_the_same_program_gives_the_same_objects_on_a_kubetape_trace(
+    simkube_traces: Path, sanitize: Any
+) -> None:
+    simkube = read_simkube_trace(simkube_traces / "simkube-v3-validation-trace.json")
+    segment = simkube_to_trace(simkube)
+    result, stats = apply_transform_to_segment(segment, sanitize)
+    applied = [e for e in result.events if e.type is EventType.APPLIED]
+    (deployment,) = [e for e in applied if e.obj and e.obj["kind"] == "Deployment"]
+    assert deployment.obj is not None
+    assert deployment.obj["spec"]["template"]["spec"] == SANITIZED_POD_SPEC
+    assert deployment.spec_hash == object_spec_hash(deployment.obj)
+    assert stats.objects_modified >= 1
+
+
+def test_a_time_bound_delete_keeps_the_rest_of_the_object_and_its_lifecycles(simkube_traces: Path) -> None:
+    # cronjob.sktrace: the CronJob is applied at the start and deleted 205 s later; its pods finished.
+    trace = read_simkube_trace(simkube_traces / "cronjob.sktrace")
+    program = parse_program("delete(@t >= 1m);")
+    result, stats = apply_transform(trace, program)
+    assert [len(e.deleted_objs) for e in result.events] == [0, 0]  # the deletion event is gone
+    assert stats.events_dropped == 1
+    assert result.index == trace.index
+    assert result.pod_lifecycles == trace.pod_lifecycles
+
+    segment = simkube_to_trace(trace)
+    seg_result, _stats = apply_transform_to_segment(segment, program)
+    types = [e.type for e in seg_result.events]
+    assert EventType.DELETED not in types
+    lifecycles = [e for e in segment.events if e.type is EventType.POD_LIFECYCLE]
+    assert lifecycles
+    assert [e for e in seg_result.events if e.type is EventType.POD_LIFECYCLE] == lifecycles
+
+
+def test_a_delete_of_every_version_drops_the_index_entry_and_lifecycles(simkube_traces: Path) -> None:
+    trace = read_simkube_trace(simkube_traces / "cronjob.sktrace")
+    result, _stats = apply_transform(trace, parse_program('delete(metadata.name == "hello-simkube");'))
+    assert result.index == {}
+    assert result.pod_lifecycles == {}
+
+
+def test_a_rename_by_modify_moves_the_index_entry_and_lifecycles(simkube_traces: Path) -> None:
+    trace = read_simkube_trace(simkube_traces / "cronjob.sktrace")
+    result, _stats = apply_transform(trace, parse_program('modify(metadata.name = "renamed");'))
+    assert list(result.index["batch/v1.CronJob"]) == ["default/renamed"]
+    assert list(result.pod_lifecycles) == [("batch/v1.CronJob", "default/renamed")]
+
+
+# ---- the command line -------------------------------------------------------------------------------
+def test_transform_takes_a_skel_file_as_skctl_does_or_with_skel(
+    simkube_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = simkube_traces / "simkube-v3-validation-trace.json"
+    skel = simkube_traces / "skel" / "sanitize.skel"
+    assert main(["transform", str(trace), str(skel), "-o", str(tmp_path / "a.json")]) == 0
+    assert main(["transform", str(trace), "--skel", str(skel), "-o", str(tmp_path / "b.json")]) == 0
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    assert "1 modified" in capsys.readouterr().out
+    out = read_simkube_trace(tmp_path / "a.json")
+    assert out.version == 3
+    assert out.events[0].applied_objs[0]["spec"]["template"]["spec"] == SANITIZED_POD_SPEC
+    assert (
+        main(["transform", str(trace), str(skel), "--simkube-version", "2", "-o", str(tmp_path / "c.json")])
+        == 0
+    )
+    assert read_simkube_trace(tmp_path / "c.json").version == 2
+
+
+def test_transform_on_a_kubetape_trace(simkube_traces: Path, tmp_path: Path) -> None:
+    segment = simkube_to_trace(read_simkube_trace(simkube_traces / "simkube-validation-trace.json"))
+    (tmp_path / "in.kseg").write_bytes(encode_segment(segment))
+    skel = simkube_traces / "skel" / "sanitize.skel"
+    assert (
+        main(["transform", str(tmp_path / "in.kseg"), "--skel", str(skel), "-o", str(tmp_path / "out.kseg")])
+        == 0
+    )
+    out = read_segment(tmp_path / "out.kseg")
+    specs = [e.obj["spec"]["template"]["spec"] for e in out.events if e.obj and e.obj["kind"] == "Deployment"]
+    assert specs == [SANITIZED_POD_SPEC]
+
+
+def test_a_bad_program_is_reported_with_its_position(
+    simkube_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.skel"
+    bad.write_text("remove(status);\nremove(spec.template spec);\n")
+    trace = simkube_traces / "cronjob.sktrace"
+    assert main(["transform", str(trace), "--skel", str(bad), "-o", str(tmp_path / "out.sktrace")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:2:22: found 'spec'; expected" in err
+    assert not (tmp_path / "out.sktrace").exists()
+    assert main(["transform", str(trace), str(bad), "--skel", str(bad), "-o", str(tmp_path / "o")]) == 2
+    assert "give one transform" in capsys.readouterr().err
+
+
+def test_export_applies_a_skel_program_and_writes_v3_on_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill(tmp_path / "segments")
+    common = [
+        "export",
+        "--segment-dir",
+        str(tmp_path / "segments"),
+        "--from",
+        str(T0),
+        "--to",
+        str(T0 + 240_000),
+    ]
+    skel = tmp_path / "label.skel"
+    skel.write_text(
+        'modify(metadata.labels."kubetape.dev/exported" = "yes");\ndelete(metadata.name == "app-0");\n'
+    )
+    out = tmp_path / "out.sktrace"
+    args = [
+        *common,
+        "--format",
+        "simkube",
+        "--simkube-version",
+        "3",
+        "--transform",
+        str(skel),
+        "-o",
+        str(out),
+    ]
+    assert main(args) == 0
+    trace = read_simkube_trace(out)
+    assert trace.version == 3
+    objects = [o for e in trace.events for o in e.applied_objs]
+    assert objects
+    assert all(o["metadata"]["labels"]["kubetape.dev/exported"] == "yes" for o in objects)
+    names = {o["metadata"]["name"] for o in objects}
+    assert "app-103" in names
+    assert "app-0" not in names
+    assert not any(name.endswith("/app-0") for name in trace.index["apps/v1.Deployment"])
+
+    assert main([*common, "--format", "simkube", "-o", str(tmp_path / "v2.sktrace")]) == 0
+    v2 = read_simkube_trace(tmp_path / "v2.sktrace")
+    assert v2.version == 2  # v2 by default
+    assert any(name.endswith("/app-0") for name in v2.index["apps/v1.Deployment"])
+
+
+def test_export_refuses_an_unknown_simkube_version_naming_the_versions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill(tmp_path / "segments")
+    args = [
+        "export",
+        "--segment-dir",
+        str(tmp_path / "segments"),
+        "--from",
+        str(T0),
+        "-o",
+        str(tmp_path / "x"),
+    ]
+    assert main([*args, "--format", "simkube", "--simkube-version", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "version 4 cannot be written; kubetape writes versions 2 and 3 (and reads 1, 2 and 3)" in err
+    assert main([*args, "--simkube-version", "3"]) == 2
+    assert "--simkube-version applies to --format simkube only" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
