@@ -151,7 +151,7 @@ def profile_named(name: str) -> ClusterProfile:
         return PROFILES[name]
     except KeyError:
         raise StackError(
-            f"unknown stack profile {name!r}: choose one of {', '.join(PROFILES)} (see the README, "
+            f"unknown stack profile {name!r}: choose one of {', '.join(PROFILES)} (see docs/stack.md, "
             f"'A simulated cluster sized for scale')"
         ) from None
 
