@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,8 +217,13 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
     from pipeline.replay.run import Autoscaling, ReplaySpec, ReportOutput, TargetCluster
     from pipeline.replay.settings import ReplaySettings
 
+    source = _source(args)
+    if args.sample_interval <= 0:
+        raise ConfigError(f"--sample-interval must be positive, got {args.sample_interval}")
+    if args.desired_settle < 0:
+        raise ConfigError(f"--desired-settle must be 0 or more, got {args.desired_settle}")
     max_speed = args.speed == MAX_SPEED
-    settings = ReplaySettings(
+    settings = ReplaySettings(  # checks the speed rules (pipeline.model.speed)
         # at max, the clock starts at 10 (lifetimes are planned at it) and finds its speed from there
         speed=10.0 if max_speed else args.speed,
         max_speed=max_speed,
@@ -228,18 +232,13 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
         duration_ms=None if args.duration is None else round(args.duration * 1000),
         max_in_flight=args.max_in_flight,
         qps=args.qps,
+        node_pools=tuple(parse_nodes(text) for text in args.nodes),
         keep=args.keep,
         sample_interval_s=args.sample_interval,
         desired_settle_s=args.desired_settle,
         max_lag_s=args.max_lag,
         expect_profile=args.expect_profile,
     )
-    source = _source(args)
-    if args.sample_interval <= 0:
-        raise ConfigError(f"--sample-interval must be positive, got {args.sample_interval}")
-    if args.desired_settle < 0:
-        raise ConfigError(f"--desired-settle must be 0 or more, got {args.desired_settle}")
-    pools = tuple(parse_nodes(text) for text in args.nodes)
     autoscaling = None
     if args.autoscaler is None:
         if args.nodepool or args.prices is not None or args.instance_types is not None:
@@ -256,7 +255,7 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
         )
     return ReplaySpec(
         source,
-        dataclasses.replace(settings, node_pools=pools),
+        settings,
         TargetCluster(args.kubeconfig, args.context),
         autoscaling,
         ReportOutput(args.report_json, args.require_fidelity),
