@@ -28,6 +28,7 @@ class ValidateSettings:
     traces: list[str]
     format: str = "table"
     fix: Path | None = None
+    generate_skel: Path | None = None
     start: str | None = None
     end: str | None = None
     strict: bool = False
@@ -60,6 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FIX.yaml",
         help="write the recommended repairs as a transform (one trace only)",
     )
+    parser.add_argument(
+        "--generate-skel",
+        type=Path,
+        default=None,
+        metavar="FIX.skel",
+        help="write the recommended repairs as a SKEL program (SimKube's language; one trace only); "
+        "repairs SKEL cannot express (creating objects) are comments there, use --fix for them",
+    )
     parser.add_argument("--start", default=None, help="check events from here: offset (90s, 5m) or @unix")
     parser.add_argument("--end", default=None, help="check events before here: offset (90s, 5m) or @unix")
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
@@ -90,6 +99,8 @@ def _run(args: ValidateSettings) -> int:
     paths = _expand(args.traces, args.cluster)
     if args.fix is not None and len(paths) != 1:
         raise ConfigError(f"--fix writes the repairs of one trace; got {len(paths)} traces")
+    if args.generate_skel is not None and len(paths) != 1:
+        raise ConfigError(f"--generate-skel writes the repairs of one trace; got {len(paths)} traces")
     if len(paths) == 1:
         return _validate_one(paths[0], args)
     return _validate_many(paths, args)
@@ -166,6 +177,16 @@ def _validate_one(path: Path, args: ValidateSettings) -> int:
         except OSError as exc:
             raise ConfigError(f"{args.fix}: cannot write the fix file ({exc.strerror or exc})") from None
         print(f"repairs written to {args.fix}", file=sys.stderr)
+    if args.generate_skel is not None:
+        from pipeline.validate.skel.generate import fix_skel
+
+        try:
+            args.generate_skel.write_text(fix_skel(findings, str(path)), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"{args.generate_skel}: cannot write the SKEL file ({exc.strerror or exc})"
+            ) from None
+        print(f"repairs written as SKEL to {args.generate_skel}", file=sys.stderr)
     return 1 if _failing(findings, args.strict) else 0
 
 

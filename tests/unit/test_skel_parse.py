@@ -4,6 +4,8 @@ positions kubetape reports, and the variable rules."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline.validate.skel import SkelSyntaxError, parse_skel
 from pipeline.validate.skel.ast import (
@@ -17,6 +19,7 @@ from pipeline.validate.skel.ast import (
     TimeTest,
     VarTest,
 )
+from pipeline.validate.skel.generate import skel_path
 from tests.data import SIMKUBE_TRACES
 
 # ---- upstream: test_skel_should_parse / test_skel_should_not_parse --------------------------------
@@ -176,3 +179,16 @@ def test_variable_misuse_is_a_positioned_error(program: str, message: str) -> No
     assert message in caught.value.problem
     assert caught.value.line == 1
     assert caught.value.column > 1
+
+
+# ---- generated paths parse back to what they name ---------------------------------------------------
+_KEYS = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-/]{0,8}", fullmatch=True)
+
+
+@given(st.lists(_KEYS | st.just("*") | st.from_regex(r"[0-9]{1,3}", fullmatch=True), max_size=6), _KEYS)
+def test_generated_paths_parse_back_to_their_segments(rest: list[str], first: str) -> None:
+    segments = [first, *rest]
+    (command,) = parse_skel(f"remove({skel_path(segments)});")
+    assert command.target is not None
+    expected = [WILDCARD if s == "*" else int(s) if s.isdigit() else s for s in segments]
+    assert list(command.target.segments) == expected

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pipeline.formats.assemble import simkube_to_trace
 from pipeline.formats.segment.decode import read_segment
@@ -16,7 +18,9 @@ from pipeline.model.events import EventType
 from pipeline.model.hashing import object_spec_hash
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
+from pipeline.validate.skel.generate import expressible
 from pipeline.validate.skel.program import load_skel, parse_program
+from pipeline.validate.transform import parse_transform
 from services.cli import main
 from tests.unit.test_sink_cli import T0, _fill
 
@@ -209,3 +213,38 @@ def test_export_refuses_an_unknown_simkube_version_naming_the_versions(
     assert main([*args, "--simkube-version", "3"]) == 2
     assert "--simkube-version applies to --format simkube only" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+# ---- validate --generate-skel -----------------------------------------------------------------------
+def test_generated_skel_repairs_as_the_yaml_fix_does_where_skel_can_say_it(
+    simkube_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace_path = simkube_traces / "simkube-validation-trace.json"
+    fix_yaml, fix_skel = tmp_path / "fix.yaml", tmp_path / "fix.skel"
+    assert main(["validate", str(trace_path), "--fix", str(fix_yaml), "--generate-skel", str(fix_skel)]) == 1
+    assert "repairs written as SKEL" in capsys.readouterr().err
+    program = load_skel(fix_skel)
+    text = fix_skel.read_text()
+    assert "# not expressible in SKEL (creating an object" in text  # placeholders need the YAML fix
+    assert "remove(" in text
+    assert "modify(" in text
+
+    # The YAML fix without what SKEL cannot express gives the same trace as the SKEL program.
+    operations = yaml.safe_load(fix_yaml.read_text())["operations"]
+    kept = [op for op in operations if expressible(op)]
+    assert 0 < len(kept) < len(operations)
+    trace = read_simkube_trace(trace_path)
+    by_yaml, _ = apply_transform(trace, parse_transform({"version": 1, "operations": kept}, "fix.yaml"))
+    by_skel, _ = apply_transform(trace, program)
+    assert by_skel == by_yaml
+    assert by_skel != trace
+
+    # and what SKEL repaired is no longer found
+    assert (
+        main(["transform", str(trace_path), "--skel", str(fix_skel), "-o", str(tmp_path / "fixed.json")]) == 0
+    )
+    capsys.readouterr()
+    assert main(["validate", str(tmp_path / "fixed.json"), "--format", "json"]) == 1
+    codes = {f["code"] for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert {"W0000", "E0011"}.isdisjoint(codes)  # status removed, placeholder image given
+    assert "E0002" in codes  # missing Secrets need the YAML fix's placeholders
