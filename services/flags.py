@@ -12,12 +12,12 @@ from pathlib import Path
 
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import ClusterId, parse_cluster_id
+from pipeline.model.timespec import DURATION_PATTERN
+from pipeline.model.timespec import parse_duration as parse_duration_s
 from pipeline.store.store_url import StoreLocation, parse_store_url
 from services.environment import env_default, env_path
 
 DEFAULT_SEGMENT_DIR = Path("~/.cache/kubetape/segments")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def add_kubeconfig_flags(parser: argparse.ArgumentParser, *, what: str, default: str) -> None:
@@ -59,12 +59,19 @@ def add_log_flags(
     parser.set_defaults(service_log=True)
 
 
+def accept_relative_times(parser: argparse.ArgumentParser) -> None:
+    """Let ``--from -30m`` through: argparse takes "-30m" for an option unless it looks like a negative
+    number, so widen its notion of one to relative times (no option of ours looks like that)."""
+    parser._negative_number_matcher = re.compile(rf"^-(?:[0-9]+(?:\.[0-9]+)?|{DURATION_PATTERN})$")
+
+
 def parse_duration(text: str) -> float:
-    """Seconds from ``500ms``, ``60s``, ``5m``, ``2h``, ``7d``."""
-    match = _DURATION.match(text.strip())
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use e.g. 500ms, 60s, 5m, 2h, 7d")
-    return float(match.group(1)) * _SECONDS[match.group(2)]
+    """An argparse ``type``: seconds of a duration (:mod:`pipeline.model.timespec`: ``500ms``, ``1h30m``,
+    ``7d``); argparse names the flag in front of the error."""
+    try:
+        return parse_duration_s(text, where="")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_store_argument(parser: argparse.ArgumentParser) -> None:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from pipeline.io.kafka.settings import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import cluster_id_problem
 from pipeline.model.speed import SpeedWords, check_speed
+from pipeline.model.timespec import check_time, parse_duration
 from pipeline.store.store_url import S3Location, parse_store_url
 
 API_GROUP = "kubetape.dev"
@@ -26,9 +26,6 @@ KIND = "Simulation"
 PLURAL = "simulations"
 
 MAX_REPETITIONS = 100
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
-_DURATION_UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_RELATIVE_TIME = re.compile(r"^-[0-9]+(?:\.[0-9]+)?(ms|s|m|h|d)$")
 _BOOTSTRAP = re.compile(r"^[^\s,:]+:[0-9]+(,[^\s,:]+:[0-9]+)*$")
 
 
@@ -122,28 +119,20 @@ class SimulationSpec:
     """``spec.autoscaler``: nodes made by an autoscaler for pending pods (``--autoscaler``)."""
 
 
-def parse_duration(text: str, where: str) -> float:
-    """``90s``, ``10m``, ``1h30m``, ``250ms`` → seconds."""
-    if not text or _DURATION_PART.sub("", text) != "":
-        raise SimulationSpecError(
-            f"{where}: {text!r} is not a duration; write it like 90s, 10m or 1h30m (units ms, s, m, h)"
-        )
-    return sum(float(n) * _DURATION_UNITS_S[unit] for n, unit in _DURATION_PART.findall(text))
-
-
-def check_time(text: str, where: str) -> str:
-    """Accept the times ``kubetape replay --from/--to`` accept: ``now``, ``-30m``, epoch ms, ISO-8601."""
-    value = text.strip()
-    if value == "now" or _RELATIVE_TIME.match(value) or value.isdigit():
-        return value
+def _duration(text: str, where: str) -> float:
+    """Seconds of ``text`` in the one duration grammar (:mod:`pipeline.model.timespec`)."""
     try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise SimulationSpecError(
-            f"{where}: {text!r} is not a time; use now, a relative time like -30m or -2h, "
-            f"epoch milliseconds, or ISO-8601 such as 2026-01-31T12:00:00Z"
-        ) from None
-    return value
+        return parse_duration(text, where)
+    except ConfigError as exc:
+        raise SimulationSpecError(str(exc)) from None
+
+
+def _time(text: str, where: str) -> str:
+    """``text`` once it is a time ``kubetape replay --from/--to`` reads; resolved when the replay starts."""
+    try:
+        return check_time(text, where)
+    except ConfigError as exc:
+        raise SimulationSpecError(str(exc)) from None
 
 
 def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
@@ -171,7 +160,7 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
     if profile is not None and (not isinstance(profile, str) or not profile):
         raise SimulationSpecError(f"spec.clusterProfile: {profile!r} must be a profile name, e.g. large")
     autoscaler = _parse_autoscaler(spec.get("autoscaler"))
-    max_lag_s = None if max_lag is None else parse_duration(str(max_lag), "spec.maxLag")
+    max_lag_s = None if max_lag is None else _duration(str(max_lag), "spec.maxLag")
     check_speed(
         float(speed),
         max_speed=max_speed,
@@ -182,7 +171,7 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
     return SimulationSpec(
         source=_parse_source(spec.get("source")),
         speed=float(speed),
-        duration_s=None if duration is None else parse_duration(str(duration), "spec.duration"),
+        duration_s=None if duration is None else _duration(str(duration), "spec.duration"),
         repetitions=repetitions,
         namespace_prefix=prefix,
         node_pools=_parse_node_pools(spec.get("nodePools") or []),
@@ -219,8 +208,8 @@ def _parse_source(source: Any) -> TraceSourceSpec:
         return SegmentsSource(
             claim_name=seg.get("claimName") or None,
             path=seg.get("path") or None,
-            time_from=check_time(str(seg.get("from", "")), f"{where}.from"),
-            time_to=check_time(str(seg.get("to", "")), f"{where}.to"),
+            time_from=_time(str(seg.get("from", "")), f"{where}.from"),
+            time_to=_time(str(seg.get("to", "")), f"{where}.to"),
             url=_object_store_url(seg, where),
             credentials_secret=seg.get("credentialsSecret") or None,
             cluster=_cluster(seg, where),
@@ -232,8 +221,8 @@ def _parse_source(source: Any) -> TraceSourceSpec:
     return TopicSource(
         bootstrap=str(topic["bootstrap"]),
         topic=str(topic.get("topic") or EVENTS_TOPIC),
-        time_from=check_time(str(topic.get("from", "")), f"{where}.from"),
-        time_to=check_time(str(topic.get("to", "")), f"{where}.to"),
+        time_from=_time(str(topic.get("from", "")), f"{where}.from"),
+        time_to=_time(str(topic.get("to", "")), f"{where}.to"),
         cluster=_cluster(topic, where),
     )
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.model.errors import ConfigError
-from pipeline.replay.autoscale_settings import NEVER, parse_go_duration
+from pipeline.model.timespec import parse_go_duration
+from pipeline.replay.autoscale_settings import NEVER
 
 CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
 INSTANCE_FAMILY_LABEL = "karpenter.kwok.sh/instance-family"

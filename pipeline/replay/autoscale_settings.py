@@ -14,17 +14,15 @@ scaled; it is named in the report. Pure logic, no I/O.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline.model.errors import ConfigError
+from pipeline.model.timespec import parse_go_duration
 
 NODEPOOL_API_VERSION = "karpenter.sh/v1"
 NEVER = "Never"
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 DEFAULT_EXPIRE_AFTER = "720h"
 """Karpenter's default ``expireAfter`` (the CRD's), scaled too when a NodePool does not set it."""
 DEFAULT_BATCH_IDLE_S = 1.0
@@ -44,23 +42,6 @@ class ScaledSetting:
 
     def to_json(self) -> dict[str, str]:
         return {"name": self.name, "given": self.given, "applied": self.applied, "note": self.note}
-
-
-def parse_go_duration(text: str, where: str) -> float:
-    """Seconds of a Go duration (``1h30m``, ``30s``, ``1.5s``, ``250ms``); ConfigError otherwise."""
-    stripped = text.strip()
-    position = 0
-    total = 0.0
-    for match in _DURATION_PART.finditer(stripped):
-        if match.start() != position:
-            break
-        total += float(match.group(1)) * _UNIT_S[match.group(2)]
-        position = match.end()
-    if not stripped or position != len(stripped):
-        raise ConfigError(
-            f"{where}: {text!r} is not a duration; use Go duration syntax such as 30s, 5m or 1h30m"
-        )
-    return total
 
 
 def _whole_seconds(seconds: float) -> str:

@@ -438,9 +438,9 @@ def _tracer_config(path: Path | None) -> Any:
 
 
 def _time_ms(text: str, what: str) -> int:
-    from pipeline.store.export import parse_time
+    from pipeline.model.timespec import parse_time
 
-    return parse_time(text, what=what)
+    return parse_time(text, where=what)
 
 
 def _range_ms(start: str, end: str | None) -> tuple[int, int]:

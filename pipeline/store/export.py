@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import gc
-import re
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -173,36 +171,6 @@ def _filtered(window: Window, request: ExportRequest) -> tuple[Keyframe, list[Ev
         {k: e for k, e in state.lifecycles.items() if not excludes(e)},
     )
     return keyframe, [e for e in window.events if not excludes(e)]
-
-
-_RELATIVE = re.compile(r"^-(\d+)([smhd])$")
-_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_time(text: str, now_ms: int | None = None, *, what: str = "time") -> int:
-    """Milliseconds since the epoch from ``-30m`` / ``-2h`` (relative to now), ``now``, an integer of
-    milliseconds, or an ISO-8601 timestamp (``2026-11-21T10:00:00Z``)."""
-    from datetime import datetime
-
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    text = text.strip()
-    if text == "now":
-        return now_ms
-    match = _RELATIVE.match(text)
-    if match:
-        return now_ms - int(match.group(1)) * _UNIT_MS[match.group(2)]
-    if text.isdigit():
-        return int(text)
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ConfigError(
-            f"cannot read {what} {text!r}: use -30m/-2h/-1d, 'now', epoch milliseconds or ISO-8601 "
-            "(2026-11-21T10:00:00Z)"
-        ) from None
-    if parsed.tzinfo is None:
-        raise ConfigError(f"{what} {text!r} has no timezone; add Z or +00:00")
-    return int(parsed.timestamp() * 1000)
 
 
 def filters_from_json(body: dict[str, Any], where: str) -> ExportFilters:

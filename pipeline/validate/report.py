@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 from pipeline.model.errors import ConfigError
+from pipeline.model.timespec import parse_duration
 from pipeline.validate.findings import Finding, Rule, Severity
 
 _HEADERS = ("CODE", "EVENT", "TS", "OBJECT", "PATH", "PROBLEM")
@@ -69,20 +71,20 @@ def list_rules(rules: Sequence[Rule]) -> str:
     return "\n".join(f"{r.code}  {r.severity.value:<7}  {r.name:<{width}}  {r.summary}" for r in rules)
 
 
-def parse_time(text: str, trace_start: int) -> int:
+def parse_range_bound(text: str, trace_start: int) -> int:
     """A time-range bound in Unix seconds.
 
-    ``90``, ``90s``, ``5m``, ``2h`` are offsets from the trace's first event; ``@1709241485`` is an
-    absolute Unix time.
+    ``@1709241485`` is an absolute Unix time; anything else is an offset from the trace's first event:
+    seconds (``90``) or a duration (``90s``, ``5m``, ``1h30m``; :mod:`pipeline.model.timespec`).
     """
     value = text.strip()
     try:
         if value.startswith("@"):
             return int(value[1:])
-        unit = {"s": 1, "m": 60, "h": 3600}.get(value[-1:], 0)
-        number = int(value[:-1]) if unit else int(value)
-        return trace_start + number * (unit or 1)
-    except ValueError:
+        with contextlib.suppress(ValueError):
+            return trace_start + int(value)
+        return trace_start + int(parse_duration(value, where=""))
+    except (ValueError, ConfigError):
         raise ConfigError(
             f"invalid time {text!r}: give an offset from the trace start (90, 90s, 5m, 2h) "
             f"or an absolute Unix time (@1709241485)"

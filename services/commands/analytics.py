@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from pipeline.analytics.consumer import AnalyticsConsumer, group_id_for
 from pipeline.io.kafka.settings import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import ClusterId
-from services.flags import add_cluster_argument
+from services.flags import accept_relative_times, add_cluster_argument
 from services.serving import on_stop_signals
 from services.settings import from_flags
 
@@ -58,8 +57,7 @@ class AnalyticsListSettings:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="analytics_command", required=True, metavar="ACTION")
     run = sub.add_parser("run", help="run one consumer", description=__doc__)
-    # as `kubetape export`: let "--from -30m" through (argparse otherwise takes "-30m" for an option)
-    run._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[smhd]?$")
+    accept_relative_times(run)
     run.add_argument("name", choices=BUILTIN_CONSUMERS, help="the consumer to run")
     source = run.add_mutually_exclusive_group()
     source.add_argument("--trace", type=Path, default=None, help="run offline over this trace file")
@@ -151,10 +149,10 @@ async def _run_kafka(args: AnalyticsRunSettings, bootstrap: str) -> None:
     from pipeline.io.http import HttpSettings, add_data_route, bound_port, start_http
     from pipeline.io.kafka.reader import TopicReader
     from pipeline.io.kafka.settings import KafkaSettings
-    from pipeline.store.export import parse_time
+    from pipeline.model.timespec import parse_time
 
-    start_ms = parse_time(args.start, what="--from") if args.start else None
-    end_ms = parse_time(args.end, what="--to") if args.end else None
+    start_ms = parse_time(args.start, where="--from") if args.start else None
+    end_ms = parse_time(args.end, where="--to") if args.end else None
     consumer = build_consumer(args.name, args.out, offline=False)
     http_runner: web.AppRunner | None = None
     if isinstance(consumer, MetricsConsumer):

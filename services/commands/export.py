@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from pipeline.formats.simkube import (
 )
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import ClusterId
+from pipeline.model.timespec import parse_time
 from pipeline.model.tracer_config import load_tracer_config
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import (
@@ -28,7 +28,6 @@ from pipeline.store.export import (
     ExportFormat,
     ExportRequest,
     export_window,
-    parse_time,
     selectors_from_strings,
 )
 from pipeline.store.store_url import StoreLocation, cluster_location, open_segment_store
@@ -36,7 +35,7 @@ from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
 from pipeline.validate.tracefile import encode_trace
 from pipeline.validate.transform import TraceEdit, load_trace_edit
-from services.flags import add_cluster_argument, add_store_argument
+from services.flags import accept_relative_times, add_cluster_argument, add_store_argument
 from services.settings import from_flags
 
 
@@ -57,9 +56,7 @@ class ExportSettings:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # argparse takes "-30m" for an option unless it looks like a negative number; widen its notion of a
-    # negative number so relative times work without "--from=-30m" (no option of ours looks like that).
-    parser._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[smhd]?$")
+    accept_relative_times(parser)
     add_store_argument(parser)
     add_cluster_argument(parser)
     parser.add_argument(
@@ -113,8 +110,8 @@ def _run(args: ExportSettings) -> int:
         raise ConfigError("--simkube-version applies to --format simkube only")
     check_writable_version(args.simkube_version)
     request = ExportRequest(
-        parse_time(args.start, what="--from"),
-        parse_time(args.end, what="--to"),
+        parse_time(args.start, where="--from"),
+        parse_time(args.end, where="--to"),
         ExportFormat(args.format),
         ExportFilters(
             excluded_namespaces=tuple(args.exclude_namespace),

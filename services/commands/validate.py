@@ -145,14 +145,14 @@ def _cluster_directory(path: Path, cluster: str | None) -> Path:
 
 
 def _findings(path: Path, args: ValidateSettings) -> list[Any]:
-    from pipeline.validate.report import parse_time
+    from pipeline.validate.report import parse_range_bound
     from pipeline.validate.rules import validate_trace
     from pipeline.validate.tracefile import read_trace_file
 
     trace = read_trace_file(path)
     first_ts = trace.events[0].ts if trace.events else 0
-    start = parse_time(args.start, first_ts) if args.start else None
-    end = parse_time(args.end, first_ts) if args.end else None
+    start = parse_range_bound(args.start, first_ts) if args.start else None
+    end = parse_range_bound(args.end, first_ts) if args.end else None
     return [f for f in validate_trace(trace, start=start, end=end) if f.code not in args.ignore]
 
 

@@ -9,7 +9,6 @@ import pytest
 from pipeline.model.errors import ConfigError
 from pipeline.replay.autoscale_settings import (
     KarpenterTimers,
-    parse_go_duration,
     scale_duration,
     scale_karpenter_timers,
     scale_nodepool,
@@ -26,20 +25,6 @@ def _pool(**disruption: Any) -> dict[str, Any]:
             "disruption": disruption,
         },
     }
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [("30s", 30.0), ("1h30m", 5400.0), ("1.5s", 1.5), ("250ms", 0.25), ("2m0s", 120.0)],
-)
-def test_go_durations_parse(text: str, seconds: float) -> None:
-    assert parse_go_duration(text, "x") == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["", "30", "thirty seconds", "5d", "1h 30m"])
-def test_bad_durations_say_where_and_how(text: str) -> None:
-    with pytest.raises(ConfigError, match=r"NodePool p: .* Go duration syntax"):
-        parse_go_duration(text, "NodePool p")
 
 
 def test_consolidate_after_of_30s_at_x10_acts_after_3s() -> None:

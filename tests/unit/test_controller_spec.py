@@ -9,21 +9,32 @@ import yaml
 
 from pipeline.controller.objects import job_name, label_value, node_pools_name, replay_args, replay_root_name
 from pipeline.controller.progress import repetition_result
-from pipeline.controller.spec import SimulationSpecError, TopicSource, parse_duration, parse_spec
+from pipeline.controller.spec import SimulationSpecError, TopicSource, parse_spec
 from services.cli import main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("10m", 600), ("1h30m", 5400), ("250ms", 0.25)])
+_TOPIC = {"topic": {"bootstrap": "kafka:9092", "from": "-1h", "to": "now"}}
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("10m", 600), ("1h30m", 5400), ("250ms", 0.25), ("2d", 172_800)]
+)
 def test_durations_read_as_people_write_them(text: str, seconds: float) -> None:
-    assert parse_duration(text, "spec.duration") == seconds
+    assert parse_spec({"spec": {"source": _TOPIC, "duration": text}}).duration_s == seconds
 
 
-@pytest.mark.parametrize("text", ["", "10", "ten minutes", "5d", "1h-3m"])
+@pytest.mark.parametrize("text", ["", "10", "ten minutes", "5w", "1h-3m"])
 def test_a_duration_without_units_is_refused_with_an_example(text: str) -> None:
     with pytest.raises(SimulationSpecError, match=r"spec\.duration: .* like 90s, 10m or 1h30m"):
-        parse_duration(text, "spec.duration")
+        parse_spec({"spec": {"source": _TOPIC, "duration": text}})
+
+
+@pytest.mark.parametrize("text", ["yesterday", "-30", "2026-11-21T10:00:00", ""])
+def test_a_range_bound_replay_cannot_read_is_refused_naming_the_field(text: str) -> None:
+    with pytest.raises(SimulationSpecError, match=r"spec\.source\.topic\.from"):
+        parse_spec({"spec": {"source": {"topic": {"bootstrap": "kafka:9092", "from": text, "to": "now"}}}})
 
 
 def test_a_topic_source_reads_with_its_defaults() -> None:

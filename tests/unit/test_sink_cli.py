@@ -46,8 +46,9 @@ def test_export_writes_kubetape_and_simkube_files(tmp_path: Path, capsys: pytest
     sk = read_simkube_trace(tmp_path / "out.sktrace")
     assert simkube_compatibility_problems(sk) == []
     assert "wrote" in capsys.readouterr().err
-    recent = ["--segment-dir", str(tmp_path / "segments"), "--from", "-30m", "--to", "now"]
-    assert main(["export", *recent, "-o", str(tmp_path / "recent.kseg")]) == 0  # relative times
+    for start in ("-30m", "-1h30m", "-1.5d"):  # relative times, of the one grammar, as values not options
+        recent = ["--segment-dir", str(tmp_path / "segments"), "--from", start, "--to", "now"]
+        assert main(["export", *recent, "-o", str(tmp_path / "recent.kseg")]) == 0
 
 
 def test_export_and_sink_explain_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -30,7 +30,6 @@ from pipeline.store.export import (
     ExportFormat,
     ExportRequest,
     export_window,
-    parse_time,
 )
 from pipeline.store.segment_store import (
     LocalSegmentStore,
@@ -370,16 +369,6 @@ async def test_simkube_export_is_readable_by_simkube_rules_and_filters_apply() -
     assert names
     assert "ns-1" not in names
     assert all(not k.startswith("ns-1/") for by_name in trace.index.values() for k in by_name)
-
-
-def test_relative_and_absolute_times_parse() -> None:
-    now = T0
-    assert parse_time("-30m", now) == now - 1_800_000
-    assert parse_time("now", now) == now
-    assert parse_time("1763700000000", now) == 1_763_700_000_000
-    assert parse_time("2026-11-21T10:00:00Z", now) == 1_795_255_200_000
-    with pytest.raises(FormatError.__mro__[1], match="cannot read"):
-        parse_time("yesterday", now)
 
 
 def test_segments_round_trip_through_the_codec() -> None:
