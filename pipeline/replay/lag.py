@@ -21,8 +21,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Sequence
 
-Timeline = Sequence[tuple[int, int]]
-"""(trace offset ms, pods) at each change, sorted by offset; 0 pods before the first."""
+from pipeline.replay.fidelity import Timeline
 
 
 def _fits(count: int, low: int, high: int, tolerance: int) -> bool:

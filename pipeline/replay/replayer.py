@@ -30,7 +30,6 @@ from pipeline.model.errors import KubeApiError
 from pipeline.model.events import Event
 from pipeline.replay.apply import Retrying, StepWriter
 from pipeline.replay.autoscale_figures import AutoscaleFigures
-from pipeline.replay.fidelity import TraceClockPath
 from pipeline.replay.governor import ConvergenceGovernor
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import PodWatchFactory, ReplayCluster
@@ -57,9 +56,9 @@ def _new_report(name: str, source: str, plan: ReplayPlan, settings: ReplaySettin
     report.recorded_timeline = list(plan.recorded_running)
     report.recorded_by_owner = dict(plan.recorded_by_owner or {})
     report.speed_mode = "max" if settings.max_speed else "fixed"
-    report.fidelity_resolution_ms = settings.fidelity_resolution_s * 1000.0 * settings.speed
+    report.settle_ms, report.settle_from = settings.settle()
+    report.resolution_wall_s = settings.fidelity_resolution_s
     report.desired_owners = plan.desired_owners
-    report.desired_settle_ms = settings.desired_settle_s * 1000.0 * settings.speed
     span = plan.end_ms - plan.start_ms
     report.trace_span_ms = settings.duration_ms if settings.duration_ms is not None else span
     return report
@@ -261,7 +260,7 @@ class Replayer:
                 self._governor.max_lag_ms, self.settings.speed
             )
             if self.settings.max_speed:
-                self._judge_at_achieved_speed()
+                self._state_achieved_speed()
         autoscale = self._sampler.autoscale
         if autoscale is not None:
             self.report.autoscale = {
@@ -272,19 +271,17 @@ class Replayer:
             }
             self.report.autoscale_summary = autoscale.summary_lines()
 
-    def _judge_at_achieved_speed(self) -> None:
-        """At ``--speed max`` the report's speed is the one the run achieved overall. The resolution
-        and the settle allowance are stated at that speed, but each sample is judged at the clock's
-        speed at that moment (``fidelity.TraceClockPath``), which at scale ranges far around it."""
+    def _state_achieved_speed(self) -> None:
+        """At ``--speed max`` the report's speed is the one the run achieved overall, and the report
+        keeps the clock's path. The settle stays what it was, in trace time: a window that followed
+        the clock's speed forgave a faster clock more (issue 33)."""
         assert self.report.convergence is not None
         assert self._governor is not None
         achieved = self.report.convergence["achieved_speed"]["overall"]
         self.report.convergence["achieved_speed"]["requested"] = "max"
         if achieved:
             self.report.speed = achieved
-            self.report.fidelity_resolution_ms = self.settings.fidelity_resolution_s * 1000.0 * achieved
-            self.report.desired_settle_ms = self.settings.desired_settle_s * 1000.0 * achieved
-            self.report.trace_clock = TraceClockPath(self._governor.report.achieved, achieved)
+        self.report.clock_path = list(self._governor.report.achieved)
 
     async def _until_stopped(
         self, stream: AsyncIterator[ScheduledStep[Event]]

@@ -12,7 +12,6 @@ from pipeline.replay.fidelity import (
     OwnerFidelity,
     OwnerSample,
     Timeline,
-    TraceClockPath,
     compare_owners,
     judge,
     trace_instants,
@@ -59,12 +58,14 @@ class ReplayReport:
     """Pods running per recorded owner (its object key), from the recorded lifecycles."""
     owner_samples: list[OwnerSample] = field(default_factory=list)
     """Pods running per recorded owner, sampled during the replay."""
-    fidelity_resolution_ms: float = 1000.0
+    settle_ms: float = 3000.0
     """Trace time a sample may trail the recording by (see :mod:`pipeline.replay.fidelity`)."""
+    settle_from: str = "default"
+    """Where the settle comes from (``--settle``, ``--max-lag``, or the default at the speed)."""
+    resolution_wall_s: float = 1.0
+    """Wall time the writes may run late and the samples be apart before the machine counts as behind."""
     desired_owners: frozenset[str] = frozenset()
     """Owners judged by the pods they asked for (``spec.replicas``), not by recorded lifecycles."""
-    desired_settle_ms: float = 0.0
-    """Trace time, on top of the resolution, those owners' pods are allowed to take to be Running."""
     wall_seconds: float = 0.0
     """From start to the last step's end (setup included, cleanup not)."""
     setup_seconds: float = 0.0
@@ -78,9 +79,8 @@ class ReplayReport:
     cleanup: str = "not run"
     speed_mode: str = "fixed"
     """``max`` at ``--speed max``: ``speed`` is then the speed the run achieved."""
-    trace_clock: TraceClockPath | None = None
-    """At ``--speed max``, the trace clock's path: each sample's resolution and settle allowance are
-    the trace time the clock covered in that much wall time before it (see ``fidelity``)."""
+    clock_path: list[tuple[float, float]] | None = None
+    """At ``--speed max``, the trace clock's path: (wall s, trace ms) at each sample."""
     cluster_profile: dict[str, Any] | None = None
     """The simulated cluster's stated profile (``kubetape stack up --profile``); None: none stated."""
     autoscale: dict[str, Any] | None = None
@@ -104,25 +104,18 @@ class ReplayReport:
         return compare_owners(
             self.recorded_by_owner,
             trace_instants(self.owner_samples) if per_instant else self.owner_samples,
-            self.fidelity_resolution_ms,
-            self._settle_ms(),
-            self.trace_clock,
+            self.settle_ms,
         )
-
-    def _settle_ms(self) -> dict[str, float]:
-        return dict.fromkeys(self.desired_owners, self.desired_settle_ms)
 
     def verdict(self) -> FidelityVerdict:
         """Held, degraded (the machine did not keep up), failed or unmeasured: see ``judge``."""
         return judge(
             self.recorded_by_owner,
             trace_instants(self.owner_samples),
-            self.fidelity_resolution_ms,
-            speed=self.speed,
+            self.settle_ms,
+            resolution_wall_s=self.resolution_wall_s,
             lateness_p99_ms=percentile(self.lateness_ms, 0.99),
-            settle_ms=self._settle_ms(),
             largest_sample_gap_s=self.largest_sample_gap_s,
-            clock=self.trace_clock,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -173,13 +166,12 @@ class ReplayReport:
                 "verdict": verdict.verdict,
                 "reasons": list(verdict.reasons),
                 "bound_pods": BOUND_PODS,
-                "resolution_ms": self.fidelity_resolution_ms,
-                "resolution_wall_s": round(self.fidelity_resolution_ms / 1000 / self.speed, 3),
-                "resolution_in_trace_time": (
-                    "the speed" if self.trace_clock is None else "the trace clock's speed at each sample"
-                ),
-                "settle_ms": verdict.settle_ms,
-                "desired_settle_ms": self.desired_settle_ms,
+                "settle_ms": self.settle_ms,
+                "settle_from": self.settle_from,
+                "settle_needed_ms": verdict.settle_needed_ms,
+                "resolution_wall_s": self.resolution_wall_s,
+                "owner_instants": sum(o.samples for o in owners),
+                "owner_instants_within_bound": sum(o.within_one for o in owners),
                 "wall_samples": len(self.owner_samples),
                 "trace_instants": len(trace_instants(self.owner_samples)),
                 "max_error": max((o.max_error for o in owners), default=0),
@@ -198,8 +190,8 @@ class ReplayReport:
                 ],
                 "recorded": [{"trace_ms": t, "pods_running": p} for t, p in self.recorded_timeline],
                 "trace_clock": None
-                if self.trace_clock is None
-                else [{"wall_s": round(w, 3), "trace_ms": round(t)} for w, t in self.trace_clock.points],
+                if self.clock_path is None
+                else [{"wall_s": round(w, 3), "trace_ms": round(t)} for w, t in self.clock_path],
                 "recorded_by_owner": {
                     owner: [{"trace_ms": t, "pods_running": p} for t, p in timeline]
                     for owner, timeline in sorted(self.recorded_by_owner.items())
@@ -294,7 +286,6 @@ class ReplayReport:
         rollout even when each owner is exactly right."""
         owners = self.owner_fidelity()
         verdict = self.verdict()
-        resolution_s = self.fidelity_resolution_ms / 1000 / self.speed
         if not owners:
             return [f"  fidelity: {verdict.verdict.upper()}: {'; '.join(verdict.reasons)}"]
         samples = sum(o.samples for o in owners)
@@ -304,17 +295,16 @@ class ReplayReport:
         if self.desired_owners:
             truth = (
                 f"recorded lifecycles, or for {len(self.desired_owners)} owner(s) without them the pods "
-                f"they asked for (spec.replicas), allowed {self.desired_settle_ms / 1000 / self.speed:g} s "
-                "more to be Running"
+                "they asked for (spec.replicas)"
             )
         lines = [
             f"  fidelity: {verdict.verdict.upper()}: {len(owners)} recorded owner(s), "
-            f"{within}/{samples} samples within {BOUND_PODS} pod ({100 * within / max(samples, 1):.0f}%), "
+            f"{within}/{samples} samples within {BOUND_PODS} pod ({100 * within / max(samples, 1):.2f}%), "
             f"largest error {worst.max_error} pod(s) ({worst.owner})",
             f"    (a sample compares an owner's Running pods in the replay with its recorded count over "
-            f"the preceding {resolution_s:g} s of wall time, once per instant of trace time: while the "
-            f"trace clock stood still, the state the cluster reached when it went on; recorded counts: "
-            f"{truth})",
+            f"the preceding {self.settle_ms / 1000:g} s of trace time (the settle, from {self.settle_from}), "
+            "once per instant of trace time: while the trace clock stood still, the state the cluster "
+            f"reached when it went on; recorded counts: {truth})",
         ]
         lines += [f"    {reason}" for reason in verdict.reasons]
         return lines

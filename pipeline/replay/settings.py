@@ -10,6 +10,11 @@ from typing import Any
 from pipeline.model.speed import check_speed
 from pipeline.replay.autoscale_settings import ScaledSetting
 
+DEFAULT_SETTLE_WALL_S = 3.0
+"""The settle without ``--settle`` or ``--max-lag``, in wall seconds at the replay's speed: a second for
+the replayer's write and the sample, two for a simulated controller, the scheduler and KWOK to turn a
+change into Running pods (which a recorded lifecycle includes, and ``spec.replicas`` does not)."""
+
 NodePool = tuple[Mapping[str, Any], int]
 """A pool of virtual nodes: a Node skeleton and how many nodes to make of it."""
 
@@ -40,11 +45,11 @@ class ReplaySettings:
     resolution: samples a full resolution apart would make every bit of timer jitter a gap beyond it,
     and the verdict degraded, on a replay that held."""
     fidelity_resolution_s: float = 1.0
-    """Wall seconds a replayed pod count may trail the recording by (see pipeline.replay.fidelity)."""
-    desired_settle_s: float = 2.0
-    """Further wall seconds allowed to owners judged by the pods they asked for (``spec.replicas``,
-    where the trace has no lifecycles): the simulated controller, scheduler and KWOK must first turn
-    the change into Running pods, which a recorded lifecycle already includes."""
+    """Wall seconds the replayer's writes may run late, and the samples be apart, before the machine
+    counts as not keeping up (a reason for a ``degraded`` verdict; see pipeline.replay.fidelity)."""
+    settle_s: float | None = None
+    """Trace seconds a replayed owner's pods may trail the recording by and still count as right
+    (``--settle``); None: :meth:`settle` chooses."""
     max_lag_s: float | None = None
     """Convergence-aware time scaling: hold the trace clock while the simulated cluster is more than
     this many trace seconds behind the recording (see :mod:`pipeline.replay.governor`); None: never."""
@@ -82,6 +87,19 @@ class ReplaySettings:
             max_speed=self.max_speed,
             max_lag_s=self.max_lag_s,
             autoscaled=bool(self.autoscaler_node_pools),
+        )
+
+    def settle(self) -> tuple[float, str]:
+        """The settle in trace ms, and where it comes from: ``settle_s`` when given, else ``max_lag_s``
+        (the lag the governor keeps while the clock moves), else :data:`DEFAULT_SETTLE_WALL_S` of wall
+        time at the speed."""
+        if self.settle_s is not None:
+            return self.settle_s * 1000.0, "--settle"
+        if self.max_lag_s is not None:
+            return self.max_lag_s * 1000.0, "--max-lag"
+        return (
+            DEFAULT_SETTLE_WALL_S * self.speed * 1000.0,
+            f"{DEFAULT_SETTLE_WALL_S:g} wall s at speed {self.speed:g}",
         )
 
     def resolved_name(self) -> str:

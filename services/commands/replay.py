@@ -99,11 +99,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "fidelity resolution)",
     )
     parser.add_argument(
-        "--desired-settle",
+        "--settle",
         type=float,
-        default=2.0,
-        help="wall seconds, on top of the one-second resolution, that owners judged by spec.replicas "
-        "(traces without lifecycles) may take to have their pods Running (default 2)",
+        default=None,
+        metavar="SECONDS",
+        help="trace seconds a replayed owner's pods may trail the recording and still count as right in "
+        "the fidelity figures (default: --max-lag when given, else 3 wall seconds at --speed)",
     )
     parser.add_argument(
         "--max-lag",
@@ -220,8 +221,8 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
     source = _source(args)
     if args.sample_interval <= 0:
         raise ConfigError(f"--sample-interval must be positive, got {args.sample_interval}")
-    if args.desired_settle < 0:
-        raise ConfigError(f"--desired-settle must be 0 or more, got {args.desired_settle}")
+    if args.settle is not None and args.settle < 0:
+        raise ConfigError(f"--settle must be 0 or more, got {args.settle}")
     max_speed = args.speed == MAX_SPEED
     settings = ReplaySettings(  # checks the speed rules (pipeline.model.speed)
         # at max, the clock starts at 10 (lifetimes are planned at it) and finds its speed from there
@@ -235,7 +236,7 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
         node_pools=tuple(parse_nodes(text) for text in args.nodes),
         keep=args.keep,
         sample_interval_s=args.sample_interval,
-        desired_settle_s=args.desired_settle,
+        settle_s=args.settle,
         max_lag_s=args.max_lag,
         expect_profile=args.expect_profile,
     )

@@ -77,9 +77,9 @@ def test_an_unreachable_trace_url_is_a_clear_error(capsys: pytest.CaptureFixture
     assert "cannot download the trace" in capsys.readouterr().err
 
 
-def test_a_negative_desired_settle_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["replay", "--trace", "t", "--kubeconfig", "k", "--desired-settle", "-1"]) == 2
-    assert "--desired-settle must be 0 or more" in capsys.readouterr().err
+def test_a_negative_settle_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "--trace", "t", "--kubeconfig", "k", "--settle", "-1"]) == 2
+    assert "--settle must be 0 or more" in capsys.readouterr().err
 
 
 def test_a_non_positive_max_lag_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
