@@ -5,6 +5,7 @@ Parsed once when a config loads, so an invalid selector fails there (SimKube pan
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -99,3 +100,48 @@ def _parse_requirement(value: Any, where: str) -> LabelRequirement:
     if op in ("Exists", "DoesNotExist") and values:
         raise _fail(f"{where}.values", f"operator {op} takes no values")
     return LabelRequirement(key, str(op), tuple(values))
+
+
+# kubectl's selector syntax, one requirement at a time: commas inside "in (a,b)" do not split requirements.
+_REQUIREMENT = re.compile(
+    r"\s*(?:"
+    r"(?P<set_key>[^\s!=,()]+)\s+(?P<set_op>in|notin)\s*\((?P<set_values>[^()]*)\)"
+    r"|(?P<key>[^\s!=,()]+)\s*(?P<op>==|=|!=)\s*(?P<value>[^\s!=,()]*)"
+    r"|(?P<not>!)?\s*(?P<exists>[^\s!=,()]+)"
+    r")\s*(?:,|$)"
+)
+
+
+def parse_selector_text(text: str, where: str = "label selector") -> LabelSelector:
+    """A selector in kubectl's syntax (``app=web,tier!=db``, ``env in (a,b)``, ``env notin (c)``, ``gpu``,
+    ``!spot``); all requirements must hold. Raises ConfigError naming ``where`` and the text."""
+    labels: list[tuple[str, str]] = []
+    requirements: list[LabelRequirement] = []
+    position = 0
+    text = text.strip()
+    while position < len(text):
+        match = _REQUIREMENT.match(text, position)
+        if match is None or match.end() == position:
+            raise _fail(
+                where,
+                f"cannot read {text!r} at {text[position:]!r}: expected key=value, key!=value, "
+                "key in (a,b), key notin (a,b), key or !key, separated by commas",
+            )
+        position = match.end()
+        if match["set_key"]:
+            values = tuple(v.strip() for v in match["set_values"].split(",") if v.strip())
+            if not values:
+                raise _fail(where, f"{match['set_key']} {match['set_op']} () needs at least one value")
+            operator = "In" if match["set_op"] == "in" else "NotIn"
+            requirements.append(LabelRequirement(match["set_key"], operator, values))
+        elif match["key"]:
+            if match["op"] == "!=":
+                requirements.append(LabelRequirement(match["key"], "NotIn", (match["value"],)))
+            else:
+                labels.append((match["key"], match["value"]))
+        else:
+            operator = "DoesNotExist" if match["not"] else "Exists"
+            requirements.append(LabelRequirement(match["exists"], operator))
+    if not labels and not requirements:
+        raise _fail(where, "an empty selector would match every object")
+    return LabelSelector(tuple(sorted(labels)), tuple(requirements))

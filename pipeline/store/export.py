@@ -24,7 +24,7 @@ from pipeline.formats.simkube import SIMKUBE_TRACE_VERSION, with_version, write_
 from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import parse_object_key
-from pipeline.model.selectors import LabelSelector
+from pipeline.model.selectors import LabelSelector, parse_selector_text
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.history import Window, rebuild_window
@@ -41,19 +41,28 @@ class ExportFormat(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class ExportFilters:
-    """SimKube's export filters. ``suppress_owned``: drop objects owned by another exported object (their
-    owner recreates them on replay); ``exclude_daemonset_owned``: drop objects owned by a DaemonSet."""
+    """Which objects an export keeps. SimKube's filters: ``excluded_namespaces``, ``excluded_labels``,
+    ``suppress_owned`` (drop objects owned by another exported object: their owner recreates them on
+    replay) and ``exclude_daemonset_owned``. kubetape's additions: ``included_namespaces`` (only these; a
+    Namespace object counts as in itself, other cluster-scoped objects are kept), ``included_labels``
+    (only objects some selector matches), ``included_kinds`` and ``excluded_kinds`` (``Kind`` or
+    ``Kind.group``, e.g. ``Deployment.apps``). An object is kept when every given filter keeps it; pod
+    lifecycles (no labels of their own) pass the label filters."""
 
     excluded_namespaces: tuple[str, ...] = ()
     excluded_labels: tuple[LabelSelector, ...] = ()
     suppress_owned: bool = True
     exclude_daemonset_owned: bool = True
+    included_namespaces: tuple[str, ...] = ()
+    included_labels: tuple[LabelSelector, ...] = ()
+    included_kinds: tuple[str, ...] = ()
+    excluded_kinds: tuple[str, ...] = ()
 
     def excludes(self, e: Event) -> bool:
         """Whether ``e`` is filtered out of the export (checks ordered cheapest first: runs per event)."""
-        if self.excluded_namespaces:
-            namespace = parse_object_key(e.key).namespace
-            if namespace is not None and namespace in self.excluded_namespaces:
+        if self.excluded_namespaces or self.included_namespaces or self.included_kinds or self.excluded_kinds:
+            key = parse_object_key(e.key)
+            if self._excludes_key(key.group, key.kind, key.namespace, key.name):
                 return True
         if e.obj is None:
             return False
@@ -62,10 +71,33 @@ class ExportFilters:
             owners = meta.get("ownerReferences")
             if owners and any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners):
                 return True
-        if not self.excluded_labels:
+        if not self.excluded_labels and not self.included_labels:
             return False
         labels = meta.get("labels") or {}
+        if self.included_labels and not any(selector.matches(labels) for selector in self.included_labels):
+            return True
         return any(selector.matches(labels) for selector in self.excluded_labels)
+
+    def _excludes_key(self, group: str, kind: str, namespace: str | None, name: str) -> bool:
+        if namespace is None and kind == "Namespace" and not group:
+            namespace = name  # a Namespace goes with the objects in it
+        if namespace is not None:
+            if namespace in self.excluded_namespaces:
+                return True
+            if self.included_namespaces and namespace not in self.included_namespaces:
+                return True
+        if self.included_kinds and not any(kind_matches(k, group, kind) for k in self.included_kinds):
+            return True
+        return any(kind_matches(k, group, kind) for k in self.excluded_kinds)
+
+
+def kind_matches(pattern: str, group: str, kind: str) -> bool:
+    """``Deployment`` matches the kind in any group; ``Deployment.apps`` only in group ``apps``
+    (``Pod.`` or ``Pod.core``: the core group). Kind names compare case-insensitively, as kubectl's."""
+    name, dot, pattern_group = pattern.partition(".")
+    if name.lower() != kind.lower():
+        return False
+    return not dot or pattern_group == group or (pattern_group in ("", "core") and not group)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,14 +225,6 @@ def filters_from_json(body: dict[str, Any], where: str) -> ExportFilters:
 
 
 def selectors_from_strings(texts: Iterable[str]) -> tuple[LabelSelector, ...]:
-    """``key=value`` strings (comma-separated pairs are ANDed) as label selectors (CLI form)."""
-    selectors = []
-    for text in texts:
-        pairs = []
-        for part in text.split(","):
-            key, sep, value = part.partition("=")
-            if not sep or not key:
-                raise ConfigError(f"label filter {text!r}: expected key=value[,key=value]")
-            pairs.append((key.strip(), value.strip()))
-        selectors.append(LabelSelector(match_labels=tuple(pairs)))
-    return tuple(selectors)
+    """Label selectors in kubectl's syntax (``app=web,tier!=db``, ``env in (a,b)``, ``!spot``; the
+    requirements of one string are ANDed), as the CLI takes them."""
+    return tuple(parse_selector_text(text, f"label filter {text!r}") for text in texts)

@@ -50,6 +50,10 @@ class ExportSettings:
     simkube_version: int = SIMKUBE_TRACE_VERSION
     exclude_namespace: list[str] = field(default_factory=list)
     exclude_label: list[str] = field(default_factory=list)
+    include_namespace: list[str] = field(default_factory=list)
+    include_label: list[str] = field(default_factory=list)
+    include_kind: list[str] = field(default_factory=list)
+    exclude_kind: list[str] = field(default_factory=list)
     keep_owned: bool = False
     config: Path | None = None
     transform: Path | None = None
@@ -78,14 +82,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default, what released SimKube reads) or {SIMKUBE_V3} (tracked_objects instead of index)",
     )
     parser.add_argument("-o", "--output", type=Path, required=True, help="file to write")
-    parser.add_argument(
-        "--exclude-namespace", action="append", default=[], help="drop objects of this namespace (repeatable)"
+    filters = parser.add_argument_group(
+        "filters", "which objects the export keeps (every given filter must keep an object; repeatable)"
     )
-    parser.add_argument(
+    filters.add_argument(
+        "--include-namespace",
+        action="append",
+        default=[],
+        metavar="NS[,NS]",
+        help="keep only objects of these namespaces (cluster-scoped objects are kept: filter them by kind)",
+    )
+    filters.add_argument(
+        "--exclude-namespace",
+        "--excluded-namespaces",
+        action="append",
+        default=[],
+        metavar="NS[,NS]",
+        help="drop objects of these namespaces (--excluded-namespaces a,b as skctl takes it)",
+    )
+    filters.add_argument(
+        "--include-label",
+        action="append",
+        default=[],
+        metavar="SELECTOR",
+        help="keep only objects some such label selector matches (kubectl syntax: app=web,tier!=db, "
+        "'env in (a,b)', '!spot')",
+    )
+    filters.add_argument(
         "--exclude-label",
         action="append",
         default=[],
-        help="drop objects whose labels match key=value[,key=value] (repeatable)",
+        metavar="SELECTOR",
+        help="drop objects such a label selector matches (kubectl syntax, as --include-label)",
+    )
+    filters.add_argument(
+        "--include-kind",
+        action="append",
+        default=[],
+        metavar="KIND[,KIND]",
+        help="keep only objects of these kinds: Kind, or Kind.group (Deployment.apps) for one group",
+    )
+    filters.add_argument(
+        "--exclude-kind",
+        action="append",
+        default=[],
+        metavar="KIND[,KIND]",
+        help="drop objects of these kinds",
     )
     parser.add_argument(
         "--keep-owned",
@@ -114,9 +156,13 @@ def _run(args: ExportSettings) -> int:
         parse_time(args.end, where="--to"),
         ExportFormat(args.format),
         ExportFilters(
-            excluded_namespaces=tuple(args.exclude_namespace),
+            excluded_namespaces=_split(args.exclude_namespace),
             excluded_labels=selectors_from_strings(args.exclude_label),
             suppress_owned=not args.keep_owned,
+            included_namespaces=_split(args.include_namespace),
+            included_labels=selectors_from_strings(args.include_label),
+            included_kinds=_split(args.include_kind),
+            excluded_kinds=_split(args.exclude_kind),
         ),
         load_tracer_config(args.config) if args.config else None,
         args.simkube_version,
@@ -132,6 +178,11 @@ def _run(args: ExportSettings) -> int:
     _write_atomically(args.output, data)
     print(f"wrote {args.output}: {result.events} events, {len(data)} bytes", file=sys.stderr)
     return 0
+
+
+def _split(values: list[str]) -> tuple[str, ...]:
+    """Repeated flags and comma lists alike (``--exclude-namespace a,b`` as skctl's flag takes them)."""
+    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
 
 
 def _transformed(data: bytes, transform: TraceEdit, output: Path) -> bytes:
