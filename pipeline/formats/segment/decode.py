@@ -15,6 +15,7 @@ import msgpack
 import zstandard
 
 from pipeline.formats.columns import events_from_columns
+from pipeline.formats.segment.delta import decode_events
 from pipeline.formats.segment.content import Keyframe, Segment, consistency_problem
 from pipeline.formats.segment.header import BODY_PREAMBLE, SegmentHeader, split_header
 from pipeline.formats.segment.limits import DecodeLimits, default_limits
@@ -59,8 +60,9 @@ def decode_segment(
     try:
         try:
             declared = limits.check(body, source)
+            _check_against_header(declared, header, source)
             raw_body = zstandard.ZstdDecompressor().decompress(body, max_output_size=max(declared, 1))
-            raw = msgpack.unpackb(raw_body, raw=False, strict_map_key=False)
+            raw = _unpack_body(raw_body, header)
         except FormatError:
             raise
         except Exception as exc:  # zstd and msgpack raise their own types for corrupt data
@@ -86,6 +88,45 @@ def decode_segment(
     return segment
 
 
+_SLACK_BYTES = 1 << 20
+"""What a version-3 body may hold beyond the events and keyframe it declares: its tracer config, the
+msgpack framing, the delta table's columns (a few bytes per row, counted apart)."""
+_SLACK_ITEMS = 1 << 16
+"""Items a version-2/3 body may hold outside its event lists (the tracer config's lists and maps)."""
+
+
+def _check_against_header(declared: int, header: SegmentHeader, source: str) -> None:
+    """A version-3 header declares what its body holds: a body that would inflate to more is refused
+    before it is inflated, however well it compresses (a file padded to look ordinary)."""
+    if header.format_version < 3 or header.event_bytes is None:
+        return
+    rows = header.counts.total + header.keyframe_objects + header.keyframe_lifecycles + header.keyframe_tombstones
+    bound = header.event_bytes + (header.keyframe_bytes or 0) + 16 * rows + _SLACK_BYTES
+    if declared > bound:
+        raise FormatError(
+            f"{source}: the body would inflate to {declared} bytes, more than its header declares "
+            f"({header.event_bytes} bytes of {header.counts.total} events, {header.keyframe_bytes} of "
+            "keyframe): a crafted or corrupt file; refused"
+        )
+
+
+def _unpack_body(raw_body: bytes, header: SegmentHeader) -> Any:
+    """The body's map. Version 2 and 3 bodies keep events in bins and their outer map holds only the
+    tracer config besides, so its lists and maps are bounded tightly: a body of millions of tiny items
+    (a pointer each, 8 bytes for every byte inflated) is refused at the first list's header, before
+    any item is built. Version 1 bodies (columns of events) are bounded by the ratio limit only."""
+    if header.format_version == 1:
+        return msgpack.unpackb(raw_body, raw=False, strict_map_key=False)
+    return msgpack.unpackb(
+        raw_body,
+        raw=False,
+        strict_map_key=False,
+        max_array_len=_SLACK_ITEMS,
+        max_map_len=_SLACK_ITEMS,
+        max_ext_len=0,
+    )
+
+
 def _body_from_wire(
     raw: Any, header: SegmentHeader, source: str, *, with_keyframe: bool, wires: EventWires | None
 ) -> Segment:
@@ -94,6 +135,11 @@ def _body_from_wire(
     v1 = header.format_version == 1
     if v1:
         events = tuple(events_from_columns(raw.get("events"), header.start_ms, f"{source}: event"))
+    elif header.format_version >= 3 and "delta" in raw:
+        blob = decode_events(
+            raw["delta"], header.counts.total, header.start_ms, header.event_bytes or 0, f"{source}: event"
+        )
+        events = tuple(_events_from_wires(blob, header.counts.total, f"{source}: event", wires))
     else:
         events = tuple(_events_from_wires(raw.get("events"), header.counts.total, f"{source}: event", wires))
     keyframe = None
@@ -177,6 +223,8 @@ def _decode_wires(
     )
     unpacker.feed(blob)
     for value in unpacker:  # streaming is as fast as one unpackb and tells where each event ends
+        if len(ends) == count:  # refused at once: a crafted list of many more values is never built
+            raise FormatError(f"{what}s: more events than the {count} the header counts")
         ends.append(unpacker.tell())
         try:
             out.append(event_from_wire(value))

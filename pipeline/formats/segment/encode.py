@@ -1,7 +1,8 @@
 """The file bytes of a segment: the preamble, the header and one zstd frame of the body.
 
-Version 2 bodies hold each event list as the events' wire bytes, concatenated; version 1 (written
-only on request) column by column (:mod:`pipeline.formats.columns`).
+Version 3 bodies hold the events delta-coded (:mod:`.delta`) and the keyframe as its events' wire bytes,
+concatenated; version 2 (written on request) the events as wire bytes too; version 1 (written on
+request) column by column (:mod:`pipeline.formats.columns`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import msgpack
 import zstandard
 
 from pipeline.formats.columns import events_to_columns
+from pipeline.formats.segment import delta
 from pipeline.formats.segment.content import Segment, WireSegment, consistency_problem
 from pipeline.formats.segment.decode import EventWires
 from pipeline.formats.segment.header import (
@@ -53,7 +55,8 @@ def encode_segment(
     """The file bytes of ``seg`` (raises FormatError if it is inconsistent; see
     :func:`~.content.build_segment`).
 
-    ``format_version`` 1 writes the older column layout (for readers not upgraded yet, and tests).
+    ``format_version`` 2 (wire rows) or 1 (columns) writes an older layout (for readers not upgraded
+    yet, and tests).
     ``wires``: bytes of events decoded earlier (see :func:`~.decode.decode_segment`), written as they
     are."""
     problem = consistency_problem(seg)
@@ -76,7 +79,7 @@ def encode_segment(
             "config": seg.config.to_mapping() if seg.config is not None else None,
         }
         return _file_bytes(header, body, level)
-    if format_version != SEGMENT_FORMAT_VERSION:
+    if format_version not in (2, SEGMENT_FORMAT_VERSION):
         raise ValueError(f"cannot write segment format version {format_version}")
     wire = WireSegment(
         header,
@@ -86,7 +89,7 @@ def encode_segment(
         b"" if kf is None else _concatenated_wires(kf.tombstones.values()),
         config=seg.config,
     )
-    return encode_wire_segment(wire, level)
+    return encode_wire_segment(wire, level, format_version=format_version)
 
 
 def _concatenated_wires(events: Iterable[Event], known: EventWires | None = None) -> bytes:
@@ -105,11 +108,28 @@ def _concatenated_wires(events: Iterable[Event], known: EventWires | None = None
     return packed[header_len:]
 
 
-def encode_wire_segment(seg: WireSegment, level: int = ZSTD_LEVEL) -> bytes:
-    """The file bytes of a segment built by :func:`~.content.build_wire_segment` (version 2)."""
+def encode_wire_segment(
+    seg: WireSegment, level: int = ZSTD_LEVEL, *, format_version: int = SEGMENT_FORMAT_VERSION
+) -> bytes:
+    """The file bytes of a segment built by :func:`~.content.build_wire_segment` (version 3, or 2 on
+    request)."""
     h = seg.header
+    events: dict[str, bytes] = {"events": seg.events}
+    if format_version == SEGMENT_FORMAT_VERSION:
+        table = delta.encode_events(seg.events, h.counts.total, h.start_ms)
+        if table is not None:
+            # a bin of its own: the body's outer map stays small and a reader bounds its parse tightly
+            events = {"delta": msgpack.packb(table, use_bin_type=True)}
+        keyframe_bytes = len(seg.keyframe_objects) + len(seg.keyframe_lifecycles) + len(seg.keyframe_tombstones)
+        h = dataclasses.replace(
+            h, format_version=format_version, event_bytes=len(seg.events), keyframe_bytes=keyframe_bytes
+        )
+    elif format_version == 2:
+        h = dataclasses.replace(h, format_version=format_version, event_bytes=None, keyframe_bytes=None)
+    else:
+        raise ValueError(f"cannot write wire segments in format version {format_version}")
     body = {
-        "events": seg.events,
+        **events,
         "keyframe": None
         if h.keyframe_at_ms is None
         else {

@@ -12,7 +12,7 @@ import operator
 import struct
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,11 @@ from pipeline.model.errors import FormatError, UnknownVersionError
 from pipeline.model.events import Event, EventType
 
 MAGIC = b"KTSG"
-SEGMENT_FORMAT_VERSION = 2
-"""Version of the segment layout written by :func:`~.encode.encode_segment` (1 is still read)."""
-READABLE_FORMAT_VERSIONS = (1, 2)
+SEGMENT_FORMAT_VERSION = 3
+"""Version of the segment layout written by :func:`~.encode.encode_segment` (1 and 2 are still read)."""
+READABLE_FORMAT_VERSIONS = (1, 2, 3)
+ENCODINGS = {1: "columns", 2: "wire rows", 3: "delta"}
+"""How each format version stores its events (``kubetape inspect`` shows it)."""
 
 
 PREAMBLE = struct.Struct(">4sHII")
@@ -100,6 +102,11 @@ class SegmentHeader:
     source: str | None = None
     writer_epoch: int | None = None
     gap_reason: str | None = None
+    event_bytes: int | None = field(default=None, compare=False)
+    """Version 3: the events' wire bytes once rebuilt, and the keyframe's (``keyframe_bytes``): a
+    reader refuses a body that would inflate or rebuild to more before it does. Facts of the encoding
+    (what the file holds is the same whatever they are), so they take no part in comparisons."""
+    keyframe_bytes: int | None = field(default=None, compare=False)
 
     @property
     def is_gap(self) -> bool:
@@ -140,6 +147,8 @@ class SegmentHeader:
             "source": self.source,
             "writer_epoch": self.writer_epoch,
             "gap_reason": self.gap_reason,
+            "event_bytes": self.event_bytes,
+            "keyframe_bytes": self.keyframe_bytes,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
@@ -159,6 +168,7 @@ def header_to_wire(h: SegmentHeader) -> dict[str, Any]:
         **({} if h.source is None else {"source": h.source}),
         **({} if h.writer_epoch is None else {"epoch": h.writer_epoch}),
         **({} if h.gap_reason is None else {"gap": h.gap_reason}),
+        **({} if h.event_bytes is None else {"sizes": [h.event_bytes, h.keyframe_bytes or 0]}),
     }
 
 
@@ -232,6 +242,9 @@ def _header_from_wire(raw: Any, version: int) -> SegmentHeader:
         kf_offset = _int(kf_after[0], "keyframe offset", -1, _TIME_MAX)
         kf_time = _int(kf_after[1], "keyframe time", 0, _TIME_MAX + 1)
     source, epoch, gap_reason = raw.get("source"), raw.get("epoch"), raw.get("gap")
+    sizes = raw.get("sizes")
+    if version >= 3 and (type(sizes) is not list or len(sizes) != 2):
+        raise FormatError("header has no declared sizes (a version-3 header has them)")
     if source is not None and not isinstance(source, str):
         raise FormatError(f"header source {source!r} is not a string")
     if gap_reason is not None and not isinstance(gap_reason, str):
@@ -252,6 +265,8 @@ def _header_from_wire(raw: Any, version: int) -> SegmentHeader:
         source=source,
         writer_epoch=None if epoch is None else _int(epoch, "writer epoch", 0, _TIME_MAX),
         gap_reason=gap_reason,
+        event_bytes=None if sizes is None else _int(sizes[0], "event bytes", 0, _TIME_MAX),
+        keyframe_bytes=None if sizes is None else _int(sizes[1], "keyframe bytes", 0, _TIME_MAX),
     )
 
 

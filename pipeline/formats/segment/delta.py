@@ -1,0 +1,420 @@
+"""Delta-coded event lists (segment format version 3): each version of an object after its first in a
+segment is stored as the difference from the previous one, and the small fields in columns.
+
+Most of a cluster's history is the same object written again with one field changed; storing each
+version whole paid for the object every time. The transform works on the events' wire bytes (what the
+sink consumed), so it is exact by construction: :func:`encode_events` returns a table and
+:func:`decode_events` gives back the *same bytes*, which the version-2 reader then decodes. An event
+whose bytes would not come back identical (msgpack written by another encoder, text that is not UTF-8,
+anything unusual) is kept as its bytes (a "raw" row): the encoder checks every row by rebuilding it.
+
+The table (a msgpack map inside the zstd body), one row per event in file order; each column holds the
+values of the rows that use it, in order:
+
+* ``op``: per row, ``0`` for a raw row, else the wire type code (1-4) plus ``_F_*`` flags times 8;
+* ``ts``: event time minus the previous row's (the first row's minus the segment start);
+* ``key``: the index of the row's key among the keys met so far, or the key itself when it is new;
+* ``uid``, ``rv``, ``sh``: the UID (16 bytes when it is a canonical UUID), the resourceVersion (as the
+  difference from the previous numeric one when it is a canonical decimal), the spec hash; each left
+  out when equal to the base's;
+* ``obj`` and ``ext`` (a lifecycle's or gap's own fields): the value whole, or a patch of the base's
+  (:func:`diff`), or nothing when equal;
+* ``raw``: the bytes of raw rows.
+
+The **base** of a row is the latest earlier non-raw row with the same key (and, for a pod, the same
+sort of event: its object versions, its lifecycle): it is implicit, so a
+patch can only name an earlier row of the same segment (no reference forward, no cycle). A patch that
+does not fit its base (a map patch on a list, an index past the end, a key deleted that is not there),
+a row that needs a base without one, more rows or bytes than the header declares: refused with a
+FormatError before the patch is applied or the bytes grow further.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+
+from pipeline.model.errors import FormatError
+
+_F_UID_SAME = 1
+_F_UID_BIN = 2
+_F_RV_INT = 4
+_F_SH_SAME = 8
+_F_OBJ_SAME = 16
+_F_OBJ_PATCH = 32
+_F_EXT_SAME = 64
+_F_EXT_PATCH = 128
+_FLAGS_MAX = 255
+
+_REPLACE, _MAP_PATCH, _LIST_PATCH = 0, 1, 2
+MAX_PATCH_DEPTH = 64
+"""Patches nest at most this deep (Kubernetes objects are far shallower): a crafted patch cannot exhaust
+the stack."""
+_RV_MAX_DIGITS = 20  # resourceVersions are at most 20 ASCII digits (the sink's ingest rule)
+_COLUMNS = ("op", "ts", "key", "uid", "rv", "sh", "obj", "ext", "raw")
+
+
+def _pack(value: Any) -> bytes:
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, and of the same type at the top (``1 == True == 1.0`` in Python, not in msgpack); deeper
+    differences of type alone are caught by the encoder's check of every rebuilt row."""
+    return a is b or (type(a) is type(b) and a == b)
+
+
+def diff(base: Any, new: Any) -> list[Any]:
+    """A patch that turns ``base`` into ``new``: ``[0, value]`` replaces; ``[1, {key: patch}, [deleted
+    keys]]`` patches a map (kept keys in the base's order, then added keys in ``new``'s order: any other
+    order is a replacement); ``[2, {index: patch}]`` patches a list of the same length."""
+    if type(base) is dict and type(new) is dict:
+        changed: dict[Any, Any] = {}
+        added: list[Any] = []
+        for k, v in new.items():
+            if k in base:
+                if not _same(base[k], v):
+                    changed[k] = diff(base[k], v)
+            else:
+                changed[k] = [_REPLACE, v]
+                added.append(k)
+        deleted = [k for k in base if k not in new]
+        kept = [k for k in base if k in new] if deleted else list(base)
+        if kept + added != list(new):
+            return [_REPLACE, new]
+        return [_MAP_PATCH, changed, deleted]
+    if type(base) is list and type(new) is list and len(base) == len(new):
+        items = {i: diff(a, b) for i, (a, b) in enumerate(zip(base, new, strict=True)) if not _same(a, b)}
+        if 2 * len(items) > len(new):
+            return [_REPLACE, new]
+        return [_LIST_PATCH, items]
+    return [_REPLACE, new]
+
+
+def apply_patch(base: Any, patch: Any, where: str, depth: int = 0) -> Any:
+    """``base`` changed by ``patch`` (see :func:`diff`); the base is not modified (unchanged parts are
+    shared). FormatError naming ``where`` if the patch is malformed or does not fit the base."""
+    if depth > MAX_PATCH_DEPTH:
+        raise FormatError(f"{where}: patch nested deeper than {MAX_PATCH_DEPTH} levels")
+    if type(patch) is not list or not patch or type(patch[0]) is not int:
+        raise FormatError(f"{where}: malformed patch {str(patch)[:80]!r}")
+    tag = patch[0]
+    if tag == _REPLACE and len(patch) == 2:
+        return patch[1]
+    if tag == _MAP_PATCH and len(patch) == 3 and type(patch[1]) is dict and type(patch[2]) is list:
+        if type(base) is not dict:
+            raise FormatError(f"{where}: a map patch does not apply to a base {type(base).__name__}")
+        changed, deleted = patch[1], patch[2]
+        gone = set()
+        for k in deleted:
+            if type(k) is not str or k not in base:  # decoded map keys of objects are text
+                raise FormatError(f"{where}: the patch deletes key {str(k)[:80]!r}, which the base lacks")
+            gone.add(k)
+        out = {}
+        for k, v in base.items():
+            if k not in gone:
+                out[k] = apply_patch(v, changed[k], where, depth + 1) if k in changed else v
+        for k, p in changed.items():
+            if k in gone:
+                raise FormatError(f"{where}: the patch both deletes and changes key {str(k)[:80]!r}")
+            if k not in base:
+                if type(p) is not list or len(p) != 2 or p[0] != _REPLACE:
+                    raise FormatError(f"{where}: the patch changes key {str(k)[:80]!r}, which the base lacks")
+                out[k] = p[1]
+        return out
+    if tag == _LIST_PATCH and len(patch) == 2 and type(patch[1]) is dict:
+        if type(base) is not list:
+            raise FormatError(f"{where}: a list patch does not apply to a base {type(base).__name__}")
+        items = list(base)
+        for i, p in patch[1].items():
+            if type(i) is not int or not 0 <= i < len(items):
+                raise FormatError(f"{where}: the patch changes item {str(i)[:20]} of a list of {len(items)}")
+            items[i] = apply_patch(items[i], p, where, depth + 1)
+        return items
+    raise FormatError(f"{where}: malformed patch (tag {tag!r})")
+
+
+def _uid_bytes(uid: Any) -> bytes | None:
+    """The 16 bytes of a canonical (lowercase, hyphenated) UUID text, else None."""
+    if type(uid) is not str or len(uid) != 36:
+        return None
+    try:
+        value = uuid.UUID(uid)
+    except ValueError:
+        return None
+    return value.bytes if str(value) == uid else None
+
+
+def _rv_int(rv: Any) -> int | None:
+    if type(rv) is str and 0 < len(rv) <= _RV_MAX_DIGITS and rv.isascii() and rv.isdigit():
+        if rv[0] != "0" or rv == "0":
+            return int(rv)
+    return None
+
+
+class _Columns:
+    """The columns being filled, and the running values (previous time, previous numeric rv, keys)."""
+
+    def __init__(self, start_ms: int) -> None:
+        self.cols: dict[str, list[Any]] = {name: [] for name in _COLUMNS}
+        self.prev_ts = start_ms
+        self.prev_rv = 0
+        self.key_index: dict[str, int] = {}
+        self.keys: list[str] = []
+        self.bases: dict[int, list[Any]] = {}
+
+
+def encode_events(blob: bytes, count: int, start_ms: int) -> dict[str, Any] | None:
+    """The delta table of a version-2 event list (``count`` events' wire bytes, concatenated), or None
+    if it does not split into ``count`` msgpack values (the segment then holds the blob as it is)."""
+    try:
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(blob), 1))
+        unpacker.feed(blob)
+        values, ends = [], []
+        for value in unpacker:
+            values.append(value)
+            ends.append(unpacker.tell())
+    except Exception:  # text that is not UTF-8, keys Python cannot hash: kept as bytes, see the module doc
+        return None
+    if len(values) != count or (ends[-1] if ends else 0) != len(blob):
+        return None
+    table = _Columns(start_ms)
+    start = 0
+    for value, end in zip(values, ends, strict=True):
+        wire = blob[start:end]
+        start = end
+        if not _encode_row(table, value, wire):
+            table.cols["op"].append(0)
+            table.cols["raw"].append(wire)
+    return {"n": count, **{k: v for k, v in table.cols.items() if v}}
+
+
+def _encode_row(t: _Columns, value: Any, wire: bytes) -> bool:
+    """Append ``value``'s row to the columns if it is an event that rebuilds to exactly ``wire``."""
+    if (
+        type(value) is not list
+        or len(value) < 8
+        or value[0] != 1
+        or type(value[1]) is not int
+        or not 1 <= value[1] <= 4
+        or type(value[2]) is not int
+        or type(value[3]) is not str
+        or (len(value) == 8) != (value[1] in (1, 2))  # only lifecycles and gaps have fields of their own
+    ):
+        return False
+    _, code, ts, key, uid, rv, obj, sh = value[:8]
+    ext = value[8:]
+    index = t.key_index.get(key)
+    base = None if index is None else t.bases.get(_base_slot(index, code))
+    flags = 0
+    row: dict[str, Any] = {"ts": ts - t.prev_ts, "key": key if index is None else index}
+    if base is not None and _same(base[4], uid):
+        flags |= _F_UID_SAME
+    elif (uid_bytes := _uid_bytes(uid)) is not None:
+        flags |= _F_UID_BIN
+        row["uid"] = uid_bytes
+    else:
+        row["uid"] = uid
+    rv_int = _rv_int(rv)
+    if rv_int is not None:
+        flags |= _F_RV_INT
+        row["rv"] = rv_int - t.prev_rv
+    else:
+        row["rv"] = rv
+    if base is not None and _same(base[7], sh):
+        flags |= _F_SH_SAME
+    else:
+        row["sh"] = sh
+    flags |= _part(row, "obj", base[6] if base is not None else None, obj, base is not None, _F_OBJ_SAME)
+    base_ext = base[8:] if base is not None else None
+    if ext:
+        flags |= _part(row, "ext", base_ext, ext, base is not None, _F_EXT_SAME)
+    rebuilt = _rebuild(
+        code | flags << 3, row, base, (t.prev_ts, t.prev_rv), key, (t.keys, t.key_index), "encoding"
+    )
+    if _pack(rebuilt) != wire:
+        return False
+    t.cols["op"].append(code | flags << 3)
+    for name, item in row.items():
+        t.cols[name].append(item)
+    t.prev_ts = ts
+    if rv_int is not None:
+        t.prev_rv = rv_int
+    if index is None:
+        index = t.key_index[key] = len(t.keys)
+        t.keys.append(key)
+    t.bases[_base_slot(index, code)] = rebuilt
+    return True
+
+
+def _base_slot(key_index: int, code: int) -> int:
+    """Where a row's base is kept: per key, APPLIED and DELETED events (both carry the object) apart
+    from a pod's lifecycles and from gaps, so that a pod's object versions are patched against each
+    other even when lifecycle events come between them."""
+    return key_index * 3 + (0 if code <= 2 else code - 2)
+
+
+def _part(row: dict[str, Any], name: str, base: Any, new: Any, has_base: bool, same_flag: int) -> int:
+    """Store ``new`` in column ``name``: nothing when it equals the base, a patch when one is smaller
+    than the value, else the value whole; the flags that say which."""
+    if has_base:
+        if _same(base, new):
+            return same_flag
+        if type(base) is type(new) and type(new) in (dict, list):
+            patch = diff(base, new)
+            if patch[0] != _REPLACE:
+                row[name] = patch
+                return same_flag << 1  # the PATCH flag is the SAME flag's neighbour
+    row[name] = new
+    return 0
+
+
+_Take = Callable[[str], Any]
+
+
+def _rebuild(
+    op: int,
+    row: dict[str, Any],
+    base: list[Any] | None,
+    prev: tuple[int, int],
+    key: str,
+    keys: tuple[list[str], dict[str, int]],
+    where: str,
+) -> list[Any]:
+    """The wire list of a row (``row`` maps a column to this row's value in it)."""
+    code, flags = op & 7, op >> 3
+    prev_ts, prev_rv = prev
+    uid = base[4] if flags & _F_UID_SAME and base is not None else row.get("uid")
+    if flags & _F_UID_BIN:
+        if type(uid) is not bytes or len(uid) != 16:
+            raise FormatError(f"{where}: a binary UID is not 16 bytes")
+        uid = str(uuid.UUID(bytes=uid))
+    rv = row.get("rv")
+    if flags & _F_RV_INT:
+        if type(rv) is not int or not 0 <= prev_rv + rv < 10**_RV_MAX_DIGITS:
+            raise FormatError(f"{where}: resourceVersion step {str(rv)[:30]} is not a whole number in range")
+        rv = str(prev_rv + rv)
+    ts = row.get("ts")
+    if type(ts) is not int:
+        raise FormatError(f"{where}: event time step {str(ts)[:30]!r} is not a whole number")
+    needs_base = flags & (_F_UID_SAME | _F_SH_SAME | _F_OBJ_SAME | _F_OBJ_PATCH | _F_EXT_SAME | _F_EXT_PATCH)
+    if needs_base and base is None:
+        raise FormatError(f"{where}: a delta of {key[:200]!r} names a base the segment does not hold")
+    assert base is not None or not needs_base
+    sh = base[7] if flags & _F_SH_SAME and base is not None else row.get("sh")
+    obj = _value(flags, _F_OBJ_SAME, base[6] if base is not None else None, row.get("obj"), where)
+    head = [1, code, prev_ts + ts, key, uid, rv, obj, sh]
+    if "ext" in row or flags & (_F_EXT_SAME | _F_EXT_PATCH):
+        ext = _value(flags, _F_EXT_SAME, base[8:] if base is not None else None, row.get("ext"), where)
+        if type(ext) is not list:
+            raise FormatError(f"{where}: an event's own fields are not a list")
+        head += ext
+    return head
+
+
+def _value(flags: int, same_flag: int, base: Any, stored: Any, where: str) -> Any:
+    if flags & same_flag:
+        return base
+    if flags & (same_flag << 1):
+        return apply_patch(base, stored, where)
+    return stored
+
+
+def decode_events(packed: Any, count: int, start_ms: int, max_bytes: int, where: str) -> bytes:
+    """The wire bytes of :func:`encode_events`'s table (``packed``: its msgpack bytes), concatenated;
+    FormatError naming ``where`` if the table is malformed, holds other than ``count`` rows, or
+    rebuilds to more than ``max_bytes``."""
+    if type(packed) is not bytes:
+        raise FormatError(f"{where}: malformed delta table (not bytes)")
+    try:
+        table = msgpack.unpackb(
+            packed,
+            raw=False,
+            strict_map_key=False,
+            max_bin_len=len(packed),
+            max_str_len=len(packed),
+            max_array_len=len(packed),
+            max_map_len=len(packed),
+            max_ext_len=0,
+        )
+    except Exception as exc:  # msgpack raises several unrelated types for corrupt data
+        raise FormatError(f"{where}: undecodable delta table ({type(exc).__name__}: {exc})") from None
+    if type(table) is not dict or table.get("n") != count:
+        raise FormatError(f"{where}: malformed delta table (not {count} rows)")
+    cols = {name: table.get(name, []) for name in _COLUMNS}
+    if any(type(c) is not list for c in cols.values()) or len(cols["op"]) != count:
+        raise FormatError(f"{where}: malformed delta table (columns are not lists of {count} rows)")
+    cursor = dict.fromkeys(_COLUMNS, 0)
+    out: list[bytes] = []
+    size = 0
+    keys: list[str] = []
+    key_index: dict[str, int] = {}
+    bases: dict[int, list[Any]] = {}
+    prev_ts, prev_rv = start_ms, 0
+    for n, op in enumerate(cols["op"]):
+        row_where = f"{where} #{n}"
+        if type(op) is not int or not 0 <= op <= (_FLAGS_MAX << 3 | 7) or (op and not 1 <= op & 7 <= 4):
+            raise FormatError(f"{row_where}: malformed row code {str(op)[:30]!r}")
+        if op == 0:
+            wire = _take(cols, cursor, "raw", row_where)
+            if type(wire) is not bytes:
+                raise FormatError(f"{row_where}: a raw row is not bytes")
+        else:
+            flags = op >> 3
+            row = {"ts": _take(cols, cursor, "ts", row_where)}
+            key_ref = _take(cols, cursor, "key", row_where)
+            if type(key_ref) is str:
+                index, key = len(keys), key_ref
+                keys.append(key)
+                key_index.setdefault(key, index)
+            elif type(key_ref) is int and 0 <= key_ref < len(keys):
+                index, key = key_ref, keys[key_ref]
+            else:
+                raise FormatError(
+                    f"{row_where}: key reference {str(key_ref)[:30]} names no earlier key ({len(keys)} known)"
+                )
+            for name, absent in (
+                ("uid", _F_UID_SAME),
+                ("rv", 0),
+                ("sh", _F_SH_SAME),
+                ("obj", _F_OBJ_SAME),
+                ("ext", _F_EXT_SAME),
+            ):
+                if not flags & absent and (name != "ext" or flags & _F_EXT_PATCH or _has_ext(op)):
+                    row[name] = _take(cols, cursor, name, row_where)
+            slot = _base_slot(index, op & 7)
+            rebuilt = _rebuild(op, row, bases.get(slot), (prev_ts, prev_rv), key, (keys, key_index), row_where)
+            prev_ts = rebuilt[2]
+            if flags & _F_RV_INT:
+                prev_rv = int(rebuilt[5])
+            bases[slot] = rebuilt
+            wire = _pack(rebuilt)
+        size += len(wire)
+        if size > max_bytes:
+            raise FormatError(
+                f"{where}: the events rebuild to more than the {max_bytes} bytes the header declares "
+                f"(at row #{n}): refused"
+            )
+        out.append(wire)
+    leftover = [name for name in _COLUMNS if name != "op" and cursor[name] != len(cols[name])]
+    if leftover:
+        raise FormatError(f"{where}: malformed delta table ({', '.join(leftover)} hold values no row uses)")
+    return b"".join(out)
+
+
+def _has_ext(op: int) -> bool:
+    """Lifecycle and gap events have fields of their own: a row stores them unless they equal the base's."""
+    return op & 7 in (3, 4) and not (op >> 3) & _F_EXT_SAME
+
+
+def _take(cols: dict[str, list[Any]], cursor: dict[str, int], name: str, where: str) -> Any:
+    i = cursor[name]
+    column = cols[name]
+    if i >= len(column):
+        raise FormatError(f"{where}: the {name} column ends early")
+    cursor[name] = i + 1
+    return column[i]
