@@ -17,7 +17,8 @@ from typing import Any
 
 from pipeline.formats.segment.content import Segment
 from pipeline.formats.segment.decode import decode_segment
-from pipeline.formats.segment.header import is_segment
+from pipeline.formats.segment.header import ENCODINGS, is_segment
+from pipeline.formats.wire.codec import encode_event
 from pipeline.formats.simkube import SimkubeTrace, read_simkube_trace, simkube_compatibility_problems
 from pipeline.model.errors import FormatError
 from pipeline.model.events import EventType
@@ -190,6 +191,25 @@ def _inspect_segment(where: str, data: bytes, seg: Segment) -> InspectReport:
         details["keyframe"] = (
             f"at {h.keyframe_at_ms} ms, {h.keyframe_objects} objects, {h.keyframe_lifecycles} lifecycles"
         )
+    details["encoding"] = ENCODINGS.get(h.format_version, "unknown")
+    event_bytes = (
+        h.event_bytes if h.event_bytes is not None else sum(len(encode_event(e)) for e in seg.events)
+    )
+    kf = seg.keyframe
+    keyframe_bytes = (
+        h.keyframe_bytes
+        if h.keyframe_bytes is not None
+        else 0
+        if kf is None
+        else sum(
+            len(encode_event(e)) for part in (kf.objects, kf.lifecycles, kf.tombstones) for e in part.values()
+        )
+    )
+    details["event_bytes"] = event_bytes
+    details["keyframe_bytes"] = keyframe_bytes
+    if event_bytes + keyframe_bytes:
+        # what the file costs per byte of the events it holds (their wire bytes, as consumed)
+        details["size_vs_events"] = round(len(data) / (event_bytes + keyframe_bytes), 4)
     if seg.config is not None:
         details["tracked"] = ", ".join(t.gvk.format() for t in seg.config.tracked)
     warnings = [f"{h.counts.gap} gap marker(s): changes were recovered by re-list"] if h.counts.gap else []

@@ -100,7 +100,12 @@ def _check_against_header(declared: int, header: SegmentHeader, source: str) -> 
     before it is inflated, however well it compresses (a file padded to look ordinary)."""
     if header.format_version < 3 or header.event_bytes is None:
         return
-    rows = header.counts.total + header.keyframe_objects + header.keyframe_lifecycles + header.keyframe_tombstones
+    rows = (
+        header.counts.total
+        + header.keyframe_objects
+        + header.keyframe_lifecycles
+        + header.keyframe_tombstones
+    )
     bound = header.event_bytes + (header.keyframe_bytes or 0) + 16 * rows + _SLACK_BYTES
     if declared > bound:
         raise FormatError(

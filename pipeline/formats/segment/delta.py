@@ -54,6 +54,8 @@ MAX_PATCH_DEPTH = 64
 """Patches nest at most this deep (Kubernetes objects are far shallower): a crafted patch cannot exhaust
 the stack."""
 _RV_MAX_DIGITS = 20  # resourceVersions are at most 20 ASCII digits (the sink's ingest rule)
+_RV_INT_LIMIT = 1 << 63
+"""resourceVersions below it are coded as numbers: any difference of two fits msgpack's int64."""
 _COLUMNS = ("op", "ts", "key", "uid", "rv", "sh", "obj", "ext", "raw")
 
 
@@ -89,7 +91,7 @@ def diff(base: Any, new: Any) -> list[Any]:
         return [_MAP_PATCH, changed, deleted]
     if type(base) is list and type(new) is list and len(base) == len(new):
         items = {i: diff(a, b) for i, (a, b) in enumerate(zip(base, new, strict=True)) if not _same(a, b)}
-        if 2 * len(items) > len(new):
+        if 2 * len(items) > len(new) + 1:  # a list of one changed item is still patched
             return [_REPLACE, new]
         return [_LIST_PATCH, items]
     return [_REPLACE, new]
@@ -151,8 +153,9 @@ def _uid_bytes(uid: Any) -> bytes | None:
 
 def _rv_int(rv: Any) -> int | None:
     if type(rv) is str and 0 < len(rv) <= _RV_MAX_DIGITS and rv.isascii() and rv.isdigit():
-        if rv[0] != "0" or rv == "0":
-            return int(rv)
+        value = int(rv)
+        if (rv[0] != "0" or rv == "0") and value < _RV_INT_LIMIT:
+            return value
     return None
 
 
@@ -295,7 +298,7 @@ def _rebuild(
         uid = str(uuid.UUID(bytes=uid))
     rv = row.get("rv")
     if flags & _F_RV_INT:
-        if type(rv) is not int or not 0 <= prev_rv + rv < 10**_RV_MAX_DIGITS:
+        if type(rv) is not int or not 0 <= prev_rv + rv < _RV_INT_LIMIT:
             raise FormatError(f"{where}: resourceVersion step {str(rv)[:30]} is not a whole number in range")
         rv = str(prev_rv + rv)
     ts = row.get("ts")
@@ -387,7 +390,9 @@ def decode_events(packed: Any, count: int, start_ms: int, max_bytes: int, where:
                 if not flags & absent and (name != "ext" or flags & _F_EXT_PATCH or _has_ext(op)):
                     row[name] = _take(cols, cursor, name, row_where)
             slot = _base_slot(index, op & 7)
-            rebuilt = _rebuild(op, row, bases.get(slot), (prev_ts, prev_rv), key, (keys, key_index), row_where)
+            rebuilt = _rebuild(
+                op, row, bases.get(slot), (prev_ts, prev_rv), key, (keys, key_index), row_where
+            )
             prev_ts = rebuilt[2]
             if flags & _F_RV_INT:
                 prev_rv = int(rebuilt[5])

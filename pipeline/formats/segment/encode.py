@@ -120,7 +120,9 @@ def encode_wire_segment(
         if table is not None:
             # a bin of its own: the body's outer map stays small and a reader bounds its parse tightly
             events = {"delta": msgpack.packb(table, use_bin_type=True)}
-        keyframe_bytes = len(seg.keyframe_objects) + len(seg.keyframe_lifecycles) + len(seg.keyframe_tombstones)
+        keyframe_bytes = (
+            len(seg.keyframe_objects) + len(seg.keyframe_lifecycles) + len(seg.keyframe_tombstones)
+        )
         h = dataclasses.replace(
             h, format_version=format_version, event_bytes=len(seg.events), keyframe_bytes=keyframe_bytes
         )
