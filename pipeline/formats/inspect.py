@@ -18,8 +18,8 @@ from typing import Any
 from pipeline.formats.segment.content import Segment
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.segment.header import ENCODINGS, is_segment
-from pipeline.formats.wire.codec import encode_event
 from pipeline.formats.simkube import SimkubeTrace, read_simkube_trace, simkube_compatibility_problems
+from pipeline.formats.wire.codec import encode_event
 from pipeline.model.errors import FormatError
 from pipeline.model.events import EventType
 from pipeline.model.hashing import object_spec_hash, pod_spec_hash

@@ -126,7 +126,8 @@ def test_bytes_another_encoder_wrote_are_kept_as_they_are() -> None:
     fields = [1, 1, e.ts_ms, e.key, e.uid, e.resource_version, e.obj]
     odd = b"\x98" + b"".join(msgpack.packb(f) for f in fields) + b"\xcf" + struct.pack(">Q", 11)
     table = delta.encode_events(odd, 1, START)
-    assert table is not None and table["raw"] == [odd]
+    assert table is not None
+    assert table["raw"] == [odd]
     assert delta.decode_events(msgpack.packb(table), 1, START, len(odd), "t") == odd
     assert delta.encode_events(b"\x91\xa1\xff", 1, START) is None  # invalid UTF-8: the blob is kept whole
 
@@ -225,7 +226,8 @@ def test_a_padded_body_is_refused_before_it_costs_more_than_the_file(version: in
     if version == 3:
         header["sizes"] = [900, 0]
     data = _file(header, body, version)
-    assert 60_000 < len(data) < 70_000 and len(bomb) < 1000 * len(body)  # under the ratio limit
+    assert 60_000 < len(data) < 70_000
+    assert len(bomb) < 1000 * len(body)  # under the ratio limit
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     expected = "more than its header declares" if version == 3 else "exceeds max_array_len"
     with pytest.raises(FormatError, match=expected):

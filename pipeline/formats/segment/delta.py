@@ -32,7 +32,6 @@ FormatError before the patch is applied or the bytes grow further.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -232,13 +231,18 @@ def _encode_row(t: _Columns, value: Any, wire: bytes) -> bool:
         flags |= _F_SH_SAME
     else:
         row["sh"] = sh
-    flags |= _part(row, "obj", base[6] if base is not None else None, obj, base is not None, _F_OBJ_SAME)
+    flags |= _part(
+        row,
+        "obj",
+        base[6] if base is not None else None,
+        obj,
+        has_base=base is not None,
+        same_flag=_F_OBJ_SAME,
+    )
     base_ext = base[8:] if base is not None else None
     if ext:
-        flags |= _part(row, "ext", base_ext, ext, base is not None, _F_EXT_SAME)
-    rebuilt = _rebuild(
-        code | flags << 3, row, base, (t.prev_ts, t.prev_rv), key, (t.keys, t.key_index), "encoding"
-    )
+        flags |= _part(row, "ext", base_ext, ext, has_base=base is not None, same_flag=_F_EXT_SAME)
+    rebuilt = _rebuild(code | flags << 3, row, base, prev=(t.prev_ts, t.prev_rv), key=key, where="encoding")
     if _pack(rebuilt) != wire:
         return False
     t.cols["op"].append(code | flags << 3)
@@ -261,7 +265,7 @@ def _base_slot(key_index: int, code: int) -> int:
     return key_index * 3 + (0 if code <= 2 else code - 2)
 
 
-def _part(row: dict[str, Any], name: str, base: Any, new: Any, has_base: bool, same_flag: int) -> int:
+def _part(row: dict[str, Any], name: str, base: Any, new: Any, *, has_base: bool, same_flag: int) -> int:
     """Store ``new`` in column ``name``: nothing when it equals the base, a patch when one is smaller
     than the value, else the value whole; the flags that say which."""
     if has_base:
@@ -276,16 +280,13 @@ def _part(row: dict[str, Any], name: str, base: Any, new: Any, has_base: bool, s
     return 0
 
 
-_Take = Callable[[str], Any]
-
-
 def _rebuild(
     op: int,
     row: dict[str, Any],
     base: list[Any] | None,
+    *,
     prev: tuple[int, int],
     key: str,
-    keys: tuple[list[str], dict[str, int]],
     where: str,
 ) -> list[Any]:
     """The wire list of a row (``row`` maps a column to this row's value in it)."""
@@ -351,53 +352,11 @@ def decode_events(packed: Any, count: int, start_ms: int, max_bytes: int, where:
     cols = {name: table.get(name, []) for name in _COLUMNS}
     if any(type(c) is not list for c in cols.values()) or len(cols["op"]) != count:
         raise FormatError(f"{where}: malformed delta table (columns are not lists of {count} rows)")
-    cursor = dict.fromkeys(_COLUMNS, 0)
+    reader = _RowReader(cols, start_ms)
     out: list[bytes] = []
     size = 0
-    keys: list[str] = []
-    key_index: dict[str, int] = {}
-    bases: dict[int, list[Any]] = {}
-    prev_ts, prev_rv = start_ms, 0
     for n, op in enumerate(cols["op"]):
-        row_where = f"{where} #{n}"
-        if type(op) is not int or not 0 <= op <= (_FLAGS_MAX << 3 | 7) or (op and not 1 <= op & 7 <= 4):
-            raise FormatError(f"{row_where}: malformed row code {str(op)[:30]!r}")
-        if op == 0:
-            wire = _take(cols, cursor, "raw", row_where)
-            if type(wire) is not bytes:
-                raise FormatError(f"{row_where}: a raw row is not bytes")
-        else:
-            flags = op >> 3
-            row = {"ts": _take(cols, cursor, "ts", row_where)}
-            key_ref = _take(cols, cursor, "key", row_where)
-            if type(key_ref) is str:
-                index, key = len(keys), key_ref
-                keys.append(key)
-                key_index.setdefault(key, index)
-            elif type(key_ref) is int and 0 <= key_ref < len(keys):
-                index, key = key_ref, keys[key_ref]
-            else:
-                raise FormatError(
-                    f"{row_where}: key reference {str(key_ref)[:30]} names no earlier key ({len(keys)} known)"
-                )
-            for name, absent in (
-                ("uid", _F_UID_SAME),
-                ("rv", 0),
-                ("sh", _F_SH_SAME),
-                ("obj", _F_OBJ_SAME),
-                ("ext", _F_EXT_SAME),
-            ):
-                if not flags & absent and (name != "ext" or flags & _F_EXT_PATCH or _has_ext(op)):
-                    row[name] = _take(cols, cursor, name, row_where)
-            slot = _base_slot(index, op & 7)
-            rebuilt = _rebuild(
-                op, row, bases.get(slot), (prev_ts, prev_rv), key, (keys, key_index), row_where
-            )
-            prev_ts = rebuilt[2]
-            if flags & _F_RV_INT:
-                prev_rv = int(rebuilt[5])
-            bases[slot] = rebuilt
-            wire = _pack(rebuilt)
+        wire = reader.row(op, f"{where} #{n}")
         size += len(wire)
         if size > max_bytes:
             raise FormatError(
@@ -405,21 +364,68 @@ def decode_events(packed: Any, count: int, start_ms: int, max_bytes: int, where:
                 f"(at row #{n}): refused"
             )
         out.append(wire)
-    leftover = [name for name in _COLUMNS if name != "op" and cursor[name] != len(cols[name])]
+    leftover = [name for name in _COLUMNS if name != "op" and reader.cursor[name] != len(cols[name])]
     if leftover:
         raise FormatError(f"{where}: malformed delta table ({', '.join(leftover)} hold values no row uses)")
     return b"".join(out)
 
 
+class _RowReader:
+    """Rebuilds rows one by one: the columns' cursors, the keys met, the bases, the running values."""
+
+    def __init__(self, cols: dict[str, list[Any]], start_ms: int) -> None:
+        self.cols = cols
+        self.cursor = dict.fromkeys(_COLUMNS, 0)
+        self.keys: list[str] = []
+        self.bases: dict[int, list[Any]] = {}
+        self.prev_ts, self.prev_rv = start_ms, 0
+
+    def take(self, name: str, where: str) -> Any:
+        i = self.cursor[name]
+        column = self.cols[name]
+        if i >= len(column):
+            raise FormatError(f"{where}: the {name} column ends early")
+        self.cursor[name] = i + 1
+        return column[i]
+
+    def row(self, op: Any, where: str) -> bytes:
+        """The wire bytes of the next row, whose code is ``op``."""
+        if type(op) is not int or not 0 <= op <= (_FLAGS_MAX << 3 | 7) or (op and not 1 <= op & 7 <= 4):
+            raise FormatError(f"{where}: malformed row code {str(op)[:30]!r}")
+        if op == 0:
+            wire = self.take("raw", where)
+            if type(wire) is not bytes:
+                raise FormatError(f"{where}: a raw row is not bytes")
+            return wire
+        flags = op >> 3
+        row = {"ts": self.take("ts", where)}
+        key_ref = self.take("key", where)
+        keys = self.keys
+        if type(key_ref) is str:
+            index, key = len(keys), key_ref
+            keys.append(key)
+        elif type(key_ref) is int and 0 <= key_ref < len(keys):
+            index, key = key_ref, keys[key_ref]
+        else:
+            raise FormatError(
+                f"{where}: key reference {str(key_ref)[:30]} names no earlier key ({len(keys)} known)"
+            )
+        for name, absent in (("uid", _F_UID_SAME), ("rv", 0), ("sh", _F_SH_SAME), ("obj", _F_OBJ_SAME)):
+            if not flags & absent:
+                row[name] = self.take(name, where)
+        if flags & _F_EXT_PATCH or _has_ext(op):
+            row["ext"] = self.take("ext", where)
+        slot = _base_slot(index, op & 7)
+        rebuilt = _rebuild(
+            op, row, self.bases.get(slot), prev=(self.prev_ts, self.prev_rv), key=key, where=where
+        )
+        self.prev_ts = rebuilt[2]
+        if flags & _F_RV_INT:
+            self.prev_rv = int(rebuilt[5])
+        self.bases[slot] = rebuilt
+        return _pack(rebuilt)
+
+
 def _has_ext(op: int) -> bool:
     """Lifecycle and gap events have fields of their own: a row stores them unless they equal the base's."""
     return op & 7 in (3, 4) and not (op >> 3) & _F_EXT_SAME
-
-
-def _take(cols: dict[str, list[Any]], cursor: dict[str, int], name: str, where: str) -> Any:
-    i = cursor[name]
-    column = cols[name]
-    if i >= len(column):
-        raise FormatError(f"{where}: the {name} column ends early")
-    cursor[name] = i + 1
-    return column[i]

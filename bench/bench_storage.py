@@ -1,0 +1,401 @@
+"""Storage benchmark: what keeping a cluster's history costs, in the previous segment format (version 2,
+every event whole) and the current one (version 3, delta-coded), side by side on the same events.
+
+Run: ``.venv/bin/python -m bench.bench_storage [--day-hours H] [--sizes]``. Prints one JSON object:
+
+* ``codec``: one segment holding :func:`bench.bench_codec.workload`'s recording, against SimKube's v2
+  msgpack trace of the same recording (the figure ``bench/bench_codec.py`` has always reported), with
+  the floor that the recording's random pod UIDs alone set (16 bytes each, which SimKube traces do not
+  hold);
+* ``store_vs_simkube``: a recorded half-hour (100 Deployments, 2,500 -> 5,000 pods), compacted by the
+  sink's own :class:`~pipeline.sink.compactor.PartitionCompactor` into the segments the store keeps
+  (keyframes, headers and short windows counted), against a SimKube export of the same half-hour, at
+  10-s windows and at the default settings;
+* ``day``: a cluster-day at 5,000 pods and 100 changes a minute (``--day-hours`` simulated, scaled to
+  24 h: the store's cost per hour is steady once the cluster is), bytes in the store per day and
+  object-store requests per hour of recording (PUTs of segments and index markers, the LIST of the
+  fencing epoch each fenced write makes; GETs are made by readers, not by the recording);
+* ``sizes`` (with ``--sizes``): the same for 500, 5,000 and 50,000 pods (10, 100 and 1,000 changes a
+  minute), for ``docs/storage-cost.md``;
+* ``encode_cpu``: the sink's encoding CPU per event (process time, best of 3) in either format, on the
+  day's segments: what the sink's writer threads pay for the smaller store.
+
+The cluster model (:func:`cluster_events`): Deployments as the watcher publishes them (sanitized, with
+a status that follows their pods: replicas, ready and available counts, conditions), and their pods as
+lifecycles with random UUIDs. A change is one event: a pod replaced (the old pod ends, a new one starts,
+the Deployment's status dips and recovers), a scale, a rollout of a new image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.bench_codec import workload
+from pipeline.formats.assemble import assemble_window, trace_to_simkube
+from pipeline.formats.segment.encode import encode_segment, encode_wire_segment
+from pipeline.formats.simkube import write_simkube_trace
+from pipeline.formats.wire.probe import EventHead
+from pipeline.model.events import Event
+from pipeline.model.hashing import object_spec_hash
+from pipeline.model.keys import ObjectKey, key_of, object_key
+from pipeline.model.tracer_config import TracerConfig
+from pipeline.sink.compactor import ClosedSegment, CompactionSettings, PartitionCompactor
+from pipeline.store.export import EXPORT_ZSTD_LEVEL
+from pipeline.store.segment_index import markers_for
+from pipeline.store.segment_store import IndexLayout
+
+START_MS = 1_750_000_800_000  # a multiple of a minute
+SINK_ZSTD_LEVEL = 3  # SinkSettings.zstd_level
+PARTITIONS = 3  # ensure_watcher_topics' default
+SUFFIX = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' alphabet for generated name suffixes
+
+
+def _suffix(rng: random.Random, n: int) -> str:
+    return "".join(rng.choices(SUFFIX, k=n))
+
+
+@dataclass
+class _Deployment:
+    ns: str
+    name: str
+    replicas: int
+    tag: int
+    uid: str
+    replica_set: str
+    pods: dict[ObjectKey, tuple[str, int]] = field(default_factory=dict)  # pod key -> (uid, start ms)
+    ready: int = 0
+
+
+def _deployment_object(d: _Deployment, now_ms: int) -> dict[str, Any]:
+    """A Deployment as the watcher publishes it (sanitized: no uid, resourceVersion, managedFields)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_ms // 1000))
+    labels = {"app": d.name, "team": d.ns}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": d.name, "namespace": d.ns, "labels": labels, "annotations": {}},
+        "spec": {
+            "replicas": d.replicas,
+            "selector": {"matchLabels": {"app": d.name}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
+            },
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": d.name,
+                            "image": f"registry.example.com/{d.ns}/{d.name}:1.{d.tag}.0",
+                            "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                            "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}},
+                        }
+                    ],
+                    "restartPolicy": "Always",
+                    "terminationGracePeriodSeconds": 30,
+                },
+            },
+        },
+        "status": {
+            "observedGeneration": d.tag + d.replicas,
+            "replicas": d.replicas,
+            "updatedReplicas": d.replicas,
+            "readyReplicas": d.ready,
+            "availableReplicas": d.ready,
+            "conditions": [
+                {
+                    "type": "Available",
+                    "status": "True" if d.ready >= d.replicas else "False",
+                    "lastUpdateTime": stamp,
+                    "reason": "MinimumReplicasAvailable",
+                },
+                {
+                    "type": "Progressing",
+                    "status": "True",
+                    "lastUpdateTime": stamp,
+                    "reason": "NewReplicaSetAvailable",
+                },
+            ],
+        },
+    }
+
+
+class _Cluster:
+    """Deployments and their pods, emitting the events the watcher would publish."""
+
+    def __init__(self, deployments: int, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.rv = 1000
+        self.events: list[Event] = []
+        self.deployments = [
+            _Deployment(
+                f"team-{i % 10}",
+                f"svc-{i}",
+                0,
+                1,
+                str(uuid.UUID(int=self.rng.getrandbits(128), version=4)),
+                _suffix(self.rng, 10),
+            )
+            for i in range(deployments)
+        ]
+
+    def _applied(self, d: _Deployment, ts: int) -> None:
+        self.rv += 1
+        obj = _deployment_object(d, ts)
+        self.events.append(
+            Event.applied(
+                ts, key_of(obj), obj, object_spec_hash(obj), resource_version=str(self.rv), uid=d.uid
+            )
+        )
+
+    def _lifecycle(self, d: _Deployment, pod: ObjectKey, ts: int, end: int | None) -> None:
+        self.rv += 1
+        uid, start = d.pods[pod]
+        owner = object_key("apps/v1", "Deployment", d.ns, d.name)
+        spec_hash = zlib.crc32(f"{d.name}:{d.tag}".encode())  # stands for the template's pod spec hash
+        self.events.append(
+            Event.pod_lifecycle(
+                ts, pod, owner_key=owner, pod_spec_hash=spec_hash, start_ms=start, end_ms=end, uid=uid
+            )
+        )
+
+    def start_pod(self, d: _Deployment, ts: int) -> None:
+        pod = object_key("v1", "Pod", d.ns, f"{d.name}-{d.replica_set}-{_suffix(self.rng, 5)}")
+        d.pods[pod] = (str(uuid.UUID(int=self.rng.getrandbits(128), version=4)), ts)
+        self._lifecycle(d, pod, ts, None)
+
+    def end_pod(self, d: _Deployment, ts: int) -> None:
+        pod = self.rng.choice(list(d.pods))
+        ts = max(ts, d.pods[pod][1] + 1)  # a pod started a moment ago ends after it started
+        self._lifecycle(d, pod, ts, ts)
+        del d.pods[pod]
+
+    def scale(self, d: _Deployment, replicas: int, ts: int) -> None:
+        d.replicas = replicas
+        self._applied(d, ts)
+        while len(d.pods) < replicas:
+            self.start_pod(d, ts + self.rng.randint(500, 3_000))
+        while len(d.pods) > replicas:
+            self.end_pod(d, ts + self.rng.randint(500, 3_000))
+        d.ready = replicas
+        self._applied(d, ts + 3_000)
+
+    def change(self, ts: int) -> None:
+        """One change of the cluster (see the module doc), a few events."""
+        d = self.rng.choice(self.deployments)
+        roll = self.rng.random()
+        if roll < 0.7 and d.pods:  # a pod replaced: it ends, the status dips, a new pod starts, it recovers
+            self.end_pod(d, ts)
+            d.ready -= 1
+            self._applied(d, ts + 1)
+            self.start_pod(d, ts + self.rng.randint(500, 3_000))
+            d.ready += 1
+            self._applied(d, ts + 4_000)
+        elif roll < 0.95:
+            self.scale(d, max(1, d.replicas + self.rng.choice([-2, -1, 1, 2])), ts)
+        else:  # a rollout: new template, every pod replaced
+            d.tag += 1
+            d.replica_set = _suffix(self.rng, 10)
+            replicas = d.replicas
+            self.scale(d, 0, ts)
+            self.scale(d, replicas, ts + 5_000)
+
+
+def cluster_events(
+    pods: int, changes_per_minute: int, minutes: float, *, ramp_to: int | None = None, seed: int = 11
+) -> list[Event]:
+    """The events of ``minutes`` of a cluster of ``pods`` pods in ``pods // 50`` Deployments (at least
+    10), with ``changes_per_minute`` changes; ``ramp_to`` scales the pods up to that many over the time
+    (one scale-up among the changes, spread evenly). Sorted by time (stably)."""
+    cluster = _Cluster(max(10, pods // 50), seed)
+    per = pods // len(cluster.deployments)
+    for i, d in enumerate(cluster.deployments):
+        cluster.scale(d, per, START_MS + i * 10)
+    total = int(minutes * changes_per_minute)
+    extra = (ramp_to or pods) - pods
+    end_ms = START_MS + int(minutes * 60_000)
+    for n in range(total):
+        ts = START_MS + 60_000 + n * (end_ms - START_MS - 70_000) // max(total, 1)
+        cluster.change(ts)
+        if extra > 0 and n % max(1, total // max(1, extra // 5)) == 0:
+            d = cluster.rng.choice(cluster.deployments)
+            cluster.scale(d, d.replicas + 5, ts + 1)
+    return sorted((e for e in cluster.events if e.ts_ms < end_ms), key=lambda e: e.ts_ms)
+
+
+def record(events: list[Event], settings: CompactionSettings) -> list[ClosedSegment]:
+    """The segments the sink would write for ``events`` (on :data:`PARTITIONS` partitions by key, as
+    the watcher publishes them), wall clock following event time."""
+    by_partition: dict[int, list[Event]] = {}
+    for e in events:
+        by_partition.setdefault(zlib.crc32(e.key.encode()) % PARTITIONS, []).append(e)
+    closed: list[ClosedSegment] = []
+    for p, evs in sorted(by_partition.items()):
+        compactor = PartitionCompactor(p, settings, source="bench", epoch=1)
+        for offset, e in enumerate(evs):
+            now = e.ts_ms / 1000
+            closed += compactor.add_many([(offset, EventHead.of(e))], now)
+            idle = compactor.close_if_idle(now)
+            if idle is not None:
+                closed.append(idle)
+        last = compactor.flush()
+        if last is not None:
+            closed.append(last)
+    return closed
+
+
+def _requests(segments: list[ClosedSegment]) -> dict[str, int]:
+    """Object-store requests of writing ``segments`` to S3 with the default index layout: per segment
+    its index markers (PUT, empty), one LIST of the partition's fencing epochs and the conditional PUT
+    of the segment (see :class:`pipeline.store.s3_store.S3SegmentStore`)."""
+    layout = IndexLayout()
+    puts = sum(len(markers_for(s.facts(), layout)) + 1 for s in segments)
+    return {"PUT": puts, "LIST": len(segments), "GET": 0}
+
+
+def _store(segments: list[ClosedSegment], version: int) -> dict[str, int]:
+    files = [encode_wire_segment(s.wire, SINK_ZSTD_LEVEL, format_version=version) for s in segments]
+    keyframes = [f for s, f in zip(segments, files, strict=True) if s.wire.header.keyframe_at_ms is not None]
+    return {"bytes": sum(map(len, files)), "keyframe_segment_bytes": sum(map(len, keyframes))}
+
+
+def _best_cpu(fn: Any, repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t)
+    return best
+
+
+def recording(events: list[Event], settings: CompactionSettings) -> dict[str, Any]:
+    segments = record(events, settings)
+    old, new = _store(segments, 2), _store(segments, 3)
+    return {
+        "events": len(events),
+        "segments": len(segments),
+        "keyframes": sum(s.wire.header.keyframe_at_ms is not None for s in segments),
+        "store_bytes_v2": old["bytes"],
+        "store_bytes_v3": new["bytes"],
+        "keyframe_segment_bytes_v3": new["keyframe_segment_bytes"],
+        "v3_vs_v2": round(new["bytes"] / old["bytes"], 4),
+        "requests": _requests(segments),
+        "_segments": segments,
+    }
+
+
+def store_vs_simkube(events: list[Event]) -> dict[str, Any]:
+    start, end = START_MS, events[-1].ts_ms + 1
+    trace = assemble_window(None, events, start, end, config=TracerConfig.default())
+    simkube = len(write_simkube_trace(trace_to_simkube(trace)))
+    out: dict[str, Any] = {"events": len(events), "simkube_export_bytes": simkube}
+    for name, settings in (
+        ("windows_10s", CompactionSettings(window_ms=10_000)),
+        ("default", CompactionSettings()),
+    ):
+        rec = recording(events, settings)
+        rec.pop("_segments")
+        rec["store_v2_vs_simkube"] = round(rec["store_bytes_v2"] / simkube, 4)
+        rec["store_v3_vs_simkube"] = round(rec["store_bytes_v3"] / simkube, 4)
+        out[name] = rec
+    export_v3 = len(encode_segment(trace, EXPORT_ZSTD_LEVEL))
+    out["kubetape_export_v3_vs_simkube"] = round(export_v3 / simkube, 4)
+    return out
+
+
+def day(pods: int, changes_per_minute: int, hours: float) -> dict[str, Any]:
+    events = cluster_events(pods, changes_per_minute, hours * 60)
+    rec = recording(events, CompactionSettings())
+    segments = rec.pop("_segments")
+    scale = 24 / hours
+    out = {
+        "pods": pods,
+        "changes_per_minute": changes_per_minute,
+        "hours_simulated": hours,
+        "events_per_day": round(len(events) * scale),
+        "store_bytes_per_day_v2": round(rec["store_bytes_v2"] * scale),
+        "store_bytes_per_day_v3": round(rec["store_bytes_v3"] * scale),
+        "keyframe_share_v3": round(rec["keyframe_segment_bytes_v3"] / rec["store_bytes_v3"], 3),
+        "v3_vs_v2": rec["v3_vs_v2"],
+        "requests_per_hour": {k: round(v / hours) for k, v in rec["requests"].items()},
+        "segments_per_hour": round(rec["segments"] / hours),
+    }
+    return {**out, "_segments": segments, "_events": len(events)}
+
+
+def encode_cpu(segments: list[ClosedSegment], events: int) -> dict[str, float]:
+    v2 = _best_cpu(lambda: [encode_wire_segment(s.wire, SINK_ZSTD_LEVEL, format_version=2) for s in segments])
+    v3 = _best_cpu(lambda: [encode_wire_segment(s.wire, SINK_ZSTD_LEVEL, format_version=3) for s in segments])
+    return {
+        "v2_us_per_event": round(v2 / events * 1e6, 2),
+        "v3_us_per_event": round(v3 / events * 1e6, 2),
+        "v3_vs_v2": round(v3 / v2, 2),
+    }
+
+
+def codec(deployments: int) -> dict[str, Any]:
+    events = workload(deployments)
+    trace = assemble_window(
+        None, events, events[0].ts_ms, events[-1].ts_ms + 1, config=TracerConfig.default()
+    )
+    simkube = len(write_simkube_trace(trace_to_simkube(trace)))
+    v2, v3 = len(encode_segment(trace, format_version=2)), len(encode_segment(trace))
+    uids = {e.uid for e in trace.events if e.uid}
+    return {
+        "events": len(trace.events),
+        "simkube_v2_bytes": simkube,
+        "segment_v2_vs_simkube": round(v2 / simkube, 4),
+        "segment_v3_vs_simkube": round(v3 / simkube, 4),
+        "uid_floor_vs_simkube": round(16 * len(uids) / simkube, 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--day-hours", type=float, default=2.0, help="hours of the cluster-day simulated (2)")
+    parser.add_argument("--sizes", action="store_true", help="also 500 and 50,000 pods, for the docs")
+    args = parser.parse_args()
+    report: dict[str, Any] = {
+        "machine": {
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "load": os.getloadavg(),
+        },
+        "codec": codec(300),
+        "store_vs_simkube": store_vs_simkube(cluster_events(2_500, 100, 30, ramp_to=5_000)),
+    }
+    the_day = day(5_000, 100, args.day_hours)
+    segments, n = the_day.pop("_segments"), the_day.pop("_events")
+    report["day"] = the_day
+    report["encode_cpu"] = encode_cpu(segments, n)
+    if args.sizes:
+        sizes = []
+        for pods, rate in ((500, 10), (50_000, 1_000)):
+            d = day(pods, rate, args.day_hours if pods < 50_000 else min(args.day_hours, 1.0))
+            d.pop("_segments"), d.pop("_events")
+            sizes.append(d)
+        report["sizes"] = [sizes[0], the_day, sizes[1]]
+    report["targets"] = {
+        "codec_v3_at_most_0.05_of_simkube": report["codec"]["segment_v3_vs_simkube"] <= 0.05,
+        "store_at_most_0.1_of_simkube_export_at_default_settings": report["store_vs_simkube"]["default"][
+            "store_v3_vs_simkube"
+        ]
+        <= 0.1,
+        "day_at_most_a_tenth_of_the_previous_format": the_day["v3_vs_v2"] <= 0.1,
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
