@@ -160,9 +160,17 @@ def assemble_window(
             return False
         return not e.uid or e.uid in uids or "" in uids
 
+    # Pods whose lifecycles belong to another object of the trace: their owner (maybe through an
+    # untracked ReplicaSet, which ownerReferences alone do not reveal) recreates them on replay.
+    owned_through_chain = {
+        key for (key, _uid), lc in lifecycles.items() if lc.owner_key != key and lc.owner_key in known
+    }
+
     def kept(e: Event) -> bool:
         if not suppress_owned or e.type not in _OBJECT_TYPES:
             return True
+        if e.key in owned_through_chain:
+            return False
         owners = _owner_keys(e.obj)
         return not owners or known.isdisjoint(owners)
 

@@ -11,7 +11,10 @@ The :class:`Shaper` holds what was already published — the latest sanitized ob
   watch from its last resume point) are ignored, so a restart does not duplicate changes.
 * pods: the lifecycle from container statuses, published whenever it strictly advances (SimKube's
   partial order), keyed by the first tracked owner with ``trackLifecycle`` on the pod's owner chain and
-  by the pod-spec hash. A pod deleted before it finished is finished at deletion time, as SimKube does.
+  by the pod-spec hash. A pod with no such owner (its owner is not tracked: a custom controller's pods)
+  that is itself published as an object (Pods tracked with ``trackLifecycle``, without ``skipOwned``) is
+  its own owner, as a bare pod is: it replays as a bare pod with its recorded lifetime. A pod deleted
+  before it finished is finished at deletion time, as SimKube does.
   The owner may not be published yet (the pod stream's list or watch ran ahead of the owner kind's
   stream): the pod then waits for it, with what was observed of its lifecycle, and that lifecycle is
   published together with the owner — also when the pod was deleted meanwhile (it is finished at its
@@ -51,6 +54,7 @@ from pipeline.model.tracer_config import TracerConfig
 from pipeline.watch.owners import Owner, OwnerResolver
 from pipeline.watch.ports import Cluster
 
+POD_GVK = GroupVersionKind("", "v1", "Pod")
 LIFECYCLE_PREFIX = "lifecycle/"
 """Resume-topic key prefix of a pod's last published lifecycle (value: the encoded event)."""
 TIME_SOURCE_ANNOTATION = "kubetape.dev/time-source"
@@ -313,7 +317,11 @@ class Shaper:
             namespace = meta.get("namespace")
             chain, complete = await self.owners.chain(pod, namespace if isinstance(namespace, str) else None)
             if not chain:  # a bare pod is its own owner (SimKube's self owner reference)
-                chain = (Owner(key, GroupVersionKind("", "v1", "Pod")),)
+                chain = (Owner(key, POD_GVK),)
+            elif complete:
+                # Last resort: when no owner on the chain is tracked, a pod recorded as an object (Pods
+                # tracked, not skipOwned) is its own owner, so it replays as a bare pod with its lifetime.
+                chain = (*chain, Owner(key, POD_GVK, self.config.is_object_allowed(pod)))
             if complete:  # an incomplete chain is looked up again at the pod's next observation
                 track.chain = chain
         rv = str(meta.get("resourceVersion", ""))

@@ -305,3 +305,44 @@ async def test_an_owner_not_found_yet_is_looked_up_again() -> None:
     cluster.objects["ReplicaSet", "web-abc"] = rs
     second = await shaper.observe_pod("MODIFIED", pod("p", 12, owner, started="2026-01-01T00:00:01Z"), 1200)
     assert [e.owner_key for e in second.events] == ["apps/Deployment/default/web"]
+
+
+PODS_ONLY = TracerConfig.from_mapping({"trackedObjects": {"v1.Pod": {"trackLifecycle": True}}}, "pods only")
+WIDGET = {
+    "apiVersion": "example.com/v1",
+    "kind": "Widget",
+    "metadata": {"name": "w", "namespace": "default", "uid": "u-w"},
+}
+
+
+async def test_a_pod_whose_owner_is_not_tracked_is_its_own_lifecycle_owner() -> None:
+    """A custom controller's pod (owner kind not tracked) is recorded as a bare pod: replayed alone, with
+    its recorded lifetime, instead of losing its lifecycle."""
+    shaper = Shaper(PODS_ONLY, GetOnlyCluster([WIDGET]))
+    owner = ("example.com/v1", "Widget", "w")
+    [applied] = shaper.observe_object("ADDED", pod("w-1", 10, owner), 1000).events
+    assert applied.type is EventType.APPLIED
+    done = pod("w-1", 11, owner, started="2026-01-01T00:00:01Z", finished="2026-01-01T00:00:31Z")
+    [event] = (await shaper.observe_pod("MODIFIED", done, 1100)).events
+    assert event.type is EventType.POD_LIFECYCLE
+    assert event.owner_key == "core/Pod/default/w-1"
+    assert (event.pod_start_ms, event.pod_end_ms) == (1_767_225_601_000, 1_767_225_631_000)
+
+
+async def test_a_pod_seen_before_its_own_object_is_published_waits_for_it() -> None:
+    shaper = Shaper(PODS_ONLY, GetOnlyCluster([WIDGET]))
+    owner = ("example.com/v1", "Widget", "w")
+    running = pod("w-1", 10, owner, started="2026-01-01T00:00:01Z")
+    assert (await shaper.observe_pod("ADDED", running, 1000)).events == []  # the pod stream ran ahead
+    published = shaper.observe_object("ADDED", running, 1100).events
+    assert [e.type for e in published] == [EventType.APPLIED, EventType.POD_LIFECYCLE]
+    assert published[1].owner_key == "core/Pod/default/w-1"
+
+
+async def test_with_skip_owned_an_owned_pod_is_neither_recorded_nor_given_a_lifecycle() -> None:
+    shaper = Shaper(CONFIG, GetOnlyCluster([WIDGET]))  # Pods: trackLifecycle and skipOwned (SimKube's)
+    owner = ("example.com/v1", "Widget", "w")
+    running = pod("w-1", 10, owner, started="2026-01-01T00:00:01Z")
+    assert shaper.observe_object("ADDED", running, 1000).events == []
+    assert (await shaper.observe_pod("MODIFIED", running, 1100)).events == []
+    assert shaper.waiting == {}
