@@ -53,6 +53,13 @@ def test_json_traces_are_inspected(simkube_traces: Path) -> None:
     assert report.kinds == {"apps/v1.Deployment": {"applied": 1, "deleted": 1}}
 
 
+def test_v3_traces_say_their_hashes_are_not_stored(simkube_traces: Path) -> None:
+    report = inspect_file(simkube_traces / "simkube-v3-trace.json")
+    assert report.version == 3
+    assert report.to_json()["hashes"]["spec"] == {"checked": 0, "mismatched": [], "unchecked": 1}
+    assert "tracked objects: 1" in report.render_text()
+
+
 def test_segment_summary(tmp_path: Path) -> None:
     obj = {
         "apiVersion": "apps/v1",
