@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline.formats.assemble import simkube_to_trace
 from pipeline.formats.segment.decode import read_segment
@@ -16,9 +18,11 @@ from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import read_simkube_trace
 from pipeline.model.events import EventType
 from pipeline.model.hashing import object_spec_hash
+from pipeline.validate import fixes as fixes_module
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
-from pipeline.validate.skel.generate import expressible
+from pipeline.validate.findings import ObjectRef
+from pipeline.validate.skel.generate import expressible, operation_statements
 from pipeline.validate.skel.program import load_skel, parse_program
 from pipeline.validate.transform import parse_transform
 from services.cli import main
@@ -248,3 +252,64 @@ def test_generated_skel_repairs_as_the_yaml_fix_does_where_skel_can_say_it(
     codes = {f["code"] for f in json.loads(capsys.readouterr().out)["findings"]}
     assert {"W0000", "E0011"}.isdisjoint(codes)  # status removed, placeholder image given
     assert "E0002" in codes  # missing Secrets need the YAML fix's placeholders
+
+
+# ---- SKEL and the YAML transform agree ----------------------------------------------------------------
+NAMES = st.sampled_from(["a", "b", "c"])
+ENV = st.one_of(
+    st.builds(lambda n: {"name": "E", "value": n}, NAMES),
+    st.builds(lambda n: {"name": "S", "valueFrom": {"secretKeyRef": {"name": n, "key": "k"}}}, NAMES),
+    st.builds(lambda n: {"name": "C", "valueFrom": {"configMapKeyRef": {"name": n, "key": "k"}}}, NAMES),
+)
+VOLUME = st.one_of(
+    st.builds(lambda v, n: {"name": v, "secret": {"secretName": n}}, NAMES, NAMES),
+    st.builds(lambda v, n: {"name": v, "configMap": {"name": n}}, NAMES, NAMES),
+    st.builds(lambda v: {"name": v, "emptyDir": {}}, NAMES),
+)
+CONTAINER = st.fixed_dictionaries(
+    {"name": NAMES, "env": st.lists(ENV, max_size=4)},
+    optional={
+        "image": st.just("x"),
+        "volumeMounts": st.lists(st.builds(lambda v: {"name": v, "mountPath": "/m"}, NAMES), max_size=3),
+        "envFrom": st.lists(st.builds(lambda n: {"secretRef": {"name": n}}, NAMES), max_size=2),
+    },
+)
+
+
+@st.composite
+def deployments(draw: st.DrawFn) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": draw(st.lists(CONTAINER, min_size=1, max_size=3))}
+    if draw(st.booleans()):
+        spec["volumes"] = draw(st.lists(VOLUME, max_size=3))
+    if draw(st.booleans()):
+        spec["serviceAccountName"] = "sa"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": draw(st.sampled_from(["web", "api"])), "namespace": "shop"},
+        "spec": {"template": {"spec": spec}},
+        "status": {"replicas": 1},
+    }
+
+
+@given(deployments(), st.sampled_from(["Secret", "ConfigMap"]), NAMES, st.lists(NAMES, max_size=2))
+def test_generated_skel_does_what_the_yaml_repairs_do(
+    obj: dict[str, Any], kind: str, name: str, volumes: list[str]
+) -> None:
+    target = ObjectRef("apps/v1", "Deployment", "shop", "web")
+    pod_spec = "/spec/template/spec"
+    fixes = [
+        fixes_module.drop_references(target, pod_spec, kind, name, volumes),
+        fixes_module.drop_service_account(target, pod_spec),
+        fixes_module.placeholder_image(target, f"{pod_spec}/containers", "a", None),
+        fixes_module.mark_key_references_optional(target, pod_spec, kind, name),
+        fixes_module.remove_fields(target, ["/status"], "remove status"),
+    ]
+    operations = [op for fix in fixes for op in fix.operations]
+    program = parse_program("\n".join(s for op in operations for s in operation_statements(op)))
+    by_yaml, _yaml_changed = parse_transform({"version": 1, "operations": operations}, "fix.yaml").edit(
+        obj, 0, 0
+    )
+    by_skel, skel_changed = program.edit(obj, 0, 0)
+    assert by_skel == by_yaml
+    assert skel_changed == (by_yaml != obj)
