@@ -3,7 +3,7 @@
 All parts run in one invocation, so their figures sit side by side:
 
 * ``publish``: the publishing path alone: pre-decoded events (a realistic sanitized Deployment each) go
-  through :class:`~pipeline.io.publisher.KafkaPublisher` into the real broker (event + state record per
+  through :class:`~pipeline.io.kafka.publisher.KafkaPublisher` into the real broker (event + state record per
   change, acks=all, idempotent, zstd; topics of its own, configured as the watcher's). Figure: events/s
   until every record is acknowledged.
 * ``gc_pause``: one full garbage collection with 100k published objects in memory, before and after
@@ -63,10 +63,10 @@ from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.admin import ensure_topic, ensure_watcher_topics, topic_partitions
 from pipeline.io.kafka.clients import new_consumer, new_producer
 from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.publisher import KafkaPublisher
 from pipeline.io.kafka.settings import EVENTS_TOPIC, KafkaSettings
 from pipeline.io.kube.connect import kube_api
 from pipeline.io.metrics import Metrics
-from pipeline.io.publisher import KafkaPublisher
 from pipeline.model.events import Event
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import object_key

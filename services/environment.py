@@ -39,7 +39,21 @@ ENVIRONMENT: tuple[EnvFlag, ...] = (
         "KUBETAPE_BOOTSTRAP",
         "--bootstrap",
         ("watch", "sink", "analytics", "replay"),
-        "Kafka bootstrap servers (watch: default localhost:9092)",
+        "Kafka bootstrap servers (default: bootstrap.servers of the Kafka config; watch: else "
+        "localhost:9092)",
+    ),
+    EnvFlag(
+        "KUBETAPE_KAFKA_CONFIG",
+        "--kafka-config",
+        ("watch", "sink", "analytics", "replay"),
+        "Kafka client properties file: TLS and SASL of every client (docs/production-kafka.md)",
+    ),
+    EnvFlag(
+        "KUBETAPE_KAFKA_<PROPERTY>",
+        "(none: secrets have no flag)",
+        ("watch", "sink", "analytics", "replay"),
+        "one Kafka client property each, e.g. $KUBETAPE_KAFKA_SASL_PASSWORD for sasl.password; wins "
+        "over the --kafka-config file (read by pipeline.io.kafka.security)",
     ),
     EnvFlag(
         "KUBETAPE_SEGMENT_STORE",

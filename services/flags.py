@@ -7,9 +7,12 @@ attributes (``args.kubeconfig``, ``args.http_port``, …), turned into settings 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 
+from pipeline.io.kafka.security import load_security
+from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import ClusterId, parse_cluster_id
 from pipeline.model.timespec import DURATION_PATTERN
@@ -124,3 +127,46 @@ def _store_location(text: str) -> StoreLocation:
         return parse_store_url(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+KAFKA_CONFIG_HELP = (
+    "Kafka client properties file: bootstrap.servers, security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, "
+    "SASL_SSL), sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), sasl.username, "
+    "sasl.password, sasl.oauthbearer.token.file, ssl.ca.location, ssl.certificate.location, "
+    "ssl.key.location, "
+    "ssl.key.password, ssl.endpoint.identification.algorithm; each also $KUBETAPE_KAFKA_<NAME> (e.g. "
+    "$KUBETAPE_KAFKA_SASL_PASSWORD), which wins over the file (default: $KUBETAPE_KAFKA_CONFIG; see "
+    "docs/production-kafka.md)"
+)
+
+
+def add_kafka_config_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--kafka-config FILE``: how every Kafka client of the command connects (TLS, SASL). Secrets have
+    no flag of their own: they come from that file or the environment."""
+    parser.add_argument("--kafka-config", type=Path, default=None, metavar="FILE", help=KAFKA_CONFIG_HELP)
+
+
+def kafka_settings(
+    args: object,
+    *,
+    client_id: str,
+    default_bootstrap: str | None = None,
+    missing: str = 'no Kafka bootstrap: pass --bootstrap or run `eval "$(kubetape stack env)"`',
+    compression: str | None = "zstd",
+) -> KafkaSettings:
+    """The Kafka settings of a command, resolved once: the bootstrap from ``--bootstrap``, else
+    ``$KUBETAPE_BOOTSTRAP``, else ``bootstrap.servers`` of the Kafka config, else ``default_bootstrap``
+    (a ConfigError saying ``missing`` when none is set); security from ``--kafka-config`` (else
+    ``$KUBETAPE_KAFKA_CONFIG``) and ``$KUBETAPE_KAFKA_*``. ``args``: parsed flags or a command's
+    settings, read for ``bootstrap`` and ``kafka_config``."""
+    config = getattr(args, "kafka_config", None) or env_path("KUBETAPE_KAFKA_CONFIG")
+    security, configured_bootstrap = load_security(config, os.environ)  # and $KUBETAPE_KAFKA_<PROPERTY>
+    bootstrap = (
+        getattr(args, "bootstrap", None)
+        or env_default("KUBETAPE_BOOTSTRAP")
+        or configured_bootstrap
+        or default_bootstrap
+    )
+    if not bootstrap:
+        raise ConfigError(missing)
+    return KafkaSettings(bootstrap=bootstrap, client_id=client_id, compression=compression, security=security)

@@ -25,9 +25,9 @@ from services.serving import on_stop_signals, serving_http
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts faster without them
     from kubernetes_asyncio.client import ApiClient
 
+    from pipeline.io.kafka.publisher import KafkaPublisher
     from pipeline.io.kube.client import KubeClient
     from pipeline.io.metrics import Metrics
-    from pipeline.io.publisher import KafkaPublisher
     from pipeline.model.keys import ClusterId
     from pipeline.watch.watcher import Watcher
 
@@ -109,9 +109,9 @@ class Readiness:
 async def serve(settings: WatchServiceSettings) -> int:
     """Run the watcher service until SIGTERM/SIGINT; returns the exit code."""
     from pipeline.io.http import create_app
+    from pipeline.io.kafka.publisher import KafkaPublisher
     from pipeline.io.kube.connect import kube_api
     from pipeline.io.metrics import Metrics
-    from pipeline.io.publisher import KafkaPublisher
     from pipeline.model.errors import ConfigError
     from pipeline.model.tracer_config import TracerConfig, load_tracer_config
     from pipeline.watch.watcher import Watcher

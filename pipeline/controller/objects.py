@@ -40,6 +40,8 @@ REPLAY_ROOT_API_VERSION = "kubetape.dev/v1"
 REPLAY_ROOT_KIND = "ReplayRoot"
 
 SEGMENTS_MOUNT = "/var/lib/kubetape/segments"
+KAFKA_CONFIG_MOUNT = "/etc/kubetape/kafka"
+"""Where a topic source's ``kafkaConfigSecret`` is mounted; its ``client.properties`` names files here."""
 NODE_POOLS_MOUNT = "/etc/kubetape/node-pools"
 PRICES_FILE = "autoscaler-prices.yaml"
 TERMINATION_LOG = "/dev/termination-log"
@@ -160,6 +162,8 @@ def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[
         args += ["--segments", directory, f"--from={source.time_from}", f"--to={source.time_to}"]
     elif isinstance(source, TopicSource):
         args += ["--topic", source.topic, "--bootstrap", source.bootstrap]
+        if source.kafka_config_secret:
+            args += ["--kafka-config", f"{KAFKA_CONFIG_MOUNT}/client.properties"]
         args += [f"--from={source.time_from}", f"--to={source.time_to}"]
     if isinstance(source, SegmentsSource | TopicSource) and source.cluster is not None:
         args += ["--cluster", source.cluster]
@@ -201,6 +205,11 @@ def replayer_job(
             }
         )
         mounts.append({"name": "segments", "mountPath": SEGMENTS_MOUNT, "readOnly": True})
+    if isinstance(spec.source, TopicSource) and spec.source.kafka_config_secret:
+        # files, not environment: the password stays out of the pod spec and `kubectl describe`
+        secret = {"secretName": spec.source.kafka_config_secret, "defaultMode": 0o440}
+        volumes.append({"name": "kafka-config", "secret": secret})
+        mounts.append({"name": "kafka-config", "mountPath": KAFKA_CONFIG_MOUNT, "readOnly": True})
     if spec.node_pools or spec.autoscaler is not None:
         volumes.append({"name": "node-pools", "configMap": {"name": node_pools_name(sim_name)}})
         mounts.append({"name": "node-pools", "mountPath": NODE_POOLS_MOUNT, "readOnly": True})

@@ -69,6 +69,9 @@ class TopicSource:
     time_to: str
     cluster: str | None = None
     """Which recorded cluster of a fleet's topic (``--cluster``); None: the topic's only one."""
+    kafka_config_secret: str | None = None
+    """A Secret holding ``client.properties`` (and the CA, certificate and key files it names), mounted
+    as files in the replayer Job: how it authenticates to a secured Kafka."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +227,7 @@ def _parse_source(source: Any) -> TraceSourceSpec:
         time_from=_time(str(topic.get("from", "")), f"{where}.from"),
         time_to=_time(str(topic.get("to", "")), f"{where}.to"),
         cluster=_cluster(topic, where),
+        kafka_config_secret=topic.get("kafkaConfigSecret") or None,
     )
 
 

@@ -13,6 +13,6 @@ Cluster = ClusterReads
 
 
 class Bus(Protocol):
-    """Where record units go (:class:`pipeline.io.publisher.KafkaPublisher`); ``submit`` may block."""
+    """Where record units go (:class:`pipeline.io.kafka.publisher.KafkaPublisher`); ``submit`` may block."""
 
     async def submit(self, unit: Sequence[Record]) -> None: ...

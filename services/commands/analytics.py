@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.analytics.consumer import AnalyticsConsumer, group_id_for
-from pipeline.io.kafka.settings import EVENTS_TOPIC
+from pipeline.io.kafka.settings import EVENTS_TOPIC, KafkaSettings
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import ClusterId
-from services.flags import accept_relative_times, add_cluster_argument
+from services.flags import accept_relative_times, add_cluster_argument, add_kafka_config_flag, kafka_settings
 from services.serving import on_stop_signals
 from services.settings import from_flags
 
@@ -39,6 +39,7 @@ class AnalyticsRunSettings:
     name: str
     trace: Path | None = None
     bootstrap: str | None = None
+    kafka_config: Path | None = None
     topic: str = EVENTS_TOPIC
     cluster: ClusterId | None = None
     start: str | None = None
@@ -64,8 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--bootstrap",
         default=None,
-        help="Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP)",
+        help="Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP, else bootstrap.servers of "
+        "--kafka-config)",
     )
+    add_kafka_config_flag(run)
     run.add_argument("--topic", default=EVENTS_TOPIC, help=f"topic to consume (default {EVENTS_TOPIC})")
     add_cluster_argument(run)
     run.add_argument("--from", dest="start", default=None, help="range start: -30m, now, ms or ISO-8601")
@@ -132,23 +135,22 @@ def _run(args: AnalyticsRunSettings) -> int:
             assert isinstance(consumer, MetricsConsumer)
             print(consumer.metrics.render(), end="")
         return 0
-    bootstrap = args.bootstrap or os.environ.get("KUBETAPE_BOOTSTRAP")
-    if not bootstrap:
-        raise ConfigError(
-            'no Kafka bootstrap: pass --bootstrap, --trace FILE, or `eval "$(kubetape stack env)"`'
-        )
-    asyncio.run(_run_kafka(args, bootstrap))
+    settings = kafka_settings(
+        args,
+        client_id="kubetape-analytics",
+        missing='no Kafka bootstrap: pass --bootstrap, --trace FILE, or `eval "$(kubetape stack env)"`',
+    )
+    asyncio.run(_run_kafka(args, settings))
     return 0
 
 
-async def _run_kafka(args: AnalyticsRunSettings, bootstrap: str) -> None:
+async def _run_kafka(args: AnalyticsRunSettings, settings: KafkaSettings) -> None:
     from aiohttp import web
 
     from pipeline.analytics.builtin_metrics import MetricsConsumer
     from pipeline.analytics.runner import ConsumerRunner
     from pipeline.io.http import HttpSettings, add_data_route, bound_port, start_http
     from pipeline.io.kafka.reader import TopicReader
-    from pipeline.io.kafka.settings import KafkaSettings
     from pipeline.model.timespec import parse_time
 
     start_ms = parse_time(args.start, where="--from") if args.start else None
@@ -173,7 +175,6 @@ async def _run_kafka(args: AnalyticsRunSettings, bootstrap: str) -> None:
         print(
             f"metrics on http://127.0.0.1:{bound_port(http_runner)}/metrics (bearer token)", file=sys.stderr
         )
-    settings = KafkaSettings(bootstrap=bootstrap, client_id="kubetape-analytics")
     try:
         group = group_id_for(consumer.name) + (f".{args.cluster}" if args.cluster else "")
         async with TopicReader(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from pipeline.model.errors import ConfigError
 from pipeline.replay.autoscale_provider import PROVIDERS
 from pipeline.replay.inputs import load_prices, parse_nodes
-from services.flags import add_cluster_argument, add_kubeconfig_flags
+from services.flags import add_cluster_argument, add_kafka_config_flag, add_kubeconfig_flags, kafka_settings
 
 if TYPE_CHECKING:  # the CLI imports the replay's modules only when a replay runs
     from pipeline.replay.report import ReplayProgress
@@ -45,7 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--from", dest="start", help="range start: -30m, -2h, now, epoch ms or ISO-8601")
     parser.add_argument("--to", dest="end", default=None, help="range end, exclusive (default: now)")
-    parser.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers (with --topic)")
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        help="Kafka bootstrap servers, with --topic (default: $KUBETAPE_BOOTSTRAP, else bootstrap.servers of "
+        "--kafka-config)",
+    )
+    add_kafka_config_flag(parser)
     add_cluster_argument(parser)
     parser.add_argument(
         "--follow", action="store_true", help="with --topic: shadow the live topic --lag behind, at speed 1"
@@ -264,7 +270,6 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
 
 
 def _source(args: argparse.Namespace) -> ReplaySource:
-    from pipeline.io.kafka.settings import KafkaSettings
     from pipeline.replay.run import SegmentRange, TopicFollow, TopicRange, TraceFile
 
     ranged = args.segments is not None or (args.topic is not None and not args.follow)
@@ -272,15 +277,17 @@ def _source(args: argparse.Namespace) -> ReplaySource:
         raise ConfigError("--segments and --topic replay a range: pass --from (and --to, default now)")
     if args.trace is not None and (args.start is not None or args.end is not None):
         raise ConfigError("--from/--to select a range of --segments or --topic, not of a --trace file")
-    if args.topic is not None and not args.bootstrap:
-        raise ConfigError("--topic needs --bootstrap HOST:PORT of the Kafka broker")
     if args.follow and args.topic is None:
         raise ConfigError("--follow shadows a live topic: pass --topic and --bootstrap")
     if args.trace is not None:
         return TraceFile(args.trace)
     if args.segments is not None:
         return SegmentRange(args.segments, args.start, args.end, args.cluster, args.config)
-    kafka = KafkaSettings(args.bootstrap)
+    kafka = kafka_settings(
+        args,
+        client_id="kubetape-replay",
+        missing="--topic needs --bootstrap HOST:PORT of the Kafka broker (or $KUBETAPE_BOOTSTRAP)",
+    )
     if args.follow:
         return TopicFollow(kafka, args.topic, args.lag, args.end, args.cluster, args.config)
     return TopicRange(kafka, args.topic, args.start, args.end, args.cluster, args.config)

@@ -84,6 +84,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--path", default=None, help="with --segments-claim: the segment directory inside it")
     run.add_argument("--bootstrap", default=None, help="with --topic: Kafka bootstrap host:port")
     run.add_argument(
+        "--kafka-config-secret",
+        metavar="SECRET",
+        default=None,
+        help="with --topic: a Secret holding client.properties and the TLS files it names, mounted in the "
+        "replayer Job at /etc/kubetape/kafka (docs/production-kafka.md)",
+    )
+    run.add_argument(
         "--from",
         dest="time_from",
         default=None,
@@ -150,6 +157,8 @@ def simulation_from_args(args: SimRunSettings) -> dict[str, Any]:
                 "to": args.time_to,
             }
         }
+        if args.kafka_config_secret:
+            source["topic"]["kafkaConfigSecret"] = args.kafka_config_secret
     else:
         segments: dict[str, Any] = {"from": args.time_from, "to": args.time_to}
         if args.segments_claim:

@@ -7,7 +7,7 @@ import asyncio
 import os
 
 from pipeline.io.http import HttpSettings
-from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, EVENTS_TOPIC, KafkaSettings
+from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.compactor import CompactionSettings
@@ -16,8 +16,10 @@ from pipeline.sink.sink import SinkSettings
 from services.flags import (
     add_cluster_argument,
     add_http_flags,
+    add_kafka_config_flag,
     add_log_flags,
     add_store_argument,
+    kafka_settings,
     parse_duration,
 )
 
@@ -25,9 +27,11 @@ from services.flags import (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap",
-        default=os.environ.get("KUBETAPE_BOOTSTRAP"),
-        help="Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP, set by `kubetape stack env`)",
+        default=None,
+        help="Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP, set by `kubetape stack env`, else "
+        "bootstrap.servers of --kafka-config)",
     )
+    add_kafka_config_flag(parser)
     add_store_argument(parser)
     add_cluster_argument(parser, reader=False)
     parser.add_argument("--topic", default=EVENTS_TOPIC, help=f"events topic (default: {EVENTS_TOPIC})")
@@ -63,8 +67,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> SinkServiceSettings:
-    if not args.bootstrap:
-        raise ConfigError('no Kafka bootstrap: pass --bootstrap or run `eval "$(kubetape stack env)"`')
     if args.window <= 0 or args.keyframe_every < 1 or args.batch < 1:
         raise ConfigError("--window must be positive, --keyframe-every and --batch at least 1")
     compaction = CompactionSettings(
@@ -74,7 +76,7 @@ def settings_from_args(args: argparse.Namespace) -> SinkServiceSettings:
         keyframe_every=args.keyframe_every,
     )
     return SinkServiceSettings(
-        kafka=KafkaSettings(bootstrap=args.bootstrap, client_id="kubetape-sink"),
+        kafka=kafka_settings(args, client_id="kubetape-sink"),
         segment_store=args.segment_store,
         cluster=args.cluster,
         sink=SinkSettings(compaction=compaction, batch_max_records=args.batch),

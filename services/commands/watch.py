@@ -13,9 +13,14 @@ import os
 from pathlib import Path
 
 from pipeline.io.http import HttpSettings
-from pipeline.io.kafka.settings import KafkaSettings
 from services.environment import env_default
-from services.flags import add_http_flags, add_kubeconfig_flags, add_log_flags
+from services.flags import (
+    add_http_flags,
+    add_kafka_config_flag,
+    add_kubeconfig_flags,
+    add_log_flags,
+    kafka_settings,
+)
 from services.watch_service import WatchServiceSettings, serve
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -43,8 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap",
         default=None,
-        help=f"Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP, else {DEFAULT_BOOTSTRAP})",
+        help="Kafka bootstrap servers (default: $KUBETAPE_BOOTSTRAP, else bootstrap.servers of "
+        "--kafka-config, "
+        f"else {DEFAULT_BOOTSTRAP})",
     )
+    add_kafka_config_flag(parser)
     add_http_flags(parser, port=8080)
     parser.add_argument(
         "--partitions",
@@ -79,11 +87,13 @@ def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
     kubeconfig: Path | None = args.kubeconfig  # $KUBECONFIG by default (services.environment)
     if kubeconfig is None and not env_default("KUBERNETES_SERVICE_HOST"):
         kubeconfig = Path("~/.kube/config").expanduser()  # outside a pod, as kubectl does
-    bootstrap = args.bootstrap or os.environ.get("KUBETAPE_BOOTSTRAP", DEFAULT_BOOTSTRAP)
     compression = None if args.compression == "none" else args.compression
+    kafka = kafka_settings(
+        args, client_id="kubetape-watcher", default_bootstrap=DEFAULT_BOOTSTRAP, compression=compression
+    )
     return WatchServiceSettings(
         kubeconfig=kubeconfig,
-        kafka=KafkaSettings(bootstrap=bootstrap, client_id="kubetape-watcher", compression=compression),
+        kafka=kafka,
         http=HttpSettings(host=args.http_host, port=args.http_port),
         tracer_config=args.config,
         context=args.context,

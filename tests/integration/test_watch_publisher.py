@@ -13,9 +13,9 @@ import pytest
 
 from pipeline.io.kafka.admin import ensure_topic
 from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.publisher import KafkaPublisher
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.metrics import Metrics
-from pipeline.io.publisher import KafkaPublisher
 from tests.integration.test_watch_service import read_topic
 
 pytestmark = pytest.mark.timeout(300)

@@ -13,9 +13,9 @@ from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, OutOfOr
 
 from pipeline.io.kafka.headers import CLUSTER_HEADER
 from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.publisher import KafkaPublisher
 from pipeline.io.kafka.settings import DEADLETTER_TOPIC, EVENTS_TOPIC, STATE_TOPIC, KafkaSettings
 from pipeline.io.metrics import Metrics
-from pipeline.io.publisher import KafkaPublisher
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 
 

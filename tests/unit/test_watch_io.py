@@ -12,11 +12,11 @@ import pytest
 
 from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka.message import Record
+from pipeline.io.kafka.publisher import KafkaPublisher
 from pipeline.io.kafka.settings import EVENTS_TOPIC, STATE_TOPIC, KafkaSettings
 from pipeline.io.kube.types import ApiResource
 from pipeline.io.kube.watch import decode_watch_line
 from pipeline.io.metrics import Metrics
-from pipeline.io.publisher import KafkaPublisher
 from pipeline.model.errors import FormatError, GoneError, WatchBrokenError
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.watch.watcher import Watcher, WatchSettings

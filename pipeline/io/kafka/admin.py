@@ -15,6 +15,7 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
+from pipeline.io.kafka.clients import new_admin
 from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, KafkaSettings
 from pipeline.model.errors import TransientError
 
@@ -23,7 +24,7 @@ _COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
 
 @asynccontextmanager
 async def admin_client(settings: KafkaSettings) -> AsyncIterator[AIOKafkaAdminClient]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, client_id=settings.client_id)
+    admin = new_admin(settings)
     await admin.start()
     try:
         yield admin

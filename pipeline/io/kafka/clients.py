@@ -1,19 +1,65 @@
-"""Kafka clients (aiokafka) configured once for kubetape's delivery guarantees, and the question every
-reader asks its consumer: which offset a time falls on."""
+"""Kafka clients (aiokafka) configured once for kubetape's delivery guarantees and its connection
+security, and the question every reader asks its consumer: which offset a time falls on.
+
+Every producer, consumer and admin client of kubetape is built here, through :func:`connection`, so TLS
+and SASL apply to all of them alike."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.abc import AbstractTokenProvider
+from aiokafka.admin import AIOKafkaAdminClient
 
 from pipeline.io.kafka.settings import KafkaSettings
+from pipeline.model.errors import ConfigError
+
+
+class _TokenFile(AbstractTokenProvider):  # type: ignore[misc]
+    """OAUTHBEARER: the token is read from its file at every authentication, so a token refreshed on
+    disk (a projected service-account token, a sidecar) is picked up without a restart."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    async def token(self) -> str:
+        try:
+            return self._path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"sasl.oauthbearer.token.file {self._path}: {exc.strerror or exc}") from None
+
+
+def connection(settings: KafkaSettings) -> dict[str, Any]:
+    """The keyword arguments every aiokafka client takes to reach and authenticate to the brokers."""
+    security = settings.security
+    kwargs: dict[str, Any] = {
+        "bootstrap_servers": settings.bootstrap,
+        "security_protocol": security.protocol,
+        "ssl_context": security.ssl_context(),
+    }
+    if security.uses_sasl:
+        kwargs["sasl_mechanism"] = security.mechanism
+        if security.mechanism == "OAUTHBEARER" and security.oauth_token_file is not None:
+            kwargs["sasl_oauth_token_provider"] = _TokenFile(security.oauth_token_file)
+        else:
+            kwargs["sasl_plain_username"] = security.username
+            kwargs["sasl_plain_password"] = security.password.reveal() if security.password else None
+    return kwargs
+
+
+def new_admin(settings: KafkaSettings) -> AIOKafkaAdminClient:
+    return AIOKafkaAdminClient(
+        **connection(settings),
+        client_id=settings.client_id,
+    )
 
 
 def new_producer(settings: KafkaSettings) -> AIOKafkaProducer:
     return AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap,
+        **connection(settings),
         client_id=settings.client_id,
         enable_idempotence=True,
         acks="all",
@@ -36,7 +82,7 @@ def new_consumer(
     # Offsets are committed explicitly by each stage, after its work is durable.
     return AIOKafkaConsumer(
         *topics,
-        bootstrap_servers=settings.bootstrap,
+        **connection(settings),
         client_id=f"{settings.client_id}-{role}" if role else settings.client_id,
         group_id=group_id,
         enable_auto_commit=False,

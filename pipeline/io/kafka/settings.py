@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.io.kafka.security import PLAINTEXT, KafkaSecurity
+
 EVENTS_TOPIC = "kubetape.events"
 """Every published change, in order per object key: what the sink records and consumers read."""
 STATE_TOPIC = "kubetape.state"
@@ -23,7 +25,8 @@ DEFAULT_SINK_GROUP = "kubetape-sink"
 class KafkaSettings:
     """How to reach the broker and how hard to try.
 
-    Defaults favour no loss over latency: idempotent producer, acks from all in-sync replicas.
+    Defaults favour no loss over latency: idempotent producer, acks from all in-sync replicas. Built
+    from flags and the environment once, in :func:`services.flags.kafka_settings`.
     """
 
     bootstrap: str
@@ -32,3 +35,9 @@ class KafkaSettings:
     linger_ms: int = 20
     max_batch_bytes: int = 1_048_576
     request_timeout_ms: int = 30_000
+    security: KafkaSecurity = PLAINTEXT
+    """TLS and SASL of every client built from these settings (:mod:`.security`)."""
+
+    def describe(self) -> str:
+        """Where and how, for messages: ``127.0.0.1:9092 (SASL_SSL, SCRAM-SHA-512 as watcher)``."""
+        return f"{self.bootstrap} ({self.security.describe()})"

@@ -19,8 +19,8 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 from pipeline.io.kafka.clients import ConsumerClient, new_consumer, new_producer
 from pipeline.io.kafka.message import Message, PartitionBatch
+from pipeline.io.kafka.publisher import refused
 from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, KafkaSettings
-from pipeline.io.publisher import refused
 from pipeline.model.errors import TransientError
 
 log = logging.getLogger("kubetape.sink")
