@@ -1,7 +1,8 @@
 """A single-node Apache Kafka 4.x broker (KRaft, combined broker+controller) on loopback.
 
 Started from the jars :func:`pipeline.stack.build.ensure_kafka` collects, with storage formatted once
-per data directory so that a stop and a restart keep committed data.
+per data directory so that a stop and a restart keep committed data. Plaintext by default; secured
+(TLS, SCRAM, mutual TLS, ACLs: :mod:`pipeline.stack.kafka_security`) when the layout says so.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model.errors import StackError
+from pipeline.stack import kafka_security
 from pipeline.stack.processes import (
     port_open,
     require_tool,
@@ -42,10 +44,22 @@ class KafkaLayout:
     home: Path
     broker_port: int
     controller_port: int
+    mtls_port: int | None = None
+    """Set on a secured broker: its mutual-TLS listener (the client port is then SASL_SSL)."""
+
+    @property
+    def secured(self) -> bool:
+        return self.mtls_port is not None
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.broker_port}"
+        # a secured broker is reached by the name in its certificate
+        host = kafka_security.BROKER_HOST if self.secured else "127.0.0.1"
+        return f"{host}:{self.broker_port}"
+
+    @property
+    def security_files(self) -> kafka_security.SecurityFiles:
+        return kafka_security.SecurityFiles(self.home / "security")
 
     @property
     def properties(self) -> Path:
@@ -60,6 +74,21 @@ class KafkaLayout:
         return self.home / "broker.log"
 
 
+def _listeners(layout: KafkaLayout) -> list[str]:
+    if layout.mtls_port is not None:
+        files = layout.security_files
+        kafka_security.make_materials(files, layout.broker_port, layout.mtls_port)
+        return kafka_security.server_properties(
+            files, layout.broker_port, layout.mtls_port, layout.controller_port
+        )
+    return [
+        f"listeners=PLAINTEXT://127.0.0.1:{layout.broker_port},CONTROLLER://127.0.0.1:{layout.controller_port}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{layout.broker_port}",
+        "inter.broker.listener.name=PLAINTEXT",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    ]
+
+
 def write_server_properties(layout: KafkaLayout) -> None:
     layout.home.mkdir(parents=True, exist_ok=True)
     # Single-node settings plus test-speed tweaks: one offsets partition and no initial rebalance delay
@@ -70,12 +99,8 @@ def write_server_properties(layout: KafkaLayout) -> None:
                 "process.roles=broker,controller",
                 "node.id=1",
                 f"controller.quorum.voters=1@127.0.0.1:{layout.controller_port}",
-                f"listeners=PLAINTEXT://127.0.0.1:{layout.broker_port},"
-                f"CONTROLLER://127.0.0.1:{layout.controller_port}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{layout.broker_port}",
-                "inter.broker.listener.name=PLAINTEXT",
+                *_listeners(layout),
                 "controller.listener.names=CONTROLLER",
-                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
                 f"log.dirs={layout.data_dir}",
                 "num.partitions=1",
                 "default.replication.factor=1",
@@ -128,6 +153,8 @@ def format_storage(libs: Path, layout: KafkaLayout) -> None:
         "-c",
         str(layout.properties),
         "--ignore-formatted",
+        # SCRAM credentials exist from the first start, so the broker can authenticate to itself
+        *(kafka_security.scram_format_args(layout.security_files) if layout.secured else []),
     ]
     result = subprocess.run(argv, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -161,6 +188,23 @@ def wait_ready(layout: KafkaLayout, pid: int, timeout_s: float = 90.0, log_offse
         return None if port_open(layout.broker_port) else f"port {layout.broker_port} not open yet"
 
     wait_until_ready("the Kafka broker", pid, probe, log_file=layout.log_file, timeout_s=timeout_s)
+
+
+def apply_acls(libs: Path, layout: KafkaLayout) -> None:
+    """Create each kubetape principal's ACLs on a secured broker, once per data directory: one JVM
+    running Kafka's Admin API (``resources/KafkaAcls.java``), as the admin super user."""
+    files = layout.security_files
+    marker = layout.data_dir / "kubetape-acls-applied"
+    if not layout.secured or marker.exists():
+        return
+    program = Path(__file__).parent / "resources" / "KafkaAcls.java"
+    admin = kafka_security.java_admin_properties(files, layout.broker_port)
+    java_base = _java_base(libs, layout)
+    argv = [java_base[0], *_TOOL_JVM, *java_base[1:], "-cp", f"{libs}/*", str(program), str(admin)]
+    result = subprocess.run([*argv, str(files.acl_file)], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise StackError(f"creating the ACLs failed: {(result.stdout + result.stderr).strip()[-800:]}")
+    marker.write_text("")
 
 
 def stop_broker(pid: int) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pipeline.model.errors import StackError
-from pipeline.stack import kafka, karpenter, kwok, s3
+from pipeline.stack import kafka, kafka_security, karpenter, kwok, s3
 from pipeline.stack.build import ensure_kafka, ensure_kube_binaries
 from pipeline.stack.processes import free_port, pid_alive, port_open
 from pipeline.stack.progress import Reporter, silent_reporter
@@ -44,10 +44,16 @@ class KafkaState:
     broker_port: int
     controller_port: int
     pid: int | None = None
+    security: str = "plaintext"
+    """One of :data:`kafka_security.SECURITY_MODES`; a secured broker also listens for mutual TLS."""
+    mtls_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.broker_port}"
+        if self.security == "mtls" and self.mtls_port is not None:
+            return f"{kafka_security.BROKER_HOST}:{self.mtls_port}"
+        host = "127.0.0.1" if self.mtls_port is None else kafka_security.BROKER_HOST
+        return f"{host}:{self.broker_port}"
 
 
 @dataclass(slots=True)
@@ -98,10 +104,26 @@ class StackInfo:
     bin_dir: Path
     s3_endpoint: str | None = None
     """The local S3 server (bucket :data:`pipeline.stack.s3.BUCKET`, credentials in :meth:`env_lines`)."""
+    kafka_configs: dict[str, Path] = field(default_factory=dict)
+    """A secured broker's ``--kafka-config`` file per kubetape principal (``admin`` may do anything)."""
+
+    @property
+    def kafka_config(self) -> Path | None:
+        """The client config every command gets from ``stack env`` on a secured broker: the admin's."""
+        return self.kafka_configs.get(kafka_security.ADMIN)
 
     def env_lines(self) -> list[str]:
         lines = [
             f"export KUBETAPE_BOOTSTRAP={self.bootstrap}",
+            *(
+                [f"export KUBETAPE_KAFKA_CONFIG={self.kafka_config}"]
+                + [
+                    f"# least privilege: --kafka-config {path} ({who})"
+                    for who, path in self.kafka_configs.items()
+                ]
+                if self.kafka_config
+                else []
+            ),
             f"export KUBETAPE_STACK_DIR={self.stack_dir}",
             f"export PATH={self.bin_dir}:$PATH",
         ]
@@ -132,7 +154,9 @@ class LocalStack:
         return self.stack_dir / "kwok"
 
     def _kafka_layout(self, state: KafkaState) -> kafka.KafkaLayout:
-        return kafka.KafkaLayout(self.stack_dir / "kafka", state.broker_port, state.controller_port)
+        return kafka.KafkaLayout(
+            self.stack_dir / "kafka", state.broker_port, state.controller_port, state.mtls_port
+        )
 
     def cluster(self, name: str, bin_dir: Path) -> kwok.KwokCluster:
         return kwok.KwokCluster(name=name, workdir=self.kwok_workdir, bin_dir=bin_dir)
@@ -158,9 +182,12 @@ class LocalStack:
         profile: str = "default",
         autoscaled: Iterable[str] = (),
         autoscaler_settings: karpenter.KarpenterSettings | None = None,
+        kafka_security_mode: str | None = None,
     ) -> StackInfo:
         """Start Kafka and ``clusters``; new clusters get the settings of ``profile`` (kwok.PROFILES);
-        Karpenter runs beside each cluster named in ``autoscaled``."""
+        Karpenter runs beside each cluster named in ``autoscaled``; ``kafka_security_mode`` secures the
+        broker (``sasl-ssl`` or ``mtls``: TLS, SCRAM, mutual TLS and ACLs per kubetape principal; None:
+        as the running stack has it, plaintext for a new one)."""
         chosen = kwok.profile_named(profile)
         clusters = list(clusters)
         autoscaled = list(autoscaled)
@@ -172,7 +199,7 @@ class LocalStack:
                 )
         libs, bin_dir = self.build()
         state = StackState.load(self.state_path)
-        self._ensure_kafka_running(state, libs)
+        self._ensure_kafka_running(state, libs, kafka_security_mode)
         state.save(self.state_path)
         self.start_s3(state)
         for name in clusters:
@@ -239,11 +266,33 @@ class LocalStack:
                 return name
         return None
 
-    def _ensure_kafka_running(self, state: StackState, libs: Path) -> None:
+    def _ensure_kafka_running(self, state: StackState, libs: Path, security: str | None = None) -> None:
+        """Start the broker unless it runs; ``security`` None keeps the existing broker's mode."""
+        if security is not None and security not in kafka_security.SECURITY_MODES:
+            raise StackError(
+                f"--kafka-security {security!r}: use one of {', '.join(kafka_security.SECURITY_MODES)}"
+            )
+        if (
+            state.kafka is not None
+            and security is not None
+            and (security == "plaintext") != (state.kafka.mtls_port is None)
+        ):
+            raise StackError(
+                f"the stack in {self.stack_dir} has a {state.kafka.security} broker, not {security}; "
+                "`kubetape stack down` first"
+            )
+        if state.kafka is not None and security is not None:
+            state.kafka.security = security  # sasl-ssl and mtls are the same broker: only `env` differs
         if state.kafka and state.kafka.pid and pid_alive(state.kafka.pid):
             return
         if state.kafka is None:
-            state.kafka = KafkaState(broker_port=free_port(), controller_port=free_port())
+            secured = security not in (None, "plaintext")
+            state.kafka = KafkaState(
+                broker_port=free_port(),
+                controller_port=free_port(),
+                security=security or "plaintext",
+                mtls_port=free_port() if secured else None,
+            )
         layout = self._kafka_layout(state.kafka)
         kafka.write_server_properties(layout)
         kafka.format_storage(libs, layout)
@@ -253,17 +302,20 @@ class LocalStack:
         state.kafka.pid = kafka.start_broker(libs, layout)
         state.save(self.state_path)
         kafka.wait_ready(layout, state.kafka.pid, log_offset=offset)
+        kafka.apply_acls(libs, layout)
         self.report(f"Kafka {self.versions.kafka}: ready in {time.monotonic() - started:.1f}s")
 
     def stop_kafka(self) -> None:
         """Stop the broker but keep its data (a later ``start_kafka`` resumes on the same port)."""
         self._stop_keeping_data(lambda state: state.kafka, kafka.stop_broker)
 
-    def start_kafka(self) -> None:
-        libs, _ = self.build()
+    def start_kafka(self, security: str | None = None) -> StackInfo:
+        """Start (or restart) only the broker; ``security`` as in :meth:`up` (None: as it was)."""
+        libs, bin_dir = self.build()
         state = StackState.load(self.state_path)
-        self._ensure_kafka_running(state, libs)
+        self._ensure_kafka_running(state, libs, security)
         state.save(self.state_path)
+        return self.info(bin_dir, state)
 
     def start_s3(self, state: StackState | None = None) -> str:
         """Start the S3 server unless it runs (same port and data as before); returns its endpoint."""
@@ -344,7 +396,14 @@ class LocalStack:
         bin_dir = bin_dir or self._existing_bin_dir()
         kubeconfigs = {name: self.cluster(name, bin_dir).kubeconfig for name in state.clusters}
         s3_endpoint = state.s3.endpoint if state.s3 else None
-        return StackInfo(self.stack_dir, state.kafka.bootstrap, kubeconfigs, bin_dir, s3_endpoint)
+        configs: dict[str, Path] = {}
+        if state.kafka.mtls_port is not None:
+            files = self._kafka_layout(state.kafka).security_files
+            mode = "mtls" if state.kafka.security == "mtls" else "sasl-ssl"
+            configs = {who: files.client_config(who, mode) for who in kafka_security.PRINCIPALS}
+        return StackInfo(
+            self.stack_dir, state.kafka.bootstrap, kubeconfigs, bin_dir, s3_endpoint, kafka_configs=configs
+        )
 
     def status(self) -> dict[str, object]:
         state = StackState.load(self.state_path)
@@ -355,6 +414,7 @@ class LocalStack:
             kafka_status = {
                 "running": running and port_open(state.kafka.broker_port),
                 "bootstrap": state.kafka.bootstrap,
+                "security": state.kafka.security,
                 "pid": state.kafka.pid,
             }
         clusters = {}

@@ -35,6 +35,7 @@ class StackUpSettings(StackSettings):
     autoscaler: str | None = None
     autoscaler_cluster: list[str] | None = None
     instance_types: Path = DEFAULT_INSTANCE_TYPES
+    kafka_security: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_INSTANCE_TYPES,
         help="Karpenter KWOK provider instance types (JSON; default: four kwok-standard-N types with prices)",
     )
+    up.add_argument(
+        "--kafka-security",
+        choices=["plaintext", "sasl-ssl", "mtls"],
+        default=None,
+        help="plaintext (default, fastest), or a secured broker: TLS with a CA the stack makes, SCRAM "
+        "users and ACLs per kubetape principal (watcher, sink, replayer, analytics, admin), and a mutual-TLS "
+        "listener; sasl-ssl and mtls start the same broker and choose what `stack env` prints "
+        "(docs/production-kafka.md)",
+    )
     up.set_defaults(settings=from_flags(StackUpSettings), func=_up)
 
     down = actions.add_parser("down", help="stop every process of the stack and delete its data")
@@ -161,6 +171,7 @@ def _up(args: StackUpSettings) -> int:
         profile=args.profile,
         autoscaled=autoscaled,
         autoscaler_settings=KarpenterSettings(instance_types=args.instance_types),
+        kafka_security_mode=args.kafka_security,
     )
     if args.nodes:
         for name in clusters:

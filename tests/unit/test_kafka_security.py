@@ -144,7 +144,7 @@ def test_help_shows_no_secret_from_the_environment(monkeypatch: pytest.MonkeyPat
 
     parser = build_parser()
     for command in ("watch", "sink", "replay"):
-        sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+        sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr,index]
         text = sub.format_help()
         assert "--kafka-config" in text
         assert PASSWORD not in text

@@ -13,11 +13,16 @@ from contextlib import asynccontextmanager
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import (
+    KafkaError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+    for_code,
+)
 
 from pipeline.io.kafka.clients import new_admin
 from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, KafkaSettings
-from pipeline.model.errors import TransientError
+from pipeline.model.errors import ConfigError, TransientError
 
 _COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
 
@@ -35,13 +40,30 @@ async def admin_client(settings: KafkaSettings) -> AsyncIterator[AIOKafkaAdminCl
 async def ensure_topic(
     settings: KafkaSettings, name: str, partitions: int = 1, config: dict[str, str] | None = None
 ) -> bool:
-    """Create ``name`` if it does not exist; returns True when it was created."""
+    """Create ``name`` if it does not exist; returns True when it was created.
+
+    The broker answers per topic (aiokafka raises nothing for it): a topic that exists is fine, and so is
+    a principal without the CREATE permission when the topic exists already (production ACLs)."""
     async with admin_client(settings) as admin:
-        try:
-            await admin.create_topics([NewTopic(name, partitions, 1, topic_configs=config or {})])
-        except TopicAlreadyExistsError:
+        response = await admin.create_topics([NewTopic(name, partitions, 1, topic_configs=config or {})])
+        code = next((error[1] for error in response.topic_errors if error[0] == name), 0)
+        if code == 0:
+            return True
+        if code == TopicAlreadyExistsError.errno:
             return False
-    return True
+        if code == TopicAuthorizationFailedError.errno:
+            described = await admin.describe_topics([name])
+            if any(t.get("topic") == name and not t.get("error_code") for t in described):
+                return False
+            who = settings.security.username or "this client"
+            raise ConfigError(
+                f"topic {name!r} does not exist on {settings.describe()} and {who} may not create it; "
+                "create it as docs/production-kafka.md shows (or with an operator's KafkaTopic) or grant "
+                "CREATE on it"
+            )
+        raise TransientError(
+            f"creating topic {name!r} on {settings.describe()} failed: {for_code(code).__name__}"
+        )
 
 
 async def topic_partitions(settings: KafkaSettings, topic: str) -> list[TopicPartition]:
