@@ -201,7 +201,7 @@ async def _read_back(
     from pipeline.io.kafka.admin import ensure_topic, ensure_watcher_topics
     from pipeline.io.kafka.reads import read_compacted
     from pipeline.io.kafka.settings import DEADLETTER_TOPIC, RESUME_TOPIC, STATE_TOPIC
-    from pipeline.model.errors import TransientError
+    from pipeline.model.errors import ConfigError, TransientError
 
     started = time.monotonic()
     try:
@@ -209,7 +209,7 @@ async def _read_back(
         await ensure_topic(kafka, DEADLETTER_TOPIC, 1)  # records the broker refuses are described there
         state = await read_compacted(kafka, STATE_TOPIC, cluster=cluster)
         resume = await read_compacted(kafka, RESUME_TOPIC, cluster=cluster)
-    except TransientError:
+    except (TransientError, ConfigError):  # a refused client (ConfigError) must not be retried forever
         raise
     except Exception as exc:  # aiokafka raises many unrelated classes for "cannot reach the broker"
         raise TransientError(

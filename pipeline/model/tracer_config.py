@@ -16,13 +16,17 @@ kubetape's additions are top-level keys (SimKube ignores unknown top-level keys)
         paths: ["/data"]            # JSON pointers, "*" for every array element
         action: remove              # or "mask": string leaves become "<redacted>"
     redactEnv: true                  # the default; false keeps container env values in traces
+    redactArgs: true                 # the default; false keeps secret-looking flag values of args
 
 Secrets' ``data``/``stringData`` are always dropped, whatever the config says. Container env values
 are masked by default: for every tracked kind, under each of its pod template paths, the ``value`` of
 every env entry of ``containers``, ``initContainers`` and ``ephemeralContainers`` becomes
 ``"<redacted>"`` (names, ``valueFrom`` references and the shape stay, so replays still apply). These
 rules are derived from the template paths, so a custom resource's templates are covered too; they are
-not written back by :meth:`TracerConfig.to_mapping` (``redactEnv`` is). A bad config raises
+not written back by :meth:`TracerConfig.to_mapping` (``redactEnv`` is). Likewise ``redactArgs`` masks,
+in containers' ``args`` and ``command``, the value of every flag whose name says password, passwd,
+token, secret or key (``--password=x``, ``--api-key x``): a secret passed on a command line must not
+reach a trace either. A bad config raises
 :class:`~pipeline.model.errors.ConfigError` at load, naming the source and the offending path.
 """
 
@@ -52,7 +56,15 @@ KNOWN_POD_SPEC_TEMPLATE_PATHS: Mapping[GroupVersionKind, tuple[str, ...]] = {
 
 REDACTED = "<redacted>"
 _TRACKED_FIELDS = {"podSpecTemplatePaths", "podSpecTemplatePath", "trackLifecycle", "skipOwned"}
-_TOP_FIELDS = {"trackedObjects", "namespaces", "labels", "excludeDaemonSetOwned", "redact", "redactEnv"}
+_TOP_FIELDS = {
+    "trackedObjects",
+    "namespaces",
+    "labels",
+    "excludeDaemonSetOwned",
+    "redact",
+    "redactEnv",
+    "redactArgs",
+}
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 """Every list of containers in a PodSpec: each may carry env values."""
 
@@ -95,6 +107,7 @@ class TracerConfig:
     redactions: tuple[RedactionRule, ...] = ()
     """The rules applied: the configured ones, then the env rules ``redact_env`` implies."""
     redact_env: bool = True
+    redact_args: bool = True
     source: str = field(default="<built-in>", compare=False)
 
     def __post_init__(self) -> None:
@@ -102,6 +115,7 @@ class TracerConfig:
         # tests, dataclasses.replace) masks env values unless it says otherwise
         configured = tuple(r for r in self.redactions if not r.derived)
         derived = env_redactions(self.tracked) if self.redact_env else ()
+        derived += args_redactions(self.tracked) if self.redact_args else ()
         object.__setattr__(self, "redactions", configured + derived)
 
     @classmethod
@@ -239,7 +253,38 @@ class TracerConfig:
             ]
         if not self.redact_env:
             out["redactEnv"] = False
+        if not self.redact_args:
+            out["redactArgs"] = False
         return out
+
+
+def _template_specs(entry: TrackedKind) -> list[str]:
+    specs = []
+    for template in entry.pod_spec_template_paths:
+        if template == "":  # a Pod: the object is its own template
+            specs.append("/spec")
+            continue
+        specs.append(f"{template}/spec")
+        if not template.endswith("/template"):
+            # SimKube's ReplicaSet path is "/spec" (the ReplicaSetSpec, not its template): cover the
+            # template under it as well, so no value depends on which convention a path follows
+            specs.append(f"{template}/template/spec")
+    return specs
+
+
+def args_redactions(tracked: tuple[TrackedKind, ...]) -> tuple[RedactionRule, ...]:
+    """Rules masking secret-looking flag values in the args and command of every container list."""
+    rules = []
+    for entry in tracked:
+        paths = tuple(
+            f"{spec}/{lst}/*/{field_}"
+            for spec in _template_specs(entry)
+            for lst in CONTAINER_LISTS
+            for field_ in ("args", "command")
+        )
+        if paths:
+            rules.append(RedactionRule(paths=paths, kinds=(entry.gvk,), action="secret-flags", derived=True))
+    return tuple(rules)
 
 
 def env_redactions(tracked: tuple[TrackedKind, ...]) -> tuple[RedactionRule, ...]:
@@ -333,6 +378,7 @@ def _parse_config(data: Any, source: str) -> TracerConfig:
         ),
         redactions=_redactions(data.get("redact"), source),
         redact_env=_bool(data.get("redactEnv"), source, "redactEnv", default=True),
+        redact_args=_bool(data.get("redactArgs"), source, "redactArgs", default=True),
         source=source,
     )
 
@@ -440,6 +486,7 @@ __all__ = [
     "RedactionRule",
     "TracerConfig",
     "TrackedKind",
+    "args_redactions",
     "env_redactions",
     "load_tracer_config",
 ]

@@ -311,11 +311,11 @@ class LocalStack:
 
     def start_kafka(self, security: str | None = None) -> StackInfo:
         """Start (or restart) only the broker; ``security`` as in :meth:`up` (None: as it was)."""
-        libs, bin_dir = self.build()
+        libs = ensure_kafka(self.versions, self.report)  # the broker alone: no cluster binaries needed
         state = StackState.load(self.state_path)
         self._ensure_kafka_running(state, libs, security)
         state.save(self.state_path)
-        return self.info(bin_dir, state)
+        return self.info(state=state)
 
     def start_s3(self, state: StackState | None = None) -> str:
         """Start the S3 server unless it runs (same port and data as before); returns its endpoint."""

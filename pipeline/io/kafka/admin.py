@@ -21,6 +21,7 @@ from aiokafka.errors import (
 )
 
 from pipeline.io.kafka.clients import new_admin
+from pipeline.io.kafka.diagnose import refusal
 from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, KafkaSettings
 from pipeline.model.errors import ConfigError, TransientError
 
@@ -29,8 +30,18 @@ _COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
 
 @asynccontextmanager
 async def admin_client(settings: KafkaSettings) -> AsyncIterator[AIOKafkaAdminClient]:
+    """A started admin client. Every component's first contact with Kafka goes through here (topics are
+    checked or created before anything is read or written), so a client the brokers refuse (a wrong
+    password, an untrusted certificate) is a ConfigError saying why, here, once."""
     admin = new_admin(settings)
-    await admin.start()
+    try:
+        await admin.start()
+    except KafkaError:
+        await admin.close()
+        problem = await refusal(settings)
+        if problem is not None:
+            raise ConfigError(f"Kafka at {settings.describe()} refuses this client: {problem}") from None
+        raise
     try:
         yield admin
     finally:
@@ -78,11 +89,29 @@ async def topic_partitions(settings: KafkaSettings, topic: str) -> list[TopicPar
         raise TransientError(
             f"cannot reach Kafka at {settings.bootstrap} ({exc}); check --bootstrap and the broker"
         ) from None
+    if any(
+        t.get("topic") == topic and t.get("error_code") == TopicAuthorizationFailedError.errno
+        for t in described
+    ):
+        raise denied(settings, "Describe", topic)
     return sorted(
         TopicPartition(topic, p["partition"])
         for t in described
         if t.get("topic") == topic and not t.get("error_code")
         for p in t.get("partitions", [])
+    )
+
+
+def denied(settings: KafkaSettings, operation: str, topic: str) -> ConfigError:
+    """The error of an ACL denial: who, what, on which topic, and what to do."""
+    security = settings.security
+    who = f"User:{security.username}" if security.username else "the principal of this client"
+    if security.certificate_location and not security.username:
+        who = f"the principal of the certificate {security.certificate_location}"
+    return ConfigError(
+        f"Kafka at {settings.describe()} denies {who} the operation {operation} on topic "
+        f"{topic!r}; grant it (an ACL, or a KafkaUser's acls) or run this component as a principal that "
+        "has it (docs/production-kafka.md lists what each needs)"
     )
 
 

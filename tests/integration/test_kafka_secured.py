@@ -1,0 +1,256 @@
+"""kubetape against a secured broker of the local stack (TLS from the stack's CA, SCRAM users, mutual TLS,
+StandardAuthorizer with ACLs per kubetape principal), started once for this module: the recording path
+works with each component's least privilege, the sink's export is byte-identical to a plaintext
+broker's, and a denied or wrong client is told so at start. No password reaches a log line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.wire.codec import encode_event
+from pipeline.io.kafka.admin import ensure_topic, topic_partitions
+from pipeline.io.kafka.clients import new_producer
+from pipeline.io.kafka.security import load_security
+from pipeline.io.kafka.settings import KafkaSettings
+from pipeline.io.kafka.sink_member import KafkaSinkSource
+from pipeline.io.metrics import Metrics
+from pipeline.io.segment_store import LocalSegmentStore
+from pipeline.model.errors import ConfigError, KubetapeError, StackError
+from pipeline.model.events import Event
+from pipeline.sink.catalog import SegmentCatalog
+from pipeline.sink.compactor import CompactionSettings
+from pipeline.sink.export import ExportRequest, export_window
+from pipeline.sink.sink import Sink, SinkSettings
+from pipeline.sink.synthetic import synthetic_events
+from pipeline.stack.kafka_security import SecurityFiles
+from pipeline.stack.stack import LocalStack, StackInfo
+from tests.integration.test_sink import direct_trace
+from tests.integration.test_watch_service import REPO, Workload, deployment, running_watcher
+from tests.polling import eventually
+
+pytestmark = pytest.mark.timeout(600)
+NS = "wt-secured"
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackInfo]:
+    """A secured broker alone (no clusters, no S3): one start for the module."""
+    stack = LocalStack(tmp_path_factory.mktemp("secured-stack"))
+    try:
+        info = stack.start_kafka("sasl-ssl")
+    except StackError as exc:
+        with contextlib.suppress(StackError):
+            stack.down()
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail(f"the secured broker could not start: {exc}")
+        pytest.skip(f"the secured broker could not start: {exc}")
+    try:
+        yield info
+    finally:
+        stack.down()
+
+
+def _files(info: StackInfo) -> SecurityFiles:
+    return SecurityFiles(info.stack_dir / "kafka" / "security")
+
+
+def _settings(info: StackInfo, principal: str, mode: str = "sasl-ssl", **env: str) -> KafkaSettings:
+    security, bootstrap = load_security(_files(info).client_config(principal, mode), env)
+    assert bootstrap is not None
+    return KafkaSettings(bootstrap, client_id=f"it-{principal}", security=security)
+
+
+def _t0() -> int:
+    now = int(time.time() * 1000) - 3_600_000
+    return now - now % 60_000
+
+
+async def _produce(settings: KafkaSettings, topic: str, events: list[Event]) -> None:
+    producer = new_producer(settings)
+    await producer.start()
+    try:
+        for e in events:
+            await producer.send(topic, encode_event(e), key=e.key.encode(), timestamp_ms=e.ts_ms)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+@contextlib.asynccontextmanager
+async def _sink(
+    settings: KafkaSettings, topic: str, group: str, dlq: str, store: Path
+) -> AsyncIterator[Sink]:
+    sink_settings = SinkSettings(
+        CompactionSettings(topic=topic, idle_close_s=2.0, keyframe_every=3), 2_000, 200
+    )
+    source = KafkaSinkSource(settings, topic, group_id=group, deadletter_topic=dlq)
+    sink = Sink(source, LocalSegmentStore(store), sink_settings, Metrics())
+    source.on_assigned = sink.on_assigned
+    source.on_revoked = sink.on_revoked
+    stop = asyncio.Event()
+    async with source:
+        task = asyncio.create_task(sink.run(stop))
+        try:
+            yield sink
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 60)
+
+
+async def _committed(settings: KafkaSettings, group: str, topic: str) -> None:
+    """As ``wait_committed``, over the secured connection."""
+    from pipeline.io.kafka.clients import new_consumer
+
+    partitions = await topic_partitions(settings, topic)
+    probe = new_consumer(settings, group_id=group)
+    await probe.start()
+    try:
+        ends = await probe.end_offsets(partitions)
+
+        async def committed() -> dict[int, int]:
+            return {tp.partition: (await probe.committed(tp)) or 0 for tp in partitions}
+
+        await eventually(
+            committed,
+            lambda seen: all(seen[tp.partition] >= ends[tp] for tp in partitions),
+            f"group {group} committing up to {ends}",
+            timeout_s=90,
+        )
+    finally:
+        await probe.stop()
+
+
+async def test_a_sink_over_sasl_ssl_and_over_mutual_tls_exports_the_bytes_of_a_plaintext_sink(
+    secured: StackInfo, tmp_path: Path
+) -> None:
+    """A plaintext sink's export is the direct fold of the events (``test_sink`` holds it to that); so
+    is a secured one's, byte for byte."""
+    tag = uuid.uuid4().hex[:8]
+    topic, dlq = f"it.secure.{tag}", f"it.secure.dlq.{tag}"
+    t0 = _t0()
+    events = synthetic_events(1_500, t0, 300_000)
+    exports: dict[str, bytes] = {}
+    runs = {
+        "sasl-ssl": _settings(secured, "admin"),
+        "mtls": _settings(secured, "admin", "mtls"),
+    }
+    for name, settings in runs.items():
+        run_topic = f"{topic}.{name}"
+        await ensure_topic(settings, run_topic, 3)
+        await ensure_topic(settings, dlq, 1)
+        await _produce(settings, run_topic, events)
+        group = f"it.secure.group.{tag}.{name}"
+        async with _sink(settings, run_topic, group, dlq, tmp_path / name):
+            await _committed(settings, group, run_topic)
+        catalog = SegmentCatalog(LocalSegmentStore(tmp_path / name))
+        exports[name] = export_window(catalog, ExportRequest(t0, t0 + 300_000)).data
+    assert exports["sasl-ssl"] == direct_trace(events, t0, t0 + 300_000)
+    assert exports["mtls"] == exports["sasl-ssl"]
+
+
+async def test_a_principal_is_refused_what_its_acls_do_not_allow_naming_the_topic(secured: StackInfo) -> None:
+    with pytest.raises(ConfigError, match=r"topic 'it\.nope' does not exist on localhost:\d+ \(SASL_SSL, "
+                       r"SCRAM-SHA-512 as sink\) and sink may not create it"):  # fmt: skip
+        await ensure_topic(_settings(secured, "sink"), "it.nope", 1)
+
+
+def _refused_client(secured: StackInfo, case: str) -> KafkaSettings:
+    sink = _settings(secured, "sink")
+    if case == "wrong password":
+        return _settings(secured, "sink", KUBETAPE_KAFKA_SASL_PASSWORD="wrong")
+    if case == "mechanism the broker does not enable":
+        return _settings(secured, "sink", KUBETAPE_KAFKA_SASL_MECHANISM="PLAIN")
+    if case == "untrusted certificate":
+        return _settings(secured, "sink", KUBETAPE_KAFKA_SSL_CA_LOCATION="/etc/ssl/certs/ca-certificates.crt")
+    if case == "host name mismatch":
+        return dataclasses.replace(sink, bootstrap=sink.bootstrap.replace("localhost", "127.0.0.1"))
+    assert case == "no client certificate for mutual TLS"
+    mtls = _settings(secured, "sink", "mtls")
+    security = dataclasses.replace(mtls.security, certificate_location=None, key_location=None)
+    return dataclasses.replace(mtls, security=security)
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("wrong password", "authentication as 'sink' with SCRAM-SHA-512 failed"),
+        ("mechanism the broker does not enable", "does not accept sasl.mechanism PLAIN"),
+        ("untrusted certificate", "the broker's certificate is not trusted"),
+        ("host name mismatch", "not valid for the name '127.0.0.1'"),
+        ("no client certificate for mutual TLS", "TLS handshake failed"),
+    ],
+)
+async def test_a_refused_client_stops_at_start_saying_why(secured: StackInfo, case: str, says: str) -> None:
+    with pytest.raises(ConfigError, match="refuses this client") as caught:
+        await asyncio.wait_for(topic_partitions(_refused_client(secured, case), "kubetape.events"), 90)
+    assert says in str(caught.value)
+    assert _files(secured).password("sink") not in str(caught.value)
+
+
+async def test_an_acl_denial_names_the_principal_the_operation_and_the_topic(secured: StackInfo) -> None:
+    with pytest.raises(
+        ConfigError, match=r"denies User:replayer the operation Describe on topic 'kubetape\.state'"
+    ):
+        await topic_partitions(_settings(secured, "replayer"), "kubetape.state")
+
+
+@pytest.mark.usefixtures("source_nodes")
+async def test_watch_sink_export_over_sasl_ssl_with_least_privilege_and_no_password_in_logs(
+    secured: StackInfo, stack_info: StackInfo, tracer_config: Path, tmp_path: Path
+) -> None:
+    files = _files(secured)
+    workload = Workload(stack_info, NS)
+    workload.kubectl("create", "namespace", NS)
+    started_ms = int(time.time() * 1000) - 60_000
+    store, sink_log = tmp_path / "segments", tmp_path / "sink.log"
+    sink_argv = [
+        sys.executable, "-m", "services.cli", "sink",
+        "--kafka-config", str(files.client_config("sink", "sasl-ssl")),
+        "--segment-store", str(store), "--http-port", "0", "--idle-close", "1s",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBETAPE_")}
+    async with running_watcher(
+        tracer_config,
+        workload.kubeconfig,
+        secured.bootstrap,
+        "--kafka-config",
+        str(files.client_config("watcher", "sasl-ssl")),
+    ) as watcher:
+        workload.apply(deployment("secure", 2, "app:secure"))
+        await workload.wait_running("app=secure", 2)
+        with sink_log.open("wb") as out:
+            sink = subprocess.Popen(sink_argv, cwd=REPO, stdout=out, stderr=out, env=env)  # noqa: ASYNC220
+        try:
+
+            async def exported() -> set[str]:
+                if not store.exists():
+                    return set()
+                catalog = SegmentCatalog(LocalSegmentStore(store))
+                try:
+                    data = export_window(catalog, ExportRequest(started_ms, int(time.time() * 1000))).data
+                except KubetapeError:
+                    return set()
+                return {str(e.key) for e in decode_segment(data, "export").events}
+
+            await eventually(
+                exported, lambda keys: f"apps/Deployment/{NS}/secure" in keys, "the export", timeout_s=180
+            )
+        finally:
+            sink.terminate()
+            sink.wait(60)
+        watcher_lines = "\n".join(map(str, watcher.lines))
+    logs = watcher_lines + sink_log.read_text(errors="replace")
+    for principal in ("watcher", "sink", "admin"):
+        assert files.password(principal) not in logs
