@@ -27,7 +27,7 @@ from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
 from pipeline.io.sink_http import ExportFn, ExportReply, add_export_route
 from pipeline.model.errors import ConfigError, KubetapeError, TransientError
-from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
+from pipeline.model.keys import ClusterId
 from pipeline.sink.sink import Sink, SinkSettings
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, ExportResult, export_window, filters_from_json
@@ -78,16 +78,34 @@ def tune_gc_for_throughput() -> None:
     gc.freeze()
 
 
-async def _only_cluster(kafka: KafkaSettings, topic: str) -> ClusterId:
+async def _only_cluster(
+    kafka: KafkaSettings, topic: str, stop: asyncio.Event | None = None, poll_s: float = 1.0
+) -> ClusterId | None:
     """The cluster a sink records when nobody named one: the topic's only cluster, told by the last record
-    of each partition (the default cluster for an empty topic). Several: ConfigError naming them."""
-    met = sorted(await latest_clusters(kafka, topic))
+    of each partition. Several: ConfigError naming them. An empty topic tells nothing yet (a sink started
+    before its watcher, the natural order): wait for the first record, whatever the order of starts;
+    None when ``stop`` is set first."""
+    waited = False
+    while not (met := sorted(await latest_clusters(kafka, topic))):
+        if not waited:
+            log.info(
+                "topic is empty: waiting for its first record to learn the cluster (or pass --cluster)",
+                extra={"ctx": {"topic": topic}},
+            )
+            waited = True
+        if stop is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), poll_s)
+            if stop.is_set():
+                return None
+        else:
+            await asyncio.sleep(poll_s)
     if len(met) > 1:
         raise ConfigError(
             f"topic {topic} holds records of several clusters ({', '.join(met)}): a fleet shares it; a sink "
             "records one cluster: start one sink per cluster with --cluster ID ($KUBETAPE_CLUSTER_ID)"
         )
-    return ClusterId(met[0]) if met else DEFAULT_CLUSTER
+    return ClusterId(met[0])
 
 
 async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | None = None) -> None:
@@ -100,7 +118,9 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
             loop.add_signal_handler(sig, stop.set)
     topic = settings.sink.compaction.topic
     await ensure_topic(settings.kafka, topic, settings.partitions)
-    cluster = settings.cluster or await _only_cluster(settings.kafka, topic)
+    cluster = settings.cluster or await _only_cluster(settings.kafka, topic, stop)
+    if cluster is None:
+        return  # stopped before the topic's first record
     location = cluster_store_location(settings.segment_store, cluster)
     store = open_segment_store(location, retry_s=settings.store_retry_s)
     store_health = StoreHealth(store)

@@ -136,8 +136,9 @@ async def test_replicas_sharing_one_s3_store_each_export_every_partition(
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     body = {"start_ms": t0, "end_ms": t0 + 600_000}
     with (
-        _sink_process(kafka_bootstrap, names, s3_url, logs[0], "tok"),
-        _sink_process(kafka_bootstrap, names, s3_url, logs[1], "tok"),
+        # the cluster named: a sink nobody names one for waits for the topic's first record to learn it
+        _sink_process(kafka_bootstrap, names, s3_url, logs[0], "tok", "--cluster", "default"),
+        _sink_process(kafka_bootstrap, names, s3_url, logs[1], "tok", "--cluster", "default"),
     ):
 
         async def assigned() -> list[int]:

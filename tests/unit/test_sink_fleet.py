@@ -4,6 +4,8 @@ and segments name the cluster."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from pipeline.formats.inspect import inspect_bytes
@@ -138,9 +140,22 @@ async def test_a_sink_nobody_named_a_cluster_for_records_the_topics_only_one(
 
     monkeypatch.setattr(service, "latest_clusters", latest)
     kafka = KafkaSettings("unused:9092")
-    assert await service._only_cluster(kafka, "t") == DEFAULT_CLUSTER  # nothing recorded yet
+    met.update({DEFAULT_CLUSTER})  # records without a cluster header, as before fleets
+    assert await service._only_cluster(kafka, "t") == DEFAULT_CLUSTER
+    met.clear()
+    # an empty topic (the sink started before its watcher): the first record tells the cluster
+    learning = asyncio.create_task(service._only_cluster(kafka, "t", asyncio.Event(), poll_s=0))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not learning.done()
     met.update({"eu"})
+    assert await learning == EU
     assert await service._only_cluster(kafka, "t") == EU
+    met.clear()
+    stop = asyncio.Event()
+    stop.set()
+    assert await service._only_cluster(kafka, "t", stop, poll_s=0) is None  # stopped before any record
+    met.update({"eu"})
     met.update({"us"})
     with pytest.raises(ConfigError, match=r"topic t holds records of several clusters \(eu, us\)"):
         await service._only_cluster(kafka, "t")
