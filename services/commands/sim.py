@@ -44,6 +44,7 @@ class SimRunSettings(SimClusterSettings):
     topic: str | None = None
     path: str | None = None
     bootstrap: str | None = None
+    kafka_config_secret: str | None = None
     time_from: str | None = None
     time_to: str | None = None
     speed: float = 1.0

@@ -17,6 +17,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from pipeline.store.segment_store import LocalSegmentStore
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportRequest, export_window
 
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.wire.codec import encode_event
@@ -26,12 +29,9 @@ from pipeline.io.kafka.security import load_security
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
-from pipeline.io.segment_store import LocalSegmentStore
 from pipeline.model.errors import ConfigError, KubetapeError, StackError
 from pipeline.model.events import Event
-from pipeline.sink.catalog import SegmentCatalog
 from pipeline.sink.compactor import CompactionSettings
-from pipeline.sink.export import ExportRequest, export_window
 from pipeline.sink.sink import Sink, SinkSettings
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.stack.kafka_security import SecurityFiles
