@@ -36,6 +36,10 @@ COMMANDS = (
     Command("replay", "replay a trace (kubetape or SimKube .sktrace) into a simulated KWOK cluster", True),
     Command("watch", "list+watch a cluster and publish its changes to Kafka (read-only on the cluster)"),
     Command("sink", "compact the events topic into durable trace segments; serve health, metrics, export"),
+    Command(
+        "topics",
+        "create kubetape's Kafka topics (replicas, min.insync.replicas, compaction) or describe them",
+    ),
     Command("export", "write a time range of the segment store as one self-contained trace file"),
     Command(
         "validate", "check traces for what would stop a replay (missing references, invalid objects, ...)"

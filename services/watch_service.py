@@ -51,6 +51,8 @@ class WatchServiceSettings:
     """/readyz fails when changes have waited this long with no acknowledgement from Kafka."""
     cluster_id: str | None = None
     """None: the UID of the recorded cluster's kube-system namespace (see pipeline.io.cluster_identity)."""
+    create_topics: bool = True
+    """False (``--topics check``, production): a missing topic stops the start instead of being created."""
 
 
 def freeze_long_lived_objects(*, collect: bool = True) -> None:
@@ -127,7 +129,9 @@ async def serve(settings: WatchServiceSettings) -> int:
         async with kube_api(settings.kubeconfig, settings.context) as api:
             kube = _watched_cluster(api, metrics)
             cluster = await _recorded_cluster(settings, kube)
-            state, resume = await _read_back(settings.kafka, settings.partitions, cluster)
+            state, resume = await _read_back(
+                settings.kafka, settings.partitions, cluster, create=settings.create_topics
+            )
             async with KafkaPublisher(
                 settings.kafka, metrics, max_pending_units=settings.max_pending_units, cluster=cluster
             ) as publisher:
@@ -194,19 +198,24 @@ async def _recorded_cluster(settings: WatchServiceSettings, kube: KubeClient) ->
 
 
 async def _read_back(
-    kafka: KafkaSettings, partitions: int, cluster: ClusterId
+    kafka: KafkaSettings, partitions: int, cluster: ClusterId, *, create: bool = True
 ) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """Create the topics if needed and read what earlier runs from ``cluster`` published (state, resume
     points)."""
     from pipeline.io.kafka.admin import ensure_topic, ensure_watcher_topics
     from pipeline.io.kafka.reads import read_compacted
-    from pipeline.io.kafka.settings import DEADLETTER_TOPIC, RESUME_TOPIC, STATE_TOPIC
+    from pipeline.io.kafka.settings import DEADLETTER_TOPIC, EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+    from pipeline.io.kafka.topics import COMPACTED_TOPICS, check_topics
     from pipeline.model.errors import ConfigError, TransientError
 
     started = time.monotonic()
     try:
-        await ensure_watcher_topics(kafka, partitions)
-        await ensure_topic(kafka, DEADLETTER_TOPIC, 1)  # records the broker refuses are described there
+        if create:
+            await ensure_watcher_topics(kafka, partitions)
+            await ensure_topic(kafka, DEADLETTER_TOPIC, 1)  # records the broker refuses are described there
+        # created or not: a state or resume topic that is not compacted would lose the watcher's memory
+        topics = [EVENTS_TOPIC, STATE_TOPIC, RESUME_TOPIC, DEADLETTER_TOPIC]
+        await check_topics(kafka, topics, compacted=COMPACTED_TOPICS)
         state = await read_compacted(kafka, STATE_TOPIC, cluster=cluster)
         resume = await read_compacted(kafka, RESUME_TOPIC, cluster=cluster)
     except (TransientError, ConfigError):  # a refused client (ConfigError) must not be retried forever

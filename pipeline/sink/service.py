@@ -24,6 +24,7 @@ from pipeline.io.kafka.admin import ensure_topic
 from pipeline.io.kafka.reads import latest_clusters
 from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
+from pipeline.io.kafka.topics import check_topics
 from pipeline.io.metrics import Metrics
 from pipeline.io.sink_http import ExportFn, ExportReply, add_export_route
 from pipeline.model.errors import ConfigError, KubetapeError, TransientError
@@ -57,6 +58,8 @@ class SinkServiceSettings:
     deadletter_topic: str = DEADLETTER_TOPIC
     partitions: int = 6
     retention_s: float | None = None
+    create_topics: bool = True
+    """False (``--topics check``, production): a missing topic stops the start instead of being created."""
     retention_check_s: float = 60.0
     shutdown_timeout_s: float = 30.0
     store_check_s: float = 5.0
@@ -108,6 +111,15 @@ async def _only_cluster(
     return ClusterId(met[0])
 
 
+async def _prepare_topics(settings: SinkServiceSettings, topic: str) -> None:
+    """Create the events and dead-letter topics if missing, or (``--topics check``) refuse without them."""
+    if settings.create_topics:
+        await ensure_topic(settings.kafka, topic, settings.partitions)
+        await ensure_topic(settings.kafka, settings.deadletter_topic, 1)
+    else:
+        await check_topics(settings.kafka, [topic, settings.deadletter_topic])
+
+
 async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (or ``stop`` is set)."""
     stop = stop or asyncio.Event()
@@ -117,7 +129,7 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     topic = settings.sink.compaction.topic
-    await ensure_topic(settings.kafka, topic, settings.partitions)
+    await _prepare_topics(settings, topic)
     cluster = settings.cluster or await _only_cluster(settings.kafka, topic, stop)
     if cluster is None:
         return  # stopped before the topic's first record
@@ -127,7 +139,6 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     await store_health.probe()  # a missing bucket or wrong credentials fail the start, with the reason
     if isinstance(store, LocalSegmentStore) and (removed := store.remove_stale_temp_files()):
         log.info("removed temp files of interrupted writes", extra={"ctx": {"count": removed}})
-    await ensure_topic(settings.kafka, settings.deadletter_topic, 1)
     metrics = Metrics()
     ready = asyncio.Event()
     source = KafkaSinkSource(

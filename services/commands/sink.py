@@ -32,6 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "bootstrap.servers of --kafka-config)",
     )
     add_kafka_config_flag(parser)
+    parser.add_argument(
+        "--topics",
+        choices=["create", "check"],
+        default="create",
+        help="create a missing events or dead-letter topic (default; the local stack) or only check "
+        "they exist and refuse to start without them (production)",
+    )
     add_store_argument(parser)
     add_cluster_argument(parser, reader=False)
     parser.add_argument("--topic", default=EVENTS_TOPIC, help=f"events topic (default: {EVENTS_TOPIC})")
@@ -87,6 +94,7 @@ def settings_from_args(args: argparse.Namespace) -> SinkServiceSettings:
         deadletter_topic=args.deadletter_topic,
         partitions=args.partitions,
         retention_s=args.retention,
+        create_topics=args.topics == "create",
     )
 
 

@@ -52,6 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"else {DEFAULT_BOOTSTRAP})",
     )
     add_kafka_config_flag(parser)
+    parser.add_argument(
+        "--topics",
+        choices=["create", "check"],
+        default="create",
+        help="create missing topics (default; the local stack) or only check them and refuse to start "
+        "without them (production: `kubetape topics create` makes them with replicas and "
+        "min.insync.replicas)",
+    )
     add_http_flags(parser, port=8080)
     parser.add_argument(
         "--partitions",
@@ -100,6 +108,7 @@ def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
         flush_deadline_s=args.flush_deadline,
         max_pending_units=args.max_pending,
         ready_ack_timeout_s=args.ready_ack_timeout,
+        create_topics=args.topics == "create",
         cluster_id=args.cluster_id or env_default("KUBETAPE_CLUSTER_ID"),
     )
 

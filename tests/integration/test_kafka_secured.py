@@ -17,9 +17,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from pipeline.store.segment_store import LocalSegmentStore
-from pipeline.store.catalog import SegmentCatalog
-from pipeline.store.export import ExportRequest, export_window
 
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.wire.codec import encode_event
@@ -36,6 +33,9 @@ from pipeline.sink.sink import Sink, SinkSettings
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.stack.kafka_security import SecurityFiles
 from pipeline.stack.stack import LocalStack, StackInfo
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportRequest, export_window
+from pipeline.store.segment_store import LocalSegmentStore
 from tests.integration.test_sink import direct_trace
 from tests.integration.test_watch_service import REPO, Workload, deployment, running_watcher
 from tests.polling import eventually
@@ -254,3 +254,28 @@ async def test_watch_sink_export_over_sasl_ssl_with_least_privilege_and_no_passw
     logs = watcher_lines + sink_log.read_text(errors="replace")
     for principal in ("watcher", "sink", "admin"):
         assert files.password(principal) not in logs
+
+
+async def test_topics_create_makes_the_set_and_describe_and_check_tell_what_is_wrong(
+    secured: StackInfo,
+) -> None:
+    from pipeline.io.kafka.topics import check_topics, create_topics, describe_topics, topic_set
+
+    admin = _settings(secured, "admin")
+    events = f"it.topics.{uuid.uuid4().hex[:8]}"
+    specs = topic_set(partitions=2, replication_factor=1, min_insync_replicas=1, retention_ms=86_400_000)
+    specs = [dataclasses.replace(specs[0], name=events), *specs[1:]]
+    assert (await create_topics(admin, specs))[events] == "created"
+    assert (await create_topics(admin, specs))[events] == "exists"
+    found = await describe_topics(admin, [events, "kubetape.state", "it.topics.missing"])
+    assert found[events]["partitions"] == 2
+    assert found[events]["replication_factor"] == 1
+    assert found[events]["configs"]["retention.ms"] == "86400000"
+    assert found["kubetape.state"]["configs"]["cleanup.policy"] == "compact"
+    assert found["it.topics.missing"] == {"exists": False}
+    await check_topics(admin, [events, "kubetape.state"], compacted=("kubetape.state",))
+    with pytest.raises(ConfigError, match=rf"topic '{events}' has cleanup.policy 'delete', not compact"):
+        await check_topics(admin, [events], compacted=(events,))
+    missing = r"topic 'it\.topics\.missing' does not exist.*kubetape topics create"
+    with pytest.raises(ConfigError, match=missing):
+        await check_topics(admin, ["it.topics.missing"])
