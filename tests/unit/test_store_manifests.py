@@ -20,7 +20,9 @@ def test_the_prod_sink_replicas_share_one_object_store() -> None:
     assert deployment["spec"]["replicas"] > 1
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert "volumeMounts" not in container
+    # no storage of its own: the only volumes are read-only Secrets (Kafka's TLS files)
+    assert all(set(v) == {"name", "secret"} for v in pod.get("volumes", []))
+    assert all(m.get("readOnly") for m in container.get("volumeMounts", []))
     assert "--segment-dir" not in container["args"]
     assert {"secretRef": {"name": "kubetape-s3"}} in container["envFrom"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"  # 503 while the store is down
