@@ -28,6 +28,7 @@ from pipeline.validate.transform import parse_transform
 from services.cli import main
 from tests.unit.test_sink_cli import T0, _fill
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SANITIZED_POD_SPEC = {
     "containers": [
         {
@@ -278,7 +279,9 @@ CONTAINER = st.fixed_dictionaries(
 
 @st.composite
 def deployments(draw: st.DrawFn) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": draw(st.lists(CONTAINER, min_size=1, max_size=3))}
+    # container names are unique in a pod (the apiserver requires it; the repairs pick containers by name)
+    containers = draw(st.lists(CONTAINER, min_size=1, max_size=3, unique_by=lambda c: c["name"]))
+    spec: dict[str, Any] = {"containers": containers}
     if draw(st.booleans()):
         spec["volumes"] = draw(st.lists(VOLUME, max_size=3))
     if draw(st.booleans()):
@@ -313,3 +316,46 @@ def test_generated_skel_does_what_the_yaml_repairs_do(
     by_skel, skel_changed = program.edit(obj, 0, 0)
     assert by_skel == by_yaml
     assert skel_changed == (by_yaml != obj)
+
+
+@st.composite
+def any_workload(draw: st.DrawFn) -> dict[str, Any]:
+    containers = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {"name": NAMES, "env": st.lists(ENV, max_size=3)},
+                optional={"args": st.just(["--token", "t"])},
+            ),
+            min_size=1,
+            max_size=2,
+        )
+    )
+    kind = draw(st.sampled_from(["Deployment", "Job", "CronJob", "Pod", "Secret", "ConfigMap"]))
+    meta: dict[str, Any] = {"name": "x", "namespace": "shop"}
+    if draw(st.booleans()):
+        meta["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "me"}
+    obj: dict[str, Any] = {"apiVersion": "v1", "kind": kind, "metadata": meta}
+    pod_spec = {"containers": containers}
+    if kind == "Pod":
+        obj["spec"] = pod_spec
+    elif kind == "CronJob":
+        obj["apiVersion"] = "batch/v1"
+        obj["spec"] = {"jobTemplate": {"spec": {"template": {"spec": pod_spec}}}}
+    elif kind in ("Deployment", "Job"):
+        obj["apiVersion"] = "apps/v1" if kind == "Deployment" else "batch/v1"
+        obj["spec"] = {"template": {"spec": pod_spec}}
+    else:
+        obj["data"] = {"k": "v"}
+        obj["stringData"] = {"k": "v"}
+    return obj
+
+
+@given(any_workload())
+def test_the_example_redaction_as_skel_does_what_the_yaml_does(obj: dict[str, Any]) -> None:
+    operations = yaml.safe_load((REPO_ROOT / "examples" / "transforms" / "redact.yaml").read_text())[
+        "operations"
+    ]
+    program = parse_program("\n".join(s for op in operations for s in operation_statements(op)))
+    by_yaml, _ = parse_transform({"version": 1, "operations": operations}, "redact.yaml").edit(obj, 0, 0)
+    by_skel, _ = program.edit(obj, 0, 0)
+    assert by_skel == by_yaml

@@ -4,8 +4,11 @@ SKEL program, for users who keep their trace edits in SimKube's language.
 Each transform operation becomes SKEL statements with the same effect on every object, in the same order:
 ``select`` becomes field tests (``kind == "Deployment" && metadata.name == "web"``), ``at`` with ``where``
 becomes a variable (``$x := spec.template.spec.volumes[*] | $x.secret.secretName == "db"``, one more
-variable per further condition), ``remove`` becomes ``remove``, ``add`` of a scalar becomes ``modify`` and
-``drop`` becomes ``delete``. A ``where`` null (absent or null) becomes ``!exists`` (absent). What SKEL
+variable per further condition), ``remove`` becomes ``remove``, ``add`` of a scalar becomes ``modify``,
+``set`` a ``modify`` of the places that exist (bound to ``$s``), ``drop`` becomes ``delete``, and a choice
+of kinds one statement per kind. A ``where`` null (absent or null) becomes ``!exists`` (absent), which in
+SKEL holds when no place bound so far has the field: the same as the operation's per-place test when one
+place is left, as in kubetape's repairs (a container picked by its name, unique in a pod). What SKEL
 cannot say is left as a comment naming the repair and pointing to the YAML fix: creating objects (SKEL
 has no ``insert``), values that are maps or lists, appending to a list.
 """
@@ -61,27 +64,24 @@ def _value(value: Any) -> str:
     )
 
 
-def _select(select: dict[str, Any]) -> list[str]:
-    tests = []
+def _selects(select: dict[str, Any]) -> list[list[str]]:
+    """The field tests of ``select``: one list per combination of its choices (``kind: [A, B]`` gives two
+    statements, which select disjoint objects, so together they do what the one operation does)."""
+    alternatives: list[list[str]] = [[]]
     for field, path in (("apiVersion", "apiVersion"), ("kind", "kind"), ("name", "metadata.name")):
         if field in select:
-            tests.append(f"{path} == {_one(select[field], field)}")
+            values = select[field] if isinstance(select[field], list) else [select[field]]
+            alternatives = [[*tests, f"{path} == {_value(v)}"] for tests in alternatives for v in values]
     if "namespace" in select:
-        namespace = _one(select["namespace"], "namespace")
-        tests.append(
-            "!exists(metadata.namespace)" if namespace == '""' else f"metadata.namespace == {namespace}"
-        )
+        values = select["namespace"] if isinstance(select["namespace"], list) else [select["namespace"]]
+        alternatives = [
+            [*tests, "!exists(metadata.namespace)" if v == "" else f"metadata.namespace == {_value(v)}"]
+            for tests in alternatives
+            for v in values
+        ]
     if "labels" in select:
         raise _Inexpressible("a label selector (SKEL tests fields one by one)")
-    return tests
-
-
-def _one(value: Any, field: str) -> str:
-    if isinstance(value, list):
-        if len(value) != 1:
-            raise _Inexpressible(f"a choice of several {field}s")
-        value = value[0]
-    return _value(value)
+    return alternatives
 
 
 def _where(at: tuple[str, ...], where: dict[str, Any]) -> tuple[list[str], str | None]:
@@ -119,21 +119,32 @@ def operation_statements(op: dict[str, Any]) -> list[str]:
         raise _Inexpressible("obfuscation")
     if any(k.endswith("/-") for k in op.get("add", {})):
         raise _Inexpressible("appending to a list")
+    writes = [(key, p, v) for key in ("set", "add") for p, v in op.get(key, {}).items()]
+    if writes and op.get("remove") and op.get("where"):
+        # each SKEL statement tests its selector again: a removal could undo the condition of a write
+        raise _Inexpressible("removing and writing under one condition")
     at = parse_pointer(op.get("at", ""))
     tests, var = _where(at, op.get("where", {}))
-    selector = " && ".join(_select(op.get("select", {})) + tests) or "*"
-    if op.get("drop"):
-        return [f"delete({selector});"]
     statements = []
-    for pointer in op.get("remove", []):
-        segments = parse_pointer(pointer)
-        target = skel_path(segments, var) if var else skel_path(at + segments)
-        statements.append(f"remove({selector}, {target});")
-    for key in ("set", "add"):
-        for pointer, value in op.get(key, {}).items():
+    for select_tests in _selects(op.get("select", {})):
+        selector = " && ".join(select_tests + tests) or "*"
+        if op.get("drop"):
+            statements.append(f"delete({selector});")
+            continue
+        # writes first: a transform operation defers its removals to the end
+        for key, pointer, value in writes:
             segments = parse_pointer(pointer)
             target = skel_path(segments, var) if var else skel_path(at + segments)
-            statements.append(f"modify({selector}, {target} = {_value(value)});")
+            if key == "set":  # set replaces values that exist, never creates: bind the existing ones
+                guard = f"$s := {target} | exists($s)"
+                guarded = guard if selector == "*" else f"{selector} && {guard}"
+                statements.append(f"modify({guarded}, $s = {_value(value)});")
+            else:
+                statements.append(f"modify({selector}, {target} = {_value(value)});")
+        for pointer in op.get("remove", []):
+            segments = parse_pointer(pointer)
+            target = skel_path(segments, var) if var else skel_path(at + segments)
+            statements.append(f"remove({selector}, {target});")
     return statements
 
 
