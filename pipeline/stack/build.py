@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.model.errors import StackError
+from pipeline.stack.build_lock import build_lock
 from pipeline.stack.processes import require_tool, run_logged
 from pipeline.stack.progress import Reporter
 from pipeline.stack.versions import (
@@ -39,6 +40,14 @@ def ensure_kafka(versions: StackVersions, report: Reporter) -> Path:
     libs = kafka_libs_dir(versions)
     if (libs / ".complete").exists():
         return libs
+    with build_lock(versions.kafka_key, report):
+        if (libs / ".complete").exists():
+            return libs
+        return _collect_kafka(versions, report)
+
+
+def _collect_kafka(versions: StackVersions, report: Reporter) -> Path:
+    libs = kafka_libs_dir(versions)
     require_tool("java", "run the Kafka broker")
     mvn = require_tool("mvn", "collect the Kafka broker's jars from Maven Central")
     work = libs.parent / "maven-project"
@@ -140,6 +149,14 @@ def ensure_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
     bin_dir = kube_bin_dir(versions)
     if (bin_dir / ".complete").exists():
         return bin_dir
+    with build_lock(versions.kube_key, report):
+        if (bin_dir / ".complete").exists():
+            return bin_dir
+        return _build_kube_binaries(versions, report)
+
+
+def _build_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
+    bin_dir = kube_bin_dir(versions)
     go = require_tool("go", "build the Kubernetes control plane, etcd and KWOK from the Go module proxy")
     partial = bin_dir.with_name(bin_dir.name + ".partial")
     partial.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from pipeline.model.errors import StackError
 from pipeline.stack.build import GoWork
+from pipeline.stack.build_lock import build_lock
 from pipeline.stack.kwok import RESOURCES, KwokCluster
 from pipeline.stack.processes import (
     free_port,
@@ -91,6 +92,14 @@ def ensure_karpenter(versions: StackVersions, report: Reporter) -> Path:
     out = karpenter_dir(versions)
     if (out / ".complete").exists():
         return out
+    with build_lock(versions.karpenter_key, report):
+        if (out / ".complete").exists():
+            return out
+        return _build_karpenter(versions, report)
+
+
+def _build_karpenter(versions: StackVersions, report: Reporter) -> Path:
+    out = karpenter_dir(versions)
     go = require_tool("go", "build Karpenter's KWOK provider from the Go module proxy")
     env = {
         **os.environ,

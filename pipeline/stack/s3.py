@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model.errors import StackError
+from pipeline.stack.build_lock import build_lock
 from pipeline.stack.processes import (
     free_port,
     http_probe,
@@ -77,6 +78,14 @@ def ensure_s3proxy(versions: StackVersions, report: Reporter) -> Path:
     jar = s3proxy_jar_path(versions)
     if jar.is_file():
         return jar
+    with build_lock(f"s3proxy-{versions.s3proxy}", report):
+        if jar.is_file():
+            return jar
+        return _fetch_s3proxy(versions, report)
+
+
+def _fetch_s3proxy(versions: StackVersions, report: Reporter) -> Path:
+    jar = s3proxy_jar_path(versions)
     require_tool("java", "run the local S3 server (s3proxy)")
     mvn = require_tool("mvn", "fetch s3proxy from Maven Central")
     partial = jar.parent.with_name(jar.parent.name + ".partial")

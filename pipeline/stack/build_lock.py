@@ -1,0 +1,33 @@
+"""One builder per cache entry: a second process that needs the same entry waits for the first.
+
+Tests, benchmarks and ``scripts/bootstrap.sh`` may all start the stack at once on a new machine; without
+this lock each would compile Kubernetes into the same Go work directory at the same time, tripling a
+15-minute build and racing on its files.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pipeline.stack.progress import Reporter
+from pipeline.stack.versions import cache_root
+
+
+@contextmanager
+def build_lock(entry: str, report: Reporter) -> Iterator[None]:
+    """Hold the lock of cache entry ``entry`` (a version key) while building it; callers check
+    again that the entry is missing once they hold it, since the build they waited for made it."""
+    path = cache_root() / "locks" / f"{entry}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            report(f"{entry}: another process is building it; waiting for that build to finish")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
