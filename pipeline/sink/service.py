@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.formats.simkube import SIMKUBE_TRACE_VERSION, check_writable_version
 from pipeline.formats.wire import native
 from pipeline.io.http import HttpSettings, bound_port, create_app, start_http
 from pipeline.io.kafka.admin import ensure_topic
@@ -268,7 +269,8 @@ async def _retention_loop(
 
 def export_request_from_json(body: Any) -> ExportRequest:
     """``POST /export`` body: SimKube's ``{start_ts, end_ts, filters}`` (Unix seconds) or
-    ``{start_ms, end_ms}``, plus ``format`` (``kubetape`` default, or ``simkube``)."""
+    ``{start_ms, end_ms}``, plus ``format`` (``kubetape`` default, or ``simkube``) and, for SimKube,
+    ``simkube_version`` (2 default, or 3)."""
     if not isinstance(body, dict):
         raise ConfigError("export request: the body must be a JSON object")
 
@@ -288,8 +290,16 @@ def export_request_from_json(body: Any) -> ExportRequest:
     filters = body.get("filters") or {}
     if not isinstance(filters, dict):
         raise ConfigError("export request: filters must be an object")
+    version = body.get("simkube_version", SIMKUBE_TRACE_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ConfigError(f"export request: simkube_version must be a number, got {version!r}")
+    check_writable_version(version)
     return ExportRequest(
-        bound("start_ms", "start_ts"), bound("end_ms", "end_ts"), fmt, filters_from_json(filters, "filters")
+        bound("start_ms", "start_ts"),
+        bound("end_ms", "end_ts"),
+        fmt,
+        filters_from_json(filters, "filters"),
+        simkube_version=version,
     )
 
 

@@ -60,3 +60,8 @@ def test_http_export_body_accepts_simkube_seconds_and_rejects_bad_input() -> Non
         export_request_from_json({"start_ms": 5, "end_ms": 6, "format": "csv"})
     with pytest.raises(ConfigError, match="excluded_labels"):
         export_request_from_json({"start_ms": 5, "end_ms": 6, "filters": {"excluded_labels": {"a": "b"}}})
+    assert request.simkube_version == 2  # what released SimKube reads, unless asked
+    v3 = export_request_from_json({"start_ms": 5, "end_ms": 6, "format": "simkube", "simkube_version": 3})
+    assert v3.simkube_version == 3
+    with pytest.raises(ConfigError, match=r"version 4 cannot be written; kubetape writes versions 2 and 3"):
+        export_request_from_json({"start_ms": 5, "end_ms": 6, "format": "simkube", "simkube_version": 4})
