@@ -26,11 +26,16 @@ bytes and the sink's RSS after the first hour of the day and at its end (both mu
 state holds live objects and 10 minutes of churn, not history), and the sink's rate as a ratio of the
 raw consumer's in the same run.
 
+``--security-ratio``: the cost of TLS and SASL. Two private brokers, one plaintext and one secured
+(SASL_SSL with SCRAM-SHA-512, the local stack's ``--kafka-security sasl-ssl``), get the same N events; the
+raw consumer and the sink drain each in the same run, and the ratios secured / plaintext are printed.
+
 Usage::
 
     .venv/bin/python -m bench.bench_sink                  # starts a private Kafka (~30 s)
     .venv/bin/python -m bench.bench_sink --bootstrap H:P  # reuse a running broker
     .venv/bin/python -m bench.bench_sink --churn          # a day of Job churn
+    .venv/bin/python -m bench.bench_sink --security-ratio # SASL_SSL beside plaintext (~2 min of brokers)
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import tempfile
@@ -69,12 +75,20 @@ from pipeline.store.segment_store import LocalSegmentStore, SegmentStore
 PARTITIONS = 6
 
 
-async def fill_new_topic(bootstrap: str, name: str, n: int) -> tuple[str, int, dict[int, int]]:
+Broker = str | KafkaSettings
+"""A bootstrap address (plaintext) or full settings (a secured broker: ``--security-ratio``)."""
+
+
+def _kafka(broker: Broker) -> KafkaSettings:
+    return broker if isinstance(broker, KafkaSettings) else KafkaSettings(broker)
+
+
+async def fill_new_topic(bootstrap: Broker, name: str, n: int) -> tuple[str, int, dict[int, int]]:
     """A new topic ``bench.NAME.<random>`` of :data:`PARTITIONS` partitions filled with ``n`` synthetic
     events over the last hour (from a whole minute on): (topic, its first minute in ms, end offset by
     partition)."""
     topic = f"bench.{name}.{uuid.uuid4().hex[:8]}"
-    await ensure_topic(KafkaSettings(bootstrap), topic, PARTITIONS)
+    await ensure_topic(_kafka(bootstrap), topic, PARTITIONS)
     now = int(time.time() * 1000) - 3_600_000
     start_ms = now - now % 60_000
     synthetic.FAST_HASHES = True
@@ -83,7 +97,7 @@ async def fill_new_topic(bootstrap: str, name: str, n: int) -> tuple[str, int, d
 
 
 async def bench_raw(
-    bootstrap: str,
+    bootstrap: Broker,
     topic: str,
     total: int,
     check: Callable[[bytes], object] | None = None,
@@ -91,7 +105,7 @@ async def bench_raw(
 ) -> dict[str, Any]:
     """Drain the topic with a plain consumer group; ``check`` is applied to every message value,
     ``batch_check`` to each partition's records of a batch."""
-    consumer = new_consumer(KafkaSettings(bootstrap), topic, group_id=f"bench-raw-{uuid.uuid4().hex[:6]}")
+    consumer = new_consumer(_kafka(bootstrap), topic, group_id=f"bench-raw-{uuid.uuid4().hex[:6]}")
     await consumer.start()
     seen, first = 0, None
     cpu = time.process_time()
@@ -124,12 +138,12 @@ async def bench_raw(
 
 
 async def bench_sink(
-    bootstrap: str, topic: str, ends: dict[int, int], store: Path | SegmentStore, window_ms: int = 60_000
+    bootstrap: Broker, topic: str, ends: dict[int, int], store: Path | SegmentStore, window_ms: int = 60_000
 ) -> dict[str, Any]:
     settings = SinkSettings(
         CompactionSettings(topic=topic, window_ms=window_ms, keyframe_every=10), batch_max_records=10_000
     )
-    source = KafkaSinkSource(KafkaSettings(bootstrap), topic, group_id=f"bench-sink-{uuid.uuid4().hex[:6]}")
+    source = KafkaSinkSource(_kafka(bootstrap), topic, group_id=f"bench-sink-{uuid.uuid4().hex[:6]}")
     metrics = Metrics()
     sink = Sink(source, LocalSegmentStore(store) if isinstance(store, Path) else store, settings, metrics)
     source.on_assigned = sink.on_assigned
@@ -228,7 +242,7 @@ def _broker(args: argparse.Namespace) -> Iterator[str]:
         yield info.bootstrap
 
 
-async def _main(bootstrap: str, n: int) -> dict[str, Any]:
+async def _main(bootstrap: Broker, n: int) -> dict[str, Any]:
     tune_gc_for_throughput()  # as the sink service does
     topic, start_ms, ends = await fill_new_topic(bootstrap, "sink", n)
     total = sum(ends.values())
@@ -258,6 +272,54 @@ async def _main(bootstrap: str, n: int) -> dict[str, Any]:
         "sink_cpu_vs_raw_cpu": round(sink["cpu_us_per_event"] / raw["cpu_us_per_event"], 2),
         "export_one_hour": export,
     }
+
+
+async def _drain_both(plain: KafkaSettings, secured: KafkaSettings, n: int) -> dict[str, Any]:
+    tune_gc_for_throughput()
+    out: dict[str, Any] = {}
+    for name, kafka in (("plaintext", plain), ("sasl_ssl", secured)):
+        topic, _start_ms, ends = await fill_new_topic(kafka, f"security-{name}", n)
+        raw = await bench_raw(kafka, topic, sum(ends.values()))
+        with tempfile.TemporaryDirectory(prefix="kubetape-bench-segments-") as tmp:
+            sink = await bench_sink(kafka, topic, ends, Path(tmp))
+        out[name] = {"raw_consumer": raw, "sink": sink}
+    return {
+        "benchmark": "sink_security",
+        "machine": machine(),
+        "events": n,
+        "partitions": PARTITIONS,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        **out,
+        "raw_sasl_ssl_vs_plaintext": round(
+            out["sasl_ssl"]["raw_consumer"]["events_per_s"]
+            / out["plaintext"]["raw_consumer"]["events_per_s"],
+            3,
+        ),
+        "sink_sasl_ssl_vs_plaintext": round(
+            out["sasl_ssl"]["sink"]["events_per_s"] / out["plaintext"]["sink"]["events_per_s"], 3
+        ),
+    }
+
+
+def _security_ratio(n: int) -> dict[str, Any]:
+    """Start a plaintext and a secured private broker (one after the other: two JVMs on two cores) and
+    drain the same workload from each."""
+    from pipeline.io.kafka.security import load_security
+    from pipeline.stack.kafka_security import SecurityFiles
+    from pipeline.stack.stack import LocalStack
+
+    with tempfile.TemporaryDirectory(prefix="kubetape-bench-security-") as tmp:
+        plain_stack, secured_stack = LocalStack(Path(tmp) / "plain"), LocalStack(Path(tmp) / "secured")
+        try:
+            plain = KafkaSettings(plain_stack.start_kafka().bootstrap)
+            info = secured_stack.start_kafka("sasl-ssl")
+            files = SecurityFiles(info.stack_dir / "kafka" / "security")
+            security, bootstrap = load_security(files.client_config("admin", "sasl-ssl"), {})
+            secured = KafkaSettings(bootstrap or info.bootstrap, security=security)
+            return asyncio.run(_drain_both(plain, secured, n))
+        finally:
+            plain_stack.down()
+            secured_stack.down()
 
 
 def churn_events(start_ms: int, minutes: int, per_minute: int) -> list[Any]:
@@ -290,8 +352,10 @@ def churn_events(start_ms: int, minutes: int, per_minute: int) -> list[Any]:
     return events
 
 
-async def _fill_with(bootstrap: str, topic: str, events: list[Any]) -> dict[int, int]:
-    producer = new_producer(KafkaSettings(bootstrap, client_id="bench-sink-producer", linger_ms=50))
+async def _fill_with(bootstrap: Broker, topic: str, events: list[Any]) -> dict[int, int]:
+    producer = new_producer(
+        dataclasses.replace(_kafka(bootstrap), client_id="bench-sink-producer", linger_ms=50)
+    )
     await producer.start()
     try:
         pending = []
@@ -305,7 +369,7 @@ async def _fill_with(bootstrap: str, topic: str, events: list[Any]) -> dict[int,
         await asyncio.gather(*pending)
     finally:
         await producer.stop()
-    consumer = new_consumer(KafkaSettings(bootstrap), group_id=None)
+    consumer = new_consumer(_kafka(bootstrap), group_id=None)
     await consumer.start()
     try:
         ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
@@ -322,10 +386,10 @@ def _rss_mib() -> float:
     return 0.0
 
 
-async def _churn(bootstrap: str, minutes: int, per_minute: int) -> dict[str, Any]:
+async def _churn(bootstrap: Broker, minutes: int, per_minute: int) -> dict[str, Any]:
     tune_gc_for_throughput()
     topic = f"bench.churn.{uuid.uuid4().hex[:8]}"
-    await ensure_topic(KafkaSettings(bootstrap), topic, PARTITIONS)
+    await ensure_topic(_kafka(bootstrap), topic, PARTITIONS)
     now = int(time.time() * 1000) - 3_600_000
     start_ms = now - now % 60_000 - minutes * 60_000
     events = churn_events(start_ms, minutes, per_minute)
@@ -334,7 +398,7 @@ async def _churn(bootstrap: str, minutes: int, per_minute: int) -> dict[str, Any
     total = sum(ends.values())
     raw = await bench_raw(bootstrap, topic, total)
     settings = SinkSettings(CompactionSettings(topic=topic, keyframe_every=10), batch_max_records=10_000)
-    source = KafkaSinkSource(KafkaSettings(bootstrap), topic, group_id=f"bench-churn-{uuid.uuid4().hex[:6]}")
+    source = KafkaSinkSource(_kafka(bootstrap), topic, group_id=f"bench-churn-{uuid.uuid4().hex[:6]}")
     metrics = Metrics()
     with tempfile.TemporaryDirectory(prefix="kubetape-bench-churn-") as tmp:
         sink = Sink(source, LocalSegmentStore(Path(tmp)), settings, metrics)
@@ -405,9 +469,15 @@ def main() -> None:
     parser.add_argument("--bootstrap", default=None, help="a running broker (default: start a private one)")
     parser.add_argument("--events", type=int, default=100_000, help="events in the topic (100000)")
     parser.add_argument("--churn", action="store_true", help="a day of Job churn (keyframes, RSS, rate)")
+    parser.add_argument(
+        "--security-ratio", action="store_true", help="SASL_SSL beside plaintext: raw consumer and sink rates"
+    )
     parser.add_argument("--churn-minutes", type=int, default=1440, help="minutes of churn (1440: a day)")
     parser.add_argument("--pods-per-minute", type=int, default=50, help="short pods a minute (50)")
     args = parser.parse_args()
+    if args.security_ratio:
+        print(json.dumps(_security_ratio(args.events), indent=2))
+        return
     with _broker(args) as bootstrap:
         if args.churn:
             result = asyncio.run(_churn(bootstrap, args.churn_minutes, args.pods_per_minute))

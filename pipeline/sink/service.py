@@ -15,6 +15,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,12 +84,16 @@ def tune_gc_for_throughput() -> None:
 
 
 async def _only_cluster(
-    kafka: KafkaSettings, topic: str, stop: asyncio.Event | None = None, poll_s: float = 1.0
+    kafka: KafkaSettings,
+    topic: str,
+    stop: asyncio.Event | None = None,
+    poll_s: float = 1.0,
+    on_wait: Callable[[], Awaitable[None]] | None = None,
 ) -> ClusterId | None:
     """The cluster a sink records when nobody named one: the topic's only cluster, told by the last record
     of each partition. Several: ConfigError naming them. An empty topic tells nothing yet (a sink started
     before its watcher, the natural order): wait for the first record, whatever the order of starts;
-    None when ``stop`` is set first."""
+    None when ``stop`` is set first. ``on_wait`` runs once when the waiting begins."""
     waited = False
     while not (met := sorted(await latest_clusters(kafka, topic))):
         if not waited:
@@ -97,6 +102,8 @@ async def _only_cluster(
                 extra={"ctx": {"topic": topic}},
             )
             waited = True
+            if on_wait is not None:
+                await on_wait()
         if stop is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), poll_s)
@@ -121,6 +128,21 @@ async def _prepare_topics(settings: SinkServiceSettings, topic: str) -> None:
         await check_topics(settings.kafka, [topic, settings.deadletter_topic])
 
 
+async def _learn_cluster(settings: SinkServiceSettings, topic: str, stop: asyncio.Event) -> ClusterId | None:
+    """The topic's only cluster; while an empty topic is waited on, /healthz answers (a liveness probe
+    must not restart a sink that waits for its watcher) and /readyz says 503."""
+    waiting: list[Any] = []  # the interim server's runner
+
+    async def serve_while_waiting() -> None:
+        waiting.append(await start_http(create_app(Metrics(), lambda: False), settings.http))
+
+    try:
+        return await _only_cluster(settings.kafka, topic, stop, on_wait=serve_while_waiting)
+    finally:
+        for runner in waiting:
+            await runner.cleanup()
+
+
 async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (or ``stop`` is set)."""
     stop = stop or asyncio.Event()
@@ -131,7 +153,7 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
             loop.add_signal_handler(sig, stop.set)
     topic = settings.sink.compaction.topic
     await _prepare_topics(settings, topic)
-    cluster = settings.cluster or await _only_cluster(settings.kafka, topic, stop)
+    cluster = settings.cluster or await _learn_cluster(settings, topic, stop)
     if cluster is None:
         return  # stopped before the topic's first record
     location = cluster_store_location(settings.segment_store, cluster)

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import time
@@ -279,3 +280,69 @@ async def test_topics_create_makes_the_set_and_describe_and_check_tell_what_is_w
     missing = r"topic 'it\.topics\.missing' does not exist.*kubetape topics create"
     with pytest.raises(ConfigError, match=missing):
         await check_topics(admin, ["it.topics.missing"])
+
+
+async def test_a_sink_started_before_any_record_is_alive_and_learns_the_cluster_from_the_first(
+    secured: StackInfo, tmp_path: Path
+) -> None:
+    """The natural order of starts (sink, then watcher) on an empty topic: /healthz answers, /readyz
+    says 503, and the first record's cluster is the one recorded (not 'default')."""
+    import socket
+
+    import aiohttp
+
+    from pipeline.io.kafka.headers import cluster_header
+    from pipeline.model.keys import ClusterId
+
+    tag = uuid.uuid4().hex[:8]
+    topic, dlq = f"it.early.{tag}", f"it.early.dlq.{tag}"
+    admin = _settings(secured, "admin")
+    await ensure_topic(admin, topic, 2)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path / "sink.log"
+    argv = [
+        sys.executable, "-m", "services.cli", "sink",
+        "--kafka-config", str(_files(secured).client_config("admin", "sasl-ssl")),
+        "--topic", topic, "--group", f"it.early.group.{tag}", "--deadletter-topic", dlq,
+        "--segment-store", str(tmp_path / "segments"), "--http-port", str(port), "--idle-close", "1s",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBETAPE_")}
+    with log.open("wb") as out:
+        sink = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=out, env=env)  # noqa: ASYNC220
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            async def statuses() -> tuple[int, int] | str:
+                try:
+                    async with (
+                        session.get(f"http://127.0.0.1:{port}/healthz") as health,
+                        session.get(f"http://127.0.0.1:{port}/readyz") as ready,
+                    ):
+                        return health.status, ready.status
+                except aiohttp.ClientError as exc:
+                    return f"{type(exc).__name__}: {log.read_text(errors='replace')[-400:]}"
+
+            await eventually(statuses, lambda s: s == (200, 503), "alive but not ready while waiting")
+            cluster = ClusterId("early-eu")
+            producer = new_producer(admin)
+            await producer.start()
+            try:
+                for e in synthetic_events(20, _t0(), 60_000):
+                    await producer.send(
+                        topic, encode_event(e), key=e.key.encode(), headers=cluster_header(cluster)
+                    )
+                await producer.flush()
+            finally:
+                await producer.stop()
+
+            async def started() -> str:
+                return log.read_text(errors="replace")
+
+            text = await eventually(started, lambda t: "sink started" in t, "the sink's start", timeout_s=90)
+            assert re.search(r'"cluster": ?"early-eu"', text), text[-800:]
+            await eventually(statuses, lambda s: s == (200, 200), "ready once the cluster is known")
+    finally:
+        sink.terminate()
+        sink.wait(60)
