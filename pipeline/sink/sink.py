@@ -21,8 +21,9 @@ The store is the source of truth, reconciled with the topic on every assignment:
   wiped store is filled again from the topic instead of silently starting at the group's offset);
 * where the topic no longer holds what the store lacks (its retention deleted it meanwhile), the sink
   writes a gap marker for those offsets, which exports and replays report, and goes on after them;
-* where the topic is not the one the store was filled from (another cluster, or the topic ends below
-  what the store holds: recreated), the sink refuses to start with :class:`TopicIdentityError`;
+* where the topic is not the one the store was filled from (another cluster, another topic id: deleted
+  and re-created, or the topic ends below what the store holds), the sink refuses to start with
+  :class:`TopicIdentityError`;
 * each assignment takes a new fencing epoch in the store; a write refused as stale (see
   :mod:`pipeline.store.segment_store`) drops the partition from this member, which lost it.
 
@@ -96,6 +97,13 @@ class EventSource(Protocol):
 
     async def offset_bounds(self, partition: int) -> tuple[int, int]:
         """``(log start offset, end offset)`` of ``partition``: what the topic still holds."""
+
+
+def _without_topic_id(identity: str) -> str:
+    """The identity as stores filled before topic ids recorded it (``kafka:<cluster>/<topic>``, then any
+    ``#cluster=``): such a store goes on, without the check of a re-created topic."""
+    head, sep, tail = identity.partition("#")
+    return head.rsplit("@", 1)[0] + sep + tail
 
 
 class TopicIdentityError(ConfigError):
@@ -200,7 +208,7 @@ class Sink:
             identity = f"{identity}#cluster={self.cluster}"
         if identity is not None:
             recorded = await asyncio.to_thread(self.store.claim_source, identity)
-            if recorded != identity:
+            if recorded != identity and recorded != _without_topic_id(identity):
                 raise TopicIdentityError(
                     f"the segment store was filled from {recorded}, but this sink reads {identity}: another "
                     "Kafka cluster, or the topic was recreated. Start this sink with a new --segment-dir "

@@ -346,3 +346,40 @@ async def test_a_sink_started_before_any_record_is_alive_and_learns_the_cluster_
     finally:
         sink.terminate()
         sink.wait(60)
+
+
+async def test_a_topic_deleted_and_recreated_past_the_stores_end_is_refused_by_its_topic_id(
+    secured: StackInfo, tmp_path: Path
+) -> None:
+    """Offsets alone missed it: the re-created topic grew past what the store held, so the sink read on
+    as if nothing had happened and lost the new topic's first events. The topic id tells them apart."""
+    from pipeline.io.kafka.admin import admin_client
+    from pipeline.sink.sink import TopicIdentityError
+
+    admin = _settings(secured, "admin")
+    tag = uuid.uuid4().hex[:8]
+    topic, dlq, group = f"it.recreated.{tag}", f"it.recreated.dlq.{tag}", f"it.recreated.group.{tag}"
+    await ensure_topic(admin, topic, 1)
+    await ensure_topic(admin, dlq, 1)
+    t0 = _t0()
+    await _produce(admin, topic, synthetic_events(50, t0, 60_000))
+    store = tmp_path / "segments"
+    async with _sink(admin, topic, group, dlq, store):
+        await _committed(admin, group, topic)
+    async with admin_client(admin) as client:
+        await client.delete_topics([topic])
+
+    async def recreated() -> bool:
+        return await ensure_topic(admin, topic, 1)
+
+    await eventually(recreated, bool, "the topic re-created")
+    await _produce(admin, topic, synthetic_events(120, t0 + 120_000, 60_000))
+    compaction = CompactionSettings(topic=topic, idle_close_s=2.0, keyframe_every=3)
+    source = KafkaSinkSource(admin, topic, group_id=f"{group}.2", deadletter_topic=dlq)
+    sink = Sink(source, LocalSegmentStore(store), SinkSettings(compaction, 2_000, 200), Metrics())
+    source.on_assigned = sink.on_assigned
+    source.on_revoked = sink.on_revoked
+    async with source:
+        # the refusal ends the sink's loop at its first assignment
+        with pytest.raises(TopicIdentityError, match="another Kafka cluster, or the topic was recreated"):
+            await asyncio.wait_for(sink.run(asyncio.Event()), 120)

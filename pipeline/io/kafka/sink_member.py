@@ -21,6 +21,7 @@ from pipeline.io.kafka.clients import ConsumerClient, new_consumer, new_producer
 from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.kafka.publisher import refused
 from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, KafkaSettings
+from pipeline.io.kafka.topic_id import TopicIdRequest, topic_id_of
 from pipeline.model.errors import TransientError
 
 log = logging.getLogger("kubetape.sink")
@@ -138,13 +139,23 @@ class KafkaSinkSource(ConsumerClient):
         self.consumer.seek(self._tp(partition), offset)
 
     async def identity(self) -> str | None:
-        """``kafka:<cluster id>/<topic>``: what the store records and checks (None if the broker
-        does not tell its cluster id). A new broker (``stack down`` deletes Kafka) has a new cluster
-        id; a topic recreated on the same cluster is caught by its offsets (see the sink)."""
+        """``kafka:<cluster id>/<topic>@<topic id>``: what the store records and checks (None if the
+        broker does not tell its cluster id; without ``@<topic id>`` if it does not speak Metadata v12).
+        A new broker (``stack down`` deletes Kafka) has a new cluster id, a topic deleted and re-created
+        a new topic id (see the sink)."""
         client = self.consumer._client  # aiokafka has no public call for the cluster id
-        response = await client.send(client.get_random_node(), MetadataRequest([self.topic]))
+        node = client.get_random_node()
+        response = await client.send(node, MetadataRequest([self.topic]))
         cluster_id = getattr(response, "cluster_id", None)
-        return f"kafka:{cluster_id}/{self.topic}" if cluster_id else None
+        if not cluster_id:
+            return None
+        identity = f"kafka:{cluster_id}/{self.topic}"
+        try:
+            topic_id = topic_id_of(await client.send(node, TopicIdRequest(self.topic)), self.topic)
+        except (KafkaError, NotImplementedError) as exc:  # an older broker: no topic ids
+            log.info("the broker tells no topic ids", extra={"ctx": {"error": str(exc)}})
+            return identity
+        return f"{identity}@{topic_id}" if topic_id else identity
 
     async def offset_bounds(self, partition: int) -> tuple[int, int]:
         """The partition's log start offset (older ones were deleted by retention) and end offset."""
