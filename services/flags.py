@@ -107,8 +107,8 @@ def add_cluster_argument(parser: argparse.ArgumentParser, *, reader: bool = True
             "namespace UID, which the watcher logs; default: $KUBETAPE_CLUSTER_ID, as the watcher). Its "
             "segments go under clusters/<id>/ in the store, its consumer group defaults to "
             "kubetape-sink.<id>. Unset: the topic's only cluster (by the last record of each partition; "
-            "'default' for records without a cluster header, as before fleets); a message of another "
-            "stops the sink, naming the --cluster to pass"
+            "'default' for records without a cluster header, as before fleets; an empty topic: the first "
+            "record's, waited for); a message of another stops the sink, naming the --cluster to pass"
         )
     # the recording side (watcher and sink) shares $KUBETAPE_CLUSTER_ID; a reader names its cluster itself
     default = None if reader else env_default("KUBETAPE_CLUSTER_ID")
