@@ -180,6 +180,9 @@ async def test_the_trace_clock_waits_for_a_slow_cluster_and_the_report_says_so()
     assert report.convergence["achieved_speed"]["requested"] == 1
     assert report.convergence["largest_lag"]["lag_ms"] == 50.0  # no more than --max-lag while it moved
     assert "the trace clock waited for the cluster" in report.summary()
+    assert (
+        "largest lag while the clock moved: 0.05 s (core/Pod/prod/first at trace 0.05 s)" in report.summary()
+    )
 
     clock = VirtualClock()
     unguarded_cluster = SlowKwokCluster(delay_s=0.4, clock=clock)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pipeline.model.errors import ConfigError
 from pipeline.replay.schedule import LIMIT, MonotonicClock, ScheduledStep, Scheduler, percentile
@@ -253,3 +256,64 @@ async def test_the_trace_clock_stops_at_its_limit_until_the_limit_moves_on() -> 
     assert sched.stats.lateness_ms == [0.0, 0.0, 0.0]  # the limit's wait is not lateness
     await clock.sleep_until(1010.0)
     assert sched.sim_elapsed_ms() == 8_000  # the run is over, the clock stands at the limit
+
+
+class TraceClockMachine(RuleBasedStateMachine):
+    """The trace clock under pauses, limits and new speeds, against a naive model that moves the trace
+    position step by step: on while it runs, capped at the limit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = FakeClock()
+        self.sched: Scheduler[str] = Scheduler(_no_step, speed=1, clock=self.clock)
+        asyncio.run(self.sched.run([]))  # anchors trace time 0 at the clock's now
+        self.position = 0.0
+        self.speed = 1.0
+        self.reasons: set[str] = set()
+        self.limit: float | None = None
+        self.beyond_limit = False
+        """Whether the clock would have run clearly past its limit: it must stand there."""
+
+    @rule(seconds=st.floats(0.001, 5.0))
+    def time_passes(self, seconds: float) -> None:
+        self.clock.t += seconds
+        if not self.reasons:
+            self.position += seconds * self.speed * 1000
+            if self.limit is not None:
+                self.beyond_limit = self.beyond_limit or self.position > self.limit + 1e-3
+                self.position = min(self.position, self.limit)
+
+    @rule(reason=st.sampled_from(["requested", "convergence"]))
+    def pause(self, reason: str) -> None:
+        self.sched.pause(reason)
+        self.reasons.add(reason)
+
+    @rule(reason=st.sampled_from(["requested", "convergence"]))
+    def resume(self, reason: str) -> None:
+        self.sched.resume(reason)
+        self.reasons.discard(reason)
+
+    @rule(ahead=st.one_of(st.none(), st.floats(0.0, 10_000.0)))
+    def set_limit(self, ahead: float | None) -> None:
+        self.limit = None if ahead is None else self.position + ahead
+        self.sched.limit(self.limit)
+        self.beyond_limit = False
+
+    @rule(speed=st.floats(0.5, 100.0))
+    def set_speed(self, speed: float) -> None:
+        self.sched.set_speed(speed)
+        self.speed = speed
+
+    @invariant()
+    def the_clock_stands_where_the_model_does(self) -> None:
+        assert self.sched.sim_elapsed_ms() == pytest.approx(self.position, rel=1e-9, abs=1e-6)
+        if self.beyond_limit:
+            assert self.sched.at_limit
+
+
+async def _no_step(step: ScheduledStep[str]) -> None:
+    pass
+
+
+TestTraceClock = TraceClockMachine.TestCase
+TestTraceClock.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
