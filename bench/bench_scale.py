@@ -195,10 +195,14 @@ def judge_independently(events: list[Event], samples: list[Any], settle_ms: floa
     ``settle_ms``; and the largest lag at a sample the clock had moved to."""
     changes = asked_for(events)
     last_at: dict[float, Mapping[str, int]] = {}
+    for sample in samples:
+        last_at[sample.trace_ms] = sample.running
+    for running in last_at.values():  # a Deployment the trace never showed asks for no pods
+        for owner in running:
+            changes.setdefault(owner, [])
     largest: tuple[float, str, float] = (0.0, "", 0.0)
     previous: float | None = None
     for sample in samples:
-        last_at[sample.trace_ms] = sample.running
         if sample.trace_ms != previous and sample.trace_ms > 0:
             for owner, timeline in changes.items():
                 lag = lag_behind(timeline, sample.trace_ms, sample.running.get(owner, 0))
