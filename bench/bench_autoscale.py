@@ -9,7 +9,7 @@ each scaled to zero 60 s after it arrived. It is replayed at ``--speed``
 * on a fixed pool of 8-CPU virtual nodes big enough for the peak (what a static what-if would give).
 
 Both runs are sampled the same way (the replay's pods and the nodes they may use, every 0.5 s) with
-``pipeline.replay.autoscale_figures``. Figures: pending→running p50/p99 (wall seconds, Kubernetes'
+``pipeline.replay.autoscale.figures``. Figures: pending→running p50/p99 (wall seconds, Kubernetes'
 1 s timestamps) of each and their ratio, node launches and launches per wall second (Karpenter),
 node-hours of each (trace time) and their ratio.
 
@@ -47,11 +47,11 @@ from pipeline.formats.segment.header import SegmentKind
 from pipeline.io.kube.client import KubeClient
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
-from pipeline.replay.autoscale_figures import NODEPOOL_LABEL, AutoscaleFigures
+from pipeline.replay.autoscale.figures import NODEPOOL_LABEL, AutoscaleFigures
+from pipeline.replay.clock.schedule import percentile
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.rewrite import REPLAY_LABEL
 from pipeline.replay.run import Autoscaling, LoadedTrace, ReplayRun, ReplaySpec, TargetCluster
-from pipeline.replay.schedule import percentile
 from pipeline.replay.settings import ReplaySettings
 from pipeline.replay.workload_manifests import deployment, kwok_node_pool
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON

@@ -35,7 +35,7 @@ from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
-from pipeline.replay.report import ReplayReport
+from pipeline.replay.report.report import ReplayReport
 from pipeline.replay.run import LoadedTrace, ReplayRun, ReplaySpec, TargetCluster
 from pipeline.replay.settings import ReplaySettings
 

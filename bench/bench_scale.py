@@ -81,10 +81,10 @@ from pipeline.io.kube.pod_watch import PodWatch
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay import workload_manifests
-from pipeline.replay.pod_tally import PodCounts
+from pipeline.replay.clock.sampler import WatchedPods
+from pipeline.replay.clock.schedule import MonotonicClock
+from pipeline.replay.report.pod_tally import PodCounts
 from pipeline.replay.rewrite import RECORDED_OWNER_ANNOTATION
-from pipeline.replay.sampler import WatchedPods
-from pipeline.replay.schedule import MonotonicClock
 
 NAMESPACE = "shop"
 KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
@@ -274,7 +274,7 @@ async def ceiling(
     """Create ``count`` pods (32 in flight) and wait until all are Running, then delete them (32 in
     flight) and wait until none is counted: pods per second of each. ``nodes``: preset nodeName
     round-robin over them (the scheduler does nothing). The pods are followed by the replay's own
-    watched counts (:class:`~pipeline.replay.sampler.WatchedPods`), not listed over and over (a list of
+    watched counts (:class:`~pipeline.replay.clock.sampler.WatchedPods`), not listed over and over (a list of
     2,000 pods five times a second costs the apiserver as much as the work being measured), and a pod
     stops counting once it is being deleted, as in the replay's samples that ``pods_removed`` comes from.
     """
@@ -422,7 +422,7 @@ async def replay(
 ) -> dict[str, Any]:
     from pipeline.replay.plan import plan_replay
     from pipeline.replay.replayer import Replayer
-    from pipeline.replay.report import ReplayProgress
+    from pipeline.replay.report.report import ReplayProgress
     from pipeline.replay.settings import ReplaySettings
 
     trace = build_segment(events, start_ms=0, end_ms=round(args.duration * 1000), kind=SegmentKind.TRACE)
@@ -473,7 +473,7 @@ async def replay(
     within = sum(o.within_one for o in owners)
     independent = judge_independently(events, report.owner_samples, report.settle_ms)
     # the same comparison over every wall-clock sample, the clock's waits included (what earlier
-    # versions reported; see pipeline.replay.fidelity on trace instants)
+    # versions reported; see pipeline.replay.report.fidelity on trace instants)
     wall_owners = report.owner_fidelity(per_instant=False)
     wall_samples = sum(o.samples for o in wall_owners)
     wall_within = sum(o.within_one for o in wall_owners)

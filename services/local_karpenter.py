@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipeline.replay.autoscale_provider import autoscaler_provider
-from pipeline.replay.autoscale_settings import ScaledSetting, unscaled_karpenter_timers
+from pipeline.replay.autoscale.provider import autoscaler_provider
+from pipeline.replay.autoscale.settings import ScaledSetting, unscaled_karpenter_timers
 from pipeline.stack.progress import Reporter, stderr_reporter
 from pipeline.stack.stack import LocalStack, StackState
 

@@ -15,9 +15,10 @@ from typing import Any, TypeVar
 
 from pipeline.model.errors import ApiUnavailableError, ConfigError, KubetapeError
 from pipeline.model.events import Event, EventType
+from pipeline.replay.clock.schedule import Clock, ScheduledStep, pause
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import ReplayCluster
-from pipeline.replay.report import ReplayFailure, ReplayReport
+from pipeline.replay.report.report import ReplayFailure, ReplayReport
 from pipeline.replay.rewrite import (
     RewriteSettings,
     RootRef,
@@ -26,7 +27,6 @@ from pipeline.replay.rewrite import (
     recorded_node,
     rewrite_object,
 )
-from pipeline.replay.schedule import Clock, ScheduledStep, pause
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")

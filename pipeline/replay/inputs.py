@@ -54,7 +54,7 @@ def scale_node_pools(
     pools: list[dict[str, Any]], speed: float, source: str, provider: str = "karpenter"
 ) -> tuple[list[dict[str, Any]], list[Any]]:
     """``pools`` with their time settings divided by ``speed``, and every setting as given and applied."""
-    from pipeline.replay.autoscale_provider import autoscaler_provider
+    from pipeline.replay.autoscale.provider import autoscaler_provider
 
     scaled_pools: list[dict[str, Any]] = []
     settings: list[Any] = []
@@ -92,7 +92,7 @@ def instance_types_for(path: Path | None, plan: ReplayPlan | None, prices: Mappi
     """The instance types an autoscaled replay offers: ``--instance-types FILE`` (the KWOK provider's
     JSON), else those of the Nodes ``plan`` recorded (instance-type, zone and capacity labels), else None
     (the local Karpenter keeps the types it runs with). ``source`` says which, for the report."""
-    from pipeline.replay.autoscale_instance_types import instance_types_from_nodes
+    from pipeline.replay.autoscale.instance_types import instance_types_from_nodes
 
     if path is not None:
         try:

@@ -27,8 +27,8 @@ from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, key_of
 from pipeline.model.tracer_config import TracerConfig
+from pipeline.replay.clock.schedule import ScheduledStep
 from pipeline.replay.rewrite import pod_templates
-from pipeline.replay.schedule import ScheduledStep
 
 Timeline = list[tuple[int, int]]
 """(trace offset ms, pods running) at each change."""

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from pipeline.io.kube.cluster import ClusterWrites
 from pipeline.io.kube.types import ListResult, ResourceVersion, WatchEvent
-from pipeline.replay.autoscale_settings import ScaledSetting
+from pipeline.replay.autoscale.settings import ScaledSetting
 
 ReplayCluster = ClusterWrites
 """The object verbs the replay uses on the simulated cluster: resolving kinds, server-side apply, get,

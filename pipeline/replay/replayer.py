@@ -9,9 +9,9 @@ One replay, step by step:
    running-pods timeline.
 3. :class:`~pipeline.replay.setup.ReplaySetup` creates the root, the virtual nodes and node pools,
    and the trace's namespaces.
-4. The :class:`~pipeline.replay.schedule.Scheduler` runs the steps at their scaled times; each is
+4. The :class:`~pipeline.replay.clock.schedule.Scheduler` runs the steps at their scaled times; each is
    rewritten and written by :class:`~pipeline.replay.apply.StepWriter`, while the
-   :class:`~pipeline.replay.sampler.Sampler` samples the replay's pods every ``sample_interval_s``
+   :class:`~pipeline.replay.clock.sampler.Sampler` samples the replay's pods every ``sample_interval_s``
    (and holds the trace clock when the cluster falls behind, with ``max_lag_s``).
 5. Unless ``keep``, the root is deleted in the foreground and the replayer waits until it is gone,
    which is when the garbage collector has deleted everything it owns.
@@ -29,14 +29,14 @@ from collections.abc import AsyncIterator, Callable
 from pipeline.model.errors import KubeApiError
 from pipeline.model.events import Event
 from pipeline.replay.apply import Retrying, StepWriter
-from pipeline.replay.autoscale_figures import AutoscaleFigures
-from pipeline.replay.governor import ConvergenceGovernor
+from pipeline.replay.autoscale.figures import AutoscaleFigures
+from pipeline.replay.clock.governor import ConvergenceGovernor
+from pipeline.replay.clock.sampler import ListedPods, PodSource, Sampler, SpeedSeeker, WatchedPods
+from pipeline.replay.clock.schedule import Clock, MonotonicClock, ScheduledStep, Scheduler, pause
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import PodWatchFactory, ReplayCluster
-from pipeline.replay.report import ReplayProgress, ReplayReport
+from pipeline.replay.report.report import ReplayProgress, ReplayReport
 from pipeline.replay.rewrite import REPLAY_LABEL, RewriteSettings, RootRef, namespace_is_replays
-from pipeline.replay.sampler import ListedPods, PodSource, Sampler, SpeedSeeker, WatchedPods
-from pipeline.replay.schedule import Clock, MonotonicClock, ScheduledStep, Scheduler, pause
 from pipeline.replay.settings import ReplaySettings
 from pipeline.replay.setup import (
     ROOT_API_VERSION,
@@ -193,7 +193,7 @@ class Replayer:
     ) -> ReplayReport:
         """Replay the plan's steps, or ``stream`` (following a live topic: the plan then holds only the
         initial state and the learnt lifetimes) anchored by ``first_due_at``; see
-        :meth:`Scheduler.run <pipeline.replay.schedule.Scheduler.run>`."""
+        :meth:`Scheduler.run <pipeline.replay.clock.schedule.Scheduler.run>`."""
         started = self._sampler.started = self._clock.now()
         try:
             await self._set_up()

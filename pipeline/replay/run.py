@@ -35,13 +35,13 @@ from pipeline.io.kube.client import KubeClient
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import ClusterId
 from pipeline.model.speed import check_speed
-from pipeline.replay.autoscale_nodes import judge_node_counts, without_autoscaler_nodes
-from pipeline.replay.autoscale_settings import ScaledSetting
+from pipeline.replay.autoscale.nodes import judge_node_counts, without_autoscaler_nodes
+from pipeline.replay.autoscale.settings import ScaledSetting
 from pipeline.replay.inputs import instance_types_for, read_node_pools, scale_node_pools
 from pipeline.replay.plan import ReplayPlan, plan_replay
 from pipeline.replay.ports import AutoscalerProcess
 from pipeline.replay.replayer import Replayer
-from pipeline.replay.report import ReplayProgress, ReplayReport
+from pipeline.replay.report.report import ReplayProgress, ReplayReport
 from pipeline.replay.settings import ReplaySettings
 from pipeline.replay.sources import FollowSource, Warn
 

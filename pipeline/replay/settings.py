@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.model.speed import check_speed
-from pipeline.replay.autoscale_settings import ScaledSetting
+from pipeline.replay.autoscale.settings import ScaledSetting
 
 DEFAULT_SETTLE_WALL_S = 3.0
 """The settle without ``--settle`` or ``--max-lag``, in wall seconds at the replay's speed: a second for
@@ -46,13 +46,13 @@ class ReplaySettings:
     and the verdict degraded, on a replay that held."""
     fidelity_resolution_s: float = 1.0
     """Wall seconds the replayer's writes may run late, and the samples be apart, before the machine
-    counts as not keeping up (a reason for a ``degraded`` verdict; see pipeline.replay.fidelity)."""
+    counts as not keeping up (a reason for a ``degraded`` verdict; see pipeline.replay.report.fidelity)."""
     settle_s: float | None = None
     """Trace seconds a replayed owner's pods may trail the recording by and still count as right
     (``--settle``); None: :meth:`settle` chooses."""
     max_lag_s: float | None = None
     """Convergence-aware time scaling: hold the trace clock while the simulated cluster is more than
-    this many trace seconds behind the recording (see :mod:`pipeline.replay.governor`); None: never."""
+    this many trace seconds behind the recording (see :mod:`pipeline.replay.clock.governor`); None: never."""
     max_hold_s: float = 60.0
     """Wall seconds a hold may go on without the owners behind getting closer to the recording before
     they are given up on."""
@@ -63,7 +63,7 @@ class ReplaySettings:
     max_speed: bool = False
     """``--speed max``: ``speed`` is only where the trace clock starts; it speeds up while the cluster
     keeps up and slows down at each convergence hold (needs ``max_lag_s``); see
-    :class:`~pipeline.replay.sampler.SpeedSeeker`."""
+    :class:`~pipeline.replay.clock.sampler.SpeedSeeker`."""
     cleanup_timeout_s: float = 180.0
     cleanup_progress_every_s: float = 5.0
     """How often a long cleanup logs how far it is (thousands of pods take minutes)."""

@@ -23,7 +23,8 @@ from pipeline.model.errors import ConfigError, KubeApiError, KubetapeError, Unkn
 from pipeline.model.events import EventType
 from pipeline.model.node_labels import HOSTNAME_LABEL, ZONE_LABEL
 from pipeline.replay.apply import Retrying
-from pipeline.replay.autoscale_settings import NODEPOOL_API_VERSION
+from pipeline.replay.autoscale.settings import NODEPOOL_API_VERSION
+from pipeline.replay.clock.schedule import Clock, pause
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import ReplayCluster
 from pipeline.replay.rewrite import (
@@ -35,7 +36,6 @@ from pipeline.replay.rewrite import (
     namespace_object,
     virtual_nodes,
 )
-from pipeline.replay.schedule import Clock, pause
 from pipeline.replay.settings import ReplaySettings
 
 log = logging.getLogger(__name__)

@@ -45,8 +45,8 @@ from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId, ObjectKey
 from pipeline.model.tracer_config import TracerConfig
+from pipeline.replay.clock.schedule import ScheduledStep
 from pipeline.replay.plan import ReplayPlan, plan_replay, pods_end_by_themselves
-from pipeline.replay.schedule import ScheduledStep
 
 Warn = Callable[[str], None]
 Tail = Callable[[KafkaSettings, str, int], AsyncIterator[list[Message]]]

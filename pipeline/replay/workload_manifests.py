@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.replay.autoscale_figures import INSTANCE_TYPE_LABEL
-from pipeline.replay.autoscale_settings import NODEPOOL_API_VERSION
+from pipeline.replay.autoscale.figures import INSTANCE_TYPE_LABEL
+from pipeline.replay.autoscale.settings import NODEPOOL_API_VERSION
 
 KWOK_NODE_CLASS_REF = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
 """The node class Karpenter's KWOK provider installs (see :mod:`pipeline.stack.karpenter`)."""

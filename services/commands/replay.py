@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.model.errors import ConfigError
-from pipeline.replay.autoscale_provider import PROVIDERS
+from pipeline.replay.autoscale.provider import PROVIDERS
 from pipeline.replay.inputs import load_prices, parse_nodes
 from services.flags import add_cluster_argument, add_kafka_config_flag, add_kubeconfig_flags, kafka_settings
 
 if TYPE_CHECKING:  # the CLI imports the replay's modules only when a replay runs
-    from pipeline.replay.report import ReplayProgress
+    from pipeline.replay.report.report import ReplayProgress
     from pipeline.replay.run import ReplaySource, ReplaySpec
 
 

@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.analytics.runs import NodePool, Run, RunInfo
 from pipeline.model.errors import ConfigError
-from pipeline.replay.autoscale_axes import (
+from pipeline.replay.autoscale.axes import (
     CONSOLIDATION_POLICIES,
     INSTANCE_FAMILY_LABEL,
     AutoscalerAxes,
     AutoscalerVariant,
     autoscaler_variants,
 )
-from pipeline.replay.autoscale_provider import PROVIDERS
+from pipeline.replay.autoscale.provider import PROVIDERS
 from pipeline.replay.inputs import load_prices, parse_nodes, read_node_pools
 from services.settings import from_flags
 
@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when
     from pipeline.analytics.timeline_rows import TimelineRow
     from pipeline.io.kube.client import KubeClient
     from pipeline.model.events import Event
-    from pipeline.replay.autoscale_settings import ScaledSetting
+    from pipeline.replay.autoscale.settings import ScaledSetting
     from pipeline.replay.ports import AutoscalerProcess
     from pipeline.replay.replayer import Replayer
     from pipeline.replay.run import Autoscaling

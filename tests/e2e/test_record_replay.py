@@ -27,7 +27,7 @@ def assert_faithful_replay(report: dict[str, Any]) -> None:
     assert report["events"]["applied"] >= 5  # namespace, Deployment revisions and bare pods at least
     assert report["speed"] == 10.0
     # The running pods of each recorded owner (the Deployment, each bare pod) follow the recording
-    # within one pod at every sample (one second of scaled time; see pipeline.replay.fidelity).
+    # within one pod at every sample (one second of scaled time; see pipeline.replay.report.fidelity).
     owners = {o["owner"]: o for o in report["owner_fidelity"]["owners"]}
     workload = {k: o for k, o in owners.items() if "/shop-" in k}
     deployment = next(o for k, o in workload.items() if k.startswith("apps/Deployment/"))

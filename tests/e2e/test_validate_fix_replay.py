@@ -20,7 +20,7 @@ from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
-from pipeline.replay.report import ReplayReport
+from pipeline.replay.report.report import ReplayReport
 from pipeline.replay.rewrite import REPLAY_LABEL
 from pipeline.replay.settings import ReplaySettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON

@@ -252,7 +252,7 @@ async def test_a_sweep_over_consolidation_policies_orders_node_hours_and_draws_b
 ) -> None:
     from pipeline.analytics.compare import run_metrics
     from pipeline.analytics.report_html import render_report
-    from pipeline.replay.autoscale_axes import AutoscalerAxes, autoscaler_variants
+    from pipeline.replay.autoscale.axes import AutoscalerAxes, autoscaler_variants
     from pipeline.replay.inputs import read_node_pools
     from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
     from services.cli import main

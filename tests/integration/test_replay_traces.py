@@ -27,7 +27,7 @@ from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
-from pipeline.replay.report import ReplayReport
+from pipeline.replay.report.report import ReplayReport
 from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL
 from pipeline.replay.settings import ReplaySettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON

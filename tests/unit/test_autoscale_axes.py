@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pipeline.model.errors import ConfigError
-from pipeline.replay.autoscale_axes import INSTANCE_FAMILY_LABEL, AutoscalerAxes, autoscaler_variants
+from pipeline.replay.autoscale.axes import INSTANCE_FAMILY_LABEL, AutoscalerAxes, autoscaler_variants
 from services.cli import main
 
 

@@ -123,7 +123,7 @@ async def test_an_autoscaled_replay_offers_karpenter_the_instance_types_of_the_n
     from pipeline.formats.segment.header import SegmentKind
     from pipeline.model.events import Event
     from pipeline.model.keys import key_of
-    from pipeline.replay.autoscale_settings import ScaledSetting
+    from pipeline.replay.autoscale.settings import ScaledSetting
     from pipeline.replay.run import Autoscaling, ReplayRun, ReplaySpec, TraceFile
     from pipeline.replay.settings import ReplaySettings
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.replay.autoscale_figures import AutoscaleFigures
+from pipeline.replay.autoscale.figures import AutoscaleFigures
 
 
 def _node(name: str, kind: str = "kwok-standard-4", price: str | None = "0.2") -> dict[str, Any]:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.replay.autoscale_instance_types import instance_types_from_nodes
+from pipeline.replay.autoscale.instance_types import instance_types_from_nodes
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from pipeline.formats.segment.content import build_segment
 from pipeline.formats.segment.header import SegmentKind
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
-from pipeline.replay.autoscale_nodes import (
+from pipeline.replay.autoscale.nodes import (
     node_count_fidelity,
     recorded_node_counts,
     without_autoscaler_nodes,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.model.errors import ConfigError
-from pipeline.replay.autoscale_provider import PROVIDERS, AutoscalerProvider, autoscaler_provider
+from pipeline.replay.autoscale.provider import PROVIDERS, AutoscalerProvider, autoscaler_provider
 from services.cli import main
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pipeline.model.errors import ConfigError
-from pipeline.replay.autoscale_settings import (
+from pipeline.replay.autoscale.settings import (
     KarpenterTimers,
     scale_duration,
     scale_karpenter_timers,

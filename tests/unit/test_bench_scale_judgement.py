@@ -10,7 +10,7 @@ from bench.bench_scale import deployment, judge_independently
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.plan import desired_timelines
-from pipeline.replay.report import ReplayReport
+from pipeline.replay.report.report import ReplayReport
 
 OWNERS = ("a", "b")
 

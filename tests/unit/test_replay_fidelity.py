@@ -9,7 +9,8 @@ from typing import Any
 from pipeline.formats.trace import read_trace
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
-from pipeline.replay.fidelity import (
+from pipeline.replay.plan import desired_timelines, plan_replay
+from pipeline.replay.report.fidelity import (
     BOUND_PODS,
     FidelityVerdict,
     OwnerSample,
@@ -19,8 +20,7 @@ from pipeline.replay.fidelity import (
     trace_instants,
     value_at,
 )
-from pipeline.replay.plan import desired_timelines, plan_replay
-from pipeline.replay.report import ReplayReport
+from pipeline.replay.report.report import ReplayReport
 
 T = 1_800_000_000_000
 

@@ -10,13 +10,13 @@ import pytest
 
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
-from pipeline.replay.governor import ConvergenceGovernor
+from pipeline.replay.clock.governor import ConvergenceGovernor
+from pipeline.replay.clock.sampler import HOLD_CHECK_S, Sampler
+from pipeline.replay.clock.schedule import ScheduledStep, Scheduler
 from pipeline.replay.plan import plan_replay
-from pipeline.replay.pod_tally import PodCounts, PodSample, count_pods
 from pipeline.replay.replayer import Replayer
-from pipeline.replay.report import ReplayReport
-from pipeline.replay.sampler import HOLD_CHECK_S, Sampler
-from pipeline.replay.schedule import ScheduledStep, Scheduler
+from pipeline.replay.report.pod_tally import PodCounts, PodSample, count_pods
+from pipeline.replay.report.report import ReplayReport
 from tests.unit.test_replay_replayer import MemoryCluster, applied, fast, pod, trace
 from tests.unit.test_replay_schedule import VirtualClock
 

@@ -8,10 +8,10 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.replay.fidelity import Timeline, range_over
-from pipeline.replay.governor import ConvergenceGovernor
-from pipeline.replay.lag import deadline_ms, lag_ms
-from pipeline.replay.pod_tally import PodCounts
+from pipeline.replay.clock.governor import ConvergenceGovernor
+from pipeline.replay.clock.lag import deadline_ms, lag_ms
+from pipeline.replay.report.fidelity import Timeline, range_over
+from pipeline.replay.report.pod_tally import PodCounts
 
 WEB = [(0, 2), (10_000, 5), (20_000, 3)]
 

@@ -15,12 +15,12 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pipeline.io.kube.types import ListResult, ResourceVersion, WatchEvent, WatchEventType
 from pipeline.model.errors import GoneError, WatchBrokenError
+from pipeline.replay.clock.sampler import WatchedPods
+from pipeline.replay.clock.schedule import MonotonicClock
 from pipeline.replay.plan import plan_replay
-from pipeline.replay.pod_tally import PodCounts, PodSample, PodTally, sample_of
 from pipeline.replay.replayer import Replayer
+from pipeline.replay.report.pod_tally import PodCounts, PodSample, PodTally, sample_of
 from pipeline.replay.rewrite import RECORDED_OWNER_ANNOTATION
-from pipeline.replay.sampler import WatchedPods
-from pipeline.replay.schedule import MonotonicClock
 from tests.polling import eventually
 from tests.unit.test_replay_replayer import KwokLikeCluster, applied, fast, pod, trace
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pipeline.model.errors import ConfigError
-from pipeline.replay.schedule import LIMIT, MonotonicClock, ScheduledStep, Scheduler, percentile
+from pipeline.replay.clock.schedule import LIMIT, MonotonicClock, ScheduledStep, Scheduler, percentile
 
 
 class FakeClock:

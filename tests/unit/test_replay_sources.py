@@ -16,11 +16,12 @@ from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.replay import report as report_module
-from pipeline.replay import schedule, sources
+from pipeline.replay import sources
+from pipeline.replay.clock import schedule
+from pipeline.replay.clock.schedule import ScheduleStats
 from pipeline.replay.plan import plan_replay
-from pipeline.replay.report import ReplayReport
-from pipeline.replay.schedule import ScheduleStats
+from pipeline.replay.report import report as report_module
+from pipeline.replay.report.report import ReplayReport
 from pipeline.replay.sources import FollowSource, _Decoder
 
 T0 = 1_767_225_600_000

@@ -12,10 +12,10 @@ import pytest
 from pipeline.model.errors import ApiUnavailableError, ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
+from pipeline.replay.clock.sampler import SpeedSeeker
+from pipeline.replay.clock.schedule import ScheduledStep, Scheduler
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
-from pipeline.replay.sampler import SpeedSeeker
-from pipeline.replay.schedule import ScheduledStep, Scheduler
 from pipeline.replay.setup import PROFILE_CONFIGMAP, note_zoned_nodes, read_cluster_profile
 from tests.unit.test_replay_replayer import KwokLikeCluster, MemoryCluster, applied, fast, pod, trace
 from tests.unit.test_replay_schedule import FakeClock

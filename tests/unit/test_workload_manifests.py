@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.replay.autoscale_settings import scale_nodepool
+from pipeline.replay.autoscale.settings import scale_nodepool
 from pipeline.replay.workload_manifests import deployment, kwok_node_pool
 
 

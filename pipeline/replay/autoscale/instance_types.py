@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.model.node_labels import ZONE_LABEL
-from pipeline.replay.autoscale_figures import INSTANCE_TYPE_LABEL, PRICE_LABEL
+from pipeline.replay.autoscale.figures import INSTANCE_TYPE_LABEL, PRICE_LABEL
 
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")

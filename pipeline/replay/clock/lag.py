@@ -3,8 +3,8 @@ recorded timeline.
 
 An owner with ``count`` Running pods at trace instant ``T`` is within a window ``W`` when ``count`` lies
 within ``tolerance`` pods of the range the recording took over ``[T - W, T]``: the count at ``T - W`` and
-every change after it (:func:`pipeline.replay.fidelity.range_over`; a count between two recorded ones is
-on its way from one to the other). Its **lag** is the shortest such window (an infimum): 0 when it
+every change after it (:func:`pipeline.replay.report.fidelity.range_over`; a count between two recorded
+ones is on its way from one to the other). Its **lag** is the shortest such window (an infimum): 0 when it
 matches the recording now, ``T - t`` when the count recorded just before the change at ``t`` is the
 one it still matches, infinite when it matches nothing the recording took (0 before its first change
 included). So an owner is within a window ``W > 0`` exactly when its lag is less than ``W``.
@@ -21,7 +21,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Sequence
 
-from pipeline.replay.fidelity import Timeline
+from pipeline.replay.report.fidelity import Timeline
 
 
 def _fits(count: int, low: int, high: int, tolerance: int) -> bool:

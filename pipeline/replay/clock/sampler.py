@@ -23,13 +23,13 @@ from typing import Protocol
 from pipeline.io.kube.types import ResourceVersion
 from pipeline.model.errors import GoneError, KubeApiError, KubetapeError, WatchBrokenError
 from pipeline.model.events import Event
-from pipeline.replay.autoscale_figures import NODEPOOL_LABEL, AutoscaleFigures
-from pipeline.replay.governor import ConvergenceGovernor
-from pipeline.replay.pod_tally import PodSample, PodTally, sample_of
+from pipeline.replay.autoscale.figures import NODEPOOL_LABEL, AutoscaleFigures
+from pipeline.replay.clock.governor import ConvergenceGovernor
+from pipeline.replay.clock.schedule import Clock, Scheduler, pause
 from pipeline.replay.ports import PodEvents, ReplayCluster
-from pipeline.replay.report import ReplayProgress, ReplayReport
+from pipeline.replay.report.pod_tally import PodSample, PodTally, sample_of
+from pipeline.replay.report.report import ReplayProgress, ReplayReport
 from pipeline.replay.rewrite import PAUSE_ANNOTATION, RECORDED_OWNER_ANNOTATION, REPLAY_LABEL, RootRef
-from pipeline.replay.schedule import Clock, Scheduler, pause
 from pipeline.replay.setup import ROOT_API_VERSION, ROOT_KIND
 
 log = logging.getLogger(__name__)

@@ -4,8 +4,8 @@ A replay at speed 10 asks the simulated control plane for ten times the recorded
 the scheduler, the controllers or KWOK cannot keep up, the replay's pods trail the recording further
 and further, and from then on the run simulates nothing of the recording: its figures measure the
 machine. The governor compares each sample of the replay's pods with the recording (per owner, as
-:mod:`pipeline.replay.fidelity` does) and holds the trace clock while an owner is more than
-:data:`~pipeline.replay.fidelity.BOUND_PODS` off every count the recording took during the last
+:mod:`pipeline.replay.report.fidelity` does) and holds the trace clock while an owner is more than
+:data:`~pipeline.replay.report.fidelity.BOUND_PODS` off every count the recording took during the last
 ``max_lag_ms`` of trace time. The clock runs again once every owner has caught up.
 
 The clock must not run on where nobody looks: at speed 34 it covers 17 trace seconds between two
@@ -13,7 +13,7 @@ samples half a second apart, and a Deployment that asked for 34 more pods just a
 trace seconds behind at the next (measured at 1,000 nodes, ``--max-lag 15``). So each observation also
 sets the trace instant up to which the clock may run before the next one (:attr:`horizon_ms`): the
 first instant at which an owner whose pods stay as they are would be ``max_lag_ms`` behind the
-recording (:func:`pipeline.replay.lag.deadline_ms`: a change is due, or an old count leaves the
+recording (:func:`pipeline.replay.clock.lag.deadline_ms`: a change is due, or an old count leaves the
 window), and no further than ``max_advance_ms`` (``max_lag_ms`` by default) past this observation in
 any case. The scheduler stops the clock there by itself (``Scheduler.limit``), and the sampler looks
 again. So an owner's lag while the clock moves stays within ``max_lag_ms``, unless its pods went away
@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from pipeline.replay.fidelity import BOUND_PODS, Timeline, range_over
-from pipeline.replay.lag import deadline_ms, lag_ms
-from pipeline.replay.pod_tally import PodCounts
+from pipeline.replay.clock.lag import deadline_ms, lag_ms
+from pipeline.replay.report.fidelity import BOUND_PODS, Timeline, range_over
+from pipeline.replay.report.pod_tally import PodCounts
 
 
 @dataclass(slots=True)

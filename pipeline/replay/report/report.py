@@ -1,12 +1,13 @@
 """The fidelity report of one replay: what was applied, how late, and the replay's pods beside the
-recording's (in total and per recorded owner, see :mod:`pipeline.replay.fidelity`)."""
+recording's (in total and per recorded owner, see :mod:`pipeline.replay.report.fidelity`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.replay.fidelity import (
+from pipeline.replay.clock.schedule import percentile, rounded_percentile
+from pipeline.replay.report.fidelity import (
     BOUND_PODS,
     FidelityVerdict,
     OwnerFidelity,
@@ -16,7 +17,6 @@ from pipeline.replay.fidelity import (
     judge,
     trace_instants,
 )
-from pipeline.replay.schedule import percentile, rounded_percentile
 
 MAX_SAMPLES = 20_000
 """Samples of the replay's pods kept (thinned beyond, see :meth:`ReplayReport.add_sample`)."""
@@ -59,7 +59,7 @@ class ReplayReport:
     owner_samples: list[OwnerSample] = field(default_factory=list)
     """Pods running per recorded owner, sampled during the replay."""
     settle_ms: float = 3000.0
-    """Trace time a sample may trail the recording by (see :mod:`pipeline.replay.fidelity`)."""
+    """Trace time a sample may trail the recording by (see :mod:`pipeline.replay.report.fidelity`)."""
     settle_from: str = "default"
     """Where the settle comes from (``--settle``, ``--max-lag``, or the default at the speed)."""
     resolution_wall_s: float = 1.0
@@ -75,7 +75,8 @@ class ReplayReport:
     largest_sample_gap_s: float = 0.0
     """The longest wall time between two samples of the replay's pods (a busy machine stretches it)."""
     convergence: dict[str, Any] | None = None
-    """What convergence-aware time scaling did (None when it was off): see ``pipeline.replay.governor``."""
+    """What convergence-aware time scaling did (None when it was off): see
+    ``pipeline.replay.clock.governor``."""
     cleanup: str = "not run"
     speed_mode: str = "fixed"
     """``max`` at ``--speed max``: ``speed`` is then the speed the run achieved."""
@@ -99,7 +100,7 @@ class ReplayReport:
 
     def owner_fidelity(self, *, per_instant: bool = True) -> list[OwnerFidelity]:
         """Per owner, over the instants of trace time the replay was sampled at (see
-        :func:`~pipeline.replay.fidelity.trace_instants`); ``per_instant=False``: over every sample,
+        :func:`~pipeline.replay.report.fidelity.trace_instants`); ``per_instant=False``: over every sample,
         the clock's waits included (a benchmark's comparison)."""
         return compare_owners(
             self.recorded_by_owner,

@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipeline.model.events import Event, EventType
-from pipeline.replay.autoscale_figures import NODEPOOL_LABEL
+from pipeline.replay.autoscale.figures import NODEPOOL_LABEL
 from pipeline.replay.plan import ReplayPlan
-from pipeline.replay.report import ReplayReport
+from pipeline.replay.report.report import ReplayReport
 
 NODE_TOLERANCE = 1
 """Nodes the replay's count may differ from the recording's (beyond the window) and still hold."""

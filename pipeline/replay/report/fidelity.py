@@ -6,7 +6,7 @@ built from the recorded lifecycles, or from the pods each owner asked for. Compa
 recording at exactly the same trace instant would punish a replay for the simulated controllers'
 reaction time around every change. So each sample is judged over a **settle** stated in trace time: a
 sample at trace offset ``t`` is right when its count lies within :data:`BOUND_PODS` of the range the
-recording took over ``[t - settle, t]``, i.e. when the owner's lag (:mod:`pipeline.replay.lag`) is less
+recording took over ``[t - settle, t]``, i.e. when the owner's lag (:mod:`pipeline.replay.clock.lag`) is less
 than the settle; its error is its distance to that range. The settle is one number for every sample
 of a run, at fixed speeds and at ``--speed max`` alike (``--settle``; by default ``--max-lag``, the lag
 the convergence governor keeps while the clock moves). The machine falling behind (late writes, samples

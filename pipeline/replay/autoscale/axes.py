@@ -18,7 +18,7 @@ from typing import Any
 
 from pipeline.model.errors import ConfigError
 from pipeline.model.timespec import parse_go_duration
-from pipeline.replay.autoscale_settings import NEVER
+from pipeline.replay.autoscale.settings import NEVER
 
 CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
 INSTANCE_FAMILY_LABEL = "karpenter.kwok.sh/instance-family"

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from pipeline.model.errors import ConfigError
-from pipeline.replay.autoscale_figures import NODEPOOL_LABEL
-from pipeline.replay.autoscale_settings import ScaledSetting, scale_karpenter_timers, scale_nodepool
+from pipeline.replay.autoscale.figures import NODEPOOL_LABEL
+from pipeline.replay.autoscale.settings import ScaledSetting, scale_karpenter_timers, scale_nodepool
 
 
 @runtime_checkable
@@ -79,5 +79,5 @@ def autoscaler_provider(name: str) -> AutoscalerProvider:
     except KeyError:
         raise ConfigError(
             f"--autoscaler {name!r} is not supported; use one of {', '.join(sorted(PROVIDERS))} "
-            f"(Cluster Autoscaler: see pipeline/replay/autoscale_provider.py and k8s/sim/autoscalers)"
+            f"(Cluster Autoscaler: see pipeline/replay/autoscale/provider.py and k8s/sim/autoscalers)"
         ) from None
