@@ -420,9 +420,8 @@ async def timed_up_and_down(
 async def replay(
     kubeconfig: Path, events: list[Event], args: argparse.Namespace, plane: ControlPlane
 ) -> dict[str, Any]:
-    from pipeline.replay.plan import plan_replay
-    from pipeline.replay.replayer import Replayer
     from pipeline.replay.report.report import ReplayProgress
+    from pipeline.replay.run import LoadedTrace, ReplayRun, ReplaySpec, TargetCluster
     from pipeline.replay.settings import ReplaySettings
 
     trace = build_segment(events, start_ms=0, end_ms=round(args.duration * 1000), kind=SegmentKind.TRACE)
@@ -456,15 +455,8 @@ async def replay(
                 file=sys.stderr,
             )
 
-    async with kube_api(kubeconfig) as api:
-        replayer = Replayer(
-            KubeClient(api),
-            plan_replay(trace, speed),
-            settings,
-            on_progress=progress,
-            pod_watch=partial(PodWatch, api),
-        )
-        report = await replayer.run()
+    spec = ReplaySpec(LoadedTrace(trace, name), settings, TargetCluster(kubeconfig))
+    report = await ReplayRun(spec, on_progress=progress).run()  # as `kubetape replay` runs it
     doc = report.to_json()
     if args.report is not None:
         args.report.write_text(json.dumps(doc))
