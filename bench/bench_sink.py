@@ -55,7 +55,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from bench.environment import machine, private_stack
+from bench.environment import machine, private_brokers, private_stack
 from pipeline.formats.wire import native
 from pipeline.formats.wire.codec import decode_event, encode_event
 from pipeline.io.kafka.admin import ensure_topic
@@ -302,24 +302,8 @@ async def _drain_both(plain: KafkaSettings, secured: KafkaSettings, n: int) -> d
 
 
 def _security_ratio(n: int) -> dict[str, Any]:
-    """Start a plaintext and a secured private broker (one after the other: two JVMs on two cores) and
-    drain the same workload from each."""
-    from pipeline.io.kafka.security import load_security
-    from pipeline.stack.kafka_security import SecurityFiles
-    from pipeline.stack.stack import LocalStack
-
-    with tempfile.TemporaryDirectory(prefix="kubetape-bench-security-") as tmp:
-        plain_stack, secured_stack = LocalStack(Path(tmp) / "plain"), LocalStack(Path(tmp) / "secured")
-        try:
-            plain = KafkaSettings(plain_stack.start_kafka().bootstrap)
-            info = secured_stack.start_kafka("sasl-ssl")
-            files = SecurityFiles(info.stack_dir / "kafka" / "security")
-            security, bootstrap = load_security(files.client_config("admin", "sasl-ssl"), {})
-            secured = KafkaSettings(bootstrap or info.bootstrap, security=security)
-            return asyncio.run(_drain_both(plain, secured, n))
-        finally:
-            plain_stack.down()
-            secured_stack.down()
+    with private_brokers() as (plain, secured):
+        return asyncio.run(_drain_both(plain, secured, n))
 
 
 def churn_events(start_ms: int, minutes: int, per_minute: int) -> list[Any]:

@@ -35,6 +35,7 @@ Usage::
     .venv/bin/python -m bench.bench_watcher                      # starts a private stack (~1 min)
     .venv/bin/python -m bench.bench_watcher --bootstrap H:P --kubeconfig K   # reuse a running stack
     .venv/bin/python -m bench.bench_watcher --rates 500,1000,max --objects 3000
+    .venv/bin/python -m bench.bench_watcher --security-ratio   # publishing over SASL_SSL beside plaintext
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import json
 import os
@@ -58,7 +60,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from bench.environment import machine, private_stack
+from bench.environment import machine, private_brokers, private_stack
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.admin import ensure_topic, ensure_watcher_topics, topic_partitions
 from pipeline.io.kafka.clients import new_consumer, new_producer
@@ -113,7 +115,7 @@ def _deployment(i: int) -> dict[str, Any]:
     }
 
 
-async def bench_publish(bootstrap: str, n: int) -> dict[str, Any]:
+async def bench_publish(bootstrap: str | KafkaSettings, n: int) -> dict[str, Any]:
     units = []
     for i in range(n):
         obj = _deployment(i)
@@ -127,7 +129,11 @@ async def bench_publish(bootstrap: str, n: int) -> dict[str, Any]:
             ]
         )
     value_bytes = len(units[0][0].value or b"")
-    settings = KafkaSettings(bootstrap, client_id="bench-publisher")
+    settings = (
+        dataclasses.replace(bootstrap, client_id="bench-publisher")
+        if isinstance(bootstrap, KafkaSettings)
+        else KafkaSettings(bootstrap, client_id="bench-publisher")
+    )
     await ensure_topic(settings, PUBLISH_EVENTS_TOPIC, WATCHER_PARTITIONS)
     await ensure_topic(settings, PUBLISH_STATE_TOPIC, WATCHER_PARTITIONS, {"cleanup.policy": "compact"})
     async with KafkaPublisher(
@@ -625,6 +631,23 @@ async def _main(args: argparse.Namespace, bootstrap: str, kubeconfig: Path | Non
     return result
 
 
+def _security_ratio(n: int) -> dict[str, Any]:
+    async def both(plain: KafkaSettings, secured: KafkaSettings) -> dict[str, Any]:
+        return {"plaintext": await bench_publish(plain, n), "sasl_ssl": await bench_publish(secured, n)}
+
+    with private_brokers() as (plain, secured):
+        runs = asyncio.run(both(plain, secured))
+    return {
+        "benchmark": "watcher_publish_security",
+        "machine": machine(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        **runs,
+        "publish_sasl_ssl_vs_plaintext": round(
+            runs["sasl_ssl"]["events_per_s"] / runs["plaintext"]["events_per_s"], 3
+        ),
+    }
+
+
 def main() -> None:
     if sys.argv[1:2] == [ROLE_ARG]:
         _role_main(sys.argv[2:])
@@ -657,7 +680,15 @@ def main() -> None:
         "--gc-objects", type=int, default=100_000, help="objects in memory for the GC pause (default: 100000)"
     )
     parser.add_argument("--skip-watch", action="store_true", help="only the publishing path")
+    parser.add_argument(
+        "--security-ratio",
+        action="store_true",
+        help="only the publishing path, on a plaintext and a SASL_SSL private broker: the cost of TLS",
+    )
     args = parser.parse_args()
+    if args.security_ratio:
+        print(json.dumps(_security_ratio(args.events), indent=2))
+        return
     with _stack(args) as (bootstrap, kubeconfig):
         result = asyncio.run(_main(args, bootstrap, kubeconfig))
     print(json.dumps(result, indent=2))

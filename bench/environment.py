@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pipeline.io.kafka.settings import KafkaSettings
     from pipeline.stack.stack import LocalStack, StackInfo
 
 
@@ -40,3 +41,25 @@ def private_stack(
             yield stack, info
         finally:
             stack.down()
+
+
+@contextlib.contextmanager
+def private_brokers() -> Iterator[tuple[KafkaSettings, KafkaSettings]]:
+    """A plaintext and a secured (SASL_SSL, SCRAM-SHA-512, as the stack's admin) private broker, started
+    one after the other: the same workload on both measures what TLS and SASL cost, as a ratio."""
+    from pipeline.io.kafka.security import load_security
+    from pipeline.io.kafka.settings import KafkaSettings
+    from pipeline.stack.kafka_security import SecurityFiles
+    from pipeline.stack.stack import LocalStack
+
+    with tempfile.TemporaryDirectory(prefix="kubetape-bench-brokers-") as tmp:
+        plain_stack, secured_stack = LocalStack(Path(tmp) / "plain"), LocalStack(Path(tmp) / "secured")
+        try:
+            plain = KafkaSettings(plain_stack.start_kafka().bootstrap)
+            info = secured_stack.start_kafka("sasl-ssl")
+            files = SecurityFiles(info.stack_dir / "kafka" / "security")
+            security, bootstrap = load_security(files.client_config("admin", "sasl-ssl"), {})
+            yield plain, KafkaSettings(bootstrap or info.bootstrap, security=security)
+        finally:
+            plain_stack.down()
+            secured_stack.down()
