@@ -37,6 +37,7 @@ from pipeline.stack.stack import LocalStack, StackInfo
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
 from pipeline.store.segment_store import LocalSegmentStore
+from pipeline.store.store_url import cluster_location, open_segment_store
 from tests.integration.test_sink import direct_trace
 from tests.integration.test_watch_service import REPO, Workload, deployment, running_watcher
 from tests.polling import eventually
@@ -238,8 +239,9 @@ async def test_watch_sink_export_over_sasl_ssl_with_least_privilege_and_no_passw
             async def exported() -> set[str]:
                 if not store.exists():
                     return set()
-                catalog = SegmentCatalog(LocalSegmentStore(store))
                 try:
+                    # the watcher records under the source cluster's kube-system UID: its sub-store
+                    catalog = SegmentCatalog(open_segment_store(cluster_location(store, None)))
                     data = export_window(catalog, ExportRequest(started_ms, int(time.time() * 1000))).data
                 except KubetapeError:
                     return set()
