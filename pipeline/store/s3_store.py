@@ -74,7 +74,7 @@ import obstore
 from obstore import exceptions as obs_errors
 from obstore.store import S3Store
 
-from pipeline.model.errors import ConfigError, TransientError
+from pipeline.model.errors import ConfigError, KubetapeError, TransientError
 from pipeline.store.segment_store import (
     STORE_META,
     IndexLayout,
@@ -360,37 +360,39 @@ class S3SegmentStore:
         return f"{self.location}/{key}" if key else str(self.location)
 
     def _call(self, key: str, action: Callable[[], T]) -> T:
-        """Run one request; map the client's errors to kubetape's (what, where, what to do)."""
+        """Run one request; map the client's errors to kubetape's (see :meth:`explain_failure`)."""
         try:
             return action()
-        except (*_NOT_FOUND, obs_errors.AlreadyExistsError, obs_errors.PreconditionError) as exc:
-            if "NoSuchBucket" in str(exc):
-                raise ConfigError(
-                    f"{self._url(key)}: bucket {self.location.bucket!r} does not exist at {self.endpoint}; "
-                    "create it or fix the URL"
-                ) from None
-            raise
-        except (obs_errors.PermissionDeniedError, obs_errors.UnauthenticatedError) as exc:
-            raise ConfigError(
+        except (*_NOT_FOUND, obs_errors.BaseError) as exc:
+            explained = self.explain_failure(key, exc)
+            if explained is None:
+                raise
+            raise explained from None
+
+    def explain_failure(self, key: str, exc: Exception) -> KubetapeError | None:
+        """What a failed request for ``key`` means to the user (what, where, what to do): a missing
+        bucket or refused credentials are a ConfigError, any other failure of the object store an
+        outage (TransientError: the sink waits and says "not ready"). None for the answers the store
+        handles itself: not found, already exists, a condition that failed."""
+        text = str(exc)
+        if "NoSuchBucket" in text:
+            return ConfigError(
+                f"{self._url(key)}: bucket {self.location.bucket!r} does not exist at {self.endpoint}; "
+                "create it or fix the URL"
+            )
+        if isinstance(exc, (*_NOT_FOUND, obs_errors.AlreadyExistsError, obs_errors.PreconditionError)):
+            return None
+        if isinstance(exc, (obs_errors.PermissionDeniedError, obs_errors.UnauthenticatedError)) or (
+            _refused_access(text)
+        ):
+            return ConfigError(
                 f"{self._url(key)}: access denied by {self.endpoint} ({_first_line(exc)}); check "
                 "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ~/.aws/credentials)"
-            ) from None
-        except obs_errors.BaseError as exc:
-            text = str(exc)
-            if "NoSuchBucket" in text:
-                raise ConfigError(
-                    f"{self._url(key)}: bucket {self.location.bucket!r} does not exist at {self.endpoint}; "
-                    "create it or fix the URL"
-                ) from None
-            if _refused_access(text):
-                raise ConfigError(
-                    f"{self._url(key)}: access denied by {self.endpoint} ({_first_line(exc)}); check "
-                    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ~/.aws/credentials)"
-                ) from None
-            raise TransientError(
-                f"{self._url(key)}: the object store at {self.endpoint} did not answer ({_first_line(exc)}); "
-                "check that it is running and AWS_ENDPOINT_URL"
-            ) from None
+            )
+        return TransientError(
+            f"{self._url(key)}: the object store at {self.endpoint} did not answer ({_first_line(exc)}); "
+            "check that it is running and AWS_ENDPOINT_URL"
+        )
 
 
 def _retries(within_s: float) -> RetryConfig:

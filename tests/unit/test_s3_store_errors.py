@@ -4,6 +4,8 @@ ones obstore gives against s3proxy (captured from the integration suite)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from obstore import exceptions as obs_errors
 
@@ -39,32 +41,34 @@ def _store(monkeypatch: pytest.MonkeyPatch, port: int) -> S3SegmentStore:
     return store
 
 
-def _failing(text: str) -> object:
-    raise obs_errors.GenericError(text)
-
-
 # A port or a duration with "403" in it once turned a stopped server into "access denied".
 @pytest.mark.parametrize("port", [9, 403, 4030, 40321, 14030, 54403])
 def test_a_server_that_does_not_answer_is_an_outage_whatever_its_port(
     monkeypatch: pytest.MonkeyPatch, port: int
 ) -> None:
     store = _store(monkeypatch, port)
-    with pytest.raises(
-        TransientError, match=rf"127\.0\.0\.1:{port} did not answer .* check that it is running"
-    ):
-        store._call("epochs/", lambda: _failing(_REFUSED_CONNECTION.format(port=port)))
+    explained = store.explain_failure(
+        "epochs/", obs_errors.GenericError(_REFUSED_CONNECTION.format(port=port))
+    )
+    assert isinstance(explained, TransientError)
+    assert re.search(rf"127\.0\.0\.1:{port} did not answer .* check that it is running", str(explained))
 
 
 @pytest.mark.parametrize("port", [9, 40321])
 def test_refused_credentials_are_a_configuration_error(monkeypatch: pytest.MonkeyPatch, port: int) -> None:
     store = _store(monkeypatch, port)
-    with pytest.raises(
-        ConfigError, match=r"access denied by .* check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-    ):
-        store._call("segments/", lambda: _failing(_BAD_SIGNATURE.format(port=port)))
+    explained = store.explain_failure("segments/", obs_errors.GenericError(_BAD_SIGNATURE.format(port=port)))
+    assert isinstance(explained, ConfigError)
+    assert re.search(r"access denied by .* check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", str(explained))
 
 
 def test_a_missing_bucket_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
     store = _store(monkeypatch, 40321)
-    with pytest.raises(ConfigError, match=r"bucket 'kubetape' does not exist at http://127\.0\.0\.1:40321"):
-        store._call("segments/", lambda: _failing(_NO_BUCKET.format(port=40321)))
+    explained = store.explain_failure("segments/", obs_errors.GenericError(_NO_BUCKET.format(port=40321)))
+    assert isinstance(explained, ConfigError)
+    assert "bucket 'kubetape' does not exist at http://127.0.0.1:40321" in str(explained)
+
+
+def test_answers_the_store_handles_itself_are_left_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _store(monkeypatch, 40321)
+    assert store.explain_failure("segments/p0000-1.kseg", FileNotFoundError("gone")) is None
