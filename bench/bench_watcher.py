@@ -633,6 +633,8 @@ async def _main(args: argparse.Namespace, bootstrap: str, kubeconfig: Path | Non
 
 def _security_ratio(n: int) -> dict[str, Any]:
     async def both(plain: KafkaSettings, secured: KafkaSettings) -> dict[str, Any]:
+        for kafka in (plain, secured):  # a new broker's first writes wait for partition leaders
+            await bench_publish(kafka, 2_000)
         return {"plaintext": await bench_publish(plain, n), "sasl_ssl": await bench_publish(secured, n)}
 
     with private_brokers() as (plain, secured):

@@ -385,3 +385,52 @@ async def test_a_topic_deleted_and_recreated_past_the_stores_end_is_refused_by_i
         # the refusal ends the sink's loop at its first assignment
         with pytest.raises(TopicIdentityError, match="another Kafka cluster, or the topic was recreated"):
             await asyncio.wait_for(sink.run(asyncio.Event()), 120)
+
+
+async def test_a_topic_range_replays_and_an_analytics_group_reads_with_their_own_least_privilege(
+    secured: StackInfo,
+) -> None:
+    """The reading side over SASL_SSL: the replayer reads a range of kubetape.events without a group, the
+    analytics consumer with its group and commits; neither may write, and the replayer may use no group."""
+    from pipeline.io.kafka.headers import cluster_header
+    from pipeline.io.kafka.reader import TopicReader
+    from pipeline.model.keys import ClusterId
+    from pipeline.replay.sources import read_topic_trace
+
+    cluster = ClusterId(f"range-{uuid.uuid4().hex[:6]}")
+    t0 = _t0()
+    events = synthetic_events(200, t0, 60_000)
+    admin = _settings(secured, "admin")
+    await ensure_topic(admin, "kubetape.events", 3)
+    producer = new_producer(admin)
+    await producer.start()
+    try:
+        for e in events:
+            await producer.send(
+                "kubetape.events", encode_event(e), key=e.key.encode(), timestamp_ms=e.ts_ms,
+                headers=cluster_header(cluster),
+            )  # fmt: skip
+        await producer.flush()
+    finally:
+        await producer.stop()
+    trace = await read_topic_trace(
+        _settings(secured, "replayer"), "kubetape.events", t0, t0 + 60_000, cluster=cluster
+    )
+    keyframe = {str(k) for k in trace.keyframe.objects} if trace.keyframe else set()
+    assert {str(e.key) for e in trace.events} | keyframe >= {str(e.key) for e in events}
+    analytics = _settings(secured, "analytics")
+    group = f"kubetape-analytics-timeline.{cluster}"
+    async with TopicReader(
+        analytics, "kubetape.events", start="committed", end="current", group_id=group, cluster=cluster
+    ) as reader:
+        seen, next_offsets = 0, {}
+        while not reader.finished():
+            for message in await reader.fetch(500, 1000):
+                seen += 1
+                next_offsets[message.partition] = message.offset + 1
+        await reader.commit(next_offsets)  # the group's Read ACL covers its commits
+    assert seen == len(events)
+    from aiokafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
+
+    with pytest.raises((ClusterAuthorizationFailedError, TopicAuthorizationFailedError)):  # read only
+        await asyncio.wait_for(_produce(_settings(secured, "replayer"), "kubetape.events", events[:1]), 60)
