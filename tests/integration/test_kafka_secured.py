@@ -434,3 +434,14 @@ async def test_a_topic_range_replays_and_an_analytics_group_reads_with_their_own
 
     with pytest.raises((ClusterAuthorizationFailedError, TopicAuthorizationFailedError)):  # read only
         await asyncio.wait_for(_produce(_settings(secured, "replayer"), "kubetape.events", events[:1]), 60)
+
+
+def test_stack_env_prints_what_a_client_needs_and_no_password(secured: StackInfo) -> None:
+    lines = secured.env_lines()
+    admin_config = _files(secured).client_config("admin", "sasl-ssl")
+    assert f"export KUBETAPE_BOOTSTRAP={secured.bootstrap}" in lines
+    assert secured.bootstrap.startswith("localhost:")  # the name in the broker's certificate
+    assert f"export KUBETAPE_KAFKA_CONFIG={admin_config}" in lines
+    assert any(str(_files(secured).client_config("watcher", "sasl-ssl")) in line for line in lines)
+    assert not any(_files(secured).password(p) in "\n".join(lines) for p in ("admin", "watcher", "sink"))
+    assert oct(admin_config.stat().st_mode & 0o777) == "0o600"
