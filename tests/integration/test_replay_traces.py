@@ -225,3 +225,50 @@ def test_cli_replays_a_simkube_trace_and_writes_the_report(
     assert report["lateness_ms"]["count"] == 4
     assert report["cleanup"].startswith("done")
     assert report["timeline"]["recorded"][0] == {"trace_ms": 0, "pods_running": 1}
+
+
+async def test_a_pod_of_an_untracked_owner_replays_as_a_bare_pod_and_completes(
+    sim_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A custom controller's pod as the watcher records it (its Widget owner is not tracked, so the pod is
+    its own lifecycle owner): the replay creates it without the Widget (the garbage collector would
+    delete a pod whose owner does not exist) and it completes after its scaled recorded lifetime."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "widget-pod",
+            "namespace": "shop",
+            "ownerReferences": [
+                {
+                    "apiVersion": "example.com/v1",
+                    "kind": "Widget",
+                    "name": "w",
+                    "uid": "u-w",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+        },
+    }
+    key = key_of(pod)
+    events = [
+        Event.applied(0, key, pod, 1),
+        Event.pod_lifecycle(1_000, key, owner_key=key, pod_spec_hash=7, start_ms=1_000, end_ms=21_000),
+    ]
+    trace = tmp_path / "widget.kseg"
+    trace.write_bytes(
+        encode_segment(build_segment(events, start_ms=0, end_ms=30_000, kind=SegmentKind.TRACE))
+    )
+    report, pods = await replay_and_watch(sim_kubeconfig, trace, node_settings("widget", 10.0))
+    assert report.failed == 0, report.summary()
+    times = pods["widget-pod"]
+    assert times.annotations[LIFETIME_ANNOTATION] == "2.000s"
+    assert "Succeeded" in times.phases, f"the bare pod never completed: {times}"
+    ran = times.phases["Succeeded"] - times.phases["Running"]
+    assert ran == pytest.approx(2.0, abs=1.0), f"ran {ran:.2f} s, expected 2 s"
+    async with kube_api(sim_kubeconfig) as api:
+        await assert_cleaned_up(KubeClient(api), "widget")
