@@ -39,10 +39,17 @@ from pipeline.store.export import ExportRequest, export_window
 from pipeline.store.segment_store import LocalSegmentStore
 from pipeline.store.store_url import cluster_location, open_segment_store
 from tests.integration.test_sink import direct_trace
-from tests.integration.test_watch_service import REPO, Workload, deployment, running_watcher
+from tests.integration.test_watch_service import (
+    REPO,
+    Workload,
+    deployment,
+    running_watcher,
+    tracer_config,
+)
 from tests.polling import eventually
 
 pytestmark = pytest.mark.timeout(600)
+__all__ = ["tracer_config"]  # the fixture, used by name
 NS = "wt-secured"
 
 
