@@ -12,7 +12,9 @@ the same run and on the same data:
 * ``sink``: the in-process sink (check, dedupe, compact, zstd, atomic fsynced writes, commits) drains
   it into a local segment store until every offset is inside a durable segment, with the default
   60 s windows (360 segments here) and again with 10-minute windows (36): the difference is the
-  fixed cost of each durable segment (encode, create, fsync, rename);
+  fixed cost of each durable segment (encode, create, fsync, rename); and once more writing the
+  previous segment format (version 2, events whole; ``sink_previous_format``), beside the current one
+  (version 3, delta-coded): what delta coding costs the sink;
 * ``export``: the one-hour window exported from that store (kubetape and SimKube v2).
 
 Rates count from the first message received to the last (group joins are excluded from both).
@@ -56,6 +58,7 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from bench.environment import machine, private_brokers, private_stack
+from pipeline.formats.segment.header import SEGMENT_FORMAT_VERSION
 from pipeline.formats.wire import native
 from pipeline.formats.wire.codec import decode_event, encode_event
 from pipeline.io.kafka.admin import ensure_topic
@@ -138,10 +141,18 @@ async def bench_raw(
 
 
 async def bench_sink(
-    bootstrap: Broker, topic: str, ends: dict[int, int], store: Path | SegmentStore, window_ms: int = 60_000
+    bootstrap: Broker,
+    topic: str,
+    ends: dict[int, int],
+    store: Path | SegmentStore,
+    *,
+    window_ms: int = 60_000,
+    segment_format: int = SEGMENT_FORMAT_VERSION,
 ) -> dict[str, Any]:
     settings = SinkSettings(
-        CompactionSettings(topic=topic, window_ms=window_ms, keyframe_every=10), batch_max_records=10_000
+        CompactionSettings(topic=topic, window_ms=window_ms, keyframe_every=10),
+        batch_max_records=10_000,
+        segment_format=segment_format,
     )
     source = KafkaSinkSource(_kafka(bootstrap), topic, group_id=f"bench-sink-{uuid.uuid4().hex[:6]}")
     metrics = Metrics()
@@ -254,6 +265,8 @@ async def _main(bootstrap: Broker, n: int) -> dict[str, Any]:
         export = await asyncio.to_thread(bench_export, Path(tmp), start_ms)
     with tempfile.TemporaryDirectory(prefix="kubetape-bench-segments-") as tmp:
         sink_10min = await bench_sink(bootstrap, topic, ends, Path(tmp), window_ms=600_000)
+    with tempfile.TemporaryDirectory(prefix="kubetape-bench-segments-") as tmp:
+        sink_v2 = await bench_sink(bootstrap, topic, ends, Path(tmp), segment_format=2)
     return {
         "benchmark": "sink",
         "machine": machine(),
@@ -265,6 +278,11 @@ async def _main(bootstrap: Broker, n: int) -> dict[str, Any]:
         "decode_only_consumer": decode_only,
         "sink": sink,
         "sink_10min_windows": sink_10min,
+        "sink_previous_format": sink_v2,
+        "sink_vs_sink_previous_format": round(sink["events_per_s"] / sink_v2["events_per_s"], 3),
+        "sink_cpu_vs_sink_previous_format_cpu": round(
+            sink["cpu_us_per_event"] / sink_v2["cpu_us_per_event"], 2
+        ),
         "sink_vs_raw": round(sink["events_per_s"] / raw["events_per_s"], 3),
         "sink_10min_windows_vs_raw": round(sink_10min["events_per_s"] / raw["events_per_s"], 3),
         "ingest_only_vs_raw": round(ingest_only["events_per_s"] / raw["events_per_s"], 3),

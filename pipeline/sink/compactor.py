@@ -104,9 +104,12 @@ class ClosedSegment:
             self.name, self.partition, self.first_offset, header, self.high_water_ms, header.keyframe_time
         )
 
-    def encode(self, level: int = ZSTD_LEVEL) -> bytes:
-        """The file bytes (CPU-bound: zstd; run it in a thread from async code)."""
-        return encode_wire_segment(self.wire, level)
+    def encode(self, level: int = ZSTD_LEVEL, format_version: int | None = None) -> bytes:
+        """The file bytes (CPU-bound: delta coding and zstd; run it in a thread from async code), in
+        ``format_version`` (default: the current one)."""
+        if format_version is None:
+            return encode_wire_segment(self.wire, level)
+        return encode_wire_segment(self.wire, level, format_version=format_version)
 
     @property
     def segment(self) -> Segment:

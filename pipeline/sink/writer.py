@@ -32,9 +32,12 @@ class WrittenSegment:
 class SegmentWriter:
     """``submit`` a closed segment, get a future that resolves once it is durable."""
 
-    def __init__(self, store: SegmentStore, zstd_level: int, concurrency: int) -> None:
+    def __init__(
+        self, store: SegmentStore, zstd_level: int, concurrency: int, *, format_version: int | None = None
+    ) -> None:
         self.store = store
         self.zstd_level = zstd_level
+        self.format_version = format_version
         self._pool = concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="sink-writer")
         self._last: dict[int, concurrent.futures.Future[WrittenSegment]] = {}
 
@@ -44,7 +47,7 @@ class SegmentWriter:
         completion of the previous one (blocking waits had the pool's threads mostly idle, holding
         their places: 2 s of waits per 360 segments measured)."""
         durable: concurrent.futures.Future[WrittenSegment] = concurrent.futures.Future()
-        encoded = self._pool.submit(segment.encode, self.zstd_level)
+        encoded = self._pool.submit(segment.encode, self.zstd_level, self.format_version)
         previous = self._last.get(segment.partition)
         self._last[segment.partition] = durable
 

@@ -29,7 +29,7 @@ def test_every_window_is_byte_identical_whatever_the_segments_encoding(
     version_of = WRITERS[writer]
     written: set[int] = set()
 
-    def encode(self: ClosedSegment, level: int = ZSTD_LEVEL) -> bytes:
+    def encode(self: ClosedSegment, level: int = ZSTD_LEVEL, _: int | None = None) -> bytes:
         version = version_of(self)
         written.add(version)
         return encode_wire_segment(self.wire, level, format_version=version)

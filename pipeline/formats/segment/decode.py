@@ -157,15 +157,15 @@ def _body_from_wire(
             objects = events_from_columns(kf.get("objects"), at_ms, f"{source}: keyframe object")
             lifecycles = events_from_columns(kf.get("lifecycles"), at_ms, f"{source}: keyframe lifecycle")
         else:
-            objects = _events_from_wires(
-                kf.get("objects"), header.keyframe_objects, f"{source}: keyframe object"
+            objects = _keyframe_list(
+                kf, "objects", header.keyframe_objects, header, f"{source}: keyframe object"
             )
-            lifecycles = _events_from_wires(
-                kf.get("lifecycles"), header.keyframe_lifecycles, f"{source}: keyframe lifecycle"
+            lifecycles = _keyframe_list(
+                kf, "lifecycles", header.keyframe_lifecycles, header, f"{source}: keyframe lifecycle"
             )
         tombstones = (
-            _events_from_wires(
-                kf.get("tombstones"), header.keyframe_tombstones, f"{source}: keyframe tombstone"
+            _keyframe_list(
+                kf, "tombstones", header.keyframe_tombstones, header, f"{source}: keyframe tombstone"
             )
             if header.keyframe_tombstones and not v1
             else []
@@ -183,6 +183,17 @@ def _body_from_wire(
         except ConfigError as exc:
             raise FormatError(f"{source}: {exc}") from None
     return Segment(header, events, keyframe, config)
+
+
+def _keyframe_list(
+    kf: dict[Any, Any], name: str, count: int, header: SegmentHeader, what: str
+) -> list[Event]:
+    """One of a keyframe's event lists: its wire bytes, or (version 3) its delta table rebuilt to them."""
+    coded = kf.get(f"{name}_delta") if header.format_version >= 3 else None
+    if coded is None:
+        return _events_from_wires(kf.get(name), count, what)
+    blob = decode_events(coded, count, header.keyframe_at_ms or 0, header.keyframe_bytes or 0, what)
+    return _events_from_wires(blob, count, what)
 
 
 def _events_from_wires(blob: Any, count: int, what: str, wires: EventWires | None = None) -> list[Event]:

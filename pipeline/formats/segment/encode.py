@@ -1,8 +1,8 @@
 """The file bytes of a segment: the preamble, the header and one zstd frame of the body.
 
-Version 3 bodies hold the events delta-coded (:mod:`.delta`) and the keyframe as its events' wire bytes,
-concatenated; version 2 (written on request) the events as wire bytes too; version 1 (written on
-request) column by column (:mod:`pipeline.formats.columns`).
+Version 3 bodies hold the events delta-coded (:mod:`.delta`) and the keyframe's lists in the same
+columns (one row per object: whole); version 2 (written on request) the events as wire bytes; version 1
+(written on request) column by column (:mod:`pipeline.formats.columns`).
 """
 
 from __future__ import annotations
@@ -130,16 +130,24 @@ def encode_wire_segment(
         h = dataclasses.replace(h, format_version=format_version, event_bytes=None, keyframe_bytes=None)
     else:
         raise ValueError(f"cannot write wire segments in format version {format_version}")
+    keyframe: dict[str, Any] | None = None
+    if h.keyframe_at_ms is not None:
+        keyframe = {"at_ms": h.keyframe_at_ms}
+        lists = [("objects", seg.keyframe_objects, h.keyframe_objects)]
+        lists.append(("lifecycles", seg.keyframe_lifecycles, h.keyframe_lifecycles))
+        if h.keyframe_tombstones:
+            lists.append(("tombstones", seg.keyframe_tombstones, h.keyframe_tombstones))
+        for name, blob, count in lists:
+            # Version 3 codes a keyframe's lists as the events (one row per key, so no row has a base:
+            # every object stays whole), for the columns: binary UIDs, times as steps, keys apart.
+            table = delta.encode_events(blob, count, h.keyframe_at_ms) if h.format_version == 3 else None
+            if table is None:
+                keyframe[name] = blob
+            else:
+                keyframe[f"{name}_delta"] = msgpack.packb(table, use_bin_type=True)
     body = {
         **events,
-        "keyframe": None
-        if h.keyframe_at_ms is None
-        else {
-            "at_ms": h.keyframe_at_ms,
-            "objects": seg.keyframe_objects,
-            "lifecycles": seg.keyframe_lifecycles,
-            **({"tombstones": seg.keyframe_tombstones} if h.keyframe_tombstones else {}),
-        },
+        "keyframe": keyframe,
         "config": seg.config.to_mapping() if seg.config is not None else None,
     }
     return _file_bytes(h, body, level)
