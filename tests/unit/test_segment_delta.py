@@ -130,6 +130,14 @@ def test_bytes_another_encoder_wrote_are_kept_as_they_are() -> None:
     assert table["raw"] == [odd]
     assert delta.decode_events(msgpack.packb(table), 1, START, len(odd), "t") == odd
     assert delta.encode_events(b"\x91\xa1\xff", 1, START) is None  # invalid UTF-8: the blob is kept whole
+    true_version = b"\x98\xc3" + b"".join(msgpack.packb(f) for f in [*fields[1:], 11])  # True, not 1
+    table = delta.encode_events(true_version, 1, START)
+    assert table is not None
+    assert table["raw"] == [true_version]
+    upper = msgpack.packb([1, 1, e.ts_ms, e.key, e.uid.upper() or "A" * 36, "0", None, 1])
+    table = delta.encode_events(upper, 1, START)
+    assert table is not None
+    assert delta.decode_events(msgpack.packb(table), 1, START, len(upper), "t") == upper
 
 
 def _table(evs: list[Event]) -> dict[str, Any]:

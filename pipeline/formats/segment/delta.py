@@ -31,7 +31,7 @@ FormatError before the patch is applied or the bytes grow further.
 
 from __future__ import annotations
 
-import uuid
+import re
 from typing import Any
 
 import msgpack
@@ -141,13 +141,17 @@ def apply_patch(base: Any, patch: Any, where: str, depth: int = 0) -> Any:
 
 def _uid_bytes(uid: Any) -> bytes | None:
     """The 16 bytes of a canonical (lowercase, hyphenated) UUID text, else None."""
-    if type(uid) is not str or len(uid) != 36:
+    if type(uid) is not str or len(uid) != 36 or _UUID_TEXT.fullmatch(uid) is None:
         return None
-    try:
-        value = uuid.UUID(uid)
-    except ValueError:
-        return None
-    return value.bytes if str(value) == uid else None
+    return bytes.fromhex(uid.replace("-", ""))
+
+
+_UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _uid_text(b: bytes) -> str:
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _rv_int(rv: Any) -> int | None:
@@ -201,6 +205,7 @@ def _encode_row(t: _Columns, value: Any, wire: bytes) -> bool:
         type(value) is not list
         or len(value) < 8
         or value[0] != 1
+        or type(value[0]) is not int  # True == 1 in Python, not in msgpack
         or type(value[1]) is not int
         or not 1 <= value[1] <= 4
         or type(value[2]) is not int
@@ -242,9 +247,19 @@ def _encode_row(t: _Columns, value: Any, wire: bytes) -> bool:
     base_ext = base[8:] if base is not None else None
     if ext:
         flags |= _part(row, "ext", base_ext, ext, has_base=base is not None, same_flag=_F_EXT_SAME)
-    rebuilt = _rebuild(code | flags << 3, row, base, prev=(t.prev_ts, t.prev_rv), key=key, where="encoding")
-    if _pack(rebuilt) != wire:
-        return False
+    if base is None:
+        # Without a base every field is stored whole or by a transform that checks its own round trip
+        # (binary UIDs, numeric resourceVersions): the row rebuilds to ``value`` itself, so only
+        # ``value`` needs to pack to ``wire`` (msgpack written as this encoder writes it).
+        if _pack(value) != wire:
+            return False
+        rebuilt = value
+    else:
+        rebuilt = _rebuild(
+            code | flags << 3, row, base, prev=(t.prev_ts, t.prev_rv), key=key, where="encoding"
+        )
+        if _pack(rebuilt) != wire:
+            return False
     t.cols["op"].append(code | flags << 3)
     for name, item in row.items():
         t.cols[name].append(item)
@@ -296,7 +311,7 @@ def _rebuild(
     if flags & _F_UID_BIN:
         if type(uid) is not bytes or len(uid) != 16:
             raise FormatError(f"{where}: a binary UID is not 16 bytes")
-        uid = str(uuid.UUID(bytes=uid))
+        uid = _uid_text(uid)
     rv = row.get("rv")
     if flags & _F_RV_INT:
         if type(rv) is not int or not 0 <= prev_rv + rv < _RV_INT_LIMIT:
