@@ -132,7 +132,17 @@ class S3SegmentStore:
     """Listing is the expensive part of an object store: it keeps the index of
     :mod:`pipeline.store.segment_index`."""
 
-    def __init__(self, location: S3Location, *, timeout_s: float = 30.0, retry_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        location: S3Location,
+        *,
+        timeout_s: float = 30.0,
+        retry_s: float = 15.0,
+        conditional_writes: bool | None = None,
+    ) -> None:
+        """``conditional_writes``: None asks the server on first use whether it honours If-None-Match
+        and If-Match (:meth:`supports_conditional_writes`); False takes the one-writer-at-a-time
+        fallback without asking, as on a server known to ignore them."""
         self.location = location
         config, client = _connection(location)
         self.endpoint = str(config.get("endpoint", "AWS S3"))
@@ -147,7 +157,7 @@ class S3SegmentStore:
             client_options={**client, "timeout": timedelta(seconds=3)},
             retry_config=_IMPATIENT,
         )
-        self._conditional: bool | None = None
+        self._conditional = conditional_writes
         self._conditional_lock = threading.Lock()
         self._key_locks = [threading.Lock() for _ in range(32)]
 
