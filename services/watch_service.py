@@ -215,7 +215,8 @@ async def _read_back(
             await ensure_topic(kafka, DEADLETTER_TOPIC, 1)  # records the broker refuses are described there
         # created or not: a state or resume topic that is not compacted would lose the watcher's memory
         topics = [EVENTS_TOPIC, STATE_TOPIC, RESUME_TOPIC, DEADLETTER_TOPIC]
-        await check_topics(kafka, topics, compacted=COMPACTED_TOPICS)
+        # topics just created take a moment to show in the broker's metadata
+        await check_topics(kafka, topics, compacted=COMPACTED_TOPICS, settle_s=30.0 if create else 0.0)
         state = await read_compacted(kafka, STATE_TOPIC, cluster=cluster)
         resume = await read_compacted(kafka, RESUME_TOPIC, cluster=cluster)
     except (TransientError, ConfigError):  # a refused client (ConfigError) must not be retried forever

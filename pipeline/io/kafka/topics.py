@@ -4,6 +4,8 @@ each component checks its own topics at start with :func:`check_topics`)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +22,7 @@ from pipeline.io.kafka.settings import (
     STATE_TOPIC,
     KafkaSettings,
 )
-from pipeline.model.errors import ConfigError, TransientError
+from pipeline.model.errors import ConfigError
 
 COMPACTED_TOPICS = (STATE_TOPIC, RESUME_TOPIC)
 _SHOWN_CONFIGS = ("cleanup.policy", "min.insync.replicas", "retention.ms", "min.compaction.lag.ms")
@@ -119,14 +121,24 @@ async def describe_topics(settings: KafkaSettings, names: list[str]) -> dict[str
     return out
 
 
-async def check_topics(settings: KafkaSettings, names: list[str], *, compacted: tuple[str, ...] = ()) -> None:
+async def check_topics(
+    settings: KafkaSettings,
+    names: list[str],
+    *,
+    compacted: tuple[str, ...] = (),
+    settle_s: float = 0.0,
+) -> None:
     """Refuse to start on a topic set that would lose or corrupt data: a missing topic, or a state or
-    resume topic that is not compacted (its old versions would be deleted by time instead of by key)."""
-    try:
+    resume topic that is not compacted (its old versions would be deleted by time instead of by key).
+    ``settle_s``: how long a topic just created may take to show in the broker's metadata."""
+    deadline = time.monotonic() + settle_s
+    while True:
         found = await describe_topics(settings, names)
-    except TransientError:
-        raise
-    problems = [f"topic {n!r} does not exist" for n in names if not found.get(n, {}).get("exists")]
+        missing = [n for n in names if not found.get(n, {}).get("exists")]
+        if not missing or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(0.2)
+    problems = [f"topic {n!r} does not exist" for n in missing]
     problems += [
         f"topic {n!r} has cleanup.policy {found[n]['configs'].get('cleanup.policy', '?')!r}, not compact"
         for n in compacted
