@@ -240,7 +240,7 @@ class Replayer:
                 sampling.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await sampling
-            await self._sampler.sample_once()
+            await self._sampler.sample_to_the_end()
             # and the autoscaler's nodes, added since
             await note_zoned_nodes(self._cluster, self.report.cluster_profile)
         finally:

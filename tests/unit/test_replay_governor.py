@@ -174,6 +174,7 @@ async def test_the_trace_clock_waits_for_a_slow_cluster_and_the_report_says_so()
     apart = cluster.applied_at["second"] - cluster.applied_at["first"]
     assert 0.4 + 0.05 <= apart <= 0.4 + settings.sample_interval_s + 0.05 + 1e-9, apart
     assert report.convergence is not None
+    assert report.verdict().verdict == "held", report.verdict()
     assert report.convergence["holds"] == 1
     # held from the sample at trace 0.05 s (where the first was max_lag behind) until it ran
     assert 0.4 - 0.05 - settings.sample_interval_s <= report.convergence["held_seconds"] <= 0.4
@@ -313,3 +314,22 @@ async def test_the_clock_stops_at_the_governors_horizon_and_a_sample_is_taken_th
     await running
     lag = governor.report.to_json(5_000, 1000)["largest_lag"]
     assert lag == {"lag_ms": 5_000, "owner": "web", "trace_ms": 15_000}
+
+
+async def test_at_the_end_of_trace_time_a_held_clock_waits_for_the_cluster_before_the_last_sample() -> None:
+    """The replay's last instant is judged, as every instant is, by the state the cluster reached when
+    the clock went on: not mid-way through the last change."""
+    clock = VirtualClock()
+    pods = CountedPods()
+    sampler, governor = await _held_at_15_s(clock, pods)
+    held_at = clock.now()
+
+    async def catch_up() -> None:
+        await clock.sleep_until(held_at + 2.0)
+        pods.counts = {"web": PodCounts(running=5)}
+
+    catching_up = asyncio.create_task(catch_up())
+    await sampler.sample_to_the_end()
+    await catching_up
+    assert not governor.holding
+    assert held_at + 2.0 <= clock.now() <= held_at + 2.0 + HOLD_CHECK_S + 1e-9

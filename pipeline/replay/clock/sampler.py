@@ -289,6 +289,16 @@ class Sampler:
                 )
             )
 
+    async def sample_to_the_end(self) -> None:
+        """The last sample, once trace time is over; with the governor, the samples until it no longer
+        holds (the cluster caught up, or the owners behind were given up on after ``max_hold_s``): a
+        governed replay's last instant is judged, like every other, by the state the cluster reached
+        when the clock went on, not mid-way through the last change."""
+        await self.sample_once()
+        while self._governor is not None and self._governor.holding:
+            await self._sleep_until_due(self._clock.now() + self._interval_s)
+            await self.sample_once()
+
     async def sample_autoscaler(self, at_ms: float, wall_s: float) -> None:
         """The autoscaler's nodes and the replay's pods, listed: an autoscaled replay is small, and
         its figures want the pods themselves."""
