@@ -12,9 +12,9 @@ the same run and on the same data:
 * ``sink``: the in-process sink (check, dedupe, compact, zstd, atomic fsynced writes, commits) drains
   it into a local segment store until every offset is inside a durable segment, with the default
   60 s windows (360 segments here) and again with 10-minute windows (36): the difference is the
-  fixed cost of each durable segment (encode, create, fsync, rename); and once more writing the
-  previous segment format (version 2, events whole; ``sink_previous_format``), beside the current one
-  (version 3, delta-coded): what delta coding costs the sink;
+  fixed cost of each durable segment (encode, create, fsync, rename); and once more writing segment
+  format 3 (delta-coded; ``sink_delta_format``) beside the default (format 2, events whole): what delta
+  coding costs the sink;
 * ``export``: the one-hour window exported from that store (kubetape and SimKube v2).
 
 Rates count from the first message received to the last (group joins are excluded from both).
@@ -58,7 +58,7 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from bench.environment import machine, private_brokers, private_stack
-from pipeline.formats.segment.header import SEGMENT_FORMAT_VERSION
+from pipeline.formats.segment.header import DEFAULT_WRITE_VERSION
 from pipeline.formats.wire import native
 from pipeline.formats.wire.codec import decode_event, encode_event
 from pipeline.io.kafka.admin import ensure_topic
@@ -147,7 +147,7 @@ async def bench_sink(
     store: Path | SegmentStore,
     *,
     window_ms: int = 60_000,
-    segment_format: int = SEGMENT_FORMAT_VERSION,
+    segment_format: int = DEFAULT_WRITE_VERSION,
 ) -> dict[str, Any]:
     settings = SinkSettings(
         CompactionSettings(topic=topic, window_ms=window_ms, keyframe_every=10),
@@ -266,7 +266,7 @@ async def _main(bootstrap: Broker, n: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kubetape-bench-segments-") as tmp:
         sink_10min = await bench_sink(bootstrap, topic, ends, Path(tmp), window_ms=600_000)
     with tempfile.TemporaryDirectory(prefix="kubetape-bench-segments-") as tmp:
-        sink_v2 = await bench_sink(bootstrap, topic, ends, Path(tmp), segment_format=2)
+        sink_v3 = await bench_sink(bootstrap, topic, ends, Path(tmp), segment_format=3)
     return {
         "benchmark": "sink",
         "machine": machine(),
@@ -278,11 +278,9 @@ async def _main(bootstrap: Broker, n: int) -> dict[str, Any]:
         "decode_only_consumer": decode_only,
         "sink": sink,
         "sink_10min_windows": sink_10min,
-        "sink_previous_format": sink_v2,
-        "sink_vs_sink_previous_format": round(sink["events_per_s"] / sink_v2["events_per_s"], 3),
-        "sink_cpu_vs_sink_previous_format_cpu": round(
-            sink["cpu_us_per_event"] / sink_v2["cpu_us_per_event"], 2
-        ),
+        "sink_delta_format": sink_v3,
+        "sink_delta_format_vs_sink": round(sink_v3["events_per_s"] / sink["events_per_s"], 3),
+        "sink_delta_format_cpu_vs_sink_cpu": round(sink_v3["cpu_us_per_event"] / sink["cpu_us_per_event"], 2),
         "sink_vs_raw": round(sink["events_per_s"] / raw["events_per_s"], 3),
         "sink_10min_windows_vs_raw": round(sink_10min["events_per_s"] / raw["events_per_s"], 3),
         "ingest_only_vs_raw": round(ingest_only["events_per_s"] / raw["events_per_s"], 3),

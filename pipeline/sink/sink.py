@@ -53,7 +53,7 @@ from typing import Protocol
 
 from pipeline.formats.segment.content import build_gap_marker
 from pipeline.formats.segment.encode import encode_wire_segment
-from pipeline.formats.segment.header import SEGMENT_FORMAT_VERSION, PartitionRange
+from pipeline.formats.segment.header import DEFAULT_WRITE_VERSION, PartitionRange
 from pipeline.formats.wire import native
 from pipeline.formats.wire.probe import EventHead, WireProbe
 from pipeline.io.kafka.headers import cluster_header, cluster_named, is_from_cluster
@@ -116,9 +116,9 @@ class SinkSettings:
     ``zstd_level``: segment compression (3 is several times faster than the codec default and close
     in size on this data); ``write_concurrency``: segments encoded and fsynced at once (4);
     ``max_pending_writes``: closed segments waiting to become durable before consuming pauses (64);
-    ``segment_format``: the segment format version written (3, delta-coded; 2 writes events whole at a
-    fraction of the writer threads' CPU and larger files: ``bench/bench_sink.py`` and
-    ``bench/bench_storage.py`` measure both; readers take either, mixed in one store).
+    ``segment_format``: the segment format version written (2, events whole; 3 delta-codes them, at
+    several times the writer threads' CPU: see
+    :data:`~pipeline.formats.segment.header.DEFAULT_WRITE_VERSION`; readers take both, mixed in one store).
     Durable writes are bound by fsync latency (2-3 ms each here), not CPU, so consuming goes on while
     they complete; the bound keeps memory in check when the disk is slower than the topic."""
 
@@ -128,7 +128,7 @@ class SinkSettings:
     zstd_level: int = 3
     write_concurrency: int = 4
     max_pending_writes: int = 64
-    segment_format: int = SEGMENT_FORMAT_VERSION
+    segment_format: int = DEFAULT_WRITE_VERSION
 
 
 def declare_metrics(metrics: Metrics) -> None:

@@ -18,6 +18,7 @@ from pipeline.formats.segment.content import Keyframe, Segment, build_segment, b
 from pipeline.formats.segment.decode import decode_segment, read_segment
 from pipeline.formats.segment.encode import encode_segment, encode_wire_segment
 from pipeline.formats.segment.header import (
+    DEFAULT_WRITE_VERSION,
     SEGMENT_FORMAT_VERSION,
     EventCounts,
     PartitionRange,
@@ -78,7 +79,7 @@ def test_segment_round_trips_with_sorted_events_keyframe_and_config() -> None:
 def test_header_holds_time_range_offsets_and_counts_and_reads_cheaply(tmp_path: Path) -> None:
     data = encode_segment(_segment())
     header = decode_segment_header(data[:200])  # the body is not needed
-    assert header.format_version == SEGMENT_FORMAT_VERSION
+    assert header.format_version == DEFAULT_WRITE_VERSION
     assert (header.start_ms, header.end_ms) == (START, END)
     assert header.partitions == (PartitionRange("kubetape.events", 3, 100, 102),)
     assert header.counts == EventCounts(applied=3)
@@ -239,7 +240,7 @@ def test_a_version_1_segment_written_by_the_previous_release_still_reads() -> No
 
 def test_a_version_1_segment_rewritten_in_the_current_version_holds_the_same_content() -> None:
     old = read_segment(DATA / "segment-v1.kseg")
-    new = decode_segment(encode_segment(old))
+    new = decode_segment(encode_segment(old, format_version=SEGMENT_FORMAT_VERSION))
     assert new.header.format_version == SEGMENT_FORMAT_VERSION == 3
     assert (new.events, new.keyframe, new.config) == (old.events, old.keyframe, old.config)
     assert dataclasses.replace(new.header, format_version=1) == old.header

@@ -69,9 +69,10 @@ def _round_trip(evs: list[Event]) -> None:
     )
     v2, v3 = EventWires(), EventWires()
     old = decode_segment(encode_segment(seg, format_version=2), wires=v2)
-    new = decode_segment(encode_segment(seg), wires=v3)
+    new = decode_segment(encode_segment(seg, format_version=3), wires=v3)
     assert (new.events, new.keyframe) == (old.events, old.keyframe) == (seg.events, seg.keyframe)
-    assert new.header == seg.header  # the version written is the current one
+    assert new.header == dataclasses.replace(seg.header, format_version=3)
+    assert old.header == seg.header  # format 2 is what writers write by default
     assert (
         [v3.get(e) for e in new.events]
         == [v2.get(e) for e in old.events]
@@ -268,10 +269,10 @@ def test_more_events_than_the_header_counts_stop_the_reading_at_once() -> None:
 def test_older_segments_still_read_and_inspect_shows_the_encoding() -> None:
     old = read_segment(DATA / "segment-v2.kseg")
     assert old.header.format_version == 2
-    rewritten = decode_segment(encode_segment(old))
+    rewritten = decode_segment(encode_segment(old, format_version=SEGMENT_FORMAT_VERSION))
     assert rewritten.header.format_version == SEGMENT_FORMAT_VERSION == 3
     assert (rewritten.events, rewritten.keyframe, rewritten.config) == (old.events, old.keyframe, old.config)
-    header = decode_segment_header(encode_segment(old))
+    header = decode_segment_header(encode_segment(old, format_version=3))
     assert header.event_bytes == len(_concatenated_wires(old.events))
 
 
@@ -281,7 +282,10 @@ def test_inspect_reports_the_encoding_and_the_ratio(tmp_path: Path) -> None:
     evs = _history()
     path = tmp_path / "s.kseg"
     path.write_bytes(
-        encode_segment(build_segment(evs, start_ms=START, end_ms=START + 11, config=TracerConfig.default()))
+        encode_segment(
+            build_segment(evs, start_ms=START, end_ms=START + 11, config=TracerConfig.default()),
+            format_version=3,
+        )
     )
     details = inspect_file(path).to_json()["details"]
     assert details["encoding"] == "delta"

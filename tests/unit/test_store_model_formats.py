@@ -1,8 +1,8 @@
 """The store model test (:mod:`tests.unit.test_store_model`) over a store whose segments are written in
-the previous format (version 2, events whole) or in both formats, segment by segment: every window must
-still give exactly the reference's bytes (the same reference, which the current version writes), so
-exports do not depend on how the segments they read were encoded, and a store upgraded in place reads on.
-The sink writes the current version (delta-coded) in :mod:`tests.unit.test_store_model` itself."""
+format 3 (delta-coded) or in formats 2 and 3, segment by segment: every window must still give exactly
+the reference's bytes (the same reference), so exports do not depend on how the segments they read were
+encoded, and a store whose sink changes format reads on. The sink writes the default format (2) in
+:mod:`tests.unit.test_store_model` itself."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pipeline.sink.compactor import ClosedSegment
 from tests.unit.test_store_model import SinkStoreMachine
 
 WRITERS: dict[str, Callable[[ClosedSegment], int]] = {
-    "all version 2": lambda segment: 2,
+    "all version 3": lambda segment: 3,
     "versions 2 and 3 mixed": lambda segment: 2 if segment.first_offset % 2 else 3,
 }
 
@@ -46,4 +46,4 @@ def test_every_window_is_byte_identical_whatever_the_segments_encoding(
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
-    assert written == ({2} if writer == "all version 2" else {2, 3})
+    assert written == ({3} if writer == "all version 3" else {2, 3})

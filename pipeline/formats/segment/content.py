@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pipeline.formats.segment.header import (
-    SEGMENT_FORMAT_VERSION,
+    DEFAULT_WRITE_VERSION,
     EventCounts,
     PartitionRange,
     SegmentHeader,
@@ -66,7 +66,7 @@ def build_segment(
     if an event lies outside ``[start_ms, end_ms)`` or the keyframe is after ``start_ms``."""
     ordered = tuple(sorted(events, key=_ts))
     header = SegmentHeader(
-        format_version=SEGMENT_FORMAT_VERSION,
+        format_version=DEFAULT_WRITE_VERSION,
         kind=kind,
         start_ms=start_ms,
         end_ms=end_ms,
@@ -147,7 +147,7 @@ def build_wire_segment(
     if kf_at is not None and kf_at > start_ms:
         raise FormatError(f"inconsistent segment: keyframe at {kf_at} is after start_ms {start_ms}")
     header = SegmentHeader(
-        format_version=SEGMENT_FORMAT_VERSION,
+        format_version=DEFAULT_WRITE_VERSION,
         kind=SegmentKind.SEGMENT,
         start_ms=start_ms,
         end_ms=end_ms,
@@ -185,7 +185,7 @@ def build_gap_marker(
     ``[start_ms, end_ms)`` bounds when the lost events may have happened (from the last event the
     store holds before them to when the loss was found)."""
     header = SegmentHeader(
-        format_version=SEGMENT_FORMAT_VERSION,
+        format_version=DEFAULT_WRITE_VERSION,
         kind=SegmentKind.GAP,
         start_ms=start_ms,
         end_ms=max(start_ms, end_ms),

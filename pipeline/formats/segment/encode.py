@@ -21,6 +21,7 @@ from pipeline.formats.segment.content import Segment, WireSegment, consistency_p
 from pipeline.formats.segment.decode import EventWires
 from pipeline.formats.segment.header import (
     BODY_PREAMBLE,
+    DEFAULT_WRITE_VERSION,
     MAGIC,
     PREAMBLE,
     SEGMENT_FORMAT_VERSION,
@@ -49,7 +50,7 @@ def encode_segment(
     seg: Segment,
     level: int = ZSTD_LEVEL,
     *,
-    format_version: int = SEGMENT_FORMAT_VERSION,
+    format_version: int = DEFAULT_WRITE_VERSION,
     wires: EventWires | None = None,
 ) -> bytes:
     """The file bytes of ``seg`` (raises FormatError if it is inconsistent; see
@@ -109,7 +110,7 @@ def _concatenated_wires(events: Iterable[Event], known: EventWires | None = None
 
 
 def encode_wire_segment(
-    seg: WireSegment, level: int = ZSTD_LEVEL, *, format_version: int = SEGMENT_FORMAT_VERSION
+    seg: WireSegment, level: int = ZSTD_LEVEL, *, format_version: int = DEFAULT_WRITE_VERSION
 ) -> bytes:
     """The file bytes of a segment built by :func:`~.content.build_wire_segment` (version 3, or 2 on
     request)."""
