@@ -13,12 +13,8 @@ import pytest
 
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.stack.stack import LocalStack
-from services.mission import REPO_ROOT, MissionResult, run_mission
-
-
-@pytest.fixture(scope="module")
-def mission(local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> MissionResult:
-    return run_mission(local_stack, tmp_path_factory.mktemp("mission"), speed=10.0, say=print)
+from services.mission import REPO_ROOT, MissionResult
+from tests.e2e.oracle import FELL_BEHIND_WALL_S, assert_follows_recording
 
 
 def assert_faithful_replay(report: dict[str, Any]) -> None:
@@ -38,22 +34,15 @@ def assert_faithful_replay(report: dict[str, Any]) -> None:
     bare = [o for k, o in workload.items() if k.startswith("core/Pod/")]
     assert len(bare) == 2
     assert all(o["recorded_peak"] == 1 and o["replay_peak"] == 1 for o in bare), bare
-    # What the product promises on a busy machine too: either every owner is within the bound, or the
-    # replayer saw that the machine did not keep up (lateness, slow convergence) and says so; a replay
-    # that is wrong even when the cluster is given time to settle is never passed off as either.
-    fidelity = report["owner_fidelity"]
-    assert fidelity["verdict"] in ("held", "degraded"), (fidelity, report["timeline"]["replay_by_owner"])
-    sampling_fell_behind = report["largest_sample_gap_seconds"] > 1.0  # the resolution: 1 wall second
-    assert not sampling_fell_behind or fidelity["verdict"] == "degraded", (
-        report["largest_sample_gap_seconds"],
-        fidelity,
-    )
+    # Every sample of every owner follows the recording within one pod and a short settle, judged by the
+    # test's own oracle (tests/e2e/oracle.py); a miss passes only as a degraded run on a machine that fell
+    # behind by the product's own measures (lateness, sampling gaps).
+    assert_follows_recording(report, workload)
+    assert report["owner_fidelity"]["verdict"] in ("held", "degraded"), report["owner_fidelity"]
+    sampling_fell_behind = report["largest_sample_gap_seconds"] > FELL_BEHIND_WALL_S
     for owner in workload.values():
         # a sample every 0.25 s over a replay of about 3 s, unless the report says it could not keep up
         assert owner["samples"] >= 8 or sampling_fell_behind, (owner, report["largest_sample_gap_seconds"])
-        if owner["max_error"] > 1:
-            assert fidelity["verdict"] == "degraded", (owner, fidelity)
-            assert fidelity["reasons"], (owner, fidelity)
     # Time scaling: the replay took about a tenth of the recorded span, not the span itself.
     span_s = report["trace_span_ms"] / 1000
     assert span_s > 20  # the scripted workload takes about half a minute
