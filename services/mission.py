@@ -13,6 +13,7 @@ Every stage runs through the same CLI a user types, so the demo proves the comma
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -24,7 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.formats.wire.codec import decode_event
+from pipeline.io.kafka.admin import topic_partitions
+from pipeline.io.kafka.clients import new_consumer
+from pipeline.io.kafka.reads import read_topic_range
+from pipeline.io.kafka.settings import EVENTS_TOPIC, KafkaSettings
 from pipeline.model.errors import StackError
+from pipeline.model.events import EventType
+from pipeline.model.keys import ClusterId
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, KwokCluster
 from pipeline.stack.processes import free_port, http_probe
 from pipeline.stack.stack import LocalStack
@@ -88,6 +96,110 @@ class _Service:
                 self.proc.wait()
         self._log_handle.close()
         return self.proc.returncode
+
+
+def _until(check: Callable[[], tuple[bool, object]], what: str, timeout_s: float) -> None:
+    """Poll ``check`` (done, what it saw) until done; a StackError naming ``what`` and the last state
+    seen once ``timeout_s`` has passed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done, seen = check()
+        if done:
+            return
+        if time.monotonic() > deadline:
+            raise StackError(f"timed out after {timeout_s:.0f} s waiting for {what}; last seen: {seen}")
+        time.sleep(0.5)
+
+
+def live_pods(cluster: KwokCluster, namespace: str) -> set[str]:
+    """The namespace's pods that have not finished: neither Succeeded nor Failed, nor being deleted."""
+    pods = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-o", "json"))
+    return {
+        p["metadata"]["name"]
+        for p in pods["items"]
+        if p["status"].get("phase") not in ("Succeeded", "Failed")
+        and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def recorded_pods(
+    bootstrap: str, cluster_id: str, namespace: str, since_ms: int
+) -> tuple[set[str], set[str]]:
+    """From the events topic, the namespace's pods recorded since ``since_ms``: (started, ended)."""
+    messages = asyncio.run(
+        read_topic_range(
+            KafkaSettings(bootstrap=bootstrap),
+            EVENTS_TOPIC,
+            int(time.time() * 1000) + 60_000,
+            start_ms=since_ms,
+            cluster=ClusterId(cluster_id),
+        )
+    )
+    started, ended = set(), set()
+    prefix = f"core/Pod/{namespace}/"
+    for message in messages:
+        if message.value is None:
+            continue
+        event = decode_event(message.value, f"{EVENTS_TOPIC} p{message.partition} @{message.offset}")
+        if event.type is EventType.POD_LIFECYCLE and event.key.startswith(prefix):
+            name = event.key.removeprefix(prefix)
+            started.add(name)
+            if event.pod_end_ms is not None:
+                ended.add(name)
+    return started, ended
+
+
+def wait_recorded(
+    bootstrap: str,
+    cluster: KwokCluster,
+    *,
+    cluster_id: str,
+    namespace: str,
+    since_ms: int,
+    timeout_s: float = 60.0,
+) -> None:
+    """Wait until the events topic holds the namespace's pods as the cluster has them now: each pod that
+    still runs has started, every other pod the recording started has ended. Then a watcher can be
+    stopped without its last changes missing from the recording."""
+
+    def check() -> tuple[bool, object]:
+        live = live_pods(cluster, namespace)
+        started, ended = recorded_pods(bootstrap, cluster_id, namespace, since_ms)
+        unended = started - ended - live
+        unstarted = live - started
+        return bool(started) and not unended and not unstarted, {
+            "live": sorted(live),
+            "recorded without their end": sorted(unended),
+            "live but not recorded": sorted(unstarted),
+        }
+
+    _until(
+        check, f"the recording of namespace {namespace} to catch up with cluster {cluster_id!r}", timeout_s
+    )
+
+
+def wait_committed(bootstrap: str, group: str, timeout_s: float = 60.0) -> None:
+    """Wait until consumer ``group`` has committed the events topic up to its end: the sink has made
+    everything published so far durable, so stopping it loses nothing of the recording."""
+
+    async def positions() -> tuple[bool, object]:
+        settings = KafkaSettings(bootstrap=bootstrap)
+        partitions = await topic_partitions(settings, EVENTS_TOPIC)
+        consumer = new_consumer(settings, group_id=group, role="mission-check")
+        await consumer.start()
+        try:
+            ends = await consumer.end_offsets(partitions)
+            committed = {tp.partition: await consumer.committed(tp) for tp in partitions}
+        finally:
+            await consumer.stop()
+        behind = {
+            tp.partition: (committed[tp.partition], end)
+            for tp, end in ends.items()
+            if (committed[tp.partition] or 0) < end
+        }
+        return not behind, {"partition: (committed, end)": behind}
+
+    _until(lambda: asyncio.run(positions()), f"sink group {group} to commit the events topic", timeout_s)
 
 
 def _kubetape(*argv: str) -> str:
@@ -216,6 +328,7 @@ def run_mission(stack: LocalStack, workdir: Path, *, speed: float = 10.0, say: S
     segments = workdir / "segments"
     namespace = f"shop-{run_id}"
 
+    group = f"kubetape-demo-{run_id}"
     say(f"recording: sink → {segments}, watcher on cluster 'source', Kafka {info.bootstrap}")
     sink = _Service(
         "sink",
@@ -226,7 +339,7 @@ def run_mission(stack: LocalStack, workdir: Path, *, speed: float = 10.0, say: S
             "--segment-dir",
             str(segments),
             "--group",
-            f"kubetape-demo-{run_id}",
+            group,
             "--cluster",  # the name the watcher below records under
             "source",
             "--window",
@@ -257,11 +370,15 @@ def run_mission(stack: LocalStack, workdir: Path, *, speed: float = 10.0, say: S
         start_ms = int(time.time() * 1000)
         _Workload(source, namespace).run(say)
         end_ms = int(time.time() * 1000)
-        time.sleep(2)  # the last changes reach Kafka before the watcher is asked to stop
+        # the watcher stops once the topic holds the workload's last changes, and the sink once it has
+        # made them durable (idle-close writes what it holds, then it commits)
+        wait_recorded(info.bootstrap, source, cluster_id="source", namespace=namespace, since_ms=start_ms)
     finally:
         watcher_code = watcher.stop()
-        time.sleep(3)  # idle-close lets the sink write what it holds before its own graceful stop
-        sink_code = sink.stop()
+        try:
+            wait_committed(info.bootstrap, group)
+        finally:
+            sink_code = sink.stop()
     if watcher_code != 0 or sink_code != 0:
         raise StackError(
             f"recording services did not stop cleanly (watcher {watcher_code}, sink {sink_code}); "

@@ -356,7 +356,12 @@ def _on_karpenter_nodes(deployment: dict[str, Any]) -> dict[str, Any]:
 def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Path) -> Path:
     """Karpenter on ``source`` launches nodes for twelve pods and consolidates after the scale-down to
     two, while the watcher and the sink record it; returns the exported trace."""
-    from services.mission import _kubetape, _Service  # the demo's own service runner, reused
+    from services.mission import (  # the demo's own service runner and waits, reused
+        _kubetape,
+        _Service,
+        wait_committed,
+        wait_recorded,
+    )
 
     info = local_stack.info()
     source = local_stack.cluster("source", info.bin_dir)
@@ -401,11 +406,14 @@ def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Pa
         )
         time.sleep(RECORD_HOLD_S)  # and the consolidated cluster is compared for a while too
         end_ms = int(time.time() * 1000)
-        time.sleep(2)  # the last changes reach Kafka before the watcher stops
+        # stopped once the topic holds the pods as they are now, and the sink once that is durable
+        wait_recorded(info.bootstrap, source, cluster_id="source", namespace="shop", since_ms=start_ms)
     finally:
         watcher.stop()
-        time.sleep(3)  # the sink's idle-close writes what it holds
-        sink.stop()
+        try:
+            wait_committed(info.bootstrap, "autoscaled-recording")
+        finally:
+            sink.stop()
     _kubetape("export", "--segment-dir", str(segments), "--from", str(start_ms), "--to", str(end_ms),
               "--config", str(tracer), "-o", str(trace))  # fmt: skip
     return trace
