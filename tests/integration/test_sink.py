@@ -34,6 +34,7 @@ from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
 from pipeline.store.segment_store import LocalSegmentStore
 from pipeline.store.state import ObjectState
+from tests.polling import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 KUBETAPE = REPO / ".venv" / "bin" / "kubetape"
@@ -101,6 +102,10 @@ def direct_trace(events: list[Event], start_ms: int, end_ms: int) -> bytes:
         None, unique, start_ms, end_ms, config=TracerConfig.default(), suppress_owned=True
     )
     return encode_segment(trace, EXPORT_ZSTD_LEVEL)
+
+
+async def _metric(sink: Sink, name: str) -> float:
+    return sink.metrics.value(name)
 
 
 def export_bytes(segment_dir: Path, start_ms: int, end_ms: int) -> bytes:
@@ -173,8 +178,11 @@ async def test_an_idle_topic_closes_its_segment_by_wall_clock(kafka_bootstrap: s
     topic, group, dlq = _names("idle")
     await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 1)
     t0 = _t0()
-    async with running_sink(kafka_bootstrap, topic, group, dlq, segment_dir=tmp_path, idle_close_s=1.0):
-        await asyncio.sleep(3)  # joined the group
+    idle_sink = running_sink(kafka_bootstrap, topic, group, dlq, segment_dir=tmp_path, idle_close_s=1.0)
+    async with idle_sink as sink:
+        await eventually(
+            lambda: _metric(sink, "sink_assigned_partitions"), lambda n: n == 1, "the sink to join its group"
+        )
         await produce(kafka_bootstrap, topic, synthetic_events(5, t0, 1_000))  # same window: stays open
         await wait_committed(kafka_bootstrap, group, topic, 1, within=30)
         # committed while the sink still runs: the segment was closed by idleness, not by shutdown
@@ -190,9 +198,12 @@ async def test_a_rebalance_between_two_sinks_loses_and_duplicates_nothing(
     t0 = _t0()
     events = synthetic_events(3_000, t0, 600_000)
     first, second = events[:1_500], events[1_500:]
-    async with running_sink(kafka_bootstrap, topic, group, dlq, segment_dir=tmp_path):
+    async with running_sink(kafka_bootstrap, topic, group, dlq, segment_dir=tmp_path) as sink:
         await produce(kafka_bootstrap, topic, first)
-        await asyncio.sleep(2)
+        # the second sink joins while the first is consuming, so that partitions move mid-stream
+        await eventually(
+            lambda: _metric(sink, "sink_messages_total"), lambda n: n > 0, "the first sink to consume"
+        )
         async with running_sink(kafka_bootstrap, topic, group, dlq, segment_dir=tmp_path):
             await produce(kafka_bootstrap, topic, second)
             await wait_committed(kafka_bootstrap, group, topic, 4)
@@ -200,13 +211,19 @@ async def test_a_rebalance_between_two_sinks_loses_and_duplicates_nothing(
 
 
 def _start_sink_process(
-    bootstrap: str, names: tuple[str, str, str], *, segment_dir: Path, log: Path, token: str = ""
+    bootstrap: str,
+    names: tuple[str, str, str],
+    *,
+    segment_dir: Path,
+    log: Path,
+    token: str = "",
+    extra: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
     topic, group, dlq = names
     args = [
         str(KUBETAPE), "sink", "--bootstrap", bootstrap, "--topic", topic, "--group", group,
         "--deadletter-topic", dlq, "--segment-dir", str(segment_dir), "--http-port", "0",
-        "--idle-close", "1s", "--keyframe-every", "3", "--batch", "700", "--partitions", "3",
+        "--idle-close", "1s", "--keyframe-every", "3", "--batch", "700", "--partitions", "3", *extra,
     ]  # fmt: skip
     with log.open("ab") as out:
         return subprocess.Popen(args, stdout=out, stderr=out, env={**os.environ, "KUBETAPE_TOKEN": token})
@@ -281,6 +298,44 @@ async def test_export_over_http_needs_the_bearer_token(kafka_bootstrap: str, tmp
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+
+
+async def test_the_sink_s_retention_removes_expired_segments_and_later_ranges_still_export(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """``kubetape sink --retention`` as a user runs it: segments wholly older than the retention go, a
+    keyframe before the cutoff stays as the anchor, and a range after the cutoff exports as before."""
+    names = topic, group, _dlq = _names("retention")
+    await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 1)
+    t0 = _t0()  # an hour ago: events from 60 to 20 minutes ago, one segment per minute
+    events = synthetic_events(2_400, t0, 40 * 60_000)
+    await produce(kafka_bootstrap, topic, events)
+    segment_dir, log = tmp_path / "segments", tmp_path / "sink.log"
+    process = _start_sink_process(kafka_bootstrap, names, segment_dir=segment_dir, log=log)
+    try:
+        await wait_committed(kafka_bootstrap, group, topic, 1)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0, _tail(log)
+    written = sorted(p.name for p in segment_dir.glob("*.kseg"))
+    window = (t0 + 35 * 60_000, t0 + 40 * 60_000)  # after the cutoff (30 minutes ago) by 5 minutes
+    exported = export_bytes(segment_dir, *window)
+
+    # a restarted sink with retention checks at once, before it has consumed anything new
+    process = _start_sink_process(
+        kafka_bootstrap, names, segment_dir=segment_dir, log=log, extra=("--retention", "30m")
+    )
+    try:
+        await _wait_for_lines(log, "retention removed segments", 1)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0, _tail(log)
+    kept = sorted(p.name for p in segment_dir.glob("*.kseg"))
+    assert set(kept) < set(written), (written, kept)
+    # about half the hour-old history went; the anchor keyframe and everything after it stayed
+    assert len(written) - len(kept) >= len(written) // 4, (len(written), len(kept))
+    assert kept == written[len(written) - len(kept) :], "only the oldest segments are removed"
+    assert export_bytes(segment_dir, *window) == exported == direct_trace(events, *window)
 
 
 def _tail(log: Path) -> str:
