@@ -1,11 +1,13 @@
 """The Simulation controller on the real ``sim`` KWOK cluster.
 
-``kubetape controller`` runs as a real process. KWOK pods execute nothing, so the test plays the two
-parts a real node would: it runs the replayer Job's exact command line here (``kubetape replay`` with
-the Job's arguments, the node-pool ConfigMap written where the pod would mount it, ``--kubeconfig``
-added), then reports the outcome the way the kubelet does: the pod's status becomes Succeeded (or
-Failed) with the replay report (or the error's log tail) as the container's termination message. From
-there the real Job controller completes the Job and the kubetape controller reads the result back.
+``kubetape controller`` runs as a real process. KWOK pods execute nothing, so the test plays the
+container: it runs the replayer Job's exact command line here (``kubetape replay`` with the Job's
+arguments, the node-pool ConfigMap written where the pod would mount it, ``--kubeconfig`` added), and
+gives the outcome to the pod as annotations. KWOK plays the kubelet: the Job's pod runs on the node
+``kubetape-kubelet-standin`` (a real node to the Job's affinity), and KWOK's ``pod-exit-as-annotated``
+stage (pipeline/stack/resources/kwok-stages.yaml) ends it, Succeeded or Failed, with the replay report
+(or the error's log tail) as the container's termination message. From there the real Job controller
+completes the Job and the kubetape controller reads the result back.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,8 +58,36 @@ def kubectl(stack_info: StackInfo, sim_kubeconfig: Path) -> Callable[..., str]:
     return run
 
 
+KUBELET_STANDIN = "kubetape-kubelet-standin"
+"""The node the replayer Jobs' pods run on here: KWOK-managed, but without the fake nodes' label, so the
+Job's affinity (never on a simulated node) accepts it; see the module docstring."""
+
+
 @pytest.fixture(scope="module")
-def simulation_cluster(kubectl: Callable[..., str]) -> None:
+def kubelet_standin(kubectl: Callable[..., str]) -> Iterator[str]:
+    """The stand-in real node, for this module only (other modules' pods should not land on it)."""
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": KUBELET_STANDIN,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
+            "labels": {"kubernetes.io/os": "linux", "kubernetes.io/hostname": KUBELET_STANDIN},
+        },
+        "status": {
+            "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+        },
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(node))
+    try:
+        yield KUBELET_STANDIN
+    finally:
+        kubectl("delete", "node", KUBELET_STANDIN, "--ignore-not-found", "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def simulation_cluster(kubectl: Callable[..., str], kubelet_standin: str) -> None:
     """The CRD installed for real, the controller's namespace and the replayer's service account."""
     kubectl("apply", "-f", str(CRD))
     crd_established(kubectl, "simulations.kubetape.dev")
@@ -235,32 +264,19 @@ async def run_repetition_here(
     return code, output.decode()[-2048:]  # FallbackToLogsOnError: the log tail
 
 
-def kubelet_reports(kubectl: Callable[..., str], pod: str, *, exit_code: int, message: str) -> None:
-    """What the kubelet would write when the replay container ends (the message capped at 4 KiB)."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    terminated = {
-        "exitCode": exit_code,
-        "reason": "Completed" if exit_code == 0 else "Error",
-        "message": message.encode()[:4096].decode("utf-8", "ignore"),
-        "startedAt": now,
-        "finishedAt": now,
-    }
-    status = {
-        "status": {
-            "phase": "Succeeded" if exit_code == 0 else "Failed",
-            "containerStatuses": [
-                {
-                    "name": "replay",
-                    "image": "kubetape:test",
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {"terminated": terminated},
-                }
-            ],
-        }
-    }
-    kubectl("-n", NS, "patch", "pod", pod, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+def container_exits(kubectl: Callable[..., str], pod: str, *, exit_code: int, message: str) -> None:
+    """The replay container ends with ``exit_code`` and ``message`` (the 4 KiB a kubelet keeps of a
+    termination message); KWOK, standing in for the kubelet, writes the pod's status from these."""
+    kubectl(
+        "-n", NS, "annotate", "pod", pod,
+        f"kubetape.dev/termination-message={message.encode()[:4096].decode('utf-8', 'ignore')}",
+        f"kubetape.dev/exit-code={exit_code}",
+    )  # fmt: skip
+
+
+async def pod_status(kube: KubeClient, pod: str) -> dict[str, Any]:
+    found = await kube.get("v1", "Pod", NS, pod)
+    return (found or {}).get("status") or {}
 
 
 async def finish_repetition(
@@ -268,7 +284,17 @@ async def finish_repetition(
 ) -> tuple[int, str]:
     code, message = await run_repetition_here(kube, job_name, kubeconfig, pod_dir)
     pod = await eventually(lambda: job_pod(kube, job_name), f"the pod of Job {job_name}")
-    kubelet_reports(kubectl, pod["metadata"]["name"], exit_code=code, message=message)
+    name = pod["metadata"]["name"]
+    assert pod["spec"].get("nodeName") in (None, KUBELET_STANDIN), pod["spec"]
+    container_exits(kubectl, name, exit_code=code, message=message)
+    seen: dict[str, Any] = {}
+
+    async def ended() -> dict[str, Any] | None:
+        seen["status"] = await pod_status(kube, name)
+        return seen["status"] if seen["status"].get("phase") in ("Succeeded", "Failed") else None
+
+    status = await eventually(ended, f"KWOK to end pod {name}", last_seen=lambda: seen.get("status"))
+    assert status["phase"] == ("Succeeded" if code == 0 else "Failed"), status
     return code, message
 
 
