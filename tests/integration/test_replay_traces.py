@@ -298,12 +298,12 @@ async def test_a_pod_of_an_untracked_owner_replays_as_a_bare_pod_and_completes(
     trace.write_bytes(
         encode_segment(build_segment(events, start_ms=0, end_ms=30_000, kind=SegmentKind.TRACE))
     )
-    report, pods = await replay_and_watch(sim_kubeconfig, trace, node_settings("widget", 10.0))
-    assert report.failed == 0, report.summary()
-    times = pods["widget-pod"]
+    watched = await replay_and_watch(sim_kubeconfig, trace, node_settings("widget", 10.0))
+    assert watched.report.failed == 0, watched.report.summary()
+    times = watched.pods["widget-pod"]
     assert times.annotations[LIFETIME_ANNOTATION] == "2.000s"
     assert "Succeeded" in times.phases, f"the bare pod never completed: {times}"
-    ran = times.phases["Succeeded"] - times.phases["Running"]
-    assert ran == pytest.approx(2.0, abs=1.0), f"ran {ran:.2f} s, expected 2 s"
+    # ran its scaled lifetime: not less (the polls bracket when it started and ended)
+    assert times.phases["Succeeded"] - times.phases_not_before["Running"] >= 2.0 - SLACK_S, times
     async with kube_api(sim_kubeconfig) as api:
         await assert_cleaned_up(KubeClient(api), "widget")
