@@ -195,7 +195,7 @@ async def test_transient_errors_are_retried_and_keep_leaves_objects() -> None:
 
 
 async def test_virtual_nodes_are_created_and_owned_by_the_root(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level("WARNING", logger="pipeline.replay.setup")
+    caplog.set_level("WARNING", logger="pipeline.replay")
     cluster = MemoryCluster()
     skeleton = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "sk"}, "status": {}}
     plan = plan_replay(trace([applied(0, pod("p"))]), speed=1)
@@ -395,7 +395,7 @@ async def test_an_annotation_on_the_root_pauses_the_trace_clock_until_removed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # how the Simulation controller pauses a replay running in a Job's pod
-    caplog.set_level("INFO", logger="pipeline.replay.sampler")
+    caplog.set_level("INFO", logger="pipeline.replay")
     cluster = MemoryCluster()
     events = [applied(0, pod("first")), applied(SECOND_POD_MS, pod("second"))]
     settings = ReplaySettings(
