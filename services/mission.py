@@ -315,8 +315,16 @@ def _bare_pod(name: str, lifetime: str) -> dict[str, Any]:
     }
 
 
-def run_mission(stack: LocalStack, workdir: Path, *, speed: float = 10.0, say: Say = print) -> MissionResult:
-    """Record the scripted workload on ``source`` and replay it on ``sim``; returns the fidelity report."""
+def run_mission(
+    stack: LocalStack,
+    workdir: Path,
+    *,
+    speed: float = 10.0,
+    max_lag_s: float | None = None,
+    say: Say = print,
+) -> MissionResult:
+    """Record the scripted workload on ``source`` and replay it on ``sim``; returns the fidelity report.
+    ``max_lag_s``: the replay's ``--max-lag`` (the trace clock holds while the cluster is behind)."""
     info = stack.up(["source", "sim"])
     source = stack.cluster("source", info.bin_dir)
     # The workload needs untainted nodes made from the default skeleton (label type=kwok); other
@@ -421,6 +429,7 @@ def run_mission(stack: LocalStack, workdir: Path, *, speed: float = 10.0, say: S
         "--sample-interval",
         "0.25",
         "--quiet",
+        *([] if max_lag_s is None else ["--max-lag", f"{max_lag_s:g}"]),
     )
     report: dict[str, Any] = json.loads(report_path.read_text())
     return MissionResult(

@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.stack.stack import LocalStack
 from services.mission import MissionResult, run_mission
+from tests.e2e.oracle import MAX_LAG_S
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -22,5 +23,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def mission(local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> MissionResult:
     """The scripted workload recorded on ``source`` (watcher → Kafka → sink → export), and its replay
-    on ``sim`` at speed 10 through ``kubetape replay``."""
-    return run_mission(local_stack, tmp_path_factory.mktemp("mission"), speed=10.0, say=print)
+    on ``sim`` at speed 10 through ``kubetape replay`` (with ``--max-lag``, see tests/e2e/oracle.py)."""
+    return run_mission(
+        local_stack, tmp_path_factory.mktemp("mission"), speed=10.0, max_lag_s=MAX_LAG_S, say=print
+    )

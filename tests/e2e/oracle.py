@@ -7,9 +7,12 @@ of trace time (the simulated cluster needs a moment to schedule and start what t
 The settle is stated in trace time and is short beside the recording's steps, so a replay that lags a
 step, skips one or reaches a wrong count is caught; it is not widened when the machine is slow.
 
-When the replay misses that, the run may still pass as ``degraded``, but only when the product's own
-measures of the machine falling behind say so: the replayer's writes ran late (lateness p99) or the
-pods could not be sampled as often as asked (the largest gap between samples), beyond one wall second.
+The end-to-end replays run with ``--max-lag`` (:data:`MAX_LAG_S`): where the simulated cluster falls
+that far behind the recording, the replay's trace clock holds until it catches up, so a slow machine
+slows the replay down instead of making it unfaithful. When the replay misses the oracle, the run may
+still pass as ``degraded``, but only when the product's own measures of the machine falling behind say
+so: the replayer's writes ran late (lateness p99) or the pods could not be sampled as often as asked
+(the largest gap between samples), beyond one wall second, or the trace clock held for the cluster.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ load 15 the simulated cluster took 0.6–0.9 wall s to converge after a scale-do
 failed each of three replays the report called ``held``; eight, one of them), so a shorter settle would
 measure the machine rather than the replay. A count the recording left more than ten trace seconds
 before, a level never reached, or a count more than one pod off any recent one, is caught."""
+MAX_LAG_S = 5.0
+"""The end-to-end replays' ``--max-lag``, in trace seconds: half the settle."""
 FELL_BEHIND_WALL_S = 1.0
 """Lateness (p99) or a gap between samples beyond this, in wall seconds, is the machine falling behind."""
 
@@ -78,6 +83,9 @@ def machine_fell_behind(report: Mapping[str, Any]) -> list[str]:
         reasons.append(f"lateness p99 {lateness_p99} ms")
     if report["largest_sample_gap_seconds"] > FELL_BEHIND_WALL_S:
         reasons.append(f"a gap of {report['largest_sample_gap_seconds']} s between samples")
+    held = (report.get("convergence") or {}).get("held_seconds") or 0
+    if held > 0:
+        reasons.append(f"the trace clock held {held} s for the cluster to catch up (--max-lag)")
     return reasons
 
 

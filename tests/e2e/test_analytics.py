@@ -28,7 +28,7 @@ from pipeline.stack.stack import LocalStack
 from services.cli import main
 from services.commands.sweep import replay_to_run
 from services.mission import MissionResult
-from tests.e2e.oracle import assert_follows_recording
+from tests.e2e.oracle import MAX_LAG_S, assert_follows_recording
 
 OWNER_ERROR_THRESHOLD = 1  # the replayer issue: per owner, within one pod at every second of scaled time
 
@@ -70,6 +70,7 @@ async def test_three_replays_of_a_recording_compare_within_the_fidelity_threshol
             namespace_prefix=f"e2e{repetition}",
             node_pools=((skeleton, 3),),
             sample_interval_s=0.25,
+            max_lag_s=MAX_LAG_S,
         )
         run = await replay_to_run(
             info.kubeconfigs["sim"],
