@@ -153,6 +153,10 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
             loop.add_signal_handler(sig, stop.set)
     topic = settings.sink.compaction.topic
     await _prepare_topics(settings, topic)
+    if settings.cluster is None:
+        # the store's root answers before any wait for the topic's first record: a missing bucket or
+        # wrong credentials fail the start at once, not once the watcher has written
+        await StoreHealth(open_segment_store(settings.segment_store, retry_s=settings.store_retry_s)).probe()
     cluster = settings.cluster or await _learn_cluster(settings, topic, stop)
     if cluster is None:
         return  # stopped before the topic's first record
