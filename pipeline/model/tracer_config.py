@@ -291,17 +291,9 @@ def env_redactions(tracked: tuple[TrackedKind, ...]) -> tuple[RedactionRule, ...
     """Mask rules for the env values of every container list under each tracked kind's pod templates."""
     rules = []
     for entry in tracked:
-        specs = []
-        for template in entry.pod_spec_template_paths:
-            if template == "":  # a Pod: the object is its own template
-                specs.append("/spec")
-                continue
-            specs.append(f"{template}/spec")
-            if not template.endswith("/template"):
-                # SimKube's ReplicaSet path is "/spec" (the ReplicaSetSpec, not its template): cover the
-                # template under it as well, so no value depends on which convention a path follows
-                specs.append(f"{template}/template/spec")
-        paths = tuple(f"{spec}/{lst}/*/env/*/value" for spec in specs for lst in CONTAINER_LISTS)
+        paths = tuple(
+            f"{spec}/{lst}/*/env/*/value" for spec in _template_specs(entry) for lst in CONTAINER_LISTS
+        )
         if paths:
             rules.append(RedactionRule(paths=paths, kinds=(entry.gvk,), action="mask", derived=True))
     return tuple(rules)
