@@ -397,12 +397,22 @@ class S3SegmentStore:
         ):
             return ConfigError(
                 f"{self._url(key)}: access denied by {self.endpoint} ({_first_line(exc)}); check "
-                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ~/.aws/credentials)"
+                + _credentials_hint()
             )
         return TransientError(
             f"{self._url(key)}: the object store at {self.endpoint} did not answer ({_first_line(exc)}); "
             "check that it is running and AWS_ENDPOINT_URL"
+            + ("; the token exchange goes to STS first (AWS_STS_ENDPOINT)" if uses_web_identity() else "")
         )
+
+
+def _credentials_hint() -> str:
+    if uses_web_identity():
+        return (
+            "AWS_ROLE_ARN, the token in AWS_WEB_IDENTITY_TOKEN_FILE and the role's trust policy "
+            "(web identity)"
+        )
+    return "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ~/.aws/credentials)"
 
 
 def _retries(within_s: float) -> RetryConfig:
@@ -438,9 +448,24 @@ def _connection(location: S3Location) -> tuple[S3Config, ClientConfig]:
     if endpoint:
         config["endpoint"] = endpoint
         client["allow_http"] = endpoint.startswith("http://")
-    if not env.get("AWS_ACCESS_KEY_ID"):
+    if not env.get("AWS_ACCESS_KEY_ID") and not uses_web_identity():
         config.update(_shared_credentials())  # type: ignore[typeddict-item]  # keys of S3Config only
     return config, client
+
+
+def uses_web_identity() -> bool:
+    """Whether the store authenticates by a web-identity token (IRSA, GKE Workload Identity):
+    ``AWS_WEB_IDENTITY_TOKEN_FILE`` and ``AWS_ROLE_ARN`` set and no static key. obstore then trades
+    the token for short-lived keys with STS AssumeRoleWithWebIdentity (over HTTPS, at
+    ``https://sts.{region}.amazonaws.com`` or ``AWS_STS_ENDPOINT``) and renews them before they
+    expire; kubetape passes no keys of its own then, since keys in the config would take precedence
+    over the token (a stray ``~/.aws/credentials`` in an image must not shadow the pod's role)."""
+    env = os.environ
+    return (
+        not env.get("AWS_ACCESS_KEY_ID")
+        and bool(env.get("AWS_WEB_IDENTITY_TOKEN_FILE"))
+        and bool(env.get("AWS_ROLE_ARN"))
+    )
 
 
 def _shared_credentials() -> dict[str, str]:
