@@ -33,6 +33,9 @@ COMMANDS = (
     Command("stack", "build, start, inspect and stop the local stack (Kafka + KWOK clusters, no Docker)"),
     Command("demo", "record a scripted workload on the local stack and replay it faster (the mission)"),
     Command("inspect", "summarise a trace (kubetape or SimKube) or a segment file"),
+    Command(
+        "xray", "browse a trace in the terminal: events over time, object versions and diffs, pods", True
+    ),
     Command("replay", "replay a trace (kubetape or SimKube .sktrace) into a simulated KWOK cluster", True),
     Command("watch", "list+watch a cluster and publish its changes to Kafka (read-only on the cluster)"),
     Command("sink", "compact the events topic into durable trace segments; serve health, metrics, export"),
