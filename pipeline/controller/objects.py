@@ -8,6 +8,7 @@ ownerReference to the Simulation, so deleting the Simulation garbage-collects it
 from __future__ import annotations
 
 import hashlib
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +46,8 @@ KAFKA_CONFIG_MOUNT = "/etc/kubetape/kafka"
 NODE_POOLS_MOUNT = "/etc/kubetape/node-pools"
 PRICES_FILE = "autoscaler-prices.yaml"
 TERMINATION_LOG = "/dev/termination-log"
+HOOKS_RUN_DIR = "/tmp/kubetape-run"
+"""Where the replay Job's hooks write their logs (the report goes to the termination log)."""
 """The replayer writes its JSON report here; the kubelet hands it back in the pod's status (4 KiB max)."""
 KWOK_NODE_LABEL = ("type", "kwok")
 """Virtual nodes carry this label (pipeline/stack/resources/node-skeleton.yaml); no replayer runs there."""
@@ -183,6 +186,11 @@ def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[
             args += ["--nodepool", f"{NODE_POOLS_MOUNT}/autoscaler-pool-{i}.yaml"]
         if spec.autoscaler.prices is not None:
             args += ["--prices", f"{NODE_POOLS_MOUNT}/{PRICES_FILE}"]
+    for hook in spec.hooks:
+        flag = "--hook-ignoring-failure" if hook.ignore_failure else "--hook"
+        args += [f"{flag}={hook.point}={shlex.join(hook.argv)}"]
+    if spec.hooks:  # the root filesystem is read-only but /tmp
+        args += ["--run-dir", HOOKS_RUN_DIR]
     args += ["--report-json", TERMINATION_LOG]
     return args
 

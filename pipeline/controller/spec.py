@@ -15,6 +15,7 @@ from typing import Any
 
 from pipeline.io.kafka.settings import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
+from pipeline.model.hooks import Hook, parse_hooks_config
 from pipeline.model.keys import cluster_id_problem
 from pipeline.model.speed import SpeedWords, check_speed
 from pipeline.model.timespec import check_time, parse_duration
@@ -120,6 +121,8 @@ class SimulationSpec:
     """``spec.clusterProfile``: the profile the simulation cluster must state (``--expect-profile``)."""
     autoscaler: AutoscalerSpec | None = None
     """``spec.autoscaler``: nodes made by an autoscaler for pending pods (``--autoscaler``)."""
+    hooks: tuple[Hook, ...] = ()
+    """``spec.hooks``: SimKube's hooks, run by the replay Job (``--hook``)."""
 
 
 def _duration(text: str, where: str) -> float:
@@ -163,6 +166,10 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
     if profile is not None and (not isinstance(profile, str) or not profile):
         raise SimulationSpecError(f"spec.clusterProfile: {profile!r} must be a profile name, e.g. large")
     autoscaler = _parse_autoscaler(spec.get("autoscaler"))
+    try:
+        hooks = parse_hooks_config(spec.get("hooks"), "spec.hooks")
+    except ConfigError as exc:
+        raise SimulationSpecError(str(exc)) from None
     max_lag_s = None if max_lag is None else _duration(str(max_lag), "spec.maxLag")
     check_speed(
         float(speed),
@@ -183,6 +190,7 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
         max_speed=max_speed,
         cluster_profile=profile,
         autoscaler=autoscaler,
+        hooks=hooks,
     )
 
 

@@ -37,6 +37,7 @@ from pipeline.model.keys import ClusterId
 from pipeline.model.speed import check_speed
 from pipeline.replay.autoscale.nodes import judge_node_counts, without_autoscaler_nodes
 from pipeline.replay.autoscale.settings import ScaledSetting
+from pipeline.replay.hooks import HookRunner, Hooks, run_environment
 from pipeline.replay.inputs import instance_types_for, read_node_pools, scale_node_pools
 from pipeline.replay.plan import ReplayPlan, plan_replay
 from pipeline.replay.ports import AutoscalerProcess
@@ -173,6 +174,8 @@ class ReplaySpec:
     cluster: TargetCluster = field(default_factory=TargetCluster)
     autoscaling: Autoscaling | None = None
     report: ReportOutput = field(default_factory=ReportOutput)
+    hooks: Hooks = field(default_factory=Hooks)
+    """Commands run at SimKube's four hook points (:mod:`pipeline.replay.hooks`), by :meth:`ReplayRun.run`."""
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -210,8 +213,11 @@ class ReplayRun:
         self._autoscaler = autoscaler
         self._on_progress = on_progress
         self._warn = warn
-        self.settings = spec.settings
+        # the name is fixed now so that the hooks and the replayer see the same one
+        self.settings = dataclasses.replace(spec.settings, replay_name=spec.settings.resolved_name())
         """The replayer's settings as run: the spec's, with the autoscaler's scaled pools and timers."""
+        self.hooks = HookRunner(spec.hooks, self._hook_environment())
+        """The hooks' runner; its results go into the report."""
         self.trace: Segment | None = None
         """The trace read (None until :meth:`prepare`, and when following a live topic)."""
         self.plan: ReplayPlan | None = None
@@ -340,11 +346,31 @@ class ReplayRun:
             yield ReplaySession(self, replayer, client)
 
     async def run(self, *, handle_signals: bool = False, beside: Beside | None = None) -> ReplayReport:
-        """Prepare, connect, replay and judge; the report (written to the spec's JSON path, if any)."""
-        async with self.session() as session:
-            report = await session.run(handle_signals=handle_signals, beside=beside)
+        """Run the preStart hooks, prepare, connect, run the preRun hooks, replay and judge, run the postRun
+        hooks, disconnect, run the postStop hooks; the report (written to the spec's JSON path, if any).
+        A failing pre hook raises :class:`~pipeline.replay.hooks.HookError`; post hooks' failures are in
+        the report."""
+        await self.hooks.run("preStart")
+        try:
+            async with self.session() as session:
+                await self.hooks.run("preRun")
+                report = await session.run(handle_signals=handle_signals, beside=beside)
+                await self.hooks.run("postRun")
+        finally:  # as SimKube's: after the run stopped, however it stopped
+            await self.hooks.run("postStop")
+        report.hooks = [result.to_json() for result in self.hooks.results]
         self.write_report(report)
         return report
+
+    def _hook_environment(self) -> dict[str, str]:
+        cluster = self.spec.cluster
+        return run_environment(
+            speed=self.settings.speed,
+            replay_name=self.settings.replay_name,
+            kubeconfig=cluster.kubeconfig,
+            context=cluster.context,
+            source=self.spec.source.describe(),
+        )
 
     def write_report(self, report: ReplayReport) -> None:
         if self.spec.report.json_path is not None:

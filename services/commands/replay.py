@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.model.errors import ConfigError
+from pipeline.model.hooks import Hook, parse_hook_flag
 from pipeline.replay.autoscale.provider import PROVIDERS
+from pipeline.replay.hooks import DEFAULT_TIMEOUT_S as DEFAULT_HOOK_TIMEOUT_S
+from pipeline.replay.hooks import Hooks, hooks_from
 from pipeline.replay.inputs import load_prices, parse_nodes
 from services.flags import add_cluster_argument, add_kafka_config_flag, add_kubeconfig_flags, kafka_settings
 
@@ -171,6 +174,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --autoscaler: the local stack running Karpenter beside --kubeconfig, restarted with its "
         "batch windows divided by --speed (default: $KUBETAPE_STACK_DIR or the default stack)",
     )
+    parser.add_argument(
+        "--hook",
+        dest="hooks",
+        action="append",
+        default=[],
+        type=_hook_flag,
+        metavar="POINT=COMMAND",
+        help="run COMMAND (split as a shell would, run without one) at POINT: preStart (before the run "
+        "is prepared), preRun (before the first event), postRun (after the replay), postStop (after it "
+        "stopped); repeatable, in order; a failing pre hook stops the run. Output: hook-NN-POINT-*.log "
+        "in --run-dir",
+    )
+    parser.add_argument(
+        "--hook-ignoring-failure",
+        dest="hooks",
+        action="append",
+        type=_hook_flag_ignoring_failure,
+        metavar="POINT=COMMAND",
+        help="as --hook, but a failure of this pre hook is reported and the run goes on",
+    )
+    parser.add_argument(
+        "--hooks",
+        dest="hooks_files",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="HOOKS.yaml",
+        help="a SimKube hooks file (preStartHooks, preRunHooks, postRunHooks, postStopHooks: [{cmd, args, "
+        "ignoreFailure}]); its hooks run before the --hook ones at each point",
+    )
+    parser.add_argument(
+        "--hook-timeout",
+        type=float,
+        default=DEFAULT_HOOK_TIMEOUT_S,
+        metavar="SECONDS",
+        help="kill a hook still running after this long, and count it failed "
+        f"(default {DEFAULT_HOOK_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        default=None,
+        help="where the hooks' logs go (default: the --report-json file's directory, else the current one)",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the simulated objects in the cluster")
     parser.add_argument("--report-json", type=Path, default=None, help="write the fidelity report here")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -189,6 +236,20 @@ def parse_speed(text: str) -> float | str:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is neither a number (e.g. 10) nor 'max'") from None
     return speed  # its range is checked with the other arguments, as a ConfigError
+
+
+def _hook_flag(text: str) -> Hook:
+    try:
+        return parse_hook_flag(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _hook_flag_ignoring_failure(text: str) -> Hook:
+    try:
+        return parse_hook_flag(text, ignore_failure=True)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +327,15 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
         TargetCluster(args.kubeconfig, args.context),
         autoscaling,
         ReportOutput(args.report_json, args.require_fidelity),
+        _hooks(args),
     )
+
+
+def _hooks(args: argparse.Namespace) -> Hooks:
+    run_dir = args.run_dir
+    if run_dir is None and args.report_json is not None:
+        run_dir = args.report_json.parent
+    return Hooks(hooks_from(args.hooks, args.hooks_files), run_dir, args.hook_timeout)
 
 
 def _source(args: argparse.Namespace) -> ReplaySource:

@@ -87,6 +87,8 @@ class ReplayReport:
     autoscale: dict[str, Any] | None = None
     """An autoscaled replay's settings (given and applied) and figures (see ``autoscale_figures``)."""
     autoscale_summary: list[str] = field(default_factory=list)
+    hooks: list[dict[str, Any]] = field(default_factory=list)
+    """The run's hooks as they ran (``pipeline.replay.hooks.HookResult.to_json``), in order."""
 
     def add_sample(self, at_ms: float, running: int, nodes: int, by_owner: dict[str, int]) -> None:
         """One sample of the replay's pods. Past :data:`MAX_SAMPLES`, every other sample is dropped
@@ -161,6 +163,7 @@ class ReplayReport:
             "convergence": self.convergence,
             "cleanup": self.cleanup,
             "autoscale": self.autoscale,
+            "hooks": self.hooks,
             "failures": [{"key": f.key, "ts_ms": f.ts_ms, "reason": f.reason} for f in self.failures],
             "cluster_scoped_objects": self.cluster_scoped,
             "owner_fidelity": {
@@ -225,6 +228,9 @@ class ReplayReport:
             f"  virtual nodes used (peak): {max((n for _, _, n in self.replay_timeline), default=0)}",
             f"  cleanup: {self.cleanup}",
         ]
+        for hook in self.hooks:
+            if not hook["ok"]:
+                lines.append(f"  HOOK FAILED {hook['point']} {' '.join(hook['command'])}: {hook['problem']}")
         if self.cluster_scoped:
             lines.append(f"  cluster-scoped objects applied as named: {', '.join(self.cluster_scoped[:10])}")
         for failure in self.failures[:20]:
