@@ -21,7 +21,9 @@ from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, parse_object_key
 
 AT_START = "at start"
-"""The type shown for an object the trace's keyframe holds: live when the trace starts, not a change."""
+"""The type shown for an object live when the trace starts, not a change: one its keyframe holds, or one
+first applied at its first millisecond (how exports and SimKube traces carry the state they start from; a
+creation at that very millisecond looks the same)."""
 CREATED = "created"
 CHANGED = "changed"
 DELETED = "deleted"
@@ -101,7 +103,7 @@ def browse(trace: Segment) -> Browse:
     lifecycles = keyframe.lifecycles.values() if keyframe is not None else ()
     for event in sorted([*lifecycles, *trace.events], key=lambda e: e.ts_ms):
         if event.type is EventType.APPLIED:
-            kind = CHANGED if versions.get(event.key) and versions[event.key][-1].type != DELETED else CREATED
+            kind = _applied_type(versions.get(event.key), event.ts_ms, trace.header.start_ms)
             rows.append(_row(event.ts_ms, kind, event.key, version=len(versions[event.key])))
             versions[event.key].append(Version(event.ts_ms, kind, event.obj or {}))
         elif event.type is EventType.DELETED:
@@ -119,6 +121,12 @@ def browse(trace: Segment) -> Browse:
         versions={key: tuple(vs) for key, vs in versions.items()},
         pods={owner: tuple(events) for owner, events in pods.items()},
     )
+
+
+def _applied_type(before: list[Version] | None, ts_ms: int, start_ms: int) -> str:
+    if before and before[-1].type != DELETED:
+        return CHANGED
+    return AT_START if not before and ts_ms == start_ms else CREATED
 
 
 def _row(

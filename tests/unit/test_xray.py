@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -9,9 +10,10 @@ import pytest
 
 from pipeline.formats.segment.content import build_segment
 from pipeline.formats.segment.encode import encode_segment
-from pipeline.formats.segment.header import SegmentKind
+from pipeline.formats.segment.header import PartitionRange, SegmentKind
 from pipeline.formats.trace import read_trace
 from pipeline.formats.xray import (
+    AT_START,
     CHANGED,
     CREATED,
     DELETED,
@@ -20,9 +22,13 @@ from pipeline.formats.xray import (
     pod_counts,
     version_diff,
 )
+from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import key_of, object_key
+from pipeline.store.segment_store import LocalSegmentStore, segment_name
+from pipeline.store.store_url import parse_store_url
+from services.commands.xray import XraySettings, load
 
 WEB = object_key("apps/v1", "Deployment", "shop", "web")
 
@@ -55,11 +61,11 @@ def _pod(ts_ms: int, name: str, start_ms: int, end_ms: int | None) -> Event:
     )
 
 
-def write_kubetape_trace(path: Path) -> Path:
-    """A kubetape trace: the shop/web Deployment is created with 2 replicas at +0 s, scaled to 5 with a new
-    image at +4 s and deleted at +8 s; a ConfigMap beside it; its pods run 2, then 5, then 4."""
+def shop_events() -> list[Event]:
+    """The shop/web Deployment is created with 2 replicas at +0 s, scaled to 5 with a new image at +4 s and
+    deleted at +8 s; a ConfigMap beside it; its pods run 2, then 5, then 4."""
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "shop"}}
-    events = [
+    return [
         _applied(1_000, _deployment(2)),
         _applied(1_500, config),
         *(_pod(2_000, f"web-{i}", 2_000, None) for i in range(2)),
@@ -68,7 +74,11 @@ def write_kubetape_trace(path: Path) -> Path:
         _pod(8_000, "web-0", 2_000, 8_000),
         Event.deleted(9_000, key_of(_deployment(5)), _deployment(5, image="web:2")),
     ]
-    trace = build_segment(events, start_ms=1_000, end_ms=10_000, kind=SegmentKind.TRACE)
+
+
+def write_kubetape_trace(path: Path) -> Path:
+    """A kubetape trace of :func:`shop_events`."""
+    trace = build_segment(shop_events(), start_ms=500, end_ms=10_000, kind=SegmentKind.TRACE)
     path.write_bytes(encode_segment(trace))
     return path
 
@@ -142,7 +152,7 @@ def test_pod_counts_skip_unchanged_steps() -> None:
 def test_simkube_trace_events_and_versions(simkube_traces: Path) -> None:
     data = browse(read_trace(simkube_traces / "simkube-trace.json"))
     assert [(r.type, r.kind, r.namespaced_name) for r in data.rows] == [
-        (CREATED, "Deployment", "default/nginx-deployment"),
+        (AT_START, "Deployment", "default/nginx-deployment"),
         (DELETED, "Deployment", "default/nginx-deployment-2"),
     ]
     assert data.rows[0].ts_ms == 1_709_241_485_000
@@ -158,4 +168,37 @@ def test_simkube_cronjob_pods_over_time(simkube_traces: Path) -> None:
     assert counts, "the cronjob trace records three finished jobs' pods"
     assert counts[-1][1] == 0
     assert max(count for _, count in counts) >= 1
-    assert [v.type for v in data.versions[owner]] == [CREATED, DELETED]
+    assert [v.type for v in data.versions[owner]] == [AT_START, DELETED]
+
+
+def test_a_store_window_browses_as_its_export_would(tmp_path: Path) -> None:
+    events = shop_events()
+    segment = build_segment(
+        events,
+        start_ms=500,
+        end_ms=10_000,
+        partitions=[PartitionRange("kubetape.events", 0, 0, len(events) - 1)],
+    )
+    LocalSegmentStore(tmp_path / "store").put(segment_name(0, 0), encode_segment(segment))
+    settings = XraySettings(segment_store=parse_store_url(str(tmp_path / "store")), start="500", end="4000")
+    trace, source = load(settings)
+    assert source.endswith("from 500 to 4000")
+    data = browse(trace)
+    # the window holds the creation and the first two pods, not the scale-up at +4 s
+    assert [(r.type, r.kind, r.name) for r in data.rows if r.type != POD] == [
+        (CREATED, "Deployment", "web"),
+        (CREATED, "ConfigMap", "settings"),
+    ]
+    assert data.pod_counts(WEB) == [(2_000, 2)]
+
+    later, _ = load(dataclasses.replace(settings, start="3000", end="6000"))
+    rows = [(r.ts_ms, r.type, r.name) for r in browse(later).rows if r.type != POD]
+    assert rows == [(3_000, AT_START, "web"), (3_000, AT_START, "settings"), (5_000, CHANGED, "web")]
+
+
+def test_xray_needs_a_trace_or_a_window(tmp_path: Path) -> None:
+    store = parse_store_url(str(tmp_path))
+    with pytest.raises(ConfigError, match="give a trace file, or --from"):
+        load(XraySettings(segment_store=store))
+    with pytest.raises(ConfigError, match="give a trace file, or --from"):
+        load(XraySettings(segment_store=store, trace=tmp_path / "t", start="-1h"))

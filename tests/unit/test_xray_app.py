@@ -68,7 +68,7 @@ async def test_an_owners_pods_over_time(tmp_path: Path) -> None:
         screen = app.screen
         assert isinstance(screen, PodsScreen)
         counts = [(row[1], row[2]) for row in _cells(screen.query_one("#counts", DataTable))]
-        assert counts == [("+1.0s", "2"), ("+5.0s", "5"), ("+7.0s", "4")]
+        assert counts == [("+1.5s", "2"), ("+5.5s", "5"), ("+7.5s", "4")]
         await pilot.press("escape")
         assert isinstance(app.screen, EventsScreen)
 
