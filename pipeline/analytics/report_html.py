@@ -1,7 +1,9 @@
 """One self-contained HTML report of runs and sweeps: inline SVG plots and tables, nothing fetched.
 
 Plots: pods running over trace time (the recording dashed, every run overlaid), pods pending, nodes,
-and, for a sweep, the cost-vs-reliability scatter with its Pareto frontier.
+and, for a sweep, the cost-vs-reliability scatter with its Pareto frontier. A recording without pods
+(every SimKube trace) plots the pods its workloads asked for instead, and says so in the legend: a
+flat 0 would read as "nothing happened". The comparison is tables that wrap or scroll within the page.
 """
 
 from __future__ import annotations
@@ -10,19 +12,57 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from pipeline.analytics.compare import Comparison, render_text, series
+from pipeline.analytics.compare import Comparison, recorded_truth, series
+from pipeline.analytics.stats import Interval
 from pipeline.analytics.runs import Run
 from pipeline.analytics.svg import Point, line_chart, scatter_chart
 from pipeline.analytics.timeline_rows import CLUSTER_OWNER, TimelineRow
 
 RECORDED = "recorded"
+DESIRED = "recorded: desired pods"
+"""The legend of the recording's line when it holds no pods: what its workloads asked for."""
 
 
 def _points(rows: Sequence[TimelineRow], column: str) -> list[Point]:
     return [(float(t), v) for t, v in sorted(series(rows, CLUSTER_OWNER, column).items())]
 
 
+def _pods_recorded(rows: Sequence[TimelineRow]) -> bool:
+    return any(r.pending or r.running or r.succeeded or r.failed for r in rows if r.owner == CLUSTER_OWNER)
+
+
+def recorded_line(rows: Sequence[TimelineRow], column: str) -> tuple[str, list[Point]] | None:
+    """The recording's line for ``column`` and its legend, or None where the recording says nothing.
+
+    Running pods: the recorded ones, or, when the trace holds no pods, the pods its workloads asked
+    for (the same rule fidelity judges by). Pending pods and nodes of a trace that recorded none
+    are unknown, not zero: no line rather than a flat 0.
+    """
+    if column == "running":
+        points = [(float(t), v) for t, v in sorted(recorded_truth(rows, CLUSTER_OWNER).items())]
+        asked = not _pods_recorded(rows) and any(r.desired is not None for r in rows)
+        return (DESIRED if asked else RECORDED), points
+    if column == "pending" and not _pods_recorded(rows):
+        return None
+    if column == "nodes" and not any(r.nodes for r in rows):
+        return None
+    return RECORDED, _points(rows, column)
+
+
+def _caption(legend: str | None, column: str) -> str:
+    if legend == DESIRED:
+        return (
+            "The trace records no pods (SimKube traces never do): the dashed line is the pods its "
+            "workloads asked for (their replicas over time)."
+        )
+    if legend is None:
+        what = "pods" if column == "pending" else "nodes"
+        return f"The trace records no {what}: only the runs are plotted."
+    return "Dashed: the recording; solid: the runs."
+
+
 def timeline_charts(runs: Sequence[Run]) -> list[str]:
+    """One ``<figure>`` per timeline: the chart and a caption saying what the recording's line is."""
     charts = []
     for column, title in (
         ("running", "Pods running"),
@@ -30,20 +70,21 @@ def timeline_charts(runs: Sequence[Run]) -> list[str]:
         ("nodes", "Nodes"),
     ):
         lines: dict[str, list[Point]] = {}
-        if runs:
-            lines[RECORDED] = _points(runs[0].recorded, column)
+        recorded = recorded_line(runs[0].recorded, column) if runs else None
+        if recorded is not None:
+            lines[recorded[0]] = recorded[1]
         for run in runs:
             lines[run.info.name] = _points(run.timeline, column)
-        charts.append(
-            line_chart(
-                f"timeline-{column}",
-                f"{title}: recording (dashed) and runs overlaid",
-                lines,
-                x_label="trace seconds",
-                y_label=column,
-                dashed=[RECORDED],
-            )
+        chart = line_chart(
+            f"timeline-{column}",
+            f"{title}: recording (dashed) and runs overlaid",
+            lines,
+            x_label="trace seconds",
+            y_label=column,
+            dashed=[recorded[0]] if recorded else [],
         )
+        legend = recorded[0] if recorded else None
+        charts.append(f"<figure>{chart}<figcaption>{escape(_caption(legend, column))}</figcaption></figure>")
     return charts
 
 
@@ -66,10 +107,88 @@ def pareto_chart(
     )
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, name: str = "") -> str:
+    # the wrapper scrolls a table wider than the page within itself, so nothing is cut off
     head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    data = f' data-table="{escape(name)}"' if name else ""
+    return (
+        f'<div class="table-wrap"><table{data}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def _interval(interval: Interval) -> tuple[str, str, int]:
+    low, high = interval.low, interval.high
+    spread = "no interval" if low is None or high is None else f"[{low:.3g}, {high:.3g}]"
+    return f"{interval.estimate:.3g}", spread, interval.samples
+
+
+def comparison_tables(comparison: Comparison) -> list[str]:
+    """The comparison as tables: fidelity per run, each configuration's metrics, the differences."""
+    fidelity = []
+    for name, errors in comparison.fidelity.items():
+        worst = max(errors, key=lambda e: e.max_error, default=None)
+        verdict = comparison.verdicts[name]
+        delay, node = comparison.delays[name], comparison.nodes[name]
+        fidelity.append(
+            [
+                name,
+                f"{worst.max_error:g} ({worst.owner})" if worst else "no pods recorded or replayed",
+                verdict["verdict"] + "".join(f"; {reason}" for reason in verdict["reasons"]),
+                _seconds(delay["replay_p50"]),
+                _seconds(delay["recorded_p50"]),
+                f"{node['replay_mean']:.2f}",
+                f"{node['recorded_mean']:.2f}",
+            ]
+        )
+    confidence = f"{comparison.confidence:.0%}"
+    tables = [
+        "<h3>Fidelity (each replay against its recording)</h3>",
+        _table(
+            [
+                "run",
+                "owner pod-count error, max (owner)",
+                "replayer's verdict",
+                "scheduling delay p50, replay",
+                "recorded",
+                "nodes mean, replay",
+                "recorded",
+            ],
+            fidelity,
+            name="fidelity",
+        ),
+        f"<h3>Configurations (mean and {confidence} t-interval)</h3>",
+        _table(
+            ["configuration", "runs", "metric", "mean", "interval", "n"],
+            [
+                [summary.config, len(summary.runs), metric, *_interval(interval)]
+                for summary in comparison.configs
+                for metric, interval in summary.metrics.items()
+            ],
+            name="configurations",
+        ),
+    ]
+    if comparison.differences:
+        tables.append(
+            f"<h3>Differences against {escape(comparison.configs[0].config)} "
+            "(real when the interval excludes 0)</h3>"
+        )
+        tables.append(
+            _table(
+                ["configuration", "metric", "difference", "interval", "n", "verdict"],
+                [
+                    [d.config, d.metric, *_interval(d.interval), "REAL" if d.significant else "not significant"]
+                    for d in comparison.differences
+                ],
+                name="differences",
+            )
+        )
+    return tables
 
 
 def render_report(
@@ -98,7 +217,7 @@ def render_report(
         )
     if runs:
         sections.append("<h2>Timelines</h2>")
-        sections.extend(f"<figure>{chart}</figure>" for chart in timeline_charts(runs))
+        sections.extend(timeline_charts(runs))
         sections.append(
             _table(
                 ["run", "configuration", "repetition", "trace"],
@@ -107,12 +226,15 @@ def render_report(
         )
     if comparison is not None:
         sections.append("<h2>Comparison</h2>")
-        sections.append(f"<pre>{escape(render_text(comparison))}</pre>")
+        sections.extend(comparison_tables(comparison))
     style = (
         "body{font-family:system-ui,sans-serif;margin:2em;max-width:1000px}"
-        "table{border-collapse:collapse;margin:1em 0}"
-        "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px}"
-        "figure{margin:1em 0}pre{background:#f6f6f6;padding:1em;overflow-x:auto}"
+        ".table-wrap{max-width:100%;overflow-x:auto;margin:1em 0}"
+        "table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:left;vertical-align:top;"
+        "overflow-wrap:anywhere}"
+        "figure{margin:1em 0}figure svg{max-width:100%;height:auto}"
+        "figcaption{font-size:13px;color:#444}"
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

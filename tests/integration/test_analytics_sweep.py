@@ -4,10 +4,7 @@ and the HTML report renders in headless Chromium with its plots."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,33 +14,10 @@ from pipeline.analytics.report_html import render_report
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from services.cli import main
 from services.commands.sweep import parse_node_option, run_sweep, write_sweep_outputs
+from tests.chromium import headless, laid_out
 
 NO_NODES = "bare-pods.sktrace speed=10 nodes=no-nodes"
 ONE_NODE = f"bare-pods.sktrace speed=10 nodes={DEFAULT_NODE_SKELETON.stem}:1"
-
-
-def chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    message = "headless Chromium is not installed (scripts/bootstrap.sh installs it with apt-get)"
-    if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def headless(*args: str) -> subprocess.CompletedProcess[str]:
-    # --no-sandbox: tests may run as root, where Chromium's sandbox refuses to start
-    command = [
-        chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--allow-file-access-from-files",
-        *args,
-    ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
 
 
 @pytest.mark.timeout(900)
@@ -82,7 +56,7 @@ async def test_a_two_point_sweep_yields_a_frontier_and_a_report_that_renders(
     write_sweep_outputs(result, out, render_report)
     assert json.loads((out / "sweep.json").read_text())["frontier"] == [NO_NODES, ONE_NODE]
     report = out / "report.html"
-    dom = headless("--dump-dom", report.as_uri()).stdout
+    dom, layout = laid_out(report, width=1100)
     assert re.findall(r'data-chart="([^"]+)"', dom) == [
         "pareto",
         "timeline-running",
@@ -90,7 +64,14 @@ async def test_a_two_point_sweep_yields_a_frontier_and_a_report_that_renders(
         "timeline-nodes",
     ]
     assert dom.count('class="point on-frontier"') == 2
-    assert dom.count("<polyline") >= 1 + 3 * 3  # the frontier, and recording + 2 runs in each timeline
+    # the frontier; recording + 2 runs of running and pending pods; the 2 runs' nodes (the trace records none)
+    assert dom.count("<polyline") >= 1 + 3 + 3 + 2
+    assert dom.count('data-series="recorded"') == 2
+    assert "The trace records no nodes: only the runs are plotted." in dom
+    assert re.findall(r'<table data-table="([^"]+)"', dom)[:2] == ["fidelity", "configurations"]
+    assert "<pre" not in dom
+    # a person sees the whole page: nothing sticks out past the window's right edge
+    assert layout["scrollWidth"] <= layout["clientWidth"] and not layout["sticking"], layout
     screenshot = tmp_path / "report.png"
     headless(f"--screenshot={screenshot}", "--window-size=1100,2200", report.as_uri())
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

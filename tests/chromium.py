@@ -1,0 +1,78 @@
+"""Headless Chromium for tests that look at a page as a person would: the DOM after layout, and where
+anything sticks out past the window's right edge."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LAYOUT_ATTRIBUTE = "data-layout"
+
+# Run after layout, before --dump-dom serialises the page: the page's own width against the window's,
+# and every visible element whose right edge passes the window's (an element inside a scrolling
+# container is not cut off: the container scrolls). The result goes into the DOM as JSON.
+_MEASURE = """<script>
+(function () {
+  const root = document.documentElement;
+  const width = root.clientWidth;
+  const sticking = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.tagName === 'SCRIPT' || el.closest('svg') && el.tagName !== 'svg') continue;
+    let scroller = el.parentElement, scrolls = false;
+    for (; scroller && scroller !== document.body; scroller = scroller.parentElement) {
+      const overflow = getComputedStyle(scroller).overflowX;
+      if (overflow === 'auto' || overflow === 'scroll') { scrolls = true; break; }
+    }
+    const right = el.getBoundingClientRect().right;
+    if (!scrolls && right > width + 0.5) {
+      sticking.push(el.tagName.toLowerCase() + (el.getAttribute('class') ? '.' + el.getAttribute('class') : '') + ' right=' + right);
+    }
+  }
+  const layout = {scrollWidth: root.scrollWidth, clientWidth: width, sticking: sticking.slice(0, 20)};
+  document.body.setAttribute('%s', JSON.stringify(layout));
+})();
+</script>""" % LAYOUT_ATTRIBUTE
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    message = "headless Chromium is not installed (scripts/bootstrap.sh installs it with apt-get)"
+    if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def headless(*args: str) -> subprocess.CompletedProcess[str]:
+    # --no-sandbox: tests may run as root, where Chromium's sandbox refuses to start
+    command = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--allow-file-access-from-files",
+        *args,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+
+
+def laid_out(page: Path, width: int, height: int = 2200) -> tuple[str, dict[str, Any]]:
+    """The DOM of ``page`` after layout in a ``width`` × ``height`` window, and its measured layout:
+    ``scrollWidth``/``clientWidth`` of the page and the elements sticking out to the right."""
+    measured = page.with_name(f"{page.stem}.measured.html")
+    html = page.read_text()
+    measured.write_text(html.replace("</body>", _MEASURE + "</body>", 1))
+    dom = headless(f"--window-size={width},{height}", "--dump-dom", measured.as_uri()).stdout
+    start = dom.index(f'{LAYOUT_ATTRIBUTE}="') + len(LAYOUT_ATTRIBUTE) + 2
+    raw = dom[start : dom.index('"', start)]
+    for entity, char in (("&quot;", '"'), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&")):
+        raw = raw.replace(entity, char)
+    return dom, json.loads(raw)

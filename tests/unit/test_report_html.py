@@ -1,0 +1,75 @@
+"""The HTML report reads right: a recording without pods (every SimKube trace) plots the pods its
+workloads asked for and says so; pods and nodes it never recorded are no line rather than a flat 0;
+the comparison is tables."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pipeline.analytics.compare import compare_runs
+from pipeline.analytics.report_html import DESIRED, RECORDED, recorded_line, render_report
+from pipeline.analytics.runs import NodePool, Run, RunInfo
+from pipeline.analytics.timeline import fold_events
+from pipeline.analytics.timeline_rows import CLUSTER_OWNER, TimelineRow
+from pipeline.formats.trace import initial_events, read_trace
+from tests.data import SIMKUBE_TRACES, scaled_simkube_trace
+
+
+def fold(trace: Path) -> list[TimelineRow]:
+    return fold_events(initial_events(read_trace(trace), time_ordered=True)).rows
+
+
+def replay_of(recorded: list[TimelineRow], name: str, lag_s: int) -> Run:
+    """A run whose pods follow the recording's desired pods ``lag_s`` seconds late."""
+    asked = {r.second: r.desired or 0 for r in recorded if r.owner == CLUSTER_OWNER}
+    timeline = [
+        TimelineRow(s, CLUSTER_OWNER, 0, asked.get(s - lag_s, 0), 0, 0, 0.0, 0.0, 1, 1) for s in sorted(asked)
+    ]
+    info = RunInfo(name, "scaled.json", 10.0, (NodePool("node", 1, 8000, 2**35),), 0)
+    return Run(Path(name), info, timeline, [], recorded, [], {"replay_name": name})
+
+
+def test_a_simkube_trace_records_what_its_deployment_asked_for_over_time(tmp_path: Path) -> None:
+    rows = fold(scaled_simkube_trace(tmp_path / "scaled.json"))
+    line = recorded_line(rows, "running")
+    assert line is not None
+    legend, points = line
+    assert legend == DESIRED
+    steps = [(t, v) for i, (t, v) in enumerate(points) if i == 0 or v != points[i - 1][1]]
+    assert steps == [(0.0, 2.0), (30.0, 5.0), (60.0, 3.0), (90.0, 0.0)]  # replicas, then deleted
+    # no pods and no nodes in the trace: unknown, not a flat 0
+    assert recorded_line(rows, "pending") is None
+    assert recorded_line(rows, "nodes") is None
+
+
+def test_the_unscaled_fixture_asks_for_its_two_replicas() -> None:
+    line = recorded_line(fold(SIMKUBE_TRACES / "simkube-trace.json"), "running")
+    assert line is not None and line[0] == DESIRED
+    assert {v for _, v in line[1]} == {2.0}
+
+
+def test_a_trace_with_pods_plots_its_recorded_pods() -> None:
+    rows = fold(SIMKUBE_TRACES / "bare-pods.sktrace")
+    line = recorded_line(rows, "running")
+    assert line is not None and line[0] == RECORDED
+    assert max(v for _, v in line[1]) == 1.0
+    assert recorded_line(rows, "pending") is not None  # pods recorded: their pending seconds are known
+
+
+def test_the_report_of_a_simkube_trace_says_what_its_dashed_line_is(tmp_path: Path) -> None:
+    recorded = fold(scaled_simkube_trace(tmp_path / "scaled.json"))
+    runs = [replay_of(recorded, "prompt", 0), replay_of(recorded, "late", 2)]
+    html = render_report("report", runs, compare_runs(runs))
+    running = html[html.index('data-chart="timeline-running"') : html.index('data-chart="timeline-pending"')]
+    assert f'data-series="{DESIRED}"' in running
+    assert f">{DESIRED}</text>" in running  # the legend
+    assert "the dashed line is the pods its workloads asked for" in html
+    assert html.count('data-series="recorded') == 1  # pending and nodes: not recorded, not drawn
+    assert "The trace records no pods: only the runs are plotted." in html
+    assert "The trace records no nodes: only the runs are plotted." in html
+    tables = re.findall(r'<table data-table="([^"]+)"', html)
+    assert tables[:2] == ["fidelity", "configurations"]
+    assert "<pre" not in html
+    fidelity = html[html.index('data-table="fidelity"') :]
+    assert "<td>late</td>" in fidelity and "<td>prompt</td>" in fidelity
