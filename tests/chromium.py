@@ -31,13 +31,23 @@ _MEASURE = """<script>
     }
     const right = el.getBoundingClientRect().right;
     if (!scrolls && right > width + 0.5) {
-      sticking.push(el.tagName.toLowerCase() + (el.getAttribute('class') ? '.' + el.getAttribute('class') : '') + ' right=' + right);
+      const cls = el.getAttribute('class');
+      sticking.push(el.tagName.toLowerCase() + (cls ? '.' + cls : '') + ' right=' + right);
     }
   }
-  const layout = {scrollWidth: root.scrollWidth, clientWidth: width, sticking: sticking.slice(0, 20)};
-  document.body.setAttribute('%s', JSON.stringify(layout));
+  // SVG text past its chart's edge is clipped: a legend label cut short
+  const clipped = [];
+  for (const text of document.querySelectorAll('svg text')) {
+    const edge = text.closest('svg').getBoundingClientRect().right;
+    if (text.getBoundingClientRect().right > edge + 0.5) clipped.push(text.textContent);
+  }
+  const layout = {
+    scrollWidth: root.scrollWidth, clientWidth: width,
+    sticking: sticking.slice(0, 20), clipped: clipped.slice(0, 20),
+  };
+  document.body.setAttribute('LAYOUT_ATTRIBUTE', JSON.stringify(layout));
 })();
-</script>""" % LAYOUT_ATTRIBUTE
+</script>""".replace("LAYOUT_ATTRIBUTE", LAYOUT_ATTRIBUTE)
 
 
 def chromium() -> str:
@@ -66,7 +76,8 @@ def headless(*args: str) -> subprocess.CompletedProcess[str]:
 
 def laid_out(page: Path, width: int, height: int = 2200) -> tuple[str, dict[str, Any]]:
     """The DOM of ``page`` after layout in a ``width`` × ``height`` window, and its measured layout:
-    ``scrollWidth``/``clientWidth`` of the page and the elements sticking out to the right."""
+    ``scrollWidth``/``clientWidth`` of the page, the elements sticking out to the right (``sticking``)
+    and the SVG texts cut off by their chart's edge (``clipped``)."""
     measured = page.with_name(f"{page.stem}.measured.html")
     html = page.read_text()
     measured.write_text(html.replace("</body>", _MEASURE + "</body>", 1))

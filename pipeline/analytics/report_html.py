@@ -13,8 +13,8 @@ from html import escape
 from typing import Any
 
 from pipeline.analytics.compare import Comparison, recorded_truth, series
-from pipeline.analytics.stats import Interval
 from pipeline.analytics.runs import Run
+from pipeline.analytics.stats import Interval
 from pipeline.analytics.svg import Point, line_chart, scatter_chart
 from pipeline.analytics.timeline_rows import CLUSTER_OWNER, TimelineRow
 
@@ -182,7 +182,12 @@ def comparison_tables(comparison: Comparison) -> list[str]:
             _table(
                 ["configuration", "metric", "difference", "interval", "n", "verdict"],
                 [
-                    [d.config, d.metric, *_interval(d.interval), "REAL" if d.significant else "not significant"]
+                    [
+                        d.config,
+                        d.metric,
+                        *_interval(d.interval),
+                        "REAL" if d.significant else "not significant",
+                    ]
                     for d in comparison.differences
                 ],
                 name="differences",
@@ -231,8 +236,7 @@ def render_report(
         "body{font-family:system-ui,sans-serif;margin:2em;max-width:1000px}"
         ".table-wrap{max-width:100%;overflow-x:auto;margin:1em 0}"
         "table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:left;vertical-align:top;"
-        "overflow-wrap:anywhere}"
+        "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:left;vertical-align:top}"
         "figure{margin:1em 0}figure svg{max-width:100%;height:auto}"
         "figcaption{font-size:13px;color:#444}"
     )

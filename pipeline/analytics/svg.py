@@ -99,8 +99,22 @@ def _legend(index: int, name: str, color: str, dashed: bool = False) -> list[str
     dash = ' stroke-dasharray="5 3"' if dashed else ""
     return [
         f'<line x1="{x}" y1="{y}" x2="{x + 20}" y2="{y}" stroke="{color}" stroke-width="2"{dash}/>',
-        f'<text x="{x + 26}" y="{y + 4}" font-size="11">{escape(name[:24])}</text>',
+        f'<text class="legend" x="{x + 26}" y="{y + 4}" font-size="11">{escape(legend_label(name))}'
+        f"<title>{escape(name)}</title></text>",
     ]
+
+
+LEGEND_CHARS = 22
+"""What fits between the plot and the chart's right edge at font size 11 (``recorded: desired pods`` does)."""
+
+
+def legend_label(name: str) -> str:
+    """``name`` cut to fit the legend, keeping its end: runs of a sweep differ in their last words
+    (the repetition, the node count), and a label cut at the end would make them all look alike."""
+    if len(name) <= LEGEND_CHARS:
+        return name
+    tail = LEGEND_CHARS * 2 // 3
+    return f"{name[: LEGEND_CHARS - tail - 1]}…{name[-tail:]}"
 
 
 def line_chart(

@@ -71,7 +71,9 @@ async def test_a_two_point_sweep_yields_a_frontier_and_a_report_that_renders(
     assert re.findall(r'<table data-table="([^"]+)"', dom)[:2] == ["fidelity", "configurations"]
     assert "<pre" not in dom
     # a person sees the whole page: nothing sticks out past the window's right edge
-    assert layout["scrollWidth"] <= layout["clientWidth"] and not layout["sticking"], layout
+    assert layout["scrollWidth"] <= layout["clientWidth"], layout
+    assert not layout["sticking"], layout
+    assert not layout["clipped"], layout
     screenshot = tmp_path / "report.png"
     headless(f"--screenshot={screenshot}", "--window-size=1100,2200", report.as_uri())
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

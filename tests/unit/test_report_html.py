@@ -10,8 +10,9 @@ from pathlib import Path
 from pipeline.analytics.compare import compare_runs
 from pipeline.analytics.report_html import DESIRED, RECORDED, recorded_line, render_report
 from pipeline.analytics.runs import NodePool, Run, RunInfo
+from pipeline.analytics.svg import LEGEND_CHARS, legend_label
 from pipeline.analytics.timeline import fold_events
-from pipeline.analytics.timeline_rows import CLUSTER_OWNER, TimelineRow
+from pipeline.analytics.timeline_rows import TimelineRow
 from pipeline.formats.trace import initial_events, read_trace
 from tests.data import SIMKUBE_TRACES, scaled_simkube_trace
 
@@ -22,9 +23,10 @@ def fold(trace: Path) -> list[TimelineRow]:
 
 def replay_of(recorded: list[TimelineRow], name: str, lag_s: int) -> Run:
     """A run whose pods follow the recording's desired pods ``lag_s`` seconds late."""
-    asked = {r.second: r.desired or 0 for r in recorded if r.owner == CLUSTER_OWNER}
+    asked = {(r.owner, r.second): r.desired or 0 for r in recorded}
     timeline = [
-        TimelineRow(s, CLUSTER_OWNER, 0, asked.get(s - lag_s, 0), 0, 0, 0.0, 0.0, 1, 1) for s in sorted(asked)
+        TimelineRow(s, owner, 0, asked.get((owner, s - lag_s), 0), 0, 0, 0.0, 0.0, 1, 1)
+        for owner, s in sorted(asked)
     ]
     info = RunInfo(name, "scaled.json", 10.0, (NodePool("node", 1, 8000, 2**35),), 0)
     return Run(Path(name), info, timeline, [], recorded, [], {"replay_name": name})
@@ -45,14 +47,16 @@ def test_a_simkube_trace_records_what_its_deployment_asked_for_over_time(tmp_pat
 
 def test_the_unscaled_fixture_asks_for_its_two_replicas() -> None:
     line = recorded_line(fold(SIMKUBE_TRACES / "simkube-trace.json"), "running")
-    assert line is not None and line[0] == DESIRED
+    assert line is not None
+    assert line[0] == DESIRED
     assert {v for _, v in line[1]} == {2.0}
 
 
 def test_a_trace_with_pods_plots_its_recorded_pods() -> None:
     rows = fold(SIMKUBE_TRACES / "bare-pods.sktrace")
     line = recorded_line(rows, "running")
-    assert line is not None and line[0] == RECORDED
+    assert line is not None
+    assert line[0] == RECORDED
     assert max(v for _, v in line[1]) == 1.0
     assert recorded_line(rows, "pending") is not None  # pods recorded: their pending seconds are known
 
@@ -63,7 +67,7 @@ def test_the_report_of_a_simkube_trace_says_what_its_dashed_line_is(tmp_path: Pa
     html = render_report("report", runs, compare_runs(runs))
     running = html[html.index('data-chart="timeline-running"') : html.index('data-chart="timeline-pending"')]
     assert f'data-series="{DESIRED}"' in running
-    assert f">{DESIRED}</text>" in running  # the legend
+    assert re.search(f'<text class="legend"[^>]*>{DESIRED}<title>', running)  # the legend
     assert "the dashed line is the pods its workloads asked for" in html
     assert html.count('data-series="recorded') == 1  # pending and nodes: not recorded, not drawn
     assert "The trace records no pods: only the runs are plotted." in html
@@ -72,4 +76,15 @@ def test_the_report_of_a_simkube_trace_says_what_its_dashed_line_is(tmp_path: Pa
     assert tables[:2] == ["fidelity", "configurations"]
     assert "<pre" not in html
     fidelity = html[html.index('data-table="fidelity"') :]
-    assert "<td>late</td>" in fidelity and "<td>prompt</td>" in fidelity
+    assert "<td>late</td>" in fidelity
+    assert "<td>prompt</td>" in fidelity
+
+
+def test_legend_labels_keep_the_end_that_tells_runs_apart() -> None:
+    names = [f"{'a-rather-long-sweep-configuration-name ' * 2}repetition-{i}" for i in range(3)]
+    labels = [legend_label(name) for name in names]
+    assert len(set(labels)) == 3
+    assert all(
+        len(label) <= LEGEND_CHARS and label.endswith(f"repetition-{i}") for i, label in enumerate(labels)
+    )
+    assert legend_label("short") == "short"
