@@ -36,6 +36,8 @@ COMMANDS = (
     Command(
         "xray", "browse a trace in the terminal: events over time, object versions and diffs, pods", True
     ),
+    Command("list", "the recordings in a segment store (per cluster), or the Simulations in a cluster"),
+    Command("describe", "one recording of a segment store, or one Simulation, in detail"),
     Command("replay", "replay a trace (kubetape or SimKube .sktrace) into a simulated KWOK cluster", True),
     Command("watch", "list+watch a cluster and publish its changes to Kafka (read-only on the cluster)"),
     Command("sink", "compact the events topic into durable trace segments; serve health, metrics, export"),
