@@ -17,7 +17,7 @@ from pipeline.model.timespec import format_time
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.sink.writer import SegmentWriter
-from pipeline.store.segment_store import LocalSegmentStore, segment_name
+from pipeline.store.segment_store import LocalSegmentStore, SegmentStore, segment_name
 from pipeline.store.store_url import LocalLocation, cluster_store_location
 from pipeline.store.summary import summarize_fleet
 from services.cli import main
@@ -29,7 +29,11 @@ T0 = 1_763_700_000_000 - 1_763_700_000_000 % 60_000
 
 def _record(directory: Path, events: int, span_ms: int) -> list[int]:
     """Fill ``directory`` as the sink does; the sizes of the files written."""
-    store = LocalSegmentStore(directory)
+    return record_into(LocalSegmentStore(directory), events, span_ms)
+
+
+def record_into(store: SegmentStore, events: int, span_ms: int) -> list[int]:
+    """Fill ``store`` as the sink does (its compactor and writer); the sizes of the files written."""
     compactor = PartitionCompactor(0, CompactionSettings())
     closed = []
     for offset, e in enumerate(synthetic_events(events, T0, span_ms)):
