@@ -31,6 +31,7 @@ from pipeline.io.kafka.settings import DEFAULT_SINK_GROUP, KafkaSettings
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
 from pipeline.stack.processes import free_port
+from tests.polling import eventually_sync
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 3
@@ -191,13 +192,21 @@ def test_the_metrics_service_serves_live_series_only_with_the_token(
     )
     url = f"http://127.0.0.1:{port}/metrics"
     try:
-        body = ""
-        for _ in range(150):
-            status, body = http_get(url, token)
-            if status == 200 and 'kubetape_analytics_events_total{kind="Pod",type="applied"} 4' in body:
-                break
-            time.sleep(0.2)
-        assert 'kubetape_analytics_events_total{kind="Pod",type="applied"} 4' in body, body
+        # the service starts a Python process, joins Kafka and folds the topic: on a loaded machine that
+        # takes far longer than on an idle one, so wait for the condition (the process log on failure)
+        applied = 'kubetape_analytics_events_total{kind="Pod",type="applied"} 4'
+        try:
+            _, body = eventually_sync(
+                lambda: http_get(url, token),
+                lambda answer: answer[0] == 200 and applied in answer[1],
+                f"{applied!r} at {url}",
+                timeout_s=180,
+            )
+        except AssertionError as exc:
+            log.flush()
+            raise AssertionError(
+                f"{exc}\nservice log:\n{(tmp_path / 'metrics.log').read_text()[-3000:]}"
+            ) from None
         assert 'kubetape_analytics_objects{kind="Pod",namespace="testing"} 4' in body
         assert "kubetape_analytics_consumer_lag_messages 0" in body
         assert http_get(url, None)[0] == 401
