@@ -55,6 +55,8 @@ class MissionResult:
     end_ms: int
     segments: Path
     report_path: Path
+    cluster: str
+    """The recorded cluster: its name in the stack and the id its events carry in the topic."""
 
 
 class _Service:
@@ -218,6 +220,11 @@ def _kubetape(*argv: str) -> str:
     return result.stdout
 
 
+_NODE_COLUMNS = (
+    "NAME:.metadata.name,READY:.status.conditions[?(@.type=='Ready')].status,TAINTS:.spec.taints[*].key"
+)
+
+
 class _Workload:
     """The scripted workload, written with kubectl against the source cluster."""
 
@@ -242,7 +249,15 @@ class _Workload:
             if self.running(selector) == count:
                 return
             time.sleep(0.5)
-        raise StackError(f"workload: {selector} did not reach {count} Running pods in {timeout_s:.0f}s")
+        raise StackError(
+            f"workload: {selector} did not reach {count} Running pods in {timeout_s:.0f}s; last seen:\n"
+            + self.cluster.kubectl("get", "pods", "-n", self.ns, "-l", selector, "-o", "wide")
+            + self.cluster.kubectl("get", "nodes", "-o", "custom-columns=" + _NODE_COLUMNS)
+            + self.cluster.kubectl(
+                "get", "events", "-n", self.ns, "--field-selector=type=Warning", "-o",
+                "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message",
+            )
+        )  # fmt: skip
 
     def wait_default_service_account(self, timeout_s: float = 60.0) -> None:
         """Pods are refused until the namespace's default ServiceAccount exists. ``kubectl wait`` is no
@@ -255,7 +270,7 @@ class _Workload:
             time.sleep(0.3)
         raise StackError(
             f"workload: namespace {self.ns} has no default ServiceAccount after {timeout_s:.0f}s "
-            "(is kube-controller-manager of the 'source' cluster running? `kubetape stack status`)"
+            f"(is kube-controller-manager of cluster {self.cluster.name!r} running? `kubetape stack status`)"
         )
 
     def run(self, say: Say) -> None:
@@ -322,22 +337,25 @@ def run_mission(
     speed: float = 10.0,
     max_lag_s: float | None = None,
     say: Say = print,
+    source_cluster: str = "source",
 ) -> MissionResult:
-    """Record the scripted workload on ``source`` and replay it on ``sim``; returns the fidelity report.
+    """Record the scripted workload on ``source_cluster`` and replay it on ``sim``; returns the fidelity
+    report. The export holds the whole recorded cluster at the range's start, so a cluster that holds
+    nothing else gives a trace of the workload alone.
     ``max_lag_s``: the replay's ``--max-lag`` (the trace clock holds while the cluster is behind)."""
-    info = stack.up(["source", "sim"])
-    source = stack.cluster("source", info.bin_dir)
+    info = stack.up([source_cluster, "sim"])
+    source = stack.cluster(source_cluster, info.bin_dir)
     # The workload needs untainted nodes made from the default skeleton (label type=kwok); other
     # nodes of the cluster may carry taints the workload does not tolerate.
     if not source.kubectl("get", "nodes", "-l", "type=kwok", "-o", "name").strip():
-        stack.add_nodes("source", DEFAULT_NODE_SKELETON, 3, prefix="source-node")
+        stack.add_nodes(source_cluster, DEFAULT_NODE_SKELETON, 3, prefix=f"{source_cluster}-node")
     workdir.mkdir(parents=True, exist_ok=True)
     run_id = time.strftime("%Y%m%d-%H%M%S")
     segments = workdir / "segments"
     namespace = f"shop-{run_id}"
 
     group = f"kubetape-demo-{run_id}"
-    say(f"recording: sink → {segments}, watcher on cluster 'source', Kafka {info.bootstrap}")
+    say(f"recording: sink → {segments}, watcher on cluster '{source_cluster}', Kafka {info.bootstrap}")
     sink = _Service(
         "sink",
         [
@@ -349,7 +367,7 @@ def run_mission(
             "--group",
             group,
             "--cluster",  # the name the watcher below records under
-            "source",
+            source_cluster,
             "--window",
             "10s",
             "--idle-close",
@@ -364,11 +382,11 @@ def run_mission(
             "--config",
             str(TRACER_CONFIG),
             "--kubeconfig",
-            str(info.kubeconfigs["source"]),
+            str(info.kubeconfigs[source_cluster]),
             "--bootstrap",
             info.bootstrap,
             "--cluster-id",
-            "source",
+            source_cluster,
         ],
         workdir / "watcher.log",
     )
@@ -380,7 +398,9 @@ def run_mission(
         end_ms = int(time.time() * 1000)
         # the watcher stops once the topic holds the workload's last changes, and the sink once it has
         # made them durable (idle-close writes what it holds, then it commits)
-        wait_recorded(info.bootstrap, source, cluster_id="source", namespace=namespace, since_ms=start_ms)
+        wait_recorded(
+            info.bootstrap, source, cluster_id=source_cluster, namespace=namespace, since_ms=start_ms
+        )
     finally:
         watcher_code = watcher.stop()
         try:
@@ -433,5 +453,14 @@ def run_mission(
     )
     report: dict[str, Any] = json.loads(report_path.read_text())
     return MissionResult(
-        trace, report, replay_out, summary_of_trace, info.bootstrap, start_ms, end_ms, segments, report_path
+        trace,
+        report,
+        replay_out,
+        summary_of_trace,
+        info.bootstrap,
+        start_ms,
+        end_ms,
+        segments,
+        report_path,
+        source_cluster,
     )

@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -431,14 +432,68 @@ def cluster_exists(cluster: KwokCluster) -> bool:
 
 
 def start_cluster(cluster: KwokCluster) -> None:
-    """Restart a stopped cluster's processes (its etcd data, and so its objects, are kept)."""
+    """Restart a stopped cluster's processes (its etcd data, and so its objects, are kept); returns once
+    KWOK manages every node again, so pods bound to them run."""
+    started = time.time()
     cluster.kwokctl("start", "cluster", "--wait", "3m", timeout_s=420.0)
+    # A controller that did not stop through stop_cluster (killed, crashed) left its node leases taken;
+    # KWOK takes a node only once its lease is free or expired (200 s), and retries every 50 s.
+    _release_node_leases(cluster, renewed_before=started)
+    _wait_nodes_managed(cluster, since=started)
 
 
 def stop_cluster(cluster: KwokCluster) -> None:
+    """Stop the cluster's processes. KWOK's controller goes first, and its node leases with it: a
+    controller started later manages a node only once its lease is free, so a lease left behind would
+    keep the restarted cluster's pods Pending for the lease's whole duration."""
+    for pid in cluster_processes(cluster):
+        if _executable(pid).endswith(os.sep + "kwok-controller"):
+            terminate_process_group(pid, grace_s=10.0)
+    with contextlib.suppress(StackError):  # an apiserver already down: start_cluster releases them
+        _release_node_leases(cluster, renewed_before=time.time())
     cluster.kwokctl("stop", "cluster", timeout_s=120.0)
     for pid in cluster_processes(cluster):
         terminate_process_group(pid, grace_s=10.0)
+
+
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+NODE_MANAGED_TIMEOUT_S = 150.0
+"""Two of KWOK's lease renewal intervals (a quarter of its 200 s lease) and a margin."""
+
+
+def _node_leases(cluster: KwokCluster) -> dict[str, float]:
+    """Node name → when its lease was last renewed (epoch seconds; 0 when never)."""
+    listed = json.loads(cluster.kubectl("get", "leases", "-n", NODE_LEASE_NAMESPACE, "-o", "json"))
+    renewed = {}
+    for lease in listed["items"]:
+        stamp = (lease.get("spec") or {}).get("renewTime")
+        renewed[lease["metadata"]["name"]] = (
+            datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else 0.0
+        )
+    return renewed
+
+
+def _release_node_leases(cluster: KwokCluster, *, renewed_before: float) -> None:
+    stale = [name for name, renewed in _node_leases(cluster).items() if renewed < renewed_before]
+    if stale:
+        cluster.kubectl("delete", "leases", "-n", NODE_LEASE_NAMESPACE, "--ignore-not-found", *stale)
+
+
+def _wait_nodes_managed(cluster: KwokCluster, *, since: float) -> None:
+    deadline = time.monotonic() + NODE_MANAGED_TIMEOUT_S
+    while True:
+        nodes = cluster.kubectl("get", "nodes", "-o", "name").split()
+        leases = _node_leases(cluster)
+        unmanaged = sorted(name for node in nodes if leases.get(name := node.split("/", 1)[1], 0.0) < since)
+        if not unmanaged:
+            return
+        if time.monotonic() > deadline:
+            raise StackError(
+                f"cluster {cluster.name!r}: KWOK took no fresh lease for {len(unmanaged)} node(s) "
+                f"({', '.join(unmanaged[:5])}) within {NODE_MANAGED_TIMEOUT_S:.0f}s of starting, so their "
+                f"pods stay Pending; see {cluster.cluster_dir / 'logs' / 'kwok-controller.log'}"
+            )
+        time.sleep(1.0)
 
 
 def delete_cluster(cluster: KwokCluster) -> None:
@@ -467,15 +522,22 @@ def cluster_processes(cluster: KwokCluster) -> list[int]:
     prefix = str(cluster.cluster_dir) + os.sep
     pids = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
-        except OSError:
-            continue
-        if argv0.startswith(prefix) and pid_alive(int(entry.name)):
+        if (
+            entry.name.isdigit()
+            and _executable(int(entry.name)).startswith(prefix)
+            and pid_alive(int(entry.name))
+        ):
             pids.append(int(entry.name))
     return pids
+
+
+def _executable(pid: int) -> str:
+    """The process's argv[0]; empty once it is gone."""
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+    except OSError:
+        return ""
+    return argv0.decode(errors="replace")
 
 
 NODES_PER_REQUEST = 250

@@ -22,8 +22,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def mission(local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> MissionResult:
-    """The scripted workload recorded on ``source`` (watcher → Kafka → sink → export), and its replay
-    on ``sim`` at speed 10 through ``kubetape replay`` (with ``--max-lag``, see tests/e2e/oracle.py)."""
+    """The scripted workload recorded (watcher → Kafka → sink → export) on a cluster of its own, and its
+    replay on ``sim`` at speed 10 through ``kubetape replay`` (with ``--max-lag``, see
+    tests/e2e/oracle.py). Its own cluster: the export holds the recorded cluster's whole state at the
+    range's start, and the integration tests leave workloads of theirs on ``source``."""
     return run_mission(
-        local_stack, tmp_path_factory.mktemp("mission"), speed=10.0, max_lag_s=MAX_LAG_S, say=print
+        local_stack,
+        tmp_path_factory.mktemp("mission"),
+        speed=10.0,
+        max_lag_s=MAX_LAG_S,
+        say=print,
+        source_cluster="recorded",
     )

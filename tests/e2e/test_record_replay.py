@@ -100,7 +100,8 @@ def test_the_recorded_range_replays_the_same_from_the_kafka_topic_and_the_segmen
     source: str, mission: MissionResult, local_stack: LocalStack, tmp_path: Path
 ) -> None:
     where = (
-        ["--topic", "kubetape.events", "--bootstrap", mission.bootstrap]
+        # the suite's other watchers share the topic: a fleet's range names its cluster
+        ["--topic", "kubetape.events", "--bootstrap", mission.bootstrap, "--cluster", mission.cluster]
         if source == "topic"
         else ["--segments", str(mission.segments)]
     )
