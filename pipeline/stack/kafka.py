@@ -118,6 +118,10 @@ def write_server_properties(layout: KafkaLayout) -> None:
                 "num.io.threads=2",
                 "num.recovery.threads.per.data.dir=1",
                 "log.cleaner.backoff.ms=1000",
+                # No time retention by default: tests and demos load traces recorded long ago, stamped with
+                # their own times, and the default 7 days would delete them at the next 5-minute check,
+                # between producing and consuming. Topics made by `kubetape topics` set their own.
+                "log.retention.ms=-1",
                 "",
             ]
         )
