@@ -15,10 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,8 +30,8 @@ from pipeline.model.errors import StackError
 from pipeline.model.events import EventType
 from pipeline.model.keys import ClusterId
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, KwokCluster
-from pipeline.stack.processes import free_port, http_probe
 from pipeline.stack.stack import LocalStack
+from services.kubetape_processes import KubetapeService, run_kubetape
 
 Say = Callable[[str], None]
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -57,47 +53,6 @@ class MissionResult:
     report_path: Path
     cluster: str
     """The recorded cluster: its name in the stack and the id its events carry in the topic."""
-
-
-class _Service:
-    """A kubetape service subprocess whose readiness is polled over its loopback HTTP port."""
-
-    def __init__(self, name: str, argv: list[str], log: Path) -> None:
-        self.name = name
-        self.port = free_port()
-        self.log = log
-        self._log_handle = log.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", *argv, "--http-port", str(self.port)],
-            cwd=REPO_ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_handle,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise StackError(
-                    f"the {self.name} exited during start-up (code {self.proc.returncode}); see {self.log}"
-                )
-            if http_probe(f"http://127.0.0.1:{self.port}/readyz")() is None:
-                return
-            time.sleep(0.3)
-        raise StackError(f"the {self.name} was not ready within {timeout_s:.0f}s; see {self.log}")
-
-    def stop(self, timeout_s: float = 60.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log_handle.close()
-        return self.proc.returncode
 
 
 def _until(check: Callable[[], tuple[bool, object]], what: str, timeout_s: float) -> None:
@@ -202,22 +157,6 @@ def wait_committed(bootstrap: str, group: str, timeout_s: float = 60.0) -> None:
         return not behind, {"partition: (committed, end)": behind}
 
     _until(lambda: asyncio.run(positions()), f"sink group {group} to commit the events topic", timeout_s)
-
-
-def _kubetape(*argv: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "services.cli", *argv],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise StackError(
-            f"`kubetape {' '.join(argv[:2])}` failed (exit {result.returncode}):\n"
-            f"{result.stderr.strip()[-2000:]}"
-        )
-    return result.stdout
 
 
 _NODE_COLUMNS = (
@@ -356,7 +295,7 @@ def run_mission(
 
     group = f"kubetape-demo-{run_id}"
     say(f"recording: sink → {segments}, watcher on cluster '{source_cluster}', Kafka {info.bootstrap}")
-    sink = _Service(
+    sink = KubetapeService(
         "sink",
         [
             "sink",
@@ -375,7 +314,7 @@ def run_mission(
         ],
         workdir / "sink.log",
     )
-    watcher = _Service(
+    watcher = KubetapeService(
         "watcher",
         [
             "watch",
@@ -415,7 +354,7 @@ def run_mission(
 
     trace = workdir / f"recording-{run_id}.kts"
     say(f"exporting [{start_ms}, {end_ms}) → {trace}")
-    _kubetape(
+    run_kubetape(
         "export",
         "--segment-dir",
         str(segments),
@@ -430,11 +369,11 @@ def run_mission(
         "-o",
         str(trace),
     )
-    summary_of_trace = _kubetape("inspect", str(trace))
+    summary_of_trace = run_kubetape("inspect", str(trace))
 
     report_path = workdir / f"replay-{run_id}.json"
     say(f"replaying on cluster 'sim' at speed {speed:g}")
-    replay_out = _kubetape(
+    replay_out = run_kubetape(
         "replay",
         "--trace",
         str(trace),

@@ -68,7 +68,7 @@ _fields_after_time = operator.attrgetter(*(f.name for f in dataclasses.fields(Ev
 :func:`decoded_event` takes them in; read from the class so that a new field cannot be left behind."""
 
 
-def _moved_to(e: Event, ts_ms: int) -> Event:
+def moved_to(e: Event, ts_ms: int) -> Event:
     """``dataclasses.replace(e, ts_ms=ts_ms)`` at less than half the cost: every object alive at a
     window's start is moved to it, and ``replace`` goes through keyword arguments and ``__init__``.
     :func:`decoded_event` validates the copy as the constructor does."""
@@ -175,7 +175,7 @@ def assemble_window(
         return not owners or known.isdisjoint(owners)
 
     initial = [
-        _moved_to(state[key], start_ms)
+        moved_to(state[key], start_ms)
         for key in sorted(state)
         if kept(state[key]) and not finished_pod(state[key])
     ]

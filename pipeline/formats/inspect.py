@@ -86,7 +86,7 @@ class InspectReport:
         """A human summary, one fact per line."""
         lines = [
             f"{self.path}: {self.format}, version {self.version}, {self.size_bytes} bytes",
-            f"  span:       {_span(self.start_ms, self.end_ms)}",
+            f"  span:       {format_span(self.start_ms, self.end_ms)}",
             f"  events:     {self.events}",
             f"  objects:    {self.objects}",
         ]
@@ -118,7 +118,7 @@ def _check_text(check: HashCheck) -> str:
     return text
 
 
-def _span(start_ms: int | None, end_ms: int | None) -> str:
+def format_span(start_ms: int | None, end_ms: int | None) -> str:
     if start_ms is None or end_ms is None:
         return "empty"
 

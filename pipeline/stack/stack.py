@@ -203,7 +203,7 @@ class LocalStack:
         state.save(self.state_path)
         self.start_s3(state)
         for name in clusters:
-            _validate_cluster_name(name)
+            validate_cluster_name(name)
             cluster = kwok.KwokCluster(name, self.kwok_workdir, bin_dir, chosen)
             if kwok.cluster_exists(cluster):
                 if (existing := kwok.created_profile(cluster)) != profile:
@@ -443,7 +443,7 @@ class LocalStack:
         }
 
 
-def _validate_cluster_name(name: str) -> None:
+def validate_cluster_name(name: str) -> None:
     if not name or not all(c.isalnum() or c == "-" for c in name) or not name[0].isalpha():
         raise StackError(
             f"cluster name {name!r} is invalid: use letters, digits and '-', starting "

@@ -144,7 +144,7 @@ class S3SegmentStore:
         and If-Match (:meth:`supports_conditional_writes`); False takes the one-writer-at-a-time
         fallback without asking, as on a server known to ignore them."""
         self.location = location
-        config, client = _connection(location)
+        config, client = connection_config(location)
         self.endpoint = str(config.get("endpoint", "AWS S3"))
         client = {**client, "timeout": timedelta(seconds=timeout_s)}
         prefix = location.prefix or None
@@ -437,7 +437,7 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
 
 
-def _connection(location: S3Location) -> tuple[S3Config, ClientConfig]:
+def connection_config(location: S3Location) -> tuple[S3Config, ClientConfig]:
     """S3 settings from the environment (and the shared credentials file when it has no keys)."""
     env = os.environ
     config: S3Config = {

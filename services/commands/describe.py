@@ -102,10 +102,10 @@ def describe_simulation(sim: dict[str, Any]) -> str:
 
 
 async def _get_simulation(name: str, kubeconfig: Path | None, context: str | None) -> dict[str, Any]:
-    from services.commands.sim import API_VERSION, KIND, SimClusterSettings, _call, _client
+    from services.simulation_api import API_VERSION, KIND, call_simulation_api, simulation_cluster
 
-    async with _client(SimClusterSettings(kubeconfig, context)) as kube:
-        found: dict[str, Any] | None = await _call(
+    async with simulation_cluster(kubeconfig, context) as kube:
+        found: dict[str, Any] | None = await call_simulation_api(
             kube.get(API_VERSION, KIND, None, name), f"get Simulation {name}"
         )
     if found is None:

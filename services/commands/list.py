@@ -106,10 +106,12 @@ def _time(ms: int | None) -> str:
 
 # ---- Simulations ---------------------------------------------------------------------------------
 async def list_simulations(kubeconfig: Path | None, context: str | None) -> list[dict[str, Any]]:
-    from services.commands.sim import API_VERSION, KIND, SimClusterSettings, _call, _client
+    from services.simulation_api import API_VERSION, KIND, call_simulation_api, simulation_cluster
 
-    async with _client(SimClusterSettings(kubeconfig, context)) as kube:
-        found: list[dict[str, Any]] = await _call(kube.list_objects(API_VERSION, KIND), "list Simulations")
+    async with simulation_cluster(kubeconfig, context) as kube:
+        found: list[dict[str, Any]] = await call_simulation_api(
+            kube.list_objects(API_VERSION, KIND), "list Simulations"
+        )
     return sorted(found, key=lambda s: str(s["metadata"]["name"]))
 
 

@@ -21,9 +21,8 @@ from pipeline.model.errors import ConfigError
 from pipeline.replay.inputs import parse_nodes
 from services.flags import add_kubeconfig_flags
 from services.settings import from_flags
+from services.simulation_api import API_VERSION, KIND, call_simulation_api, simulation_cluster
 
-API_VERSION = "kubetape.dev/v1"
-KIND = "Simulation"
 TERMINAL = ("Succeeded", "Failed")
 
 
@@ -195,8 +194,8 @@ def _sim_run(args: SimRunSettings) -> int:
         return 0
 
     async def run() -> int:
-        async with _client(args) as kube:
-            await _call(kube.create(simulation), f"create Simulation {args.name}")
+        async with simulation_cluster(args.kubeconfig, args.context) as kube:
+            await call_simulation_api(kube.create(simulation), f"create Simulation {args.name}")
             print(f"simulation {args.name} created")
             if not args.wait:
                 return 0
@@ -224,8 +223,8 @@ async def _wait_for_phase(kube: Any, name: str) -> str:
 
 def _sim_list(args: SimListSettings) -> int:
     async def run() -> list[dict[str, Any]]:
-        async with _client(args) as kube:
-            found: list[dict[str, Any]] = await _call(
+        async with simulation_cluster(args.kubeconfig, args.context) as kube:
+            found: list[dict[str, Any]] = await call_simulation_api(
                 kube.list_objects(API_VERSION, KIND), "list Simulations"
             )
             return found
@@ -261,9 +260,9 @@ def format_table(simulations: list[dict[str, Any]]) -> str:
 
 def _sim_pause(args: SimNamedSettings) -> int:
     async def run() -> None:
-        async with _client(args) as kube:
+        async with simulation_cluster(args.kubeconfig, args.context) as kube:
             patch = {"spec": {"paused": args.paused}}
-            await _call(
+            await call_simulation_api(
                 kube.merge_patch(API_VERSION, KIND, None, args.name, patch), f"patch Simulation {args.name}"
             )
 
@@ -274,8 +273,8 @@ def _sim_pause(args: SimNamedSettings) -> int:
 
 def _sim_delete(args: SimNamedSettings) -> int:
     async def run() -> bool:
-        async with _client(args) as kube:
-            found: bool = await _call(
+        async with simulation_cluster(args.kubeconfig, args.context) as kube:
+            found: bool = await call_simulation_api(
                 kube.delete(API_VERSION, KIND, None, args.name), f"delete Simulation {args.name}"
             )
             while args.wait and found:
@@ -288,39 +287,6 @@ def _sim_delete(args: SimNamedSettings) -> int:
         raise ConfigError(f"there is no Simulation named {args.name!r}; `kubetape sim list` shows them")
     print(f"simulation {args.name} deleted" + (" and cleaned up" if args.wait else " (cleanup in progress)"))
     return 0
-
-
-def _client(args: SimClusterSettings) -> Any:
-    from contextlib import asynccontextmanager
-
-    from pipeline.io.kube.client import controller_client
-    from pipeline.io.kube.connect import kube_api
-
-    @asynccontextmanager
-    async def opened() -> Any:
-        async with kube_api(args.kubeconfig, args.context) as api:
-            yield controller_client(api)
-
-    return opened()
-
-
-async def _call(awaitable: Any, what: str) -> Any:
-    """Run one API call; a missing CRD or a refusal becomes an error saying what to do."""
-    from pipeline.model.errors import ConflictError, NotFoundError, ObjectRejectedError, UnknownKindError
-
-    try:
-        return await awaitable
-    except UnknownKindError:
-        raise ConfigError(
-            f"{what}: the cluster does not know Simulations; install the CRD: "
-            f"kubectl apply -f k8s/sim/simulation-crd.yaml (or kubectl apply -k k8s/sim)"
-        ) from None
-    except NotFoundError:
-        raise ConfigError(f"{what}: not found; `kubetape sim list` shows the Simulations") from None
-    except ConflictError:
-        raise ConfigError(f"{what}: a Simulation of that name exists; pick another or delete it") from None
-    except ObjectRejectedError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def _simulation_cluster_flags(parser: argparse.ArgumentParser) -> None:

@@ -356,12 +356,8 @@ def _on_karpenter_nodes(deployment: dict[str, Any]) -> dict[str, Any]:
 def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Path) -> Path:
     """Karpenter on ``source`` launches nodes for twelve pods and consolidates after the scale-down to
     two, while the watcher and the sink record it; returns the exported trace."""
-    from services.mission import (  # the demo's own service runner and waits, reused
-        _kubetape,
-        _Service,
-        wait_committed,
-        wait_recorded,
-    )
+    from services.kubetape_processes import KubetapeService, run_kubetape
+    from services.mission import wait_committed, wait_recorded  # the demo's own waits, reused
 
     info = local_stack.info()
     source = local_stack.cluster("source", info.bin_dir)
@@ -369,13 +365,13 @@ def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Pa
     _recording_tracer(tracer)
     source.kubectl("apply", "-f", str(pool))
     source.kubectl("create", "namespace", "shop")
-    sink = _Service(
+    sink = KubetapeService(
         "sink",
         ["sink", "--bootstrap", info.bootstrap, "--segment-dir", str(segments),
          "--group", "autoscaled-recording", "--cluster", "source", "--window", "10s", "--idle-close", "2s"],
         workdir / "sink.log",
     )  # fmt: skip
-    watcher = _Service(
+    watcher = KubetapeService(
         "watcher",
         ["watch", "--config", str(tracer), "--kubeconfig", str(info.kubeconfigs["source"]),
          "--bootstrap", info.bootstrap, "--cluster-id", "source"],
@@ -414,7 +410,7 @@ def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Pa
             wait_committed(info.bootstrap, "autoscaled-recording")
         finally:
             sink.stop()
-    _kubetape("export", "--segment-dir", str(segments), "--from", str(start_ms), "--to", str(end_ms),
+    run_kubetape("export", "--segment-dir", str(segments), "--from", str(start_ms), "--to", str(end_ms),
               "--config", str(tracer), "-o", str(trace))  # fmt: skip
     return trace
 

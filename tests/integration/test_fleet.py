@@ -30,7 +30,7 @@ from pipeline.replay.run import read_segment_range
 from pipeline.replay.sources import read_topic_trace
 from pipeline.stack.stack import StackInfo
 from tests.integration.test_sink import KUBETAPE, direct_trace, wait_committed
-from tests.integration.test_sink_s3 import _sink_process
+from tests.integration.test_sink_s3 import sink_process
 from tests.integration.test_watch_service import Workload, deployment, running_watcher, tracer_config
 from tests.polling import eventually
 
@@ -135,7 +135,7 @@ async def test_two_clusters_in_one_topic_set_and_one_store_export_apart(
 
     groups = {c: f"kubetape-sink.{c}" for c in (A, b_id)}  # one consumer group per cluster
     with (
-        _sink_process(
+        sink_process(
             bootstrap,
             (EVENTS_TOPIC, groups[A], DEADLETTER_TOPIC),
             s3_url,
@@ -144,7 +144,7 @@ async def test_two_clusters_in_one_topic_set_and_one_store_export_apart(
             "--cluster",
             A,
         ),
-        _sink_process(
+        sink_process(
             bootstrap,
             (EVENTS_TOPIC, groups[b_id], DEADLETTER_TOPIC),
             s3_url,

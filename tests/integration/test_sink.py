@@ -40,13 +40,13 @@ REPO = Path(__file__).resolve().parents[2]
 KUBETAPE = REPO / ".venv" / "bin" / "kubetape"
 
 
-def _t0() -> int:
+def recent_t0() -> int:
     # Recent event times: the broker's time-based retention would drop year-old timestamps.
     now = int(time.time() * 1000) - 3_600_000
     return now - now % 60_000
 
 
-def _names(prefix: str) -> tuple[str, str, str]:
+def unique_names(prefix: str) -> tuple[str, str, str]:
     tag = uuid.uuid4().hex[:8]
     return f"it.{prefix}.{tag}", f"it.{prefix}.group.{tag}", f"it.{prefix}.dlq.{tag}"
 
@@ -136,11 +136,11 @@ async def running_sink(
 async def test_sink_events_to_segments_export_equals_direct_trace_and_dead_letters(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    topic, group, dlq = _names("sink")
+    topic, group, dlq = unique_names("sink")
     kafka = KafkaSettings(bootstrap=kafka_bootstrap)
     await ensure_topic(kafka, topic, 3)
     await ensure_topic(kafka, dlq, 1)
-    t0 = _t0()
+    t0 = recent_t0()
     events = synthetic_events(2_000, t0, 300_000)
     await produce(kafka_bootstrap, topic, events + events[:300], extra=[b"\xc1not-an-event"])
     async with running_sink(kafka_bootstrap, topic, group, dlq, segment_dir=tmp_path) as sink:
@@ -175,9 +175,9 @@ async def test_sink_events_to_segments_export_equals_direct_trace_and_dead_lette
 
 
 async def test_an_idle_topic_closes_its_segment_by_wall_clock(kafka_bootstrap: str, tmp_path: Path) -> None:
-    topic, group, dlq = _names("idle")
+    topic, group, dlq = unique_names("idle")
     await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 1)
-    t0 = _t0()
+    t0 = recent_t0()
     idle_sink = running_sink(kafka_bootstrap, topic, group, dlq, segment_dir=tmp_path, idle_close_s=1.0)
     async with idle_sink as sink:
         await eventually(
@@ -193,9 +193,9 @@ async def test_an_idle_topic_closes_its_segment_by_wall_clock(kafka_bootstrap: s
 async def test_a_rebalance_between_two_sinks_loses_and_duplicates_nothing(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    topic, group, dlq = _names("rebalance")
+    topic, group, dlq = unique_names("rebalance")
     await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 4)
-    t0 = _t0()
+    t0 = recent_t0()
     events = synthetic_events(3_000, t0, 600_000)
     first, second = events[:1_500], events[1_500:]
     async with running_sink(kafka_bootstrap, topic, group, dlq, segment_dir=tmp_path) as sink:
@@ -232,9 +232,9 @@ def _start_sink_process(
 async def test_kill_9_at_random_points_gives_a_byte_identical_export(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    names = topic, group, _dlq = _names("crash")
+    names = topic, group, _dlq = unique_names("crash")
     await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 3)
-    t0 = _t0()
+    t0 = recent_t0()
     events = synthetic_events(6_000, t0, 900_000)
     segment_dir, log = tmp_path / "segments", tmp_path / "sink.log"
     rng = random.Random(11)
@@ -243,11 +243,11 @@ async def test_kill_9_at_random_points_gives_a_byte_identical_export(
     try:
         kills = 0
         for index, chunk in enumerate(chunks):
-            written_before = _count_lines(log, "segment written")
+            written_before = count_lines(log, "segment written")
             await produce(kafka_bootstrap, topic, chunk)
             if index % 2:
                 # right after a segment became durable: mid-batch, before its offsets are committed
-                await _wait_for_lines(log, "segment written", written_before + 1)
+                await wait_for_lines(log, "segment written", written_before + 1)
             else:
                 await asyncio.sleep(rng.uniform(0.3, 3.0))  # anywhere: joining, fetching, encoding
             process.send_signal(signal.SIGKILL)
@@ -263,22 +263,22 @@ async def test_kill_9_at_random_points_gives_a_byte_identical_export(
             process.wait()
     assert kills == len(chunks)
     # some kills land during start-up (before the sink even joined), the odd ones right after a write
-    assert _count_lines(log, "sink started") >= len(chunks) // 2
+    assert count_lines(log, "sink started") >= len(chunks) // 2
     assert export_bytes(segment_dir, t0, t0 + 900_000) == direct_trace(events, t0, t0 + 900_000)
     assert not list(segment_dir.glob(".*.tmp"))
 
 
 async def test_export_over_http_needs_the_bearer_token(kafka_bootstrap: str, tmp_path: Path) -> None:
-    names = topic, group, _dlq = _names("http")
+    names = topic, group, _dlq = unique_names("http")
     await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 1)
-    t0 = _t0()
+    t0 = recent_t0()
     events = synthetic_events(200, t0, 60_000)
     await produce(kafka_bootstrap, topic, events)
     segment_dir, log = tmp_path / "segments", tmp_path / "sink.log"
     process = _start_sink_process(kafka_bootstrap, names, segment_dir=segment_dir, log=log, token="s3cret")
     try:
         await wait_committed(kafka_bootstrap, group, topic, 1)
-        port = _http_port(log)
+        port = logged_http_port(log)
         body = {"start_ms": t0, "end_ms": t0 + 60_000, "format": "simkube"}
         async with aiohttp.ClientSession() as session:
             url = f"http://127.0.0.1:{port}"
@@ -305,9 +305,9 @@ async def test_the_sink_s_retention_removes_expired_segments_and_later_ranges_st
 ) -> None:
     """``kubetape sink --retention`` as a user runs it: segments wholly older than the retention go, a
     keyframe before the cutoff stays as the anchor, and a range after the cutoff exports as before."""
-    names = topic, group, _dlq = _names("retention")
+    names = topic, group, _dlq = unique_names("retention")
     await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 1)
-    t0 = _t0()  # an hour ago: events from 60 to 20 minutes ago, one segment per minute
+    t0 = recent_t0()  # an hour ago: events from 60 to 20 minutes ago, one segment per minute
     events = synthetic_events(2_400, t0, 40 * 60_000)
     await produce(kafka_bootstrap, topic, events)
     segment_dir, log = tmp_path / "segments", tmp_path / "sink.log"
@@ -326,7 +326,7 @@ async def test_the_sink_s_retention_removes_expired_segments_and_later_ranges_st
         kafka_bootstrap, names, segment_dir=segment_dir, log=log, extra=("--retention", "30m")
     )
     try:
-        await _wait_for_lines(log, "retention removed segments", 1)
+        await wait_for_lines(log, "retention removed segments", 1)
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0, _tail(log)
@@ -342,19 +342,19 @@ def _tail(log: Path) -> str:
     return log.read_text()[-2000:] if log.exists() else "(no log)"
 
 
-def _count_lines(log: Path, message: str) -> int:
+def count_lines(log: Path, message: str) -> int:
     return log.read_text().count(f'"msg":"{message}"') if log.exists() else 0
 
 
-async def _wait_for_lines(log: Path, message: str, count: int, within: float = 60) -> None:
+async def wait_for_lines(log: Path, message: str, count: int, within: float = 60) -> None:
     deadline = time.monotonic() + within
-    while _count_lines(log, message) < count:
+    while count_lines(log, message) < count:
         if time.monotonic() > deadline:
             raise AssertionError(f"no {message!r} line #{count} in {within}s: {_tail(log)}")
         await asyncio.sleep(0.02)
 
 
-def _http_port(log: Path) -> int:
+def logged_http_port(log: Path) -> int:
     import json
 
     for _ in range(100):

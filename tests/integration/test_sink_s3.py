@@ -27,20 +27,20 @@ from pipeline.store.export import ExportRequest, export_window
 from pipeline.store.store_url import open_segment_store
 from tests.integration.test_sink import (
     KUBETAPE,
-    _count_lines,
-    _http_port,
-    _names,
-    _t0,
-    _wait_for_lines,
+    count_lines,
     direct_trace,
+    logged_http_port,
     produce,
+    recent_t0,
+    unique_names,
     wait_committed,
+    wait_for_lines,
 )
 from tests.polling import eventually
 
 
 @contextlib.contextmanager
-def _sink_process(
+def sink_process(
     bootstrap: str, names: tuple[str, str, str], store: str, log: Path, token: str = "", *extra: str
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``kubetape sink`` on ``store`` (the AWS_* variables of this process reach the S3 server), with
@@ -80,19 +80,19 @@ async def test_a_sink_on_s3_stores_what_a_sink_on_a_directory_stores(
     """Two sinks (two groups) read one topic, one into S3 and one into a directory: the exports are the
     same bytes, the direct fold's, also over POST /export; `kubetape export` and `kubetape inspect` read
     the S3 store."""
-    topic, group, dlq = _names("s3same")
+    topic, group, dlq = unique_names("s3same")
     await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 2)
-    t0 = _t0()
+    t0 = recent_t0()
     events = synthetic_events(3_000, t0, 600_000)
     await produce(kafka_bootstrap, topic, events)
     local = str(tmp_path / "segments")
     with (
-        _sink_process(kafka_bootstrap, (topic, group, dlq), s3_url, tmp_path / "s3.log", "tok") as on_s3,
-        _sink_process(kafka_bootstrap, (topic, group + "-local", dlq), local, tmp_path / "local.log"),
+        sink_process(kafka_bootstrap, (topic, group, dlq), s3_url, tmp_path / "s3.log", "tok") as on_s3,
+        sink_process(kafka_bootstrap, (topic, group + "-local", dlq), local, tmp_path / "local.log"),
     ):
         await wait_committed(kafka_bootstrap, group, topic, 2, within=180)
         await wait_committed(kafka_bootstrap, group + "-local", topic, 2, within=180)
-        url = f"http://127.0.0.1:{_http_port(tmp_path / 's3.log')}/export"
+        url = f"http://127.0.0.1:{logged_http_port(tmp_path / 's3.log')}/export"
         body = {"start_ms": t0, "end_ms": t0 + 600_000}
         async with (
             aiohttp.ClientSession() as session,
@@ -129,20 +129,20 @@ async def test_replicas_sharing_one_s3_store_each_export_every_partition(
 ) -> None:
     """Two sink replicas in one group split the partitions but share the store: the POST /export of
     each one holds every partition's events."""
-    names = topic, group, _dlq = _names("s3replicas")
+    names = topic, group, _dlq = unique_names("s3replicas")
     await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 2)
-    t0 = _t0()
+    t0 = recent_t0()
     events = synthetic_events(2_000, t0, 600_000)
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     body = {"start_ms": t0, "end_ms": t0 + 600_000}
     with (
         # the cluster named: a sink nobody names one for waits for the topic's first record to learn it
-        _sink_process(kafka_bootstrap, names, s3_url, logs[0], "tok", "--cluster", "default"),
-        _sink_process(kafka_bootstrap, names, s3_url, logs[1], "tok", "--cluster", "default"),
+        sink_process(kafka_bootstrap, names, s3_url, logs[0], "tok", "--cluster", "default"),
+        sink_process(kafka_bootstrap, names, s3_url, logs[1], "tok", "--cluster", "default"),
     ):
 
         async def assigned() -> list[int]:
-            return [_count_lines(log, "partition assigned") for log in logs]
+            return [count_lines(log, "partition assigned") for log in logs]
 
         # both in the group before any event: the group splits the partitions, each replica writes its own
         await eventually(assigned, all, "a partition assigned to each replica", timeout_s=120)
@@ -153,7 +153,7 @@ async def test_replicas_sharing_one_s3_store_each_export_every_partition(
         exports = []
         async with aiohttp.ClientSession() as session:
             for log in logs:
-                url = f"http://127.0.0.1:{_http_port(log)}/export"
+                url = f"http://127.0.0.1:{logged_http_port(log)}/export"
                 async with session.post(url, json=body, headers={"Authorization": "Bearer tok"}) as resp:
                     assert resp.status == 200, await resp.text()
                     exports.append(await resp.read())
@@ -174,15 +174,15 @@ async def test_readyz_reports_an_s3_outage_and_nothing_is_lost(
 ) -> None:
     """The S3 server stops while events keep coming: /readyz turns 503; once the server is back it
     turns 200 again, the sink catches up, and the export holds every event."""
-    topic, group, dlq = _names("s3outage")
+    topic, group, dlq = unique_names("s3outage")
     await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 2)
-    t0 = _t0()
+    t0 = recent_t0()
     events = synthetic_events(2_000, t0, 600_000)
     log = tmp_path / "sink.log"
     await produce(kafka_bootstrap, topic, events[:1_000])
-    with _sink_process(kafka_bootstrap, (topic, group, dlq), s3_url, log) as sink:
+    with sink_process(kafka_bootstrap, (topic, group, dlq), s3_url, log) as sink:
         await wait_committed(kafka_bootstrap, group, topic, 2, within=180)
-        readyz = f"http://127.0.0.1:{_http_port(log)}/readyz"
+        readyz = f"http://127.0.0.1:{logged_http_port(log)}/readyz"
 
         async def status() -> int | str:
             if sink.poll() is not None:
@@ -209,22 +209,22 @@ async def test_kill_9_of_a_sink_writing_to_s3_gives_a_byte_identical_export(
 ) -> None:
     """SIGKILL right after a segment reached S3 (before its offsets are committed) and during start-up:
     the restarted sink resumes from the store and the export equals the direct fold."""
-    names = topic, group, _dlq = _names("s3kill")
+    names = topic, group, _dlq = unique_names("s3kill")
     await ensure_topic(KafkaSettings(bootstrap=kafka_bootstrap), topic, 2)
-    t0 = _t0()
+    t0 = recent_t0()
     events = synthetic_events(3_000, t0, 600_000)
     log = tmp_path / "sink.log"
     for index, chunk in enumerate(events[i : i + 1_000] for i in range(0, len(events), 1_000)):
-        with _sink_process(kafka_bootstrap, names, s3_url, log) as sink:
-            written_before = _count_lines(log, "segment written")
+        with sink_process(kafka_bootstrap, names, s3_url, log) as sink:
+            written_before = count_lines(log, "segment written")
             await produce(kafka_bootstrap, topic, chunk)
             if index % 2 == 0:
-                await _wait_for_lines(log, "segment written", written_before + 1, within=120)
+                await wait_for_lines(log, "segment written", written_before + 1, within=120)
             else:
                 await asyncio.sleep(0.5)  # still starting: joining the group, restoring from S3
             sink.send_signal(signal.SIGKILL)
             sink.wait()
-    with _sink_process(kafka_bootstrap, names, s3_url, log) as sink:
+    with sink_process(kafka_bootstrap, names, s3_url, log) as sink:
         await wait_committed(kafka_bootstrap, group, topic, 2, within=180)
         sink.terminate()
         assert sink.wait(timeout=60) == 0, log.read_text()[-3000:]
@@ -242,7 +242,7 @@ def test_the_sink_refuses_a_store_it_cannot_use(
     kafka_bootstrap: str, s3_url: str, tmp_path: Path, url: str, message: str
 ) -> None:
     del s3_url  # for its AWS_* variables
-    topic, group, dlq = _names("s3refused")
+    topic, group, dlq = unique_names("s3refused")
     args = [
         str(KUBETAPE), "sink", "--bootstrap", kafka_bootstrap, "--topic", topic, "--group", group,
         "--deadletter-topic", dlq, "--segment-store", url, "--http-port", "0",

@@ -21,7 +21,7 @@ from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
 from pipeline.store.segment_store import LocalSegmentStore
 from pipeline.store.store_url import open_segment_store
-from tests.integration.test_sink import _names, _t0, direct_trace, produce, wait_committed
+from tests.integration.test_sink import direct_trace, produce, recent_t0, unique_names, wait_committed
 
 
 def _events(t0: int, n: int, tag: str) -> list:  # type: ignore[type-arg]
@@ -66,11 +66,11 @@ async def test_a_sink_cut_off_from_its_group_cannot_overwrite_the_new_owners_seg
     """A holds offsets 0-149 open when it is cut off from the group (its revocation never runs); B
     takes the partition, writes 0-299 and commits 300; A's late flush is refused by the store and the
     export holds all 300 events."""
-    topic, group, dlq = _names("fence")
+    topic, group, dlq = unique_names("fence")
     kafka = KafkaSettings(bootstrap=kafka_bootstrap)
     await ensure_topic(kafka, topic, 1)
     await ensure_topic(kafka, dlq, 1)
-    t0 = _t0()
+    t0 = recent_t0()
     events = _events(t0, 300, "d")
     await produce(kafka_bootstrap, topic, events[:150])
     a = _sink(
@@ -114,11 +114,11 @@ async def test_a_recreated_topic_is_refused_instead_of_its_events_being_dropped(
     """The store holds 500 offsets of a topic that is then deleted and recreated with 300 new events:
     the sink refuses to start (it used to drop all 300 as redeliveries and commit past them). The new
     topic's Kafka topic id differs from the one the store recorded, which is what names the cause."""
-    topic, group, dlq = _names("recreated")
+    topic, group, dlq = unique_names("recreated")
     kafka = KafkaSettings(bootstrap=kafka_bootstrap)
     await ensure_topic(kafka, topic, 1)
     await ensure_topic(kafka, dlq, 1)
-    t0 = _t0()
+    t0 = recent_t0()
     await produce(kafka_bootstrap, topic, _events(t0, 500, "old"))
     first = _sink(kafka_bootstrap, topic, group, dlq, tmp_path, idle_close_s=1.0)
     stop = asyncio.Event()

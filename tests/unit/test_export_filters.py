@@ -14,7 +14,7 @@ from pipeline.model.keys import ObjectKey, key_of
 from pipeline.model.selectors import LabelRequirement, LabelSelector, parse_selector_text
 from pipeline.store.export import ExportFilters, kind_matches
 from services.cli import main
-from tests.unit.test_sink_cli import T0, _fill
+from tests.unit.test_sink_cli import T0, fill_store
 
 
 def _event(api_version: str, kind: str, name: str, namespace: str | None = None, **labels: str) -> Event:
@@ -138,7 +138,7 @@ def _exported(tmp_path: Path, *flags: str) -> list[dict[str, Any]]:
 
 
 def test_export_filters_on_the_command_line(tmp_path: Path) -> None:
-    _fill(tmp_path / "segments")
+    fill_store(tmp_path / "segments")
     everything = _exported(tmp_path)
     assert {o["metadata"]["namespace"] for o in everything} == {"ns-0", "ns-1", "ns-2", "ns-3"}
 
@@ -161,7 +161,7 @@ def test_export_filters_on_the_command_line(tmp_path: Path) -> None:
 def test_an_unreadable_label_filter_fails_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _fill(tmp_path / "segments")
+    fill_store(tmp_path / "segments")
     args = [
         "export",
         "--segment-dir",

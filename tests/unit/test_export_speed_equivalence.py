@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.formats.assemble import _moved_to, assemble_window, to_seconds, trace_to_simkube
+from pipeline.formats.assemble import assemble_window, moved_to, to_seconds, trace_to_simkube
 from pipeline.formats.segment.content import Segment
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.segment.encode import encode_segment
@@ -286,11 +286,11 @@ def test_moving_an_event_to_the_window_start_equals_dataclasses_replace() -> Non
         Event.gap(T0, object_key("apps/v1", "Deployment", "ns", "d"), reason="410", from_rv="1", to_rv="2"),
     ]
     for e in events:
-        moved = _moved_to(e, T0 + 1)
+        moved = moved_to(e, T0 + 1)
         assert moved == dataclasses.replace(e, ts_ms=T0 + 1)
         assert moved.obj is e.obj  # the body is shared, as replace shares it
     with pytest.raises(FormatError):
-        _moved_to(events[0], -1)  # validated like any constructed event
+        moved_to(events[0], -1)  # validated like any constructed event
 
 
 @pytest.mark.parametrize("fmt", list(ExportFormat))

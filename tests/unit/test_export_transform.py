@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.formats.segment.decode import read_segment
 from services.cli import main
-from tests.unit.test_sink_cli import T0, _fill
+from tests.unit.test_sink_cli import T0, fill_store
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ def _names(path: Path) -> set[str]:
 
 
 def test_export_applies_the_obfuscation_transform_before_writing(tmp_path: Path) -> None:
-    _fill(tmp_path / "segments")
+    fill_store(tmp_path / "segments")
     common = [
         "export",
         "--segment-dir",
@@ -45,7 +45,7 @@ def test_export_applies_the_obfuscation_transform_before_writing(tmp_path: Path)
 def test_a_bad_transform_fails_before_anything_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _fill(tmp_path / "segments")
+    fill_store(tmp_path / "segments")
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 1\noperations:\n  - remove: not-a-pointer\n")
     out = tmp_path / "out.kseg"

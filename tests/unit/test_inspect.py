@@ -179,9 +179,9 @@ def test_a_crafted_header_is_a_clear_format_error_not_a_traceback(
 
 
 def test_a_span_beyond_the_calendar_is_printed_not_crashed_on() -> None:
-    from pipeline.formats.inspect import _span
+    from pipeline.formats.inspect import format_span
 
-    assert "not a calendar date" in _span(0, 10**18)
+    assert "not a calendar date" in format_span(0, 10**18)
 
 
 def test_a_decompression_bomb_is_refused_before_it_is_inflated(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.model.errors import TransientError
-from pipeline.store.s3_store import _connection, uses_web_identity
+from pipeline.store.s3_store import connection_config, uses_web_identity
 from pipeline.store.store_url import S3Location, open_segment_store
 
 _LOCATION = S3Location("kubetape", "prod")
@@ -41,14 +41,14 @@ def web_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_without_a_token_the_shared_credentials_file_supplies_the_keys(shared_keys: Path) -> None:
     assert not uses_web_identity()
-    config, _ = _connection(_LOCATION)
+    config, _ = connection_config(_LOCATION)
     assert config.get("access_key_id") == "FILEKEY"
 
 
 @pytest.mark.usefixtures("web_identity")
 def test_a_web_identity_token_is_not_shadowed_by_the_shared_credentials_file(shared_keys: Path) -> None:
     assert uses_web_identity()
-    config, _ = _connection(_LOCATION)
+    config, _ = connection_config(_LOCATION)
     assert {"access_key_id", "secret_access_key", "token"}.isdisjoint(config)
 
 

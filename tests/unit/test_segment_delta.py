@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pipeline.formats.segment import delta
 from pipeline.formats.segment.content import build_segment
 from pipeline.formats.segment.decode import EventWires, decode_segment, read_segment
-from pipeline.formats.segment.encode import _concatenated_wires, encode_segment
+from pipeline.formats.segment.encode import concatenated_wires, encode_segment
 from pipeline.formats.segment.header import SEGMENT_FORMAT_VERSION, decode_segment_header
 from pipeline.formats.wire.codec import encode_event
 from pipeline.model.errors import FormatError
@@ -83,7 +83,7 @@ def _round_trip(evs: list[Event]) -> None:
 def test_versions_after_the_first_are_stored_as_patches_and_read_back_exactly() -> None:
     evs = _history()
     _round_trip(evs)
-    table = delta.encode_events(_concatenated_wires(evs), len(evs), START)
+    table = delta.encode_events(concatenated_wires(evs), len(evs), START)
     assert table is not None
     assert "raw" not in table
     patches = [p for p in table["obj"] if type(p) is list]
@@ -142,7 +142,7 @@ def test_bytes_another_encoder_wrote_are_kept_as_they_are() -> None:
 
 
 def _table(evs: list[Event]) -> dict[str, Any]:
-    table = delta.encode_events(_concatenated_wires(evs), len(evs), START)
+    table = delta.encode_events(concatenated_wires(evs), len(evs), START)
     assert table is not None
     return table
 
@@ -259,7 +259,7 @@ def test_more_events_than_the_header_counts_stop_the_reading_at_once() -> None:
         "keyframe": [None, 0, 0],
     }
     body = zstandard.ZstdCompressor(write_content_size=True).compress(
-        msgpack.packb({"events": _concatenated_wires(evs), "config": None})
+        msgpack.packb({"events": concatenated_wires(evs), "config": None})
     )
     with pytest.raises(FormatError, match="more events than the 1 the header counts"):
         decode_segment(_file(header, body, 2), "many")
@@ -273,7 +273,7 @@ def test_older_segments_still_read_and_inspect_shows_the_encoding() -> None:
     assert rewritten.header.format_version == SEGMENT_FORMAT_VERSION == 3
     assert (rewritten.events, rewritten.keyframe, rewritten.config) == (old.events, old.keyframe, old.config)
     header = decode_segment_header(encode_segment(old, format_version=3))
-    assert header.event_bytes == len(_concatenated_wires(old.events))
+    assert header.event_bytes == len(concatenated_wires(old.events))
 
 
 def test_inspect_reports_the_encoding_and_the_ratio(tmp_path: Path) -> None:
@@ -289,7 +289,7 @@ def test_inspect_reports_the_encoding_and_the_ratio(tmp_path: Path) -> None:
     )
     details = inspect_file(path).to_json()["details"]
     assert details["encoding"] == "delta"
-    assert details["event_bytes"] == len(_concatenated_wires(evs))
+    assert details["event_bytes"] == len(concatenated_wires(evs))
     assert 0 < details["size_vs_events"] < 1
 
 
@@ -309,4 +309,4 @@ def test_keys_met_again_are_referenced_by_index(names: list[str]) -> None:
     ]
     table = _table(evs)
     assert [k for k in table["key"] if type(k) is str] == list(dict.fromkeys(e.key for e in evs))
-    assert _decode(table, len(evs)) == _concatenated_wires(evs)
+    assert _decode(table, len(evs)) == concatenated_wires(evs)

@@ -17,7 +17,7 @@ from services.cli import main
 T0 = 1_763_700_000_000 - 1_763_700_000_000 % 60_000
 
 
-def _fill(store_dir: Path) -> None:
+def fill_store(store_dir: Path) -> None:
     store = LocalSegmentStore(store_dir)
     compactor = PartitionCompactor(0, CompactionSettings())
     closed = []
@@ -30,7 +30,7 @@ def _fill(store_dir: Path) -> None:
 
 
 def test_export_writes_kubetape_and_simkube_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _fill(tmp_path / "segments")
+    fill_store(tmp_path / "segments")
     common = [
         "--segment-dir",
         str(tmp_path / "segments"),
@@ -52,7 +52,7 @@ def test_export_writes_kubetape_and_simkube_files(tmp_path: Path, capsys: pytest
 
 
 def test_export_and_sink_explain_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _fill(tmp_path / "segments")
+    fill_store(tmp_path / "segments")
     args = ["export", "--segment-dir", str(tmp_path / "segments"), "-o", str(tmp_path / "x")]
     assert main([*args, "--from", "yesterday"]) == 2
     assert "cannot read --from 'yesterday'" in capsys.readouterr().err
@@ -71,7 +71,7 @@ def test_a_failing_transform_leaves_no_raw_trace_on_disk(
     import services.commands.export as export_command
     from pipeline.model.errors import ConfigError
 
-    _fill(tmp_path / "segments")
+    fill_store(tmp_path / "segments")
     out = tmp_path / "out"
     out.mkdir()
     seen: list[int] = []

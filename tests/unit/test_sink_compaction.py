@@ -46,7 +46,7 @@ T0 -= T0 % 60_000
 
 
 # ---- fakes ---------------------------------------------------------------------------------------
-class _Record(NamedTuple):
+class PolledRecord(NamedTuple):
     offset: int
     key: bytes | None
     value: bytes | None
@@ -73,7 +73,7 @@ class FakeSource:
             chunk = values[start : start + room]
             if chunk:
                 out.append(
-                    PartitionBatch.of(p, [_Record(start + i, b"k", v, 0) for i, v in enumerate(chunk)])
+                    PartitionBatch.of(p, [PolledRecord(start + i, b"k", v, 0) for i, v in enumerate(chunk)])
                 )
             room -= len(chunk)
             self.position[p] = start + len(chunk)

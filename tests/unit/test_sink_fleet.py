@@ -26,7 +26,7 @@ from tests.unit.test_sink_compaction import (
     T0,
     Clock,
     FakeSource,
-    _Record,
+    PolledRecord,
     direct_trace_bytes,
     drain,
 )
@@ -48,7 +48,7 @@ class FleetSource(FakeSource):
             PartitionBatch.of(
                 b.partition,
                 [
-                    _Record(r.offset, r.key, r.value, r.timestamp, self._headers(b.partition, r.offset))
+                    PolledRecord(r.offset, r.key, r.value, r.timestamp, self._headers(b.partition, r.offset))
                     for r in b.records
                 ],
             )

@@ -26,7 +26,7 @@ from pipeline.validate.skel.generate import expressible, operation_statements
 from pipeline.validate.skel.program import load_skel, parse_program
 from pipeline.validate.transform import parse_transform
 from services.cli import main
-from tests.unit.test_sink_cli import T0, _fill
+from tests.unit.test_sink_cli import T0, fill_store
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SANITIZED_POD_SPEC = {
@@ -156,7 +156,7 @@ def test_a_bad_program_is_reported_with_its_position(
 def test_export_applies_a_skel_program_and_writes_v3_on_request(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _fill(tmp_path / "segments")
+    fill_store(tmp_path / "segments")
     common = [
         "export",
         "--segment-dir",
@@ -202,7 +202,7 @@ def test_export_applies_a_skel_program_and_writes_v3_on_request(
 def test_export_refuses_an_unknown_simkube_version_naming_the_versions(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _fill(tmp_path / "segments")
+    fill_store(tmp_path / "segments")
     args = [
         "export",
         "--segment-dir",

@@ -79,10 +79,10 @@ def test_unreadable_state_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_invalid_cluster_name_is_rejected_before_anything_starts(tmp_path: Path) -> None:
-    from pipeline.stack.stack import _validate_cluster_name
+    from pipeline.stack.stack import validate_cluster_name
 
     with pytest.raises(StackError, match="cluster name"):
-        _validate_cluster_name("bad name")
+        validate_cluster_name("bad name")
     assert LocalStack(tmp_path).status()["clusters"] == {}
 
 

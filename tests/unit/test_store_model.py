@@ -41,7 +41,7 @@ from pipeline.store.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_windo
 from pipeline.store.history import gap_key
 from pipeline.store.retention import apply_retention
 from pipeline.store.segment_store import IndexLayout, MemorySegmentStore
-from tests.unit.test_sink_compaction import Clock, _Record
+from tests.unit.test_sink_compaction import Clock, PolledRecord
 
 T0 = 1_763_700_000_000 - 1_763_700_000_000 % 60_000
 PARTITIONS = (0, 1)
@@ -82,7 +82,7 @@ class Member:
             chunk = self.topic.log[p][start : start + room]
             if chunk:
                 out.append(
-                    PartitionBatch.of(p, [_Record(start + i, b"k", v, 0) for i, v in enumerate(chunk)])
+                    PartitionBatch.of(p, [PolledRecord(start + i, b"k", v, 0) for i, v in enumerate(chunk)])
                 )
             room -= len(chunk)
             self.position[p] = start + len(chunk)

@@ -84,16 +84,16 @@ def encode_segment(
         raise ValueError(f"cannot write segment format version {format_version}")
     wire = WireSegment(
         header,
-        _concatenated_wires(seg.events, wires),
-        b"" if kf is None else _concatenated_wires(kf.objects.values()),
-        b"" if kf is None else _concatenated_wires(kf.lifecycles.values()),
-        b"" if kf is None else _concatenated_wires(kf.tombstones.values()),
+        concatenated_wires(seg.events, wires),
+        b"" if kf is None else concatenated_wires(kf.objects.values()),
+        b"" if kf is None else concatenated_wires(kf.lifecycles.values()),
+        b"" if kf is None else concatenated_wires(kf.tombstones.values()),
         config=seg.config,
     )
     return encode_wire_segment(wire, level, format_version=format_version)
 
 
-def _concatenated_wires(events: Iterable[Event], known: EventWires | None = None) -> bytes:
+def concatenated_wires(events: Iterable[Event], known: EventWires | None = None) -> bytes:
     """``b"".join(encode_event(e) for e in events)``, in one msgpack call instead of one per event.
 
     A msgpack array is its length header followed by its items' encodings, so packing the list of
