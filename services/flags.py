@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from functools import partial
 from pathlib import Path
 
 from pipeline.io.kafka.security import load_security
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import ClusterId, parse_cluster_id
+from pipeline.model.lifecycle_delays import FLAGS as DELAY_FLAGS
+from pipeline.model.lifecycle_delays import LifecycleDelays, parse_delay
 from pipeline.model.timespec import DURATION_PATTERN
 from pipeline.model.timespec import parse_duration as parse_duration_s
 from pipeline.store.store_url import StoreLocation, parse_store_url
@@ -170,3 +173,37 @@ def kafka_settings(
     if not bootstrap:
         raise ConfigError(missing)
     return KafkaSettings(bootstrap=bootstrap, client_id=client_id, compression=compression, security=security)
+
+
+_DELAY_HELP = {
+    "--image-pull-delay": "trace time a replayed pod waits after it is scheduled, as its images are pulled",
+    "--image-pull-jitter": "adds up to this much, drawn at random per pod, to --image-pull-delay",
+    "--pod-startup-delay": "trace time a replayed pod then waits as its containers start, before it is "
+    "Running and Ready",
+    "--pod-startup-jitter": "adds up to this much, drawn at random per pod, to --pod-startup-delay",
+}
+
+
+def add_lifecycle_delay_flags(parser: argparse.ArgumentParser) -> None:
+    """SimKube 2.7's lifecycle delays (``skctl run``'s flags), for ``kubetape replay`` and ``sim run``."""
+    for flag, help_text in _DELAY_HELP.items():
+        parser.add_argument(
+            flag,
+            dest=DELAY_FLAGS[flag],
+            type=partial(_delay_flag, flag),
+            default=0.0,
+            metavar="DURATION",
+            help=f"{help_text}: e.g. 10s, or whole milliseconds as in SimKube (default 0); divided by "
+            "--speed, as all trace time (docs/lifecycle-delays.md)",
+        )
+
+
+def _delay_flag(flag: str, text: str) -> float:
+    try:
+        return parse_delay(text, flag)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def lifecycle_delays_from(args: argparse.Namespace) -> LifecycleDelays:
+    return LifecycleDelays(**{name: getattr(args, name) for name in DELAY_FLAGS.values()})

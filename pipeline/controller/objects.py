@@ -23,6 +23,7 @@ from pipeline.controller.spec import (
     TopicSource,
     TraceSource,
 )
+from pipeline.model.lifecycle_delays import lifecycle_flags
 
 SIMULATION_LABEL = "kubetape.dev/simulation"
 """On every object the controller creates; value: :func:`label_value` of the Simulation's name."""
@@ -186,6 +187,7 @@ def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[
             args += ["--nodepool", f"{NODE_POOLS_MOUNT}/autoscaler-pool-{i}.yaml"]
         if spec.autoscaler.prices is not None:
             args += ["--prices", f"{NODE_POOLS_MOUNT}/{PRICES_FILE}"]
+    args += lifecycle_flags(spec.lifecycle_delays)
     for hook in spec.hooks:
         flag = "--hook-ignoring-failure" if hook.ignore_failure else "--hook"
         args += [f"{flag}={hook.point}={shlex.join(hook.argv)}"]

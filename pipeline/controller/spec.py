@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.io.kafka.settings import EVENTS_TOPIC
 from pipeline.model.errors import ConfigError
 from pipeline.model.hooks import Hook, parse_hooks_config
 from pipeline.model.keys import cluster_id_problem
+from pipeline.model.lifecycle_delays import LifecycleDelays, parse_lifecycle_params
 from pipeline.model.speed import SpeedWords, check_speed
 from pipeline.model.timespec import check_time, parse_duration
 from pipeline.store.store_url import S3Location, parse_store_url
@@ -123,6 +124,8 @@ class SimulationSpec:
     """``spec.autoscaler``: nodes made by an autoscaler for pending pods (``--autoscaler``)."""
     hooks: tuple[Hook, ...] = ()
     """``spec.hooks``: SimKube's hooks, run by the replay Job (``--hook``)."""
+    lifecycle_delays: LifecycleDelays = field(default_factory=LifecycleDelays)
+    """``spec.lifecycleParams``: SimKube's image-pull and pod-startup delays (``--pod-startup-delay`` …)."""
 
 
 def _duration(text: str, where: str) -> float:
@@ -168,6 +171,7 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
     autoscaler = _parse_autoscaler(spec.get("autoscaler"))
     try:
         hooks = parse_hooks_config(spec.get("hooks"), "spec.hooks")
+        lifecycle_delays = parse_lifecycle_params(spec.get("lifecycleParams"))
     except ConfigError as exc:
         raise SimulationSpecError(str(exc)) from None
     max_lag_s = None if max_lag is None else _duration(str(max_lag), "spec.maxLag")
@@ -191,6 +195,7 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
         cluster_profile=profile,
         autoscaler=autoscaler,
         hooks=hooks,
+        lifecycle_delays=lifecycle_delays,
     )
 
 

@@ -33,6 +33,7 @@ from pipeline.replay.autoscale.figures import AutoscaleFigures
 from pipeline.replay.clock.governor import ConvergenceGovernor
 from pipeline.replay.clock.sampler import ListedPods, PodSource, Sampler, SpeedSeeker, WatchedPods
 from pipeline.replay.clock.schedule import Clock, MonotonicClock, ScheduledStep, Scheduler, pause
+from pipeline.replay.delays import delay_annotations
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import PodWatchFactory, ReplayCluster
 from pipeline.replay.report.report import ReplayProgress, ReplayReport
@@ -93,6 +94,7 @@ class Replayer:
             namespace_prefix=settings.namespace_prefix,
             config=plan.config,
             suspended_cronjobs=plan.cronjobs_with_jobs,
+            pod_annotations=delay_annotations(settings.lifecycle_delays, settings.speed),
         )
         retrying = Retrying(
             self._clock,

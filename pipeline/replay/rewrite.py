@@ -14,6 +14,8 @@ What changes, and why (SimKube's ``build_virtual_obj`` does the same, see ``refe
   replay's pods can be compared with the recorded lifecycles per owner;
 * pods with a recorded end get :data:`LIFETIME_ANNOTATION`, which the stack's KWOK stage turns into
   completion after that (already time-scaled) duration;
+* pod templates get the replay's lifecycle delays (``RewriteSettings.pod_annotations``, see
+  :mod:`pipeline.replay.delays`), already time-scaled, and lose recorded ones;
 * CronJobs whose Jobs the trace recorded (``RewriteSettings.suspended_cronjobs``) are replayed
   suspended: those Jobs are replayed at their recorded (scaled) times, and the simulated CronJob
   controller would start more on the wall clock's schedule, at the wrong times and on top of them. A
@@ -36,6 +38,7 @@ from pipeline.model.node_labels import HOSTNAME_LABEL
 from pipeline.model.pointer import resolve
 from pipeline.model.sanitize import copy_json
 from pipeline.model.tracer_config import KNOWN_POD_SPEC_TEMPLATE_PATHS, TracerConfig
+from pipeline.replay.delays import DELAY_ANNOTATIONS
 
 # Same value as pipeline.stack.kwok.LIFETIME_ANNOTATION (the stack installs the KWOK stage reading it);
 # repeated here because the replay layer must not import the stack layer.
@@ -104,6 +107,9 @@ class RewriteSettings:
     """The trace's tracer config: where pod templates are (built-in paths are used for unknown kinds)."""
     suspended_cronjobs: frozenset[str] = frozenset()
     """Object keys of the CronJobs to replay suspended (their Jobs are in the trace)."""
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    """Lifecycle delay annotations for every pod template, already scaled
+    (:func:`pipeline.replay.delays.delay_annotations`); recorded ones not among them are removed."""
 
 
 def map_namespace(namespace: str, settings: RewriteSettings) -> str:
@@ -231,6 +237,9 @@ def _pin_template(
         annotations[LIFETIME_ANNOTATION] = format_lifetime(lifetime_ms)
     else:
         annotations.pop(LIFETIME_ANNOTATION, None)
+    for key in DELAY_ANNOTATIONS:
+        annotations.pop(key, None)
+    annotations.update(settings.pod_annotations)
     tmeta["annotations"] = annotations
     # pods carry the replay label so the replayer can count them (extra template labels never break
     # a controller's selector, which must be a subset of them)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.model.lifecycle_delays import LifecycleDelays
 from pipeline.model.speed import check_speed
 from pipeline.replay.autoscale.settings import ScaledSetting
 
@@ -79,6 +80,9 @@ class ReplaySettings:
     """The autoscaler's time settings as given and as applied, for the report."""
     prices: Mapping[str, float] | None = None
     """$/hour by instance type for the autoscaled run's cost (default: the nodes' price labels)."""
+    lifecycle_delays: LifecycleDelays = field(default_factory=LifecycleDelays)
+    """SimKube's image-pull and pod-startup delays, in trace time; the pods' annotations carry them
+    divided by ``speed`` (at ``max_speed``, the speed the clock starts at): :mod:`pipeline.replay.delays`."""
 
     def __post_init__(self) -> None:
         # the one check of the speed rules for every replay (the commands, the benchmarks, the tests)

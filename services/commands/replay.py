@@ -26,7 +26,14 @@ from pipeline.replay.autoscale.provider import PROVIDERS
 from pipeline.replay.hooks import DEFAULT_TIMEOUT_S as DEFAULT_HOOK_TIMEOUT_S
 from pipeline.replay.hooks import Hooks, hooks_from
 from pipeline.replay.inputs import load_prices, parse_nodes
-from services.flags import add_cluster_argument, add_kafka_config_flag, add_kubeconfig_flags, kafka_settings
+from services.flags import (
+    add_cluster_argument,
+    add_kafka_config_flag,
+    add_kubeconfig_flags,
+    add_lifecycle_delay_flags,
+    kafka_settings,
+    lifecycle_delays_from,
+)
 
 if TYPE_CHECKING:  # the CLI imports the replay's modules only when a replay runs
     from pipeline.replay.report.report import ReplayProgress
@@ -174,6 +181,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --autoscaler: the local stack running Karpenter beside --kubeconfig, restarted with its "
         "batch windows divided by --speed (default: $KUBETAPE_STACK_DIR or the default stack)",
     )
+    add_lifecycle_delay_flags(parser)
     parser.add_argument(
         "--hook",
         dest="hooks",
@@ -306,6 +314,7 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
         settle_s=args.settle,
         max_lag_s=args.max_lag,
         expect_profile=args.expect_profile,
+        lifecycle_delays=lifecycle_delays_from(args),
     )
     autoscaling = None
     if args.autoscaler is None:

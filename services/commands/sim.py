@@ -18,8 +18,10 @@ from typing import Any
 import yaml
 
 from pipeline.model.errors import ConfigError
+from pipeline.model.lifecycle_delays import SPEC_FIELDS as DELAY_SPEC_FIELDS
+from pipeline.model.timespec import format_duration
 from pipeline.replay.inputs import parse_nodes
-from services.flags import add_kubeconfig_flags
+from services.flags import add_kubeconfig_flags, add_lifecycle_delay_flags
 from services.settings import from_flags
 from services.simulation_api import API_VERSION, KIND, call_simulation_api, simulation_cluster
 
@@ -54,6 +56,11 @@ class SimRunSettings(SimClusterSettings):
     paused: bool = False
     wait: bool = False
     dry_run: bool = False
+    image_pull_s: float = 0.0
+    """SimKube's lifecycle delays (``--image-pull-delay`` …), trace seconds; see LifecycleDelays."""
+    image_pull_jitter_s: float = 0.0
+    startup_s: float = 0.0
+    startup_jitter_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--nodes", default=None, metavar="SKELETON.yaml:N", help="N virtual nodes from a Node YAML"
     )
+    add_lifecycle_delay_flags(run)
     run.add_argument("--paused", action="store_true", help="create it paused (resume to start)")
     run.add_argument(
         "--wait", action="store_true", help="wait until it Succeeded or Failed (exit 1 on Failed)"
@@ -175,6 +183,13 @@ def simulation_from_args(args: SimRunSettings) -> dict[str, Any]:
     if args.nodes:
         skeleton, count = parse_nodes(args.nodes)
         spec["nodePools"] = [{"skeleton": skeleton, "count": count}]
+    delays = {
+        key: format_duration(getattr(args, name))
+        for key, name in DELAY_SPEC_FIELDS.items()
+        if getattr(args, name) > 0
+    }
+    if delays:
+        spec["lifecycleParams"] = delays
     if args.paused:
         spec["paused"] = True
     simulation = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": args.name}, "spec": spec}
