@@ -9,7 +9,8 @@ window ``[A, B)``, the way SimKube's export builds a trace (``collect_events``):
 * each pod's latest lifecycle that overlaps the window is kept once, clipped to it (a start before A
   moves to A, an end at or after B is not known yet), if its owner is part of the trace;
 * objects owned (``ownerReferences``) by another object of the trace are dropped, so a replay does not
-  create them twice (their owner does).
+  create them twice (their owner does), unless that owner makes nothing in a simulated cluster (a custom
+  resource without pod templates, a pod: see ``TracerConfig.recreates_dependents``).
 
 The result is a :class:`~pipeline.formats.segment.content.Segment` of kind ``TRACE``.
 
@@ -160,10 +161,22 @@ def assemble_window(
             return False
         return not e.uid or e.uid in uids or "" in uids
 
+    rules = config or TracerConfig.default()
+
+    def recreated(owner: ObjectKey) -> bool:
+        """Whether ``owner`` is in the trace and makes its dependents again on replay (a custom resource
+        without pod templates does not: its recorded pods are all a simulation will have of it)."""
+        if owner not in known:
+            return False
+        parsed = parse_object_key(owner)
+        return rules.recreates_dependents(parsed.group, parsed.kind)
+
     # Pods whose lifecycles belong to another object of the trace: their owner (maybe through an
     # untracked ReplicaSet, which ownerReferences alone do not reveal) recreates them on replay.
     owned_through_chain = {
-        key for (key, _uid), lc in lifecycles.items() if lc.owner_key != key and lc.owner_key in known
+        key
+        for (key, _uid), lc in lifecycles.items()
+        if lc.owner_key is not None and lc.owner_key != key and recreated(lc.owner_key)
     }
 
     def kept(e: Event) -> bool:
@@ -171,8 +184,7 @@ def assemble_window(
             return True
         if e.key in owned_through_chain:
             return False
-        owners = _owner_keys(e.obj)
-        return not owners or known.isdisjoint(owners)
+        return not any(recreated(owner) for owner in _owner_keys(e.obj))
 
     initial = [
         moved_to(state[key], start_ms)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.model.errors import ConfigError, FormatError
-from pipeline.model.keys import GroupVersionKind
+from pipeline.model.keys import GroupVersionKind, group_of
 from pipeline.model.pointer import parse_pointer, resolve
 from pipeline.model.selectors import LabelSelector, parse_label_selector
 
@@ -53,6 +53,31 @@ KNOWN_POD_SPEC_TEMPLATE_PATHS: Mapping[GroupVersionKind, tuple[str, ...]] = {
     GroupVersionKind("", "v1", "Pod"): ("",),
 }
 """SimKube's built-in pod template paths (``sk-core/src/constants.rs``)."""
+
+BUILT_IN_GROUPS = frozenset(
+    {
+        "",
+        "apps",
+        "batch",
+        "autoscaling",
+        "policy",
+        "admissionregistration.k8s.io",
+        "apiextensions.k8s.io",
+        "certificates.k8s.io",
+        "coordination.k8s.io",
+        "discovery.k8s.io",
+        "events.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+        "networking.k8s.io",
+        "node.k8s.io",
+        "rbac.authorization.k8s.io",
+        "resource.k8s.io",
+        "scheduling.k8s.io",
+        "storage.k8s.io",
+    }
+)
+"""Kubernetes' own API groups: their controllers run in every simulated cluster. Not a ``.k8s.io``
+suffix rule: custom groups use it too (Spark's operator is ``sparkoperator.k8s.io``)."""
 
 REDACTED = "<redacted>"
 _TRACKED_FIELDS = {"podSpecTemplatePaths", "podSpecTemplatePath", "trackLifecycle", "skipOwned"}
@@ -168,6 +193,20 @@ class TracerConfig:
         entry = self.tracked_kind(gvk)
         return entry is not None and entry.skip_owned
 
+    def recreates_dependents(self, group: str, kind: str) -> bool:
+        """Whether an owner of this kind makes its dependents (pods, ReplicaSets, Jobs…) again in a
+        simulated cluster, so a recording need not replay them: Kubernetes' own kinds, whose controllers
+        run there, and kinds tracked with pod template paths (their operator is expected there, as in
+        SimKube). Not a custom resource without pod templates (a SparkApplication: no operator makes its
+        pods in the simulation), nor a Pod (Spark's driver pod owns its executors)."""
+        if group == "" and kind == "Pod":
+            return False
+        if group in BUILT_IN_GROUPS:
+            return True
+        return any(
+            t.gvk.group == group and t.gvk.kind == kind and t.pod_spec_template_paths for t in self.tracked
+        )
+
     def pod_templates(self, obj: Mapping[str, Any]) -> list[Any]:
         """The pod templates inside ``obj`` found through its kind's ``podSpecTemplatePaths``."""
         entry = self.tracked_kind_for(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
@@ -191,7 +230,11 @@ class TracerConfig:
         return not any(sel.matches(labels) for sel in self.label_deny)
 
     def is_object_allowed(self, obj: Mapping[str, Any]) -> bool:
-        """Whether ``obj`` passes the namespace, label, DaemonSet-owned and ``skipOwned`` filters."""
+        """Whether ``obj`` passes the namespace, label, DaemonSet-owned and ``skipOwned`` filters.
+
+        ``skipOwned`` leaves out the objects an owner will make again on replay (see
+        :meth:`recreates_dependents`); SimKube leaves out every owned object, which loses the pods of
+        custom resources without pod templates and of operators, since nothing makes them in a simulation."""
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, Mapping) else {}
         if not self.is_namespace_allowed(meta.get("namespace")):
@@ -205,7 +248,13 @@ class TracerConfig:
         ):
             return False
         gvk = GroupVersionKind.from_api_version(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
-        return not (owners and self.skip_owned_for(gvk))
+        if not owners or not self.skip_owned_for(gvk):
+            return True
+        return not any(
+            isinstance(o, Mapping)
+            and self.recreates_dependents(group_of(str(o.get("apiVersion", ""))), str(o.get("kind")))
+            for o in owners
+        )
 
     # ---- serialization -------------------------------------------------------------------------
     def to_simkube_mapping(self) -> dict[str, Any]:
@@ -473,6 +522,7 @@ def _redactions(value: Any, source: str) -> tuple[RedactionRule, ...]:
 
 
 __all__ = [
+    "BUILT_IN_GROUPS",
     "KNOWN_POD_SPEC_TEMPLATE_PATHS",
     "REDACTED",
     "RedactionRule",

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 from pipeline.model.errors import ApiUnavailableError, ConfigError, KubetapeError
 from pipeline.model.events import Event, EventType
 from pipeline.replay.clock.schedule import Clock, ScheduledStep, pause
+from pipeline.replay.crds import CRD_KIND, simulated_crd
+from pipeline.replay.owned import LiveUids, live_uid, name_recorded_owner, own_by_replayed
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import ReplayCluster
 from pipeline.replay.report.report import ReplayFailure, ReplayReport
@@ -109,6 +111,7 @@ class StepWriter:
         self._report = report
         self.root: RootRef | None = None
         """Set once setup created the root, which owns everything written."""
+        self._live = LiveUids()
 
     async def run_step(self, step: ScheduledStep[Event]) -> None:
         event = step.payload
@@ -147,11 +150,22 @@ class StepWriter:
             body = rewrite_object(
                 obj, self._rewrite, self.root, namespaced=resource.namespaced, lifetime_ms=lifetime
             )
+            own_by_replayed(body, await self._live.owners_of(obj))
+            recorded_owner = self._plan.recorded_owners.get(event.key)
+            if recorded_owner is not None:
+                name_recorded_owner(body, recorded_owner)
+            if kind[1] == CRD_KIND:
+                simulated_crd(body)
             if resource.namespaced:
                 await self._ensure_namespace(body["metadata"]["namespace"])
             elif str(event.key) not in self._report.cluster_scoped:
                 self._report.cluster_scoped.append(str(event.key))
-        await self._retrying(lambda: self._cluster.apply(body))
+        written, uid = self._live.writing(event.key), None
+        try:
+            uid = live_uid(await self._retrying(lambda: self._cluster.apply(body)))
+        finally:
+            if not written.done():  # None when the write failed: dependents go without the reference
+                written.set_result(uid)
         self._report.applied += 1
 
     async def _delete_event(self, event: Event) -> None:
@@ -161,6 +175,7 @@ class StepWriter:
         namespace, name = deletion_target(obj, self._rewrite, namespaced=resource.namespaced)
         if (resource.api_version, resource.kind) == ("v1", "Namespace"):
             name = map_namespace(name, self._rewrite)
+        self._live.forget(event.key)
         found = await self._retrying(
             lambda: self._cluster.delete(resource.api_version, resource.kind, namespace, name)
         )

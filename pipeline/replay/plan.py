@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
@@ -55,6 +55,9 @@ class ReplayPlan:
     """The owners of ``recorded_by_owner`` whose counts are desired pods, not recorded lifecycles."""
     cronjobs_with_jobs: frozenset[str] = frozenset()
     """CronJobs (object keys) whose Jobs the trace recorded: replayed suspended (see rewrite)."""
+    recorded_owners: Mapping[ObjectKey, ObjectKey] = field(default_factory=dict)
+    """Pods the trace applies whose lifecycles were recorded under another owner (a SparkApplication):
+    the replayed pod names that owner, so it is counted with the owner's recorded lifecycles."""
 
 
 def plan_replay(trace: Segment, speed: float) -> ReplayPlan:
@@ -65,7 +68,9 @@ def plan_replay(trace: Segment, speed: float) -> ReplayPlan:
         for e in events
         if e.type in (EventType.APPLIED, EventType.DELETED)
     ]
-    steps.sort(key=lambda s: s.ts_ms)  # stable: same-time changes keep their recorded order
+    # stable: same-time changes keep their recorded order, but owners start before what they own (a
+    # recorded pod of a custom resource is written owned by the replayed resource: see apply)
+    steps.sort(key=lambda s: (s.ts_ms, _owned(s.payload)))
     start_ms = steps[0].ts_ms if steps else trace.header.start_ms
     latest: dict[ObjectKey, Event] = {}
     for e in events:
@@ -79,6 +84,19 @@ def plan_replay(trace: Segment, speed: float) -> ReplayPlan:
         if e.pod_end_ms is not None and e.owner_key in self_ending:
             durations.setdefault(e.owner_key, []).append(e.pod_end_ms - e.pod_start_ms)
     lifetimes = {owner: median(d) / speed for owner, d in durations.items()}
+    # a recorded pod replayed as itself (its owner makes no pods in a simulation, see assemble) keeps
+    # its own lifetime when it ends by itself, whoever its lifecycles were recorded under
+    pods = _applied_pods(events)
+    for e in latest.values():
+        obj = pods.get(e.key)
+        if (
+            obj is not None
+            and e.owner_key != e.key
+            and e.pod_end_ms is not None
+            and pods_end_by_themselves(obj, trace.config)
+        ):
+            assert e.pod_start_ms is not None
+            lifetimes[e.key] = (e.pod_end_ms - e.pod_start_ms) / speed
     gaps = sum(1 for e in events if e.type is EventType.GAP)
     by_owner = {
         str(owner): running_timeline(lcs, start_ms) for owner, lcs in _by_owner(latest.values()).items()
@@ -97,7 +115,21 @@ def plan_replay(trace: Segment, speed: float) -> ReplayPlan:
         {**by_owner, **desired},
         frozenset(desired),
         cronjobs_with_recorded_jobs(events),
+        {e.key: e.owner_key for e in latest.values() if e.key in pods and e.owner_key not in (None, e.key)},
     )
+
+
+def _owned(event: Event) -> bool:
+    return bool(((event.obj or {}).get("metadata") or {}).get("ownerReferences"))
+
+
+def _applied_pods(events: Iterable[Event]) -> dict[ObjectKey, Mapping[str, Any]]:
+    """The latest recorded object of every pod the trace applies."""
+    return {
+        e.key: e.obj
+        for e in events
+        if e.type is EventType.APPLIED and e.obj is not None and e.key.startswith("core/Pod/")
+    }
 
 
 def cronjobs_with_recorded_jobs(events: Iterable[Event]) -> frozenset[str]:

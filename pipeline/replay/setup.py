@@ -19,12 +19,16 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
+from pipeline.io.kube.types import ApiResource
 from pipeline.model.errors import ConfigError, KubeApiError, KubetapeError, UnknownKindError
 from pipeline.model.events import EventType
+from pipeline.model.keys import group_of
 from pipeline.model.node_labels import HOSTNAME_LABEL, ZONE_LABEL
+from pipeline.model.tracer_config import BUILT_IN_GROUPS
 from pipeline.replay.apply import Retrying
 from pipeline.replay.autoscale.settings import NODEPOOL_API_VERSION
 from pipeline.replay.clock.schedule import Clock, pause
+from pipeline.replay.crds import recorded_crd, simulated_crd
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import ReplayCluster
 from pipeline.replay.rewrite import (
@@ -34,6 +38,7 @@ from pipeline.replay.rewrite import (
     autoscaler_node_pool,
     map_namespace,
     namespace_object,
+    rewrite_object,
     virtual_nodes,
 )
 from pipeline.replay.settings import ReplaySettings
@@ -269,10 +274,42 @@ class ReplaySetup:
                 await pause(self._clock, 0.25)
         return RootRef(ROOT_API_VERSION, ROOT_KIND, name, live["metadata"]["uid"])
 
+    async def _install_recorded_crd(self, plan: ReplayPlan, api_version: str, kind: str) -> ApiResource:
+        """A custom kind the simulated cluster does not serve: install its CRD from the trace (owned by
+        the root, so the cleanup removes it) before trace time starts, and wait until it is served.
+        Without one in the trace, the kind's steps fail, each naming it; the rest of the replay goes on."""
+        crd = recorded_crd(plan, api_version, kind)
+        if crd is None and group_of(api_version) in BUILT_IN_GROUPS:
+            raise UnknownKindError(f"no kind {kind!r} in {api_version!r}", status=404, reason="UnknownKind")
+        if crd is None:
+            log.warning(
+                f"the trace holds {kind} objects ({api_version}), which the simulated cluster does not "
+                f"serve, and not their CustomResourceDefinition: track "
+                f"apiextensions.k8s.io/v1.CustomResourceDefinition in the tracer config so that the "
+                f"recording holds it, or install it in the simulated cluster (a preStart hook can); "
+                f"until then every {kind} step fails",
+                extra={"ctx": {"api_version": api_version, "kind": kind}},
+            )
+            raise UnknownKindError(f"no kind {kind!r} in {api_version!r}", status=404, reason="UnknownKind")
+        assert self._namespaces.root is not None
+        body = simulated_crd(rewrite_object(crd, self._rewrite, self._namespaces.root, namespaced=False))
+        deadline = self._clock.now() + ROOT_CRD_TIMEOUT_S
+        await self._install_crd(body, deadline)
+        while True:
+            try:
+                return await self._cluster.resource_for(api_version, kind)
+            except UnknownKindError:
+                if self._clock.now() >= deadline:  # Established, but discovery may lag behind it
+                    raise
+                await pause(self._clock, 0.25)
+
     async def _install_root_crd(self, deadline: float) -> None:
         """Install the root's CRD (k8s/sim ships it too; a plain simulated cluster has no kubetape
-        manifests) and wait until the apiserver serves it: a new CRD has no conditions at first."""
-        crd = root_crd()
+        manifests) and wait until the apiserver serves it."""
+        await self._install_crd(root_crd(), deadline)
+
+    async def _install_crd(self, crd: dict[str, Any], deadline: float) -> None:
+        """Apply a CRD and wait until it is Established: a new CRD has no conditions at first."""
         name = crd["metadata"]["name"]
         await self._retrying(lambda: self._cluster.apply(crd))
         conditions: list[dict[str, Any]] = []
@@ -352,7 +389,10 @@ class ReplaySetup:
         namespaces: set[str] = set()
         for (api_version, kind), recorded in kinds.items():
             try:
-                resource = await self._cluster.resource_for(api_version, kind)
+                try:
+                    resource = await self._cluster.resource_for(api_version, kind)
+                except UnknownKindError:
+                    resource = await self._install_recorded_crd(plan, api_version, kind)
                 if resource.namespaced:
                     namespaces.update(map_namespace(ns, self._rewrite) for ns in recorded)
             except KubetapeError:

@@ -211,3 +211,44 @@ def test_mappings_round_trip_and_simkube_form_has_only_what_simkube_accepts() ->
             "v1.Pod": {"podSpecTemplatePaths": [""], "trackLifecycle": True},
         }
     }
+
+
+def _owned_pod(api_version: str, kind: str) -> dict[str, Any]:
+    pod = _pod("default")
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": api_version, "kind": kind, "name": "o", "uid": "1"}]
+    return pod
+
+
+def test_skip_owned_leaves_out_only_what_an_owner_makes_again_on_replay() -> None:
+    config = TracerConfig.from_mapping(
+        {
+            "trackedObjects": {
+                "v1.Pod": {"skipOwned": True},
+                "sparkoperator.k8s.io/v1beta2.SparkApplication": {"trackLifecycle": True},
+                "example.com/v1.TrainingJob": {"podSpecTemplatePaths": ["/spec/template"]},
+            }
+        },
+        "inline",
+    )
+    # built-in controllers run in the simulated cluster; a kind with pod templates has its operator there
+    assert not config.is_object_allowed(_owned_pod("apps/v1", "ReplicaSet"))
+    assert not config.is_object_allowed(_owned_pod("batch/v1", "Job"))
+    assert not config.is_object_allowed(_owned_pod("example.com/v1", "TrainingJob"))
+    # nothing makes these in a simulation: a templateless custom resource's pods (a Spark driver), the
+    # pods a pod owns (Spark's executors), an untracked controller's pods
+    assert config.is_object_allowed(_owned_pod("sparkoperator.k8s.io/v1beta2", "SparkApplication"))
+    assert config.is_object_allowed(_owned_pod("v1", "Pod"))
+    assert config.is_object_allowed(_owned_pod("example.com/v1", "Widget"))
+
+
+def test_owners_that_make_their_dependents_again() -> None:
+    config = TracerConfig.from_mapping(
+        {"trackedObjects": {"example.com/v1.TrainingJob": {"podSpecTemplatePaths": ["/spec/template"]}}},
+        "inline",
+    )
+    assert config.recreates_dependents("apps", "Deployment")
+    assert config.recreates_dependents("", "Service")  # its EndpointSlices
+    assert config.recreates_dependents("example.com", "TrainingJob")
+    assert not config.recreates_dependents("", "Pod")
+    assert not config.recreates_dependents("sparkoperator.k8s.io", "SparkApplication")
+    assert not config.recreates_dependents("example.com", "Widget")

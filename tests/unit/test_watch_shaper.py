@@ -339,10 +339,18 @@ async def test_a_pod_seen_before_its_own_object_is_published_waits_for_it() -> N
     assert published[1].owner_key == "core/Pod/default/w-1"
 
 
-async def test_with_skip_owned_an_owned_pod_is_neither_recorded_nor_given_a_lifecycle() -> None:
+async def test_with_skip_owned_a_pod_no_owner_makes_again_is_still_recorded_as_its_own_owner() -> None:
+    """skipOwned leaves out the pods an owner makes again on replay; a custom controller's pod (its Widget
+    makes nothing in a simulation) is recorded and replays as a bare pod with its lifetime."""
     shaper = Shaper(CONFIG, GetOnlyCluster([WIDGET]))  # Pods: trackLifecycle and skipOwned (SimKube's)
     owner = ("example.com/v1", "Widget", "w")
     running = pod("w-1", 10, owner, started="2026-01-01T00:00:01Z")
+    assert [e.type for e in shaper.observe_object("ADDED", running, 1000).events] == [EventType.APPLIED]
+    [event] = (await shaper.observe_pod("MODIFIED", running, 1100)).events
+    assert event.owner_key == "core/Pod/default/w-1"
+
+
+async def test_with_skip_owned_a_replica_set_pod_is_not_recorded_as_an_object() -> None:
+    shaper = Shaper(CONFIG, GetOnlyCluster([]))
+    running = pod("web-abc-1", 10, ("apps/v1", "ReplicaSet", "web-abc"), started="2026-01-01T00:00:01Z")
     assert shaper.observe_object("ADDED", running, 1000).events == []
-    assert (await shaper.observe_pod("MODIFIED", running, 1100)).events == []
-    assert shaper.waiting == {}

@@ -1,0 +1,42 @@
+"""Custom resource definitions a replay needs: found in the trace, made fit for a simulated cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.model.events import EventType
+from pipeline.model.keys import group_of, version_of
+from pipeline.replay.plan import ReplayPlan
+
+CRD_KIND = "CustomResourceDefinition"
+
+
+def recorded_crd(plan: ReplayPlan, api_version: str, kind: str) -> dict[str, Any] | None:
+    """The latest CustomResourceDefinition the trace applies that defines ``kind`` in ``api_version``."""
+    group, version = group_of(api_version), version_of(api_version)
+    found: dict[str, Any] | None = None
+    for step in plan.steps:
+        obj = step.payload.obj or {}
+        if step.payload.type is not EventType.APPLIED or obj.get("kind") != CRD_KIND:
+            continue
+        spec = obj.get("spec") or {}
+        versions = [v.get("name") for v in spec.get("versions") or [] if isinstance(v, dict)]
+        if (
+            spec.get("group") == group
+            and (spec.get("names") or {}).get("kind") == kind
+            and version in versions
+        ):
+            found = obj
+    return found
+
+
+def simulated_crd(body: dict[str, Any]) -> dict[str, Any]:
+    """A rewritten CRD without its conversion webhook: the recorded operator serving it is not in the
+    simulated cluster, and every read of a version other than the stored one would fail on it."""
+    spec = body.get("spec")
+    if not isinstance(spec, dict):
+        return body
+    conversion = spec.get("conversion")
+    if isinstance(conversion, dict) and conversion.get("strategy") == "Webhook":
+        spec["conversion"] = {"strategy": "None"}
+    return body
