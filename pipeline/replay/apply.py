@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from pipeline.model.errors import ApiUnavailableError, ConfigError, KubetapeError
 from pipeline.model.events import Event, EventType
 from pipeline.replay.clock.schedule import Clock, ScheduledStep, pause
-from pipeline.replay.crds import CRD_KIND, simulated_crd
+from pipeline.replay.crds import CRD_KIND, not_the_replays, simulated_crd
 from pipeline.replay.owned import LiveUids, live_uid, name_recorded_owner, own_by_replayed
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import ReplayCluster
@@ -155,6 +155,8 @@ class StepWriter:
             if recorded_owner is not None:
                 name_recorded_owner(body, recorded_owner)
             if kind[1] == CRD_KIND:
+                if await not_the_replays(self._cluster, self.root, body["metadata"]["name"]):
+                    return
                 simulated_crd(body)
             if resource.namespaced:
                 await self._ensure_namespace(body["metadata"]["namespace"])
@@ -176,6 +178,12 @@ class StepWriter:
         if (resource.api_version, resource.kind) == ("v1", "Namespace"):
             name = map_namespace(name, self._rewrite)
         self._live.forget(event.key)
+        if (
+            resource.kind == CRD_KIND
+            and self.root is not None
+            and await not_the_replays(self._cluster, self.root, name)
+        ):
+            return
         found = await self._retrying(
             lambda: self._cluster.delete(resource.api_version, resource.kind, namespace, name)
         )

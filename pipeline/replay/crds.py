@@ -7,7 +7,10 @@ from typing import Any
 from pipeline.model.events import EventType
 from pipeline.model.keys import group_of, version_of
 from pipeline.replay.plan import ReplayPlan
+from pipeline.replay.ports import ReplayCluster
+from pipeline.replay.rewrite import RootRef
 
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
 CRD_KIND = "CustomResourceDefinition"
 
 
@@ -40,3 +43,14 @@ def simulated_crd(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(conversion, dict) and conversion.get("strategy") == "Webhook":
         spec["conversion"] = {"strategy": "None"}
     return body
+
+
+async def not_the_replays(cluster: ReplayCluster, root: RootRef, name: str) -> bool:
+    """Whether the simulated cluster has the CRD ``name`` from elsewhere (installed by its owner, or by
+    another replay): the replay then neither changes nor deletes it, since the cleanup would take it
+    and every object of its kind along, other replays' too."""
+    live = await cluster.get(CRD_API_VERSION, CRD_KIND, None, name)
+    if live is None:
+        return False
+    refs = (live.get("metadata") or {}).get("ownerReferences") or []
+    return not any(isinstance(r, dict) and r.get("uid") == root.uid for r in refs)

@@ -28,7 +28,7 @@ from pipeline.model.tracer_config import BUILT_IN_GROUPS
 from pipeline.replay.apply import Retrying
 from pipeline.replay.autoscale.settings import NODEPOOL_API_VERSION
 from pipeline.replay.clock.schedule import Clock, pause
-from pipeline.replay.crds import recorded_crd, simulated_crd
+from pipeline.replay.crds import CRD_API_VERSION, recorded_crd, simulated_crd
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import ReplayCluster
 from pipeline.replay.rewrite import (
@@ -49,7 +49,6 @@ ROOT_API_VERSION = "kubetape.dev/v1"
 ROOT_KIND = "ReplayRoot"
 ROOT_CRD_TIMEOUT_S = 60.0
 """How long the replay waits for the root's CRD, once it installed it, to be served."""
-CRD_API_VERSION = "apiextensions.k8s.io/v1"
 PROFILE_CONFIGMAP = ("kube-system", "kubetape-cluster-profile")
 """Where a simulated cluster states its profile (``kubetape stack up --profile``, k8s/sim/profiles)."""
 

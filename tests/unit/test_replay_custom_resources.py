@@ -12,10 +12,10 @@ from pipeline.io.kube.types import ApiResource
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.model.tracer_config import TracerConfig
+from pipeline.replay.crds import CRD_API_VERSION
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.rewrite import LIFETIME_ANNOTATION, RECORDED_OWNER_ANNOTATION
-from pipeline.replay.setup import CRD_API_VERSION
 from tests.unit.test_replay_replayer import KINDS, MemoryCluster, fast
 
 SPARK = "sparkoperator.k8s.io/v1beta2"
@@ -204,3 +204,16 @@ async def test_a_custom_kind_without_its_crd_fails_its_steps_and_the_rest_goes_o
     [warning] = [r.getMessage() for r in caplog.records if "CustomResourceDefinition" in r.getMessage()]
     assert "SparkApplication" in warning
     assert "track apiextensions.k8s.io/v1.CustomResourceDefinition" in warning
+
+
+async def test_a_crd_the_simulated_cluster_has_already_is_left_as_it_is() -> None:
+    """Its cleanup would otherwise delete it, and every object of its kind with it, other replays' too."""
+    cluster = CrdCluster()
+    await cluster.apply(spark_crd())  # installed by the cluster's owner
+    cluster.applies.clear()
+    events = [*recording(), Event.deleted(25_000, key_of(spark_crd()), spark_crd(), 1)]
+    plan = plan_replay(assemble_window(None, events, 0, 30_000, config=CONFIG), speed=1000)
+    report = await Replayer(cluster, plan, fast()).run()
+    assert report.failed == 0, report.summary()
+    assert [o for o in cluster.applies if o["kind"] == "CustomResourceDefinition"] == []
+    assert ("CustomResourceDefinition", None, "sparkapplications.sparkoperator.k8s.io") in cluster.objects
