@@ -328,7 +328,7 @@ class Shaper:
         if track.owner is None:
             spec = pod.get("spec")
             track.pod_spec_hash = pod_spec_hash(spec if isinstance(spec, Mapping) else {})
-            owner, wait_for = self._lifecycle_owner(chain or ())
+            owner, wait_for = self._lifecycle_owner(key, chain or ())
             self._unwait(key, track)
             if owner is None:
                 if wait_for is not None and track.chain is not None:
@@ -368,7 +368,7 @@ class Shaper:
                 if track is None or track.waiting_for != owner_key or track.chain is None:
                     continue
                 track.waiting_for = None
-                owner, wait_for = self._lifecycle_owner(track.chain)
+                owner, wait_for = self._lifecycle_owner(key, track.chain)
                 if owner is None:
                     if wait_for is not None:  # still an owner to come (not expected: defensive)
                         track.waiting_for = wait_for
@@ -398,11 +398,15 @@ class Shaper:
             and any(isinstance(r, Mapping) and r.get("kind") == "DaemonSet" for r in refs)
         )
 
-    def _lifecycle_owner(self, chain: tuple[Owner, ...]) -> tuple[ObjectKey | None, ObjectKey | None]:
+    def _lifecycle_owner(
+        self, key: ObjectKey, chain: tuple[Owner, ...]
+    ) -> tuple[ObjectKey | None, ObjectKey | None]:
         """The owner to publish lifecycles under, or (None, the owner to wait for) when the nearest
-        owner whose lifecycles are tracked passes the filters but is not published yet."""
+        owner whose lifecycles are tracked passes the filters but is not published yet. Another pod is
+        passed over: Spark's driver pod owns its executors, whose lifecycles belong with the driver's,
+        under the application (or, with no tracked owner above, under themselves)."""
         for owner in chain:
-            if not self.config.track_lifecycle_for(owner.gvk):
+            if not self.config.track_lifecycle_for(owner.gvk) or (owner.gvk == POD_GVK and owner.key != key):
                 continue
             if owner.key in self.index:
                 return owner.key, None

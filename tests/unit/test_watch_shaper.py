@@ -354,3 +354,40 @@ async def test_with_skip_owned_a_replica_set_pod_is_not_recorded_as_an_object() 
     shaper = Shaper(CONFIG, GetOnlyCluster([]))
     running = pod("web-abc-1", 10, ("apps/v1", "ReplicaSet", "web-abc"), started="2026-01-01T00:00:01Z")
     assert shaper.observe_object("ADDED", running, 1000).events == []
+
+
+SPARK_CONFIG = TracerConfig.from_mapping(
+    {
+        "trackedObjects": {
+            "sparkoperator.k8s.io/v1beta2.SparkApplication": {"trackLifecycle": True},
+            "v1.Pod": {"trackLifecycle": True, "skipOwned": True},
+        }
+    },
+    "spark",
+)
+
+
+async def test_a_spark_executor_owned_by_its_driver_pod_has_its_lifecycle_under_the_application() -> None:
+    app = {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "SparkApplication",
+        "metadata": {"name": "pi", "namespace": "default", "uid": "u-pi", "resourceVersion": "1"},
+        "spec": {"type": "Scala"},
+    }
+    shaper = Shaper(SPARK_CONFIG, GetOnlyCluster([]))
+    shaper.observe_object("ADDED", app, 1000)
+    driver = pod(
+        "pi-driver",
+        2,
+        ("sparkoperator.k8s.io/v1beta2", "SparkApplication", "pi"),
+        started="2026-01-01T00:00:01Z",
+    )
+    executor = pod("pi-exec-1", 3, ("v1", "Pod", "pi-driver"), started="2026-01-01T00:00:02Z")
+    for p in (driver, executor):  # both recorded as objects: nothing makes them in a simulation
+        assert [e.type for e in shaper.observe_object("ADDED", p, 1100).events] == [EventType.APPLIED]
+    owners = [
+        e.owner_key
+        for p in (driver, executor)
+        for e in (await shaper.observe_pod("MODIFIED", p, 1200)).events
+    ]
+    assert owners == ["sparkoperator.k8s.io/SparkApplication/default/pi"] * 2
