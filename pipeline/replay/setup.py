@@ -296,11 +296,17 @@ class ReplaySetup:
         await self._install_crd(body, deadline)
         while True:
             try:
-                return await self._cluster.resource_for(api_version, kind)
+                resource = await self._cluster.resource_for(api_version, kind)
+                break
             except UnknownKindError:
                 if self._clock.now() >= deadline:  # Established, but discovery may lag behind it
                     raise
                 await pause(self._clock, 0.25)
+        # a new kind's storage answers 429 for a moment after it is served: wait for it here, not in
+        # the lateness of its first steps
+        selector = f"{REPLAY_LABEL}={self._name}"
+        await self._retrying(lambda: self._cluster.list_objects(api_version, kind, label_selector=selector))
+        return resource
 
     async def _install_root_crd(self, deadline: float) -> None:
         """Install the root's CRD (k8s/sim ships it too; a plain simulated cluster has no kubetape

@@ -24,12 +24,13 @@ from pipeline.io.kafka.settings import EVENTS_TOPIC, KafkaSettings
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
 from pipeline.io.kube.pod_watch import PodWatch
-from pipeline.model.errors import UnknownKindError
+from pipeline.model.errors import ApiUnavailableError, UnknownKindError
 from pipeline.model.events import EventType
 from pipeline.model.tracer_config import load_tracer_config
 from pipeline.replay.crds import CRD_API_VERSION, CRD_KIND
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
+from pipeline.replay.report.report import ReplayReport
 from pipeline.replay.rewrite import REPLAY_LABEL
 from pipeline.replay.sources import read_topic_trace
 from pipeline.stack.stack import StackInfo
@@ -39,8 +40,8 @@ from tests.integration.test_watch_service import Workload, running_watcher
 pytestmark = pytest.mark.timeout(300)
 
 SPEED = 10.0
-STEP_S = 4.0
-"""Wall seconds between the recorded changes: 0.4 s apart at ×10, several polls each."""
+STEP_S = 3.0
+"""Wall seconds between the recorded changes: 0.3 s apart at ×10, several polls each."""
 EARLY_S = 0.05
 """A replayed change is never seen before its scaled time (same clock; the poll's own timing)."""
 LATE_S = 0.6
@@ -169,45 +170,18 @@ async def test_a_custom_resource_and_its_pods_are_recorded_exported_and_replayed
         sim = KubeClient(api)
         replayer = Replayer(sim, plan, settings, source=str(exported), pod_watch=partial(PodWatch, api))
         run = asyncio.create_task(replayer.run())
-        selector = f"{REPLAY_LABEL}={replayer.name}"
-        present: dict[str, dict[str, Any]] = {}
-        driver_seen: dict[str, Any] = {}
-        executor_seen: dict[str, Any] = {}
-        app_uid = ""
-        while not run.done():
-            polled = time.monotonic()
-            now_present: dict[str, dict[str, Any]] = {}
-            for api_v, kind in ((api_version, "SparkApplication"), ("v1", "Pod")):
-                try:
-                    items = await sim.list_objects(api_v, kind, label_selector=selector)
-                except UnknownKindError:
-                    items = []  # the replay has not installed the CRD yet
-                for item in items:
-                    if not item["metadata"].get("deletionTimestamp"):
-                        now_present[item["metadata"]["name"]] = item
-            start = replayer.trace_started_at
-            if start is not None:
-                for name in now_present.keys() - present.keys():
-                    seen.setdefault((name, "applied"), polled - start)
-                for name in present.keys() - now_present.keys():
-                    seen.setdefault((name, "deleted"), polled - start)
-                present = now_present
-                if "pi-driver" in now_present:
-                    driver_seen = now_present["pi-driver"]
-                if "pi-exec-1" in now_present:
-                    executor_seen = now_present["pi-exec-1"]
-                if "pi" in now_present:
-                    app_uid = now_present["pi"]["metadata"]["uid"]
-            await asyncio.wait({run}, timeout=0.05)
-        report = run.result()
+        try:
+            report, last = await observe(sim, replayer, run, api_version, seen)
+        finally:
+            if not run.done():  # the observation failed: stop the replay, which cleans up
+                replayer.stop()
+                await asyncio.wait({run}, timeout=60)
         assert report.failed == 0, report.summary()
         # owned as recorded, by the replayed objects
-        assert [(r["kind"], r["uid"]) for r in driver_seen["metadata"]["ownerReferences"]] == [
-            ("SparkApplication", app_uid)
-        ]
-        assert [(r["kind"], r["uid"]) for r in executor_seen["metadata"]["ownerReferences"]] == [
-            ("Pod", driver_seen["metadata"]["uid"])
-        ]
+        app_uid, driver = last["pi"]["metadata"]["uid"], last["pi-driver"]["metadata"]
+        assert [(r["kind"], r["uid"]) for r in driver["ownerReferences"]] == [("SparkApplication", app_uid)]
+        executor = last["pi-exec-1"]["metadata"]
+        assert [(r["kind"], r["uid"]) for r in executor["ownerReferences"]] == [("Pod", driver["uid"])]
         for change in (("pi", "applied"), ("pi-driver", "applied"), ("pi-exec-1", "applied")):
             assert change in seen, f"{change} never seen; seen: {seen}"
         for change in (("pi-exec-1", "deleted"), ("pi-driver", "deleted"), ("pi", "deleted")):
@@ -222,3 +196,38 @@ async def test_a_custom_resource_and_its_pods_are_recorded_exported_and_replayed
         await assert_cleaned_up(sim, settings.replay_name)
         # the CRD the replay installed went with it
         assert await sim.get(CRD_API_VERSION, CRD_KIND, None, crd["metadata"]["name"]) is None
+
+
+async def observe(
+    sim: KubeClient,
+    replayer: Replayer,
+    run: asyncio.Task[ReplayReport],
+    api_version: str,
+    seen: dict[tuple[str, str], float],
+) -> tuple[ReplayReport, dict[str, dict[str, Any]]]:
+    """Poll the replay's applications and pods until it ends: when each appeared and went (seconds of
+    trace time's start, into ``seen``), and the last version of each object seen."""
+    selector = f"{REPLAY_LABEL}={replayer.name}"
+    present: dict[str, dict[str, Any]] = {}
+    last: dict[str, dict[str, Any]] = {}
+    while not run.done():
+        polled = time.monotonic()
+        now_present: dict[str, dict[str, Any]] = {}
+        for api_v, kind in ((api_version, "SparkApplication"), ("v1", "Pod")):
+            try:
+                items = await sim.list_objects(api_v, kind, label_selector=selector)
+            except (UnknownKindError, ApiUnavailableError):
+                items = []  # the replay has not installed the CRD yet, or its storage starts
+            for item in items:
+                if not item["metadata"].get("deletionTimestamp"):
+                    now_present[item["metadata"]["name"]] = item
+        start = replayer.trace_started_at
+        if start is not None:
+            for name in now_present.keys() - present.keys():
+                seen.setdefault((name, "applied"), polled - start)
+            for name in present.keys() - now_present.keys():
+                seen.setdefault((name, "deleted"), polled - start)
+            present = now_present
+            last.update(now_present)
+        await asyncio.wait({run}, timeout=0.05)
+    return run.result(), last
