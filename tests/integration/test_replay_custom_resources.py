@@ -24,7 +24,7 @@ from pipeline.io.kafka.settings import EVENTS_TOPIC, KafkaSettings
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
 from pipeline.io.kube.pod_watch import PodWatch
-from pipeline.model.errors import ApiUnavailableError, UnknownKindError
+from pipeline.model.errors import ApiUnavailableError, NotFoundError, UnknownKindError
 from pipeline.model.events import EventType
 from pipeline.model.tracer_config import load_tracer_config
 from pipeline.replay.crds import CRD_API_VERSION, CRD_KIND
@@ -216,8 +216,8 @@ async def observe(
         for api_v, kind in ((api_version, "SparkApplication"), ("v1", "Pod")):
             try:
                 items = await sim.list_objects(api_v, kind, label_selector=selector)
-            except (UnknownKindError, ApiUnavailableError):
-                items = []  # the replay has not installed the CRD yet, or its storage starts
+            except (UnknownKindError, ApiUnavailableError, NotFoundError):
+                items = []  # the CRD is not installed yet, its storage starts, or the cleanup deleted it
             for item in items:
                 if not item["metadata"].get("deletionTimestamp"):
                     now_present[item["metadata"]["name"]] = item
