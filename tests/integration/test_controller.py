@@ -1,9 +1,11 @@
 """The Simulation controller on the real ``sim`` KWOK cluster.
 
-``kubetape controller`` runs as a real process. KWOK pods execute nothing, so the test plays the
-container: it runs the replayer Job's exact command line here (``kubetape replay`` with the Job's
-arguments, the node-pool ConfigMap written where the pod would mount it, ``--kubeconfig`` added), and
-gives the outcome to the pod as annotations. KWOK plays the kubelet: the Job's pod runs on the node
+``kubetape controller`` runs as a real process. KWOK pods execute nothing: KWOK has no container
+runtime, it only writes the statuses its stages describe, so no process of a pod it manages ever runs.
+So the test plays the container: it runs the replayer Job's exact command line here (``kubetape
+replay`` with the Job's arguments, the node-pool ConfigMap written where the pod would mount it, the
+keys of its ``envFrom`` Secrets as its environment, ``--kubeconfig`` added), and gives the outcome to
+the pod as annotations. KWOK plays the kubelet: the Job's pod runs on the node
 ``kubetape-kubelet-standin`` (a real node to the Job's affinity), and KWOK's ``pod-exit-as-annotated``
 stage (pipeline/stack/resources/kwok-stages.yaml) ends it, Succeeded or Failed, with the replay report
 (or the error's log tail) as the container's termination message. From there the real Job controller
@@ -13,8 +15,10 @@ completes the Job and the kubetape controller reads the result back.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -125,6 +129,23 @@ class ControllerProcess:
         return int(found.group(1))
 
 
+def launch_controller(kubeconfig: Path, identity: str, log: Path) -> ControllerProcess:
+    """``kubetape controller`` for the test namespace, logging to ``log``."""
+    command = [
+        str(KUBETAPE), "controller", "--kubeconfig", str(kubeconfig), "--namespace", NS,
+        "--identity", identity, "--image", "kubetape:test", "--lease-duration", "4",
+        "--renew-interval", "1", "--http-port", "0", "--log-format", "text",
+    ]  # fmt: skip
+    with log.open("w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
+    return ControllerProcess(identity, process, log)
+
+
+def stop_controller(handle: ControllerProcess) -> None:
+    code = handle.stop()
+    assert code in (0, -9), f"controller {handle.identity} exited {code}:\n{handle.log.read_text()}"
+
+
 @pytest.fixture
 def start_controller(
     sim_kubeconfig: Path, simulation_cluster: None, tmp_path: Path
@@ -132,22 +153,13 @@ def start_controller(
     started: list[ControllerProcess] = []
 
     def start(identity: str) -> ControllerProcess:
-        log = tmp_path / f"controller-{identity}.log"
-        command = [
-            str(KUBETAPE), "controller", "--kubeconfig", str(sim_kubeconfig), "--namespace", NS,
-            "--identity", identity, "--image", "kubetape:test", "--lease-duration", "4",
-            "--renew-interval", "1", "--http-port", "0", "--log-format", "text",
-        ]  # fmt: skip
-        with log.open("w") as out:
-            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
-        handle = ControllerProcess(identity, process, log)
+        handle = launch_controller(sim_kubeconfig, identity, tmp_path / f"controller-{identity}.log")
         started.append(handle)
         return handle
 
     yield start
     for handle in started:
-        code = handle.stop()
-        assert code in (0, -9), f"controller {handle.identity} exited {code}:\n{handle.log.read_text()}"
+        stop_controller(handle)
 
 
 @dataclass
@@ -238,6 +250,20 @@ def replay_command(
     return [str(KUBETAPE), *rewritten, "--kubeconfig", str(kubeconfig)]
 
 
+async def container_environment(kube: KubeClient, job: dict[str, Any]) -> dict[str, str]:
+    """The environment the Job's container would get: this process's, without any object store keys of
+    its own, plus the keys of every Secret in the container's ``envFrom`` (as the kubelet sets them), so
+    a source reads only with the credentials its Simulation names."""
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    for source in container.get("envFrom") or []:
+        name = source["secretRef"]["name"]
+        secret = await kube.get("v1", "Secret", NS, name)
+        assert secret is not None, f"Secret {NS}/{name} of the Job's envFrom does not exist"
+        environment |= {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+    return environment
+
+
 async def run_repetition_here(
     kube: KubeClient, job_name: str, kubeconfig: Path, pod_dir: Path
 ) -> tuple[int, str]:
@@ -254,8 +280,10 @@ async def run_repetition_here(
         *replay_command(job, kubeconfig, pod_dir, pools),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
+        env=await container_environment(kube, job),
     )
     output, _ = await process.communicate()
+    (pod_dir / "container.log").write_bytes(output)  # for a look after a failure (`kubectl logs`)
     code = process.returncode
     assert code is not None
     report = pod_dir / "termination-log"
@@ -312,7 +340,7 @@ async def test_a_simulation_runs_its_repetition_as_a_job_and_succeeds(env: Env, 
     kube, kubectl = env.kube, env.kubectl
     controller = env.start_controller("ctrl-main")
     trace = simkube_traces / "bare-pods.sktrace"
-    await kube.create(simulation("bare-pods", trace, nodePools=[{"skeleton": _skeleton(), "count": 2}]))
+    await kube.create(simulation("bare-pods", trace, nodePools=[{"skeleton": node_skeleton(), "count": 2}]))
     await kube.create(simulation("queued", trace))
 
     running = await until_phase(kube, "bare-pods", "Running")
@@ -368,7 +396,9 @@ async def test_deleting_a_running_simulation_removes_its_job_and_every_replayed_
     kube = env.kube
     env.start_controller("ctrl-delete")
     trace = simkube_traces / "bare-pods.sktrace"
-    await kube.create(simulation("doomed", trace, speed=1, nodePools=[{"skeleton": _skeleton(), "count": 2}]))
+    await kube.create(
+        simulation("doomed", trace, speed=1, nodePools=[{"skeleton": node_skeleton(), "count": 2}])
+    )
     job = await eventually(lambda: job_for(kube, "doomed-r1"), "Job doomed-r1")
     pools = await kube.get("v1", "ConfigMap", NS, "doomed-node-pools")
     assert pools is not None
@@ -469,7 +499,7 @@ async def test_a_restarted_controller_continues_and_a_second_instance_waits(
     await delete_simulation(kube, "survivor")
 
 
-def _skeleton() -> dict[str, Any]:
+def node_skeleton() -> dict[str, Any]:
     import yaml
 
     loaded: dict[str, Any] = yaml.safe_load(SKELETON.read_text())
