@@ -3,8 +3,10 @@ started together and shut down in order on SIGTERM (stop intake, flush open segm
 group, stop HTTP).
 
 ``/readyz`` answers 503 while the segment store does not answer (an object store's server down, a
-volume gone): a probe checks it every ``store_check_s``. Writes meanwhile retry (the S3 store rides out
-a restart of its server) and the offsets wait for them, so an outage delays segments, never loses them."""
+volume gone): a probe checks it every ``store_check_s``; and while the brokers deny the sink's principal
+its topic or group (an ACL removed while it runs: see :mod:`pipeline.io.kafka.access`). Writes meanwhile
+retry (the S3 store rides out a restart of its server) and the offsets wait for them, so an outage delays
+segments, never loses them."""
 
 from __future__ import annotations
 
@@ -186,7 +188,8 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     )
     source.on_assigned = sink.on_assigned
     source.on_revoked = sink.on_revoked
-    app = create_app(metrics, lambda: ready.is_set() and store_health.ok)
+    # not ready while the store does not answer or the brokers deny this member (logged once each)
+    app = create_app(metrics, lambda: ready.is_set() and store_health.ok and source.access.ok)
     add_export_route(app, _exporter(store), settings.http.token)
     runner = await start_http(app, settings.http)
     log.info(

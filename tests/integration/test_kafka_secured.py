@@ -459,3 +459,213 @@ def test_stack_env_prints_what_a_client_needs_and_no_password(secured: StackInfo
     assert any(str(_files(secured).client_config("watcher", "sasl-ssl")) in line for line in lines)
     assert not any(_files(secured).password(p) in "\n".join(lines) for p in ("admin", "watcher", "sink"))
     assert oct(admin_config.stat().st_mode & 0o777) == "0o600"
+
+
+# ---- after start: the brokers stop accepting a running component, and accept it again ------------
+_ACL_CODES = {"TOPIC": 2, "GROUP": 3, "LITERAL": 3, "PREFIXED": 4, "READ": 3, "WRITE": 4, "ALLOW": 3}
+
+
+async def _acl(secured: StackInfo, action: str, principal: str, acl: tuple[str, str, str, str]) -> None:
+    """Create or delete one ALLOW ACL of the stack's (``kafka_security.ACLS``), as the admin: Kafka's
+    CreateAcls / DeleteAcls requests (aiokafka has the messages, not the admin calls)."""
+    from aiokafka.protocol.admin import CreateAclsRequest, DeleteAclsRequest
+
+    from pipeline.io.kafka.admin import admin_client
+
+    resource, pattern, name, operation = acl
+    request = CreateAclsRequest if action == "create" else DeleteAclsRequest
+    async with admin_client(_settings(secured, "admin")) as admin:
+        response = await admin._send_request(
+            request(
+                _ACL_CODES[resource],
+                name,
+                _ACL_CODES[pattern],
+                f"User:{principal}",
+                "*",
+                _ACL_CODES[operation],
+                _ACL_CODES["ALLOW"],
+            )
+        )
+    results = getattr(response, "creation_responses", None) or getattr(response, "filter_responses", [])
+    assert all(result[0] == 0 for result in results), response
+
+
+@contextlib.asynccontextmanager
+async def _revoked(secured: StackInfo, principal: str, acl: tuple[str, str, str, str]) -> AsyncIterator[None]:
+    """``acl`` removed for the block; put back whatever happens (the module's later tests rely on it)."""
+    from pipeline.stack.kafka_security import ACLS
+
+    assert acl in ACLS[principal]
+    await _acl(secured, "delete", principal, acl)
+    try:
+        yield
+    finally:
+        await _acl(secured, "create", principal, acl)
+
+
+async def test_a_consumer_group_the_principal_may_not_read_is_refused_at_start_naming_it(
+    secured: StackInfo,
+) -> None:
+    from pipeline.io.kafka.reader import TopicReader
+
+    await ensure_topic(_settings(secured, "admin"), "kubetape.events", 3)
+    group = f"it.nogroup.{uuid.uuid4().hex[:8]}"
+    source = KafkaSinkSource(_settings(secured, "sink"), "kubetape.events", group_id=group)
+    says = rf"denies User:sink the operation Read on consumer group '{re.escape(group)}'; grant it"
+
+    async def consume() -> None:
+        async with asyncio.timeout(60):
+            while True:
+                await source.getmany(200, 10)
+
+    async with source:
+        with pytest.raises(ConfigError, match=says):
+            await consume()
+    analytics = _settings(secured, "analytics")
+    with pytest.raises(ConfigError, match=says.replace("sink", "analytics")):
+        async with TopicReader(
+            analytics, "kubetape.events", start="committed", end="current", group_id=group
+        ):
+            pass
+
+
+async def test_a_running_sink_denied_its_group_is_not_ready_says_so_once_and_resumes_losing_nothing(
+    secured: StackInfo, tmp_path: Path
+) -> None:
+    """The sink principal's group ACL is removed while the sink runs, and events arrive meanwhile:
+    /readyz says 503 and the log says once who is denied what; with the ACL back, /readyz says 200
+    and the export holds every event once (byte-identical to the direct fold)."""
+    import socket
+
+    import aiohttp
+
+    from pipeline.io.kafka.headers import cluster_header
+    from pipeline.model.keys import ClusterId
+
+    cluster = ClusterId(f"denied-{uuid.uuid4().hex[:6]}")
+    admin = _settings(secured, "admin")
+    await ensure_topic(admin, "kubetape.events", 3)
+    await ensure_topic(admin, "kubetape.deadletter", 1)
+    t0 = int(time.time() * 1000) - 60_000  # the topic is shared: dated now, after the tests above
+    events = synthetic_events(300, t0, 30_000)
+
+    async def produce(batch: list[Event]) -> None:
+        producer = new_producer(admin)
+        await producer.start()
+        try:
+            for e in batch:
+                await producer.send(
+                    "kubetape.events", encode_event(e), key=e.key.encode(), timestamp_ms=e.ts_ms,
+                    headers=cluster_header(cluster),
+                )  # fmt: skip
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store, log = tmp_path / "segments", tmp_path / "sink.log"
+    argv = [
+        sys.executable, "-m", "services.cli", "sink",
+        "--kafka-config", str(_files(secured).client_config("sink", "sasl-ssl")),
+        "--cluster", cluster, "--segment-store", str(store), "--http-port", str(port), "--idle-close", "1s",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBETAPE_")}
+    await produce(events[:150])
+    with log.open("wb") as out:
+        sink = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=out, env=env)  # noqa: ASYNC220
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            async def ready() -> int | str:
+                try:
+                    async with session.get(f"http://127.0.0.1:{port}/readyz") as answer:
+                        return answer.status
+                except aiohttp.ClientError as exc:
+                    return f"{type(exc).__name__}: {log.read_text(errors='replace')[-600:]}"
+
+            def exported() -> bytes:
+                catalog = SegmentCatalog(open_segment_store(cluster_location(store, cluster)))
+                return export_window(catalog, ExportRequest(t0, t0 + 30_000)).data
+
+            async def export_now() -> bytes | str:
+                try:
+                    return await asyncio.to_thread(exported)
+                except KubetapeError as exc:
+                    return str(exc)
+
+            await eventually(ready, lambda s: s == 200, "the sink ready", timeout_s=90)
+            first = direct_trace(events[:150], t0, t0 + 30_000)
+            await eventually(export_now, lambda data: data == first, "the first half exported", timeout_s=90)
+            async with _revoked(secured, "sink", ("GROUP", "PREFIXED", "kubetape-sink", "READ")):
+                await produce(events[150:])
+                await eventually(ready, lambda s: s == 503, "/readyz 503 while the group is denied")
+            await eventually(ready, lambda s: s == 200, "/readyz 200 with the grant back", timeout_s=90)
+            whole = direct_trace(events, t0, t0 + 30_000)
+            await eventually(export_now, lambda data: data == whole, "every event exported", timeout_s=90)
+    finally:
+        sink.terminate()
+        sink.wait(60)
+    text = log.read_text(errors="replace")
+    denials = [line for line in text.splitlines() if "denies User:sink the operation Read" in line]
+    assert len(denials) == 1, denials  # one clear error, not one per retry
+    assert "consumer group 'kubetape-sink." in denials[0]
+    assert "accepts User:sink again; ready" in text
+    assert _files(secured).password("sink") not in text
+
+
+async def test_a_publisher_denied_its_topic_is_not_connected_says_so_once_and_delivers_each_change_once(
+    secured: StackInfo, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The watcher's Write ACL on the events topic is removed while it publishes: it stops counting as
+    connected (the watch service's /readyz), logs one error naming the principal, the operation and the
+    topic, keeps the changes, and with the ACL back delivers each exactly once, in order."""
+    import logging
+
+    from pipeline.io.kafka.message import Record
+    from pipeline.io.kafka.publisher import KafkaPublisher
+    from pipeline.io.kafka.reader import TopicReader
+    from pipeline.model.keys import ClusterId
+
+    cluster = ClusterId(f"pub-{uuid.uuid4().hex[:6]}")
+    await ensure_topic(_settings(secured, "admin"), "kubetape.events", 3)
+    t0 = int(time.time() * 1000)
+    keys = [f"core/ConfigMap/denied/cm-{i % 7}" for i in range(60)]
+
+    def unit(i: int) -> list[Record]:
+        return [Record("kubetape.events", keys[i], f"change {i}".encode(), t0 + i)]
+
+    caplog.set_level(logging.INFO, logger="kubetape.publisher")
+    async with KafkaPublisher(_settings(secured, "watcher"), cluster=cluster) as publisher:
+        for i in range(20):
+            await publisher.submit(unit(i))
+        await asyncio.wait_for(publisher.flush(), 60)
+        async with _revoked(secured, "watcher", ("TOPIC", "LITERAL", "kubetape.events", "WRITE")):
+            for i in range(20, 40):
+                await publisher.submit(unit(i))
+
+            async def connected() -> bool:
+                return publisher.connected
+
+            await eventually(connected, lambda ok: not ok, "the publisher denied")
+            await asyncio.sleep(3)  # several retries, each would have logged
+            assert publisher.seconds_without_ack() >= 3  # what the watch service's /readyz checks
+        for i in range(40, 60):
+            await publisher.submit(unit(i))
+        await asyncio.wait_for(publisher.flush(), 90)
+        assert publisher.connected
+        assert publisher.access.ok
+    denials = [r.getMessage() for r in caplog.records if "denies User:watcher" in r.getMessage()]
+    assert len(denials) == 1, denials
+    assert "the operation Write on topic 'kubetape.events'" in denials[0]
+    seen: list[bytes] = []
+    async with TopicReader(
+        _settings(secured, "replayer"), "kubetape.events", start=t0, end="current", cluster=cluster
+    ) as reader:
+        while not reader.finished():
+            seen += [m.value or b"" for m in await reader.fetch(500, 1000)]
+    assert sorted(seen) == sorted(f"change {i}".encode() for i in range(60))  # each once
+    for key in set(keys):  # each key's changes in the order they were made
+        mine = [int(v.split()[1]) for v in seen if keys[int(v.split()[1])] == key]
+        assert mine == sorted(mine), (key, mine)

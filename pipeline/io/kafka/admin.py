@@ -20,6 +20,7 @@ from aiokafka.errors import (
     for_code,
 )
 
+from pipeline.io.kafka.access import denied
 from pipeline.io.kafka.clients import new_admin
 from pipeline.io.kafka.diagnose import refusal
 from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, KafkaSettings
@@ -99,19 +100,6 @@ async def topic_partitions(settings: KafkaSettings, topic: str) -> list[TopicPar
         for t in described
         if t.get("topic") == topic and not t.get("error_code")
         for p in t.get("partitions", [])
-    )
-
-
-def denied(settings: KafkaSettings, operation: str, topic: str) -> ConfigError:
-    """The error of an ACL denial: who, what, on which topic, and what to do."""
-    security = settings.security
-    who = f"User:{security.username}" if security.username else "the principal of this client"
-    if security.certificate_location and not security.username:
-        who = f"the principal of the certificate {security.certificate_location}"
-    return ConfigError(
-        f"Kafka at {settings.describe()} denies {who} the operation {operation} on topic "
-        f"{topic!r}; grant it (an ACL, or a KafkaUser's acls) or run this component as a principal that "
-        "has it (docs/production-kafka.md lists what each needs)"
     )
 
 

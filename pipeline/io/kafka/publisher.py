@@ -46,6 +46,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 from aiokafka.producer.message_accumulator import BatchBuilder
 
+from pipeline.io.kafka.access import BrokerAccess, authorization_error
 from pipeline.io.kafka.clients import new_producer
 from pipeline.io.kafka.headers import cluster_header
 from pipeline.io.kafka.message import Record
@@ -145,6 +146,8 @@ class KafkaPublisher:
         self._started = False
         self._closed = False
         self.connected = False
+        self.access = BrokerAccess(settings, log, "the watcher's publisher")
+        """Whether the brokers let this principal write: a denial is logged once, not at every retry."""
         if metrics is not None:
             metrics.counter("records_published_total", "Kafka records acknowledged, by topic")
             metrics.counter("publish_errors_total", "failed Kafka sends (retried), by error class")
@@ -305,10 +308,20 @@ class KafkaPublisher:
             # at-least-once: the failed batches may have been written, so their records may repeat
             self._partitions.clear()  # partitions may have been added meanwhile
             self.connected = False
-            log.warning("publishing %d records failed (%s); retrying in %.1fs", len(pending), error, delay)
+            if (denial := authorization_error(error)) is not None:
+                consequence = (
+                    f"{self._unfinished_units} changes wait for it (the watch pauses once the queue is full)"
+                )
+                self.access.refused("Write", *denial, consequence)
+                log.debug("publishing %d records denied (%s); retrying in %.1fs", len(pending), error, delay)
+            else:
+                log.warning(
+                    "publishing %d records failed (%s); retrying in %.1fs", len(pending), error, delay
+                )
             await asyncio.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX_S)
         self.connected = True
+        self.access.accepted()
         self._last_progress = self._clock()
 
     async def _send_batches(self, records: list[Record], alone: set[int]) -> _Outcome:

@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from typing import Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import GroupAuthorizationFailedError, KafkaConnectionError, KafkaError
 
+from pipeline.io.kafka.access import denied
 from pipeline.io.kafka.admin import topic_partitions
 from pipeline.io.kafka.clients import ConsumerClient, new_consumer, offsets_at
 from pipeline.io.kafka.headers import ClusterFilter
@@ -107,7 +108,7 @@ class TopicReader(ConsumerClient):
                 if tp in starts:
                     consumer.seek(tp, starts[tp])
                 else:
-                    committed = await consumer.committed(tp) if self.start_at == "committed" else None
+                    committed = await self._committed(consumer, tp) if self.start_at == "committed" else None
                     if committed is not None:
                         consumer.seek(tp, committed)
                     else:
@@ -123,6 +124,14 @@ class TopicReader(ConsumerClient):
         except BaseException:
             await self.stop()  # a reader that failed to start holds no client
             raise
+
+    async def _committed(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:
+        """The group's committed offset; a group this principal may not use is a ConfigError naming it."""
+        try:
+            offset: int | None = await consumer.committed(tp)
+        except GroupAuthorizationFailedError:
+            raise denied(self.settings, "Read", str(self.group_id), "consumer group") from None
+        return offset
 
     async def stop(self) -> None:
         """Close the client (committed offsets stay with the group); safe to call twice."""

@@ -14,9 +14,10 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import KafkaError
+from aiokafka.errors import GroupAuthorizationFailedError, KafkaError, TopicAuthorizationFailedError
 from aiokafka.protocol.metadata import MetadataRequest
 
+from pipeline.io.kafka.access import BrokerAccess, authorization_error, denied
 from pipeline.io.kafka.clients import ConsumerClient, new_consumer, new_producer
 from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.kafka.publisher import refused
@@ -27,6 +28,11 @@ from pipeline.model.errors import TransientError
 log = logging.getLogger("kubetape.sink")
 
 PartitionsCallback = Callable[[list[int]], Awaitable[None]]
+
+SETTLE_S = 5.0
+"""After a denial, how long fetches must go without one before the sink counts as accepted again
+(when no message arrives to prove it sooner): several of aiokafka's fetch rounds, each of which would
+have met the denial again."""
 
 
 async def _nothing(partitions: list[int]) -> None:
@@ -39,6 +45,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka sh
 
     # aiokafka swallows listener exceptions into its own (muted) logger; report them as ours.
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self._source.assigned -= {tp.partition for tp in revoked}
         try:
             await self._source.on_revoked(sorted(tp.partition for tp in revoked))
         except Exception:
@@ -46,6 +53,8 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka sh
             raise
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._source.assigned = {tp.partition for tp in assigned}
+        self._source.joined = True
         try:
             await self._source.on_assigned(sorted(tp.partition for tp in assigned))
         except Exception:
@@ -74,6 +83,12 @@ class KafkaSinkSource(ConsumerClient):
         self.on_revoked: PartitionsCallback = _nothing
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
+        self.access = BrokerAccess(settings, log, "the sink's consumer")
+        """Whether the brokers let this member read (``/readyz``); see :meth:`getmany`."""
+        self.assigned: set[int] = set()
+        self.joined = False
+        """Whether the group has assigned partitions to this member since its last (re)join."""
+        self._ever_joined = False
 
     async def start(self) -> None:
         consumer = new_consumer(self.settings, group_id=self.group_id)
@@ -87,8 +102,27 @@ class KafkaSinkSource(ConsumerClient):
             raise TransientError(
                 f"cannot reach Kafka at {self.settings.bootstrap} ({exc}); is the broker up?"
             ) from exc
-        consumer.subscribe(topics=[self.topic], listener=_Listener(self))
+        self._subscribe(consumer)
         self._consumer, self._producer = consumer, producer
+
+    def _subscribe(self, consumer: AIOKafkaConsumer) -> None:
+        self.joined = False
+        consumer.subscribe(topics=[self.topic], listener=_Listener(self))
+
+    async def _rejoin(self) -> None:
+        """Leave with what this member holds made durable, and join again with a new consumer: aiokafka's
+        consumer keeps raising a group denial after the grant is back (its heartbeat task stays failed)."""
+        if self.assigned:
+            try:
+                await self.on_revoked(sorted(self.assigned))  # open segments written; the commit is denied
+            finally:
+                self.assigned = set()
+        if self._consumer is not None:
+            await self._consumer.stop()
+        consumer = new_consumer(self.settings, group_id=self.group_id)
+        await consumer.start()
+        self._subscribe(consumer)
+        self._consumer = consumer
 
     async def stop(self) -> None:
         """Leave the group and close the clients; safe to call twice."""
@@ -103,8 +137,32 @@ class KafkaSinkSource(ConsumerClient):
         return TopicPartition(self.topic, partition)
 
     async def getmany(self, timeout_ms: int, max_records: int) -> list[PartitionBatch]:
-        batches = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
-        return [PartitionBatch.of(tp.partition, records) for tp, records in batches.items() if records]
+        """The next batch; ``[]`` after waiting out a denial.
+
+        A group this principal may not read before it ever joined is a ConfigError naming it (the
+        start). Later, a denial of the topic or the group is an outage (an ACL removed, a credential
+        rotated): logged once, ``access.ok`` false, and retried with backoff; what the topic holds
+        waits there, and nothing is committed past what the store holds. Access is back when a message
+        arrives, or when fetches went ``SETTLE_S`` without a denial (after a group denial, once the group
+        assigned partitions again)."""
+        try:
+            batches = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        except (TopicAuthorizationFailedError, GroupAuthorizationFailedError) as exc:
+            kind, name = authorization_error(exc) or ("topic", self.topic)
+            if kind == "consumer group" and not self._ever_joined:
+                raise denied(self.settings, "Read", self.group_id, kind) from None
+            delay = self.access.refused(
+                "Read", kind, name, "nothing is consumed meanwhile (the topic keeps it) nor committed"
+            )
+            if kind == "consumer group":
+                await self._rejoin()
+            await asyncio.sleep(delay)
+            return []
+        self._ever_joined = self._ever_joined or self.joined
+        found = [PartitionBatch.of(tp.partition, records) for tp, records in batches.items() if records]
+        if not self.access.ok and (found or (self.joined and self.access.quiet_for() >= SETTLE_S)):
+            self.access.accepted()
+        return found
 
     async def commit(self, offsets: Mapping[int, int]) -> bool:
         """Commit; False (logged) when the broker refused or did not answer in ``commit_timeout_s``.
@@ -124,7 +182,10 @@ class KafkaSinkSource(ConsumerClient):
                 self.consumer.commit({self._tp(p): o for p, o in offsets.items()}), self.commit_timeout_s
             )
         except (TimeoutError, KafkaError) as exc:
-            log.warning(
+            # a denial is logged once, by getmany, which meets it too
+            level = logging.DEBUG if authorization_error(exc) is not None else logging.WARNING
+            log.log(
+                level,
                 "offset commit failed; it is retried with the next round",
                 extra={"ctx": {"offsets": str(dict(offsets)), "error": repr(exc)}},
             )

@@ -14,7 +14,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError, for_code
 from aiokafka.protocol.metadata import MetadataRequest
 
-from pipeline.io.kafka.admin import admin_client, denied
+from pipeline.io.kafka.access import denied
+from pipeline.io.kafka.admin import admin_client
 from pipeline.io.kafka.settings import (
     DEADLETTER_TOPIC,
     EVENTS_TOPIC,
