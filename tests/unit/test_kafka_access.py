@@ -36,7 +36,7 @@ class _Clock:
         return self.now
 
 
-@given(st.lists(st.sampled_from(["denied", "accepted", "tick"]), max_size=60))
+@given(st.lists(st.sampled_from(["denied", "accepted", "other topic accepted", "tick"]), max_size=60))
 def test_each_outage_is_logged_once_and_its_end_once(steps: list[str]) -> None:
     log = logging.getLogger("test.access")
     handler = _Kept()
@@ -56,9 +56,11 @@ def test_each_outage_is_logged_once_and_its_end_once(steps: list[str]) -> None:
                 delay = min(delay * 2, RETRY_MAX_S)
                 ok = False
                 assert access.quiet_for() == 0.0
+            elif step == "other topic accepted":  # proves nothing about the denied topic
+                access.accepted({"kubetape.state"})
             else:
                 ends += not ok
-                access.accepted()
+                access.accepted({"kubetape.events", "kubetape.state"})
                 ok = True
             assert access.ok is ok
     finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from aiokafka import errors as kafka_errors
 
@@ -83,11 +83,13 @@ class BrokerAccess:
         self.denials = 0
         self._denied_at = 0.0
         self._delay = RETRY_MIN_S
+        self._denied_name = ""
 
     def refused(self, operation: str, resource: str, name: str, consequence: str) -> float:
         """Record a denial; the first of an outage is logged as one error. Returns the delay to wait."""
         self.denials += 1
         self._denied_at = self._clock()
+        self._denied_name = name
         if self.ok:
             self.ok = False
             self._delay = RETRY_MIN_S
@@ -105,8 +107,11 @@ class BrokerAccess:
         """Seconds since the last denial (0 while never denied)."""
         return 0.0 if self.denials == 0 else self._clock() - self._denied_at
 
-    def accepted(self) -> None:
-        """The brokers took a request that needs what was denied: ready again."""
+    def accepted(self, names: Iterable[str] | None = None) -> None:
+        """The brokers took a request that needs what was denied: ready again. ``names``: the topics or
+        groups the request used; one that did not use the denied one proves nothing."""
+        if names is not None and self._denied_name not in names:
+            return
         if not self.ok:
             self.ok = True
             self._log.info(

@@ -289,6 +289,8 @@ class KafkaPublisher:
             self._gauge_pending()
 
     async def _send_until_acked(self, records: list[Record]) -> None:
+        if not records:  # nothing tells whether Kafka accepts this publisher
+            return
         pending = records
         delay = _RETRY_MIN_S
         alone: set[int] = set()  # ids of records to send in batches of their own (see _send_batches)
@@ -321,7 +323,7 @@ class KafkaPublisher:
             await asyncio.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX_S)
         self.connected = True
-        self.access.accepted()
+        self.access.accepted({r.topic for r in records})  # a topic still denied stays so
         self._last_progress = self._clock()
 
     async def _send_batches(self, records: list[Record], alone: set[int]) -> _Outcome:
