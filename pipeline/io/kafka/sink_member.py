@@ -17,7 +17,7 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import GroupAuthorizationFailedError, KafkaError, TopicAuthorizationFailedError
 from aiokafka.protocol.metadata import MetadataRequest
 
-from pipeline.io.kafka.access import BrokerAccess, authorization_error, denied
+from pipeline.io.kafka.access import RETRY_MAX_S, BrokerAccess, authorization_error, denied
 from pipeline.io.kafka.clients import ConsumerClient, new_consumer, new_producer
 from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.kafka.publisher import refused
@@ -119,8 +119,15 @@ class KafkaSinkSource(ConsumerClient):
                 self.assigned = set()
         if self._consumer is not None:
             await self._consumer.stop()
-        consumer = new_consumer(self.settings, group_id=self.group_id)
-        await consumer.start()
+        while True:
+            consumer = new_consumer(self.settings, group_id=self.group_id)
+            try:
+                await consumer.start()
+                break
+            except KafkaError as exc:  # the brokers unreachable meanwhile: not a reason to stop
+                await consumer.stop()
+                log.warning("rejoining the group failed (%s); retrying in %.0fs", exc, RETRY_MAX_S)
+                await asyncio.sleep(RETRY_MAX_S)
         self._subscribe(consumer)
         self._consumer = consumer
 
@@ -140,8 +147,8 @@ class KafkaSinkSource(ConsumerClient):
         """The next batch; ``[]`` after waiting out a denial.
 
         A group this principal may not read before it ever joined is a ConfigError naming it (the
-        start). Later, a denial of the topic or the group is an outage (an ACL removed, a credential
-        rotated): logged once, ``access.ok`` false, and retried with backoff; what the topic holds
+        start). Later, a denial of the topic or the group is an outage (an ACL removed while the
+        sink runs): logged once, ``access.ok`` false, and retried with backoff; what the topic holds
         waits there, and nothing is committed past what the store holds. Access is back when a message
         arrives, or when fetches went ``SETTLE_S`` without a denial (after a group denial, once the group
         assigned partitions again)."""
