@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pipeline.model.events import EventType
@@ -16,11 +17,16 @@ CRD_KIND = "CustomResourceDefinition"
 
 def recorded_crd(plan: ReplayPlan, api_version: str, kind: str) -> dict[str, Any] | None:
     """The latest CustomResourceDefinition the trace applies that defines ``kind`` in ``api_version``."""
+    applied = (s.payload.obj for s in plan.steps if s.payload.type is EventType.APPLIED)
+    return defining_crd((obj for obj in applied if obj is not None), api_version, kind)
+
+
+def defining_crd(objects: Iterable[Mapping[str, Any]], api_version: str, kind: str) -> dict[str, Any] | None:
+    """The last of ``objects`` that is a CustomResourceDefinition of ``kind`` in ``api_version``."""
     group, version = group_of(api_version), version_of(api_version)
     found: dict[str, Any] | None = None
-    for step in plan.steps:
-        obj = step.payload.obj or {}
-        if step.payload.type is not EventType.APPLIED or obj.get("kind") != CRD_KIND:
+    for obj in objects:
+        if obj.get("kind") != CRD_KIND:
             continue
         spec = obj.get("spec") or {}
         versions = [v.get("name") for v in spec.get("versions") or [] if isinstance(v, dict)]
@@ -29,7 +35,7 @@ def recorded_crd(plan: ReplayPlan, api_version: str, kind: str) -> dict[str, Any
             and (spec.get("names") or {}).get("kind") == kind
             and version in versions
         ):
-            found = obj
+            found = dict(obj)
     return found
 
 

@@ -34,6 +34,25 @@ def parse_nodes(text: str) -> tuple[dict[str, Any], int]:
     return skeleton, int(count_text)
 
 
+def read_crds(path: Path) -> list[dict[str, Any]]:
+    """The CustomResourceDefinitions of one ``--crd`` file (YAML, several documents allowed)."""
+    try:
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except OSError as exc:
+        raise ConfigError(f"--crd: cannot read {path} ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--crd: {path} is not valid YAML ({exc})") from None
+    if not documents:
+        raise ConfigError(f"--crd: {path} holds no CustomResourceDefinition")
+    for index, document in enumerate(documents):
+        if not isinstance(document, dict) or document.get("kind") != "CustomResourceDefinition":
+            raise ConfigError(
+                f"--crd: document {index} of {path} is not a CustomResourceDefinition "
+                f"(kind: {document.get('kind') if isinstance(document, dict) else type(document).__name__})"
+            )
+    return documents
+
+
 def read_node_pools(path: Path) -> list[dict[str, Any]]:
     """The NodePools of one ``--nodepool`` file, as written."""
     try:

@@ -78,6 +78,8 @@ class ReplaySettings:
     replay; Karpenter must run against the cluster. Empty: fixed node pools only."""
     autoscaler_settings: tuple[ScaledSetting, ...] = ()
     """The autoscaler's time settings as given and as applied, for the report."""
+    crds: tuple[Mapping[str, Any], ...] = ()
+    """CustomResourceDefinitions (``--crd``) for the custom kinds the trace holds without their CRD."""
     prices: Mapping[str, float] | None = None
     """$/hour by instance type for the autoscaled run's cost (default: the nodes' price labels)."""
     lifecycle_delays: LifecycleDelays = field(default_factory=LifecycleDelays)

@@ -28,7 +28,7 @@ from pipeline.model.tracer_config import BUILT_IN_GROUPS
 from pipeline.replay.apply import Retrying
 from pipeline.replay.autoscale.settings import NODEPOOL_API_VERSION
 from pipeline.replay.clock.schedule import Clock, pause
-from pipeline.replay.crds import CRD_API_VERSION, recorded_crd, simulated_crd
+from pipeline.replay.crds import CRD_API_VERSION, defining_crd, recorded_crd, simulated_crd
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import ReplayCluster
 from pipeline.replay.rewrite import (
@@ -274,10 +274,11 @@ class ReplaySetup:
         return RootRef(ROOT_API_VERSION, ROOT_KIND, name, live["metadata"]["uid"])
 
     async def _install_recorded_crd(self, plan: ReplayPlan, api_version: str, kind: str) -> ApiResource:
-        """A custom kind the simulated cluster does not serve: install its CRD from the trace (owned by
+        """A custom kind the simulated cluster does not serve: install its CRD from the trace, else from
+        ``--crd`` (owned by
         the root, so the cleanup removes it) before trace time starts, and wait until it is served.
         Without one in the trace, the kind's steps fail, each naming it; the rest of the replay goes on."""
-        crd = recorded_crd(plan, api_version, kind)
+        crd = recorded_crd(plan, api_version, kind) or defining_crd(self._settings.crds, api_version, kind)
         if crd is None and group_of(api_version) in BUILT_IN_GROUPS:
             raise UnknownKindError(f"no kind {kind!r} in {api_version!r}", status=404, reason="UnknownKind")
         if crd is None:
@@ -285,7 +286,7 @@ class ReplaySetup:
                 f"the trace holds {kind} objects ({api_version}), which the simulated cluster does not "
                 f"serve, and not their CustomResourceDefinition: track "
                 f"apiextensions.k8s.io/v1.CustomResourceDefinition in the tracer config so that the "
-                f"recording holds it, or install it in the simulated cluster (a preStart hook can); "
+                f"recording holds it, give it with --crd FILE, or install it in the simulated cluster; "
                 f"until then every {kind} step fails",
                 extra={"ctx": {"api_version": api_version, "kind": kind}},
             )

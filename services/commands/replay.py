@@ -25,7 +25,7 @@ from pipeline.model.hooks import Hook, parse_hook_flag
 from pipeline.replay.autoscale.provider import PROVIDERS
 from pipeline.replay.hooks import DEFAULT_TIMEOUT_S as DEFAULT_HOOK_TIMEOUT_S
 from pipeline.replay.hooks import Hooks, hooks_from
-from pipeline.replay.inputs import load_prices, parse_nodes
+from pipeline.replay.inputs import load_prices, parse_nodes, read_crds
 from services.flags import (
     add_cluster_argument,
     add_kafka_config_flag,
@@ -94,6 +94,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SKELETON.yaml:N",
         help="create N virtual KWOK nodes from a Node YAML skeleton before replaying (owned by the "
         "replay); repeat for several node pools",
+    )
+    parser.add_argument(
+        "--crd",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="CRD.yaml",
+        help="CustomResourceDefinitions to install for the trace's custom kinds the simulated cluster "
+        "does not serve and the trace holds no CRD of (owned by the replay); repeat for several files",
     )
     parser.add_argument(
         "--namespace-prefix",
@@ -315,6 +324,7 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
         max_lag_s=args.max_lag,
         expect_profile=args.expect_profile,
         lifecycle_delays=lifecycle_delays_from(args),
+        crds=tuple(crd for path in args.crd for crd in read_crds(path)),
     )
     autoscaling = None
     if args.autoscaler is None:

@@ -100,3 +100,13 @@ def test_a_speed_that_is_neither_a_number_nor_max_is_refused(capsys: pytest.Capt
         main(["replay", "--trace", "t", "--kubeconfig", "k", "--speed", "fast"])
     assert exited.value.code == 2
     assert "'fast' is neither a number (e.g. 10) nor 'max'" in capsys.readouterr().err
+
+
+def test_a_crd_file_that_holds_no_crd_is_refused_before_any_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "crd.yaml"
+    bad.write_text("kind: ConfigMap\n")
+    code = main(["replay", "--trace", "t", "--kubeconfig", "k", "--crd", str(bad)])
+    assert code == 2
+    assert "--crd: document 0 of" in capsys.readouterr().err

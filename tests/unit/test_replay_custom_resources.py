@@ -3,16 +3,20 @@ replayed as recorded, owned by the replayed resource, whose CRD the replay insta
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pipeline.formats.assemble import assemble_window
 from pipeline.io.kube.types import ApiResource
+from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.replay.crds import CRD_API_VERSION
+from pipeline.replay.inputs import read_crds
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.rewrite import LIFETIME_ANNOTATION, RECORDED_OWNER_ANNOTATION
@@ -217,3 +221,23 @@ async def test_a_crd_the_simulated_cluster_has_already_is_left_as_it_is() -> Non
     assert report.failed == 0, report.summary()
     assert [o for o in cluster.applies if o["kind"] == "CustomResourceDefinition"] == []
     assert ("CustomResourceDefinition", None, "sparkapplications.sparkoperator.k8s.io") in cluster.objects
+
+
+async def test_a_crd_given_with_the_replay_serves_a_trace_that_lacks_it(tmp_path: Path) -> None:
+    crd_file = tmp_path / "crds.yaml"
+    crd_file.write_text(yaml.safe_dump_all([spark_crd()]))
+    events = [e for e in recording() if not e.key.startswith("apiextensions.k8s.io/")]
+    plan = plan_replay(assemble_window(None, events, 0, 30_000, config=CONFIG), speed=1000)
+    cluster = CrdCluster()
+    report = await Replayer(cluster, plan, fast(crds=tuple(read_crds(crd_file)))).run()
+    assert report.failed == 0, report.summary()
+    assert [o["kind"] for o in cluster.applies][1] == "CustomResourceDefinition"
+
+
+def test_a_crd_file_holding_something_else_is_refused_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump_all([spark_crd(), {"kind": "ConfigMap"}]))
+    with pytest.raises(
+        ConfigError, match=r"--crd: document 1 of .*bad.yaml is not a CustomResourceDefinition"
+    ):
+        read_crds(bad)
