@@ -31,8 +31,13 @@ class LocalKarpenter:
     ) -> list[ScaledSetting]:
         """Restart it with its timers divided by ``speed`` and, when given, other instance types; the
         settings as given and applied (or why they were not scaled: no such Karpenter runs)."""
+        if self.kubeconfig is None:  # inside a cluster (a Simulation's Job): its Karpenter is deployed there
+            return unscaled_karpenter_timers(
+                "not scaled: the cluster's own Karpenter runs as deployed; kubetape restarts only a local "
+                "stack's Karpenter at the replay's speed"
+            )
         stack = LocalStack(self.stack_dir, report=self.report)
-        cluster = stack.karpenter_for(self.kubeconfig) if self.kubeconfig is not None else None
+        cluster = stack.karpenter_for(self.kubeconfig)
         if cluster is None:
             return unscaled_karpenter_timers(
                 f"not scaled: no Karpenter of the local stack in {stack.stack_dir} runs beside this "
