@@ -36,7 +36,7 @@ from pipeline.sink import synthetic
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, export_window
-from pipeline.store.segment_store import LocalSegmentStore
+from pipeline.store.local_store import LocalSegmentStore
 
 PARTITIONS = 6
 HOUR_MS = 3_600_000

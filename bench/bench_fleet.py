@@ -33,7 +33,7 @@ from pipeline.io.kafka.message import PartitionBatch
 from pipeline.model.keys import ClusterId
 from pipeline.sink.sink import EventSource, Sink, SinkSettings
 from pipeline.sink.synthetic import synthetic_events
-from pipeline.store.segment_store import MemorySegmentStore
+from pipeline.store.memory_store import MemorySegmentStore
 
 EU, US = ClusterId("eu"), ClusterId("us")
 

@@ -73,7 +73,8 @@ from pipeline.sink.service import tune_gc_for_throughput
 from pipeline.sink.sink import Sink, SinkSettings
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, export_window
-from pipeline.store.segment_store import LocalSegmentStore, SegmentStore
+from pipeline.store.local_store import LocalSegmentStore
+from pipeline.store.segment_store import SegmentStore
 
 PARTITIONS = 6
 

@@ -36,8 +36,9 @@ from pipeline.model.keys import ClusterId
 from pipeline.sink.sink import Sink, SinkSettings
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, ExportResult, export_window, filters_from_json
+from pipeline.store.local_store import LocalSegmentStore
 from pipeline.store.retention import apply_retention
-from pipeline.store.segment_store import LocalSegmentStore, SegmentStore
+from pipeline.store.segment_store import SegmentStore
 from pipeline.store.store_url import StoreLocation, cluster_store_location, open_segment_store
 
 log = logging.getLogger("kubetape.sink")

@@ -20,7 +20,8 @@ from urllib.parse import unquote, urlsplit
 
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId, cluster_id_problem, parse_cluster_id
-from pipeline.store.segment_store import LocalSegmentStore, SegmentStore, parse_segment_name
+from pipeline.store.local_store import LocalSegmentStore
+from pipeline.store.segment_store import SegmentStore, parse_segment_name
 
 _EXAMPLES = "e.g. /var/lib/kubetape/segments, file:///data/segments or s3://my-bucket/kubetape/prod"
 

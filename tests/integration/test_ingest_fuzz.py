@@ -41,7 +41,7 @@ from pipeline.model.keys import ObjectKey, key_of, object_key
 from pipeline.sink.compactor import CompactionSettings
 from pipeline.sink.sink import Sink, SinkSettings
 from pipeline.sink.synthetic import synthetic_events
-from pipeline.store.segment_store import LocalSegmentStore
+from pipeline.store.local_store import LocalSegmentStore
 from tests.integration.test_sink import direct_trace, export_bytes
 
 PARTITIONS = 3

@@ -36,7 +36,7 @@ from pipeline.stack.kafka_security import SecurityFiles
 from pipeline.stack.stack import LocalStack, StackInfo
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
-from pipeline.store.segment_store import LocalSegmentStore
+from pipeline.store.local_store import LocalSegmentStore
 from pipeline.store.store_url import cluster_location, open_segment_store
 from tests.integration.test_sink import direct_trace
 from tests.integration.test_watch_service import (

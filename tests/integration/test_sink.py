@@ -32,7 +32,7 @@ from pipeline.sink.sink import Sink, SinkSettings
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
-from pipeline.store.segment_store import LocalSegmentStore
+from pipeline.store.local_store import LocalSegmentStore
 from pipeline.store.state import ObjectState
 from tests.polling import eventually
 

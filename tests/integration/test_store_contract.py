@@ -27,16 +27,10 @@ from pipeline.sink.synthetic import applied, deployment
 from pipeline.stack.stack import LocalStack
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
+from pipeline.store.local_store import LocalSegmentStore
 from pipeline.store.retention import apply_retention
 from pipeline.store.s3_store import S3SegmentStore, segment_key
-from pipeline.store.segment_store import (
-    LocalSegmentStore,
-    SegmentName,
-    SegmentStore,
-    StaleWriterError,
-    WriteFence,
-    segment_name,
-)
+from pipeline.store.segment_store import SegmentName, SegmentStore, StaleWriterError, WriteFence, segment_name
 from pipeline.store.store_url import S3Location, open_segment_store, parse_store_url
 
 T0 = 1_763_700_000_000

@@ -19,7 +19,7 @@ from pipeline.sink.sink import Sink, SinkSettings, TopicIdentityError
 from pipeline.sink.synthetic import applied, deployment
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
-from pipeline.store.segment_store import LocalSegmentStore
+from pipeline.store.local_store import LocalSegmentStore
 from pipeline.store.store_url import open_segment_store
 from tests.integration.test_sink import direct_trace, produce, recent_t0, unique_names, wait_committed
 

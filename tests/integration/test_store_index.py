@@ -9,8 +9,9 @@ from pathlib import Path
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
 from pipeline.store.index_backfill import ensure_index
+from pipeline.store.local_store import LocalSegmentStore
 from pipeline.store.s3_store import S3SegmentStore
-from pipeline.store.segment_store import LocalSegmentStore, StoredSegment
+from pipeline.store.segment_store import StoredSegment
 from pipeline.store.store_url import S3Location, parse_store_url
 from tests.unit.test_segment_index import HOUR, T0, record
 

@@ -48,7 +48,8 @@ from pipeline.store.export import (
     window_trace,
 )
 from pipeline.store.history import Window, load_segment, rebuild_window
-from pipeline.store.segment_store import MemorySegmentStore, segment_name
+from pipeline.store.memory_store import MemorySegmentStore
+from pipeline.store.segment_store import segment_name
 from pipeline.store.state import ObjectState
 
 T0 = 1_763_700_000_000

@@ -19,15 +19,10 @@ from pipeline.sink.writer import SegmentWriter
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
 from pipeline.store.index_backfill import ensure_index
+from pipeline.store.memory_store import MemorySegmentStore
 from pipeline.store.retention import apply_retention
 from pipeline.store.segment_index import READY, MarkerStore, SegmentFacts, index_segment, layout_of
-from pipeline.store.segment_store import (
-    IndexLayout,
-    MemorySegmentStore,
-    SegmentName,
-    SegmentStore,
-    StoredSegment,
-)
+from pipeline.store.segment_store import IndexLayout, SegmentName, SegmentStore, StoredSegment
 
 HOUR = 3_600_000
 T0 = 1_763_700_000_000 - 1_763_700_000_000 % HOUR

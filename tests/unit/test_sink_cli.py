@@ -11,7 +11,7 @@ from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import read_simkube_trace, simkube_compatibility_problems
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.synthetic import synthetic_events
-from pipeline.store.segment_store import LocalSegmentStore
+from pipeline.store.local_store import LocalSegmentStore
 from services.cli import main
 
 T0 = 1_763_700_000_000 - 1_763_700_000_000 % 60_000

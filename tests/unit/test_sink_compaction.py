@@ -31,14 +31,9 @@ from pipeline.store.export import (
     ExportRequest,
     export_window,
 )
-from pipeline.store.segment_store import (
-    LocalSegmentStore,
-    MemorySegmentStore,
-    SegmentName,
-    WriteFence,
-    parse_segment_name,
-    segment_name,
-)
+from pipeline.store.local_store import LocalSegmentStore
+from pipeline.store.memory_store import MemorySegmentStore
+from pipeline.store.segment_store import SegmentName, WriteFence, parse_segment_name, segment_name
 from pipeline.store.state import ObjectState
 
 T0 = 1_763_700_000_000  # a round minute, so window boundaries are easy to reason about

@@ -20,7 +20,7 @@ from pipeline.sink.sink import Sink
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
-from pipeline.store.segment_store import MemorySegmentStore
+from pipeline.store.memory_store import MemorySegmentStore
 from tests.unit.test_sink_compaction import (
     SETTINGS,
     T0,

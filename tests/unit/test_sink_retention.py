@@ -11,8 +11,8 @@ from pipeline.sink.service import export_request_from_json
 from pipeline.sink.synthetic import applied, deployment
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, export_window
+from pipeline.store.memory_store import MemorySegmentStore
 from pipeline.store.retention import apply_retention
-from pipeline.store.segment_store import MemorySegmentStore
 
 T0 = 1_763_700_000_000 - 1_763_700_000_000 % 60_000
 

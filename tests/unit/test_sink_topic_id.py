@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.sink.sink import Sink, TopicIdentityError
 from pipeline.sink.synthetic import synthetic_events
-from pipeline.store.segment_store import MemorySegmentStore
+from pipeline.store.memory_store import MemorySegmentStore
 from tests.unit.test_sink_compaction import SETTINGS, Clock, FakeSource, drain, partitioned
 
 T0 = 1_763_700_000_000

@@ -9,7 +9,8 @@ import pytest
 
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
-from pipeline.store.segment_store import LocalSegmentStore, segment_name
+from pipeline.store.local_store import LocalSegmentStore
+from pipeline.store.segment_store import segment_name
 from pipeline.store.store_url import (
     LocalLocation,
     S3Location,

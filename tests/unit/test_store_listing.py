@@ -17,7 +17,8 @@ from pipeline.model.timespec import format_time
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.sink.writer import SegmentWriter
-from pipeline.store.segment_store import LocalSegmentStore, SegmentStore, segment_name
+from pipeline.store.local_store import LocalSegmentStore
+from pipeline.store.segment_store import SegmentStore, segment_name
 from pipeline.store.store_url import LocalLocation, cluster_store_location
 from pipeline.store.summary import summarize_fleet
 from services.cli import main

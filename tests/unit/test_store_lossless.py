@@ -22,8 +22,9 @@ from pipeline.sink.sink import Sink, SinkSettings, TopicIdentityError
 from pipeline.sink.synthetic import applied, deleted, deployment
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
+from pipeline.store.memory_store import MemorySegmentStore
 from pipeline.store.retention import apply_retention
-from pipeline.store.segment_store import MemorySegmentStore, SegmentName
+from pipeline.store.segment_store import SegmentName
 from pipeline.store.state import ObjectState
 from tests.unit.test_sink_compaction import SETTINGS, Clock, FakeSource, drain
 
@@ -243,7 +244,8 @@ async def test_a_stale_sink_cannot_overwrite_the_segment_of_the_partitions_new_o
 
 
 def test_the_store_never_replaces_a_segment_with_less_and_refuses_old_epochs(tmp_path: Path) -> None:
-    from pipeline.store.segment_store import LocalSegmentStore, StaleWriterError, WriteFence, segment_name
+    from pipeline.store.local_store import LocalSegmentStore
+    from pipeline.store.segment_store import StaleWriterError, WriteFence, segment_name
 
     events, _ = _one_window_log(20)
     store = LocalSegmentStore(tmp_path)

@@ -39,8 +39,9 @@ from pipeline.sink.sink import Sink, SinkSettings, TopicIdentityError
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
 from pipeline.store.history import gap_key
+from pipeline.store.memory_store import MemorySegmentStore
 from pipeline.store.retention import apply_retention
-from pipeline.store.segment_store import IndexLayout, MemorySegmentStore
+from pipeline.store.segment_store import IndexLayout
 from tests.unit.test_sink_compaction import Clock, PolledRecord
 
 T0 = 1_763_700_000_000 - 1_763_700_000_000 % 60_000

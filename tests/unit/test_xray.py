@@ -26,7 +26,8 @@ from pipeline.model.errors import ConfigError
 from pipeline.model.events import Event
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import key_of, object_key
-from pipeline.store.segment_store import LocalSegmentStore, segment_name
+from pipeline.store.local_store import LocalSegmentStore
+from pipeline.store.segment_store import segment_name
 from pipeline.store.store_url import parse_store_url
 from services.commands.xray import XraySettings, load
 
