@@ -15,12 +15,10 @@ their key names, huge bodies), next to a regular workload, all consumed by a rea
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import string
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +30,12 @@ from pipeline.formats.wire.probe import WireProbe
 from pipeline.io.kafka.admin import ensure_topic
 from pipeline.io.kafka.clients import new_consumer, new_producer
 from pipeline.io.kafka.settings import KafkaSettings
-from pipeline.io.kafka.sink_member import KafkaSinkSource
-from pipeline.io.metrics import Metrics
 from pipeline.model.errors import FormatError
 from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, Event
 from pipeline.model.hashing import object_spec_hash
 from pipeline.model.keys import ObjectKey, key_of, object_key
-from pipeline.sink.compactor import CompactionSettings
-from pipeline.sink.sink import Sink, SinkSettings
 from pipeline.sink.synthetic import synthetic_events
-from pipeline.store.local_store import LocalSegmentStore
-from tests.integration.test_sink import direct_trace, export_bytes
+from tests.integration.test_sink import direct_trace, export_bytes, running_sink_loop
 
 PARTITIONS = 3
 WINDOW_MS = 300_000
@@ -266,25 +259,6 @@ async def dead_letters(bootstrap: str, topic: str) -> list[Any]:
         await consumer.stop()
 
 
-@contextlib.asynccontextmanager
-async def running_sink(
-    bootstrap: str, topic: str, group: str, dlq: str, segment_dir: Path
-) -> AsyncIterator[tuple[Sink, asyncio.Task[None]]]:
-    settings = SinkSettings(CompactionSettings(topic=topic, idle_close_s=2.0, keyframe_every=3), 2_000, 200)
-    source = KafkaSinkSource(KafkaSettings(bootstrap=bootstrap), topic, group_id=group, deadletter_topic=dlq)
-    sink = Sink(source, LocalSegmentStore(segment_dir), settings, Metrics())
-    source.on_assigned = sink.on_assigned
-    source.on_revoked = sink.on_revoked
-    stop = asyncio.Event()
-    async with source:
-        task = asyncio.create_task(sink.run(stop), name=f"sink-{group}")
-        try:
-            yield sink, task
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 60)
-
-
 async def test_boundary_messages_are_dead_lettered_and_the_sink_and_exports_go_on(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -308,7 +282,7 @@ async def test_boundary_messages_are_dead_lettered_and_the_sink_and_exports_go_o
     await produce_events(kafka_bootstrap, topic, good[:300])
     positions = await produce(kafka_bootstrap, topic, [(v, i % PARTITIONS) for i, v in enumerate(fuzz)])
     await produce_events(kafka_bootstrap, topic, [*accepted, *good[300:]])
-    async with running_sink(kafka_bootstrap, topic, group, dlq, tmp_path) as (sink, task):
+    async with running_sink_loop(kafka_bootstrap, topic, group, dlq, segment_dir=tmp_path) as (sink, task):
         await wait_committed(kafka_bootstrap, group, topic)
         assert not task.done(), "the sink loop ended"
         refused = [(pos, v, why) for pos, v, why in zip(positions, fuzz, expected, strict=True) if why]
@@ -360,7 +334,7 @@ async def test_a_refused_message_at_the_size_limit_is_dead_lettered_too(
     good = synthetic_events(50, t0, 60_000)
     positions = await produce(kafka_bootstrap, topic, [(big, 0)])
     await produce_events(kafka_bootstrap, topic, good)
-    async with running_sink(kafka_bootstrap, topic, group, dlq, tmp_path) as (sink, task):
+    async with running_sink_loop(kafka_bootstrap, topic, group, dlq, segment_dir=tmp_path) as (sink, task):
         await wait_committed(kafka_bootstrap, group, topic, partitions=1, within=30)
         assert not task.done(), "the sink loop ended"
         assert sink.metrics.value("sink_deadletter_total") >= 1

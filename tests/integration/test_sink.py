@@ -113,9 +113,10 @@ def export_bytes(segment_dir: Path, start_ms: int, end_ms: int) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def running_sink(
+async def running_sink_loop(
     bootstrap: str, topic: str, group: str, dlq: str, *, segment_dir: Path, idle_close_s: float = 2.0
-) -> AsyncIterator[Sink]:
+) -> AsyncIterator[tuple[Sink, asyncio.Task[None]]]:
+    """A sink on ``topic`` writing to ``segment_dir``, and the task of its loop (stopped on exit)."""
     settings = SinkSettings(
         CompactionSettings(topic=topic, idle_close_s=idle_close_s, keyframe_every=3), 2_000, 200
     )
@@ -127,10 +128,19 @@ async def running_sink(
     async with source:
         task = asyncio.create_task(sink.run(stop), name=f"sink-{group}")
         try:
-            yield sink
+            yield sink, task
         finally:
             stop.set()
             await asyncio.wait_for(task, 60)
+
+
+@contextlib.asynccontextmanager
+async def running_sink(
+    bootstrap: str, topic: str, group: str, dlq: str, *, segment_dir: Path, idle_close_s: float = 2.0
+) -> AsyncIterator[Sink]:
+    loop = running_sink_loop(bootstrap, topic, group, dlq, segment_dir=segment_dir, idle_close_s=idle_close_s)
+    async with loop as (sink, _task):
+        yield sink
 
 
 async def test_sink_events_to_segments_export_equals_direct_trace_and_dead_letters(

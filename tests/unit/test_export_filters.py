@@ -14,7 +14,7 @@ from pipeline.model.keys import ObjectKey, key_of
 from pipeline.model.selectors import LabelRequirement, LabelSelector, parse_selector_text
 from pipeline.store.export import ExportFilters, kind_matches
 from services.cli import main
-from tests.unit.test_sink_cli import T0, fill_store
+from tests.unit.test_sink_cli import export_args, fill_store
 
 
 def _event(api_version: str, kind: str, name: str, namespace: str | None = None, **labels: str) -> Event:
@@ -122,15 +122,7 @@ def test_unreadable_selectors_say_what_is_expected(text: str) -> None:
 # ---- the command line -------------------------------------------------------------------------------
 def _exported(tmp_path: Path, *flags: str) -> list[dict[str, Any]]:
     out = tmp_path / "out.kseg"
-    args = [
-        "export",
-        "--segment-dir",
-        str(tmp_path / "segments"),
-        "--from",
-        str(T0),
-        "--to",
-        str(T0 + 240_000),
-    ]
+    args = export_args(tmp_path)
     assert main([*args, *flags, "-o", str(out)]) == 0
     trace = read_segment(out)
     keyframe = list(trace.keyframe.objects.values()) if trace.keyframe else []
@@ -162,15 +154,7 @@ def test_an_unreadable_label_filter_fails_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fill_store(tmp_path / "segments")
-    args = [
-        "export",
-        "--segment-dir",
-        str(tmp_path / "segments"),
-        "--from",
-        str(T0),
-        "-o",
-        str(tmp_path / "x"),
-    ]
+    args = [*export_args(tmp_path), "-o", str(tmp_path / "x")]
     assert main([*args, "--include-label", "app in (a"]) == 2
     assert "label filter 'app in (a'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()

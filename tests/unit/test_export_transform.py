@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.formats.segment.decode import read_segment
 from services.cli import main
-from tests.unit.test_sink_cli import T0, fill_store
+from tests.unit.test_sink_cli import export_args, fill_store
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,15 +23,7 @@ def _names(path: Path) -> set[str]:
 
 def test_export_applies_the_obfuscation_transform_before_writing(tmp_path: Path) -> None:
     fill_store(tmp_path / "segments")
-    common = [
-        "export",
-        "--segment-dir",
-        str(tmp_path / "segments"),
-        "--from",
-        str(T0),
-        "--to",
-        str(T0 + 240_000),
-    ]
+    common = export_args(tmp_path)
     assert main([*common, "-o", str(tmp_path / "plain.kseg")]) == 0
     transform = REPO_ROOT / "examples" / "transforms" / "obfuscate-names.yaml"
     assert main([*common, "--transform", str(transform), "-o", str(tmp_path / "hidden.kseg")]) == 0
@@ -49,19 +41,7 @@ def test_a_bad_transform_fails_before_anything_is_written(
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 1\noperations:\n  - remove: not-a-pointer\n")
     out = tmp_path / "out.kseg"
-    code = main(
-        [
-            "export",
-            "--segment-dir",
-            str(tmp_path / "segments"),
-            "--from",
-            str(T0),
-            "--transform",
-            str(bad),
-            "-o",
-            str(out),
-        ]
-    )
+    code = main([*export_args(tmp_path), "--transform", str(bad), "-o", str(out)])
     assert code == 2
     assert "bad.yaml" in capsys.readouterr().err
     assert not out.exists()

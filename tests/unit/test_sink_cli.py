@@ -29,6 +29,12 @@ def fill_store(store_dir: Path) -> None:
         store.put(c.name, encode_segment(c.segment))
 
 
+def export_args(tmp_path: Path) -> list[str]:
+    """``kubetape export`` over the whole of what :func:`fill_store` wrote to ``tmp_path / "segments"``."""
+    store = str(tmp_path / "segments")
+    return ["export", "--segment-dir", store, "--from", str(T0), "--to", str(T0 + 240_000)]
+
+
 def test_export_writes_kubetape_and_simkube_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fill_store(tmp_path / "segments")
     common = [

@@ -26,7 +26,7 @@ from pipeline.validate.skel.generate import expressible, operation_statements
 from pipeline.validate.skel.program import load_skel, parse_program
 from pipeline.validate.transform import parse_transform
 from services.cli import main
-from tests.unit.test_sink_cli import T0, fill_store
+from tests.unit.test_sink_cli import export_args, fill_store
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SANITIZED_POD_SPEC = {
@@ -157,15 +157,7 @@ def test_export_applies_a_skel_program_and_writes_v3_on_request(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fill_store(tmp_path / "segments")
-    common = [
-        "export",
-        "--segment-dir",
-        str(tmp_path / "segments"),
-        "--from",
-        str(T0),
-        "--to",
-        str(T0 + 240_000),
-    ]
+    common = export_args(tmp_path)
     skel = tmp_path / "label.skel"
     skel.write_text(
         'modify(metadata.labels."kubetape.dev/exported" = "yes");\ndelete(metadata.name == "app-0");\n'
@@ -203,15 +195,7 @@ def test_export_refuses_an_unknown_simkube_version_naming_the_versions(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fill_store(tmp_path / "segments")
-    args = [
-        "export",
-        "--segment-dir",
-        str(tmp_path / "segments"),
-        "--from",
-        str(T0),
-        "-o",
-        str(tmp_path / "x"),
-    ]
+    args = [*export_args(tmp_path), "-o", str(tmp_path / "x")]
     assert main([*args, "--format", "simkube", "--simkube-version", "4"]) == 2
     err = capsys.readouterr().err
     assert "version 4 cannot be written; kubetape writes versions 2 and 3 (and reads 1, 2 and 3)" in err
