@@ -87,3 +87,18 @@ def laid_out(page: Path, width: int, height: int = 2200) -> tuple[str, dict[str,
     for entity, char in (("&quot;", '"'), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&")):
         raw = raw.replace(entity, char)
     return dom, json.loads(raw)
+
+
+def assert_fits_the_window(layout: dict[str, Any]) -> None:
+    """A person sees the whole page: nothing sticks out past the window's right edge, no chart text is cut."""
+    assert layout["scrollWidth"] <= layout["clientWidth"], layout
+    assert not layout["sticking"], layout
+    assert not layout["clipped"], layout
+
+
+def screenshot_png(page: Path, out: Path, width: int, height: int = 2200) -> bytes:
+    """The screenshot of ``page`` in a ``width`` × ``height`` window (written to ``out``), a PNG."""
+    headless(f"--screenshot={out}", f"--window-size={width},{height}", page.as_uri())
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{out} is not a PNG"
+    return data

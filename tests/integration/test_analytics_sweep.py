@@ -14,7 +14,7 @@ from pipeline.analytics.report_html import render_report
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from services.cli import main
 from services.commands.sweep import parse_node_option, run_sweep, write_sweep_outputs
-from tests.chromium import headless, laid_out
+from tests.chromium import assert_fits_the_window, laid_out, screenshot_png
 
 NO_NODES = "bare-pods.sktrace speed=10 nodes=no-nodes"
 ONE_NODE = f"bare-pods.sktrace speed=10 nodes={DEFAULT_NODE_SKELETON.stem}:1"
@@ -70,11 +70,6 @@ async def test_a_two_point_sweep_yields_a_frontier_and_a_report_that_renders(
     assert "The trace records no nodes: only the runs are plotted." in dom
     assert re.findall(r'<table data-table="([^"]+)"', dom)[:2] == ["fidelity", "configurations"]
     assert "<pre" not in dom
-    # a person sees the whole page: nothing sticks out past the window's right edge
-    assert layout["scrollWidth"] <= layout["clientWidth"], layout
-    assert not layout["sticking"], layout
-    assert not layout["clipped"], layout
-    screenshot = tmp_path / "report.png"
-    headless(f"--screenshot={screenshot}", "--window-size=1100,2200", report.as_uri())
-    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert screenshot.stat().st_size > 20_000  # a blank page is a few kB; plots make it much larger
+    assert_fits_the_window(layout)
+    # a blank page is a few kB; plots make it much larger
+    assert len(screenshot_png(report, tmp_path / "report.png", width=1100)) > 20_000

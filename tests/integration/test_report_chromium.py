@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.analytics.compare import compare_runs
 from pipeline.analytics.report_html import DESIRED, render_report
-from tests.chromium import headless, laid_out
+from tests.chromium import assert_fits_the_window, laid_out, screenshot_png
 from tests.data import scaled_simkube_trace
 from tests.unit.test_report_html import fold, replay_of
 
@@ -32,10 +32,5 @@ def test_the_report_of_a_simkube_trace_reads_right_in_chromium(tmp_path: Path, w
     assert "the dashed line is the pods its workloads asked for" in dom
     assert re.findall(r'<table data-table="([^"]+)"', dom)[:2] == ["fidelity", "configurations"]
     assert "<pre" not in dom
-    assert layout["scrollWidth"] <= layout["clientWidth"], layout
-    assert not layout["sticking"], layout
-    assert not layout["clipped"], layout
-
-    screenshot = tmp_path / "report.png"
-    headless(f"--screenshot={screenshot}", f"--window-size={width},2200", report.as_uri())
-    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert_fits_the_window(layout)
+    screenshot_png(report, tmp_path / "report.png", width=width)
