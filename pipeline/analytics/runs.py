@@ -59,7 +59,7 @@ class RunInfo:
     repetition: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
     timeline_source: str = "replay-sampler"
-    """How the simulated cluster was observed (see services/commands/sweep.py)."""
+    """How the simulated cluster was observed (see services/sweep.py)."""
 
     @property
     def config(self) -> str:

@@ -26,8 +26,8 @@ from pipeline.replay.settings import ReplaySettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from pipeline.stack.stack import LocalStack
 from services.cli import main
-from services.commands.sweep import replay_to_run
 from services.mission import MissionResult
+from services.sweep import replay_to_run
 from tests.e2e.oracle import MAX_LAG_S, assert_follows_recording
 
 OWNER_ERROR_THRESHOLD = 1  # the replayer issue: per owner, within one pod at every second of scaled time

@@ -13,7 +13,7 @@ from pipeline.analytics.compare import compare_runs, worst_owner_error
 from pipeline.analytics.report_html import render_report
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 from services.cli import main
-from services.commands.sweep import parse_node_option, run_sweep, write_sweep_outputs
+from services.sweep import parse_node_option, run_sweep, write_sweep_outputs
 from tests.chromium import assert_fits_the_window, laid_out, screenshot_png
 
 NO_NODES = "bare-pods.sktrace speed=10 nodes=no-nodes"

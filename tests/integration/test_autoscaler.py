@@ -256,7 +256,7 @@ async def test_a_sweep_over_consolidation_policies_orders_node_hours_and_draws_b
     from pipeline.replay.inputs import read_node_pools
     from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
     from services.cli import main
-    from services.commands.sweep import AutoscalerSweep, parse_node_option, run_sweep, write_sweep_outputs
+    from services.sweep import AutoscalerSweep, parse_node_option, run_sweep, write_sweep_outputs
 
     trace, pool, out = tmp_path / "burst.ktrace", tmp_path / "pool.yaml", tmp_path / "sweep"
     _write_sweep_trace(trace)

@@ -169,7 +169,7 @@ def test_the_html_report_is_self_contained_with_every_plot() -> None:
 
 
 def test_a_sweep_summary_puts_configuration_means_on_the_frontier() -> None:
-    from services.commands.sweep import summarize_sweep
+    from services.sweep import summarize_sweep
 
     cheap = [make_run(f"cheap-{i}", [1, 1], pending=[4, 4], nodes=1, repetition=i) for i in range(2)]
     dear = [make_run(f"dear-{i}", [1, 1], pending=[0, 0], nodes=4, repetition=i) for i in range(2)]
