@@ -31,7 +31,9 @@ from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.headers import cluster_header
 from pipeline.io.kafka.message import PartitionBatch
 from pipeline.model.keys import ClusterId
-from pipeline.sink.sink import EventSource, Sink, SinkSettings
+from pipeline.sink.settings import SinkSettings
+from pipeline.sink.sink import Sink
+from pipeline.sink.source import EventSource
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.store.memory_store import MemorySegmentStore
 

@@ -70,7 +70,8 @@ from pipeline.io.metrics import Metrics
 from pipeline.sink import synthetic
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.service import tune_gc_for_throughput
-from pipeline.sink.sink import Sink, SinkSettings
+from pipeline.sink.settings import SinkSettings
+from pipeline.sink.sink import Sink
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, export_window
 from pipeline.store.local_store import LocalSegmentStore

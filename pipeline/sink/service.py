@@ -33,7 +33,8 @@ from pipeline.io.metrics import Metrics
 from pipeline.io.sink_http import ExportFn, ExportReply, add_export_route
 from pipeline.model.errors import ConfigError, KubetapeError, TransientError
 from pipeline.model.keys import ClusterId
-from pipeline.sink.sink import Sink, SinkSettings
+from pipeline.sink.settings import SinkSettings
+from pipeline.sink.sink import Sink
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, ExportResult, export_window, filters_from_json
 from pipeline.store.local_store import LocalSegmentStore

@@ -47,13 +47,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Iterable
 
 from pipeline.formats.segment.content import build_gap_marker
 from pipeline.formats.segment.encode import encode_wire_segment
-from pipeline.formats.segment.header import DEFAULT_WRITE_VERSION, PartitionRange
+from pipeline.formats.segment.header import PartitionRange
 from pipeline.formats.wire import native
 from pipeline.formats.wire.probe import EventHead, WireProbe
 from pipeline.io.kafka.headers import cluster_header, cluster_named, is_from_cluster
@@ -61,8 +59,10 @@ from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.metrics import Metrics
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
-from pipeline.sink.compactor import ClosedSegment, CompactionSettings, PartitionCompactor
+from pipeline.sink.compactor import ClosedSegment, PartitionCompactor
 from pipeline.sink.restore import restore_partition
+from pipeline.sink.settings import SinkSettings
+from pipeline.sink.source import EventSource, TopicIdentityError
 from pipeline.sink.writer import SegmentWriter, WrittenSegment
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.index_backfill import ensure_index
@@ -74,61 +74,11 @@ log = logging.getLogger("kubetape.sink")
 Clock = Callable[[], float]
 
 
-class EventSource(Protocol):
-    """A consumer-group member delivering ``kubetape.events`` (implemented on aiokafka in pipeline.io)."""
-
-    async def getmany(self, timeout_ms: int, max_records: int) -> list[PartitionBatch]:
-        """The next batch: per partition, messages in offset order (may be empty)."""
-
-    async def commit(self, offsets: Mapping[int, int]) -> bool:
-        """Commit ``partition -> next offset to read``; False if the commit did not happen (retry later)."""
-
-    async def committed(self, partition: int) -> int | None:
-        """The group's committed offset of ``partition`` (None if never committed)."""
-
-    async def seek(self, partition: int, offset: int) -> None:
-        """Continue ``partition`` at ``offset``."""
-
-    async def dead_letter(self, message: Message, error: str) -> None:
-        """Publish ``message`` to the dead-letter topic and wait for the broker's acknowledgement."""
-
-    async def identity(self) -> str | None:
-        """The topic's identity (cluster and topic), or None if the broker does not tell."""
-
-    async def offset_bounds(self, partition: int) -> tuple[int, int]:
-        """``(log start offset, end offset)`` of ``partition``: what the topic still holds."""
-
-
 def _without_topic_id(identity: str) -> str:
     """The identity as stores filled before topic ids recorded it (``kafka:<cluster>/<topic>``, then any
     ``#cluster=``): such a store goes on, without the check of a re-created topic."""
     head, sep, tail = identity.partition("#")
     return head.rsplit("@", 1)[0] + sep + tail
-
-
-class TopicIdentityError(ConfigError):
-    """The topic is not the one the store was filled from: the sink refuses to mix their histories."""
-
-
-@dataclass(frozen=True, slots=True)
-class SinkSettings:
-    """``compaction``: segment rules; ``batch_max_records`` / ``poll_timeout_ms``: ``getmany`` limits;
-    ``zstd_level``: segment compression (3 is several times faster than the codec default and close
-    in size on this data); ``write_concurrency``: segments encoded and fsynced at once (4);
-    ``max_pending_writes``: closed segments waiting to become durable before consuming pauses (64);
-    ``segment_format``: the segment format version written (2, events whole; 3 delta-codes them, at
-    several times the writer threads' CPU: see
-    :data:`~pipeline.formats.segment.header.DEFAULT_WRITE_VERSION`; readers take both, mixed in one store).
-    Durable writes are bound by fsync latency (2-3 ms each here), not CPU, so consuming goes on while
-    they complete; the bound keeps memory in check when the disk is slower than the topic."""
-
-    compaction: CompactionSettings = field(default_factory=CompactionSettings)
-    batch_max_records: int = 10_000
-    poll_timeout_ms: int = 500
-    zstd_level: int = 3
-    write_concurrency: int = 4
-    max_pending_writes: int = 64
-    segment_format: int = DEFAULT_WRITE_VERSION
 
 
 def declare_metrics(metrics: Metrics) -> None:

@@ -12,7 +12,7 @@ from pipeline.model.errors import ConfigError
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 from pipeline.sink.compactor import CompactionSettings
 from pipeline.sink.service import SinkServiceSettings, run_sink_service
-from pipeline.sink.sink import SinkSettings
+from pipeline.sink.settings import SinkSettings
 from services.flags import (
     add_cluster_argument,
     add_http_flags,

@@ -30,7 +30,8 @@ from pipeline.io.metrics import Metrics
 from pipeline.model.errors import ConfigError, KubetapeError, StackError
 from pipeline.model.events import Event
 from pipeline.sink.compactor import CompactionSettings
-from pipeline.sink.sink import Sink, SinkSettings
+from pipeline.sink.settings import SinkSettings
+from pipeline.sink.sink import Sink
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.stack.kafka_security import SecurityFiles
 from pipeline.stack.stack import LocalStack, StackInfo
@@ -366,7 +367,7 @@ async def test_a_topic_deleted_and_recreated_past_the_stores_end_is_refused_by_i
     """Offsets alone missed it: the re-created topic grew past what the store held, so the sink read on
     as if nothing had happened and lost the new topic's first events. The topic id tells them apart."""
     from pipeline.io.kafka.admin import admin_client
-    from pipeline.sink.sink import TopicIdentityError
+    from pipeline.sink.source import TopicIdentityError
 
     admin = _settings(secured, "admin")
     tag = uuid.uuid4().hex[:8]

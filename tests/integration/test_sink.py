@@ -28,7 +28,8 @@ from pipeline.io.metrics import Metrics
 from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.sink.compactor import CompactionSettings
-from pipeline.sink.sink import Sink, SinkSettings
+from pipeline.sink.settings import SinkSettings
+from pipeline.sink.sink import Sink
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window

@@ -15,7 +15,9 @@ from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
 from pipeline.sink.compactor import CompactionSettings
-from pipeline.sink.sink import Sink, SinkSettings, TopicIdentityError
+from pipeline.sink.settings import SinkSettings
+from pipeline.sink.sink import Sink
+from pipeline.sink.source import TopicIdentityError
 from pipeline.sink.synthetic import applied, deployment
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window

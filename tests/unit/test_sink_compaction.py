@@ -21,7 +21,8 @@ from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
-from pipeline.sink.sink import Sink, SinkSettings
+from pipeline.sink.settings import SinkSettings
+from pipeline.sink.sink import Sink
 from pipeline.sink.synthetic import applied, deleted, deployment, synthetic_events
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import (

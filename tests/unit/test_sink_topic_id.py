@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.sink.sink import Sink, TopicIdentityError
+from pipeline.sink.sink import Sink
+from pipeline.sink.source import TopicIdentityError
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.store.memory_store import MemorySegmentStore
 from tests.unit.test_sink_compaction import SETTINGS, Clock, FakeSource, drain, partitioned

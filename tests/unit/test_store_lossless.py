@@ -18,7 +18,9 @@ from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.restore import restore_partition
-from pipeline.sink.sink import Sink, SinkSettings, TopicIdentityError
+from pipeline.sink.settings import SinkSettings
+from pipeline.sink.sink import Sink
+from pipeline.sink.source import TopicIdentityError
 from pipeline.sink.synthetic import applied, deleted, deployment
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window

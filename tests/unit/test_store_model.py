@@ -35,7 +35,9 @@ from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, object_key
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.sink.compactor import CompactionSettings
-from pipeline.sink.sink import Sink, SinkSettings, TopicIdentityError
+from pipeline.sink.settings import SinkSettings
+from pipeline.sink.sink import Sink
+from pipeline.sink.source import TopicIdentityError
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import EXPORT_ZSTD_LEVEL, ExportRequest, export_window
 from pipeline.store.history import gap_key
