@@ -98,15 +98,7 @@ def test_configurations_differ_only_where_the_interval_excludes_zero() -> None:
 
 def test_a_run_directory_round_trips_and_refuses_other_versions(tmp_path: Path) -> None:
     run = make_run("sweep-c00-r0", [0, 1, 2])
-    write_run(
-        tmp_path / "sweep-c00-r0",
-        run.info,
-        timeline=run.timeline,
-        pods=run.pods,
-        recorded=run.recorded,
-        recorded_pods=run.recorded_pods,
-        report=run.report,
-    )
+    write(tmp_path, run)
     loaded = read_run(tmp_path / "sweep-c00-r0")
     assert loaded.info == run.info
     assert loaded.timeline == run.timeline
