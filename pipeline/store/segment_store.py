@@ -4,9 +4,9 @@ The stores: a local directory (:mod:`pipeline.store.local_store`), an object sto
 (:mod:`pipeline.store.s3_store`), and memory for tests (:mod:`pipeline.store.memory_store`).
 
 Segment names are deterministic from partition and first offset (``p0003-000000000123456.kseg``), so a
-segment rewritten after a crash lands on the same name. :meth:`LocalSegmentStore.put` is atomic and
-durable: temp file in the same directory, fsync, rename, fsync of the directory. A reader therefore sees
-either the old complete file or the new complete file.
+segment rewritten after a crash lands on the same name. A put is atomic and durable (the local store:
+temp file in the same directory, fsync, rename, fsync of the directory). A reader therefore sees either
+the old complete file or the new complete file.
 
 **Fencing.** Kafka hands a partition to a new group member while an evicted one may still be running
 (it missed its heartbeats, it is paused, its network is cut): both can write the same partition. The
