@@ -2,8 +2,9 @@
 # Shared set-up for scripts/demo.sh and scripts/test.sh: a project venv with kubetape and its dev
 # dependencies, then the local stack's components built once into ~/.cache/kubetape (jars from Maven
 # Central, Kubernetes/etcd/KWOK from the Go module proxy). Safe to run again: it only redoes what changed.
-# `--for-tests` adds what only the test suite needs (Karpenter for the autoscaler tests, headless
-# Chromium for the HTML report test); the demo needs neither, so its first run does not wait for them.
+# `--for-tests` adds what only the test suite needs (Karpenter for the autoscaler tests, metrics-server
+# for the Metrics API test, headless Chromium for the HTML report test); the demo needs none of them, so
+# its first run does not wait for them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Two set-ups at once (a demo and a test run, say) would build into the same venv and cache: the second waits.
@@ -49,7 +50,7 @@ if $for_tests && ! command -v chromium >/dev/null && ! command -v chromium-brows
 fi
 echo "[bootstrap] checking the local stack's build cache (the first build takes ~15 minutes)" >&2
 if $for_tests; then
-  .venv/bin/kubetape stack build --autoscaler karpenter >/dev/null
+  .venv/bin/kubetape stack build --autoscaler karpenter --metrics >/dev/null
 else
   .venv/bin/kubetape stack build >/dev/null
 fi

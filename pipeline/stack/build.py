@@ -3,7 +3,7 @@
 * Kafka: the broker's jars are collected from Maven Central with ``mvn dependency:copy-dependencies``.
 * Kubernetes control plane and etcd: built from the Go module proxy through wrapper modules, because
   ``go install`` refuses modules whose go.mod carries ``replace`` lines (k8s staging, etcd server).
-* KWOK: ``go install`` works as is.
+* KWOK and metrics-server: ``go install`` works as is.
 
 Nothing is downloaded from release pages. Each cache entry is written to a ``.partial`` directory and
 renamed when complete, so an interrupted build never looks finished.
@@ -30,6 +30,7 @@ from pipeline.stack.versions import (
     cache_root,
     kafka_libs_dir,
     kube_bin_dir,
+    metrics_server_dir,
 )
 
 _RESOURCES = Path(__file__).parent / "resources"
@@ -201,6 +202,37 @@ def _build_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
         f"Kubernetes {versions.kubernetes}, etcd {versions.etcd}, KWOK {versions.kwok} cached in {bin_dir}"
     )
     return bin_dir
+
+
+def ensure_metrics_server(versions: StackVersions, report: Reporter) -> Path:
+    """Return the metrics-server binary, building it on first use (~4 min on 2 cores). Only clusters
+    that serve the Metrics API need it (``kubetape stack up --metrics``), so the core build skips it."""
+    out = metrics_server_dir(versions)
+    binary = out / "metrics-server"
+    if (out / ".complete").exists():
+        return binary
+    with build_lock(versions.metrics_server_key, report):
+        if (out / ".complete").exists():
+            return binary
+        go = require_tool("go", "build metrics-server from the Go module proxy")
+        partial = out.with_name(out.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        run_logged(
+            [go, "install", f"sigs.k8s.io/metrics-server/cmd/metrics-server@{versions.metrics_server}"],
+            step=f"metrics-server {versions.metrics_server} (first use only; ~4 min on 2 cores)",
+            report=report,
+            log_file=cache_root() / "logs" / f"{versions.metrics_server_key}.log",
+            env={**_go_env(), "GOBIN": str(partial)},
+            heartbeat_s=60.0,
+        )
+        if not (partial / "metrics-server").exists():
+            raise StackError(f"go install finished without {partial / 'metrics-server'}; see its log")
+        (partial / ".complete").write_text(json.dumps({"built": time.time()}))
+        shutil.rmtree(out, ignore_errors=True)
+        partial.rename(out)
+        report(f"metrics-server {versions.metrics_server} cached in {out}")
+        return binary
 
 
 def _build_etcd(work: GoWork, versions: StackVersions, out: Path) -> None:

@@ -23,6 +23,21 @@ from pipeline.stack.versions import cache_root
 RESOURCES = Path(__file__).parent / "resources"
 DEFAULT_NODE_SKELETON = RESOURCES / "node-skeleton.yaml"
 KWOK_STAGES = RESOURCES / "kwok-stages.yaml"
+METRICS_SERVER_MANIFESTS = RESOURCES / "metrics-server"
+"""A kustomize directory of metrics-server's own manifests: kwokctl would fetch them from the internet."""
+KWOK_METRICS_RESOURCES = (RESOURCES / "metrics-resource.yaml", RESOURCES / "usage-from-annotation.yaml")
+"""KWOK's emulated kubelet ``/metrics/resource`` per node, and pod usage read from the annotations
+``kwok.x-k8s.io/usage-cpu`` / ``kwok.x-k8s.io/usage-memory`` (1m and 1Mi without them)."""
+KWOK_METRICS_CRDS = ("Metric", "ClusterResourceUsage", "ResourceUsage")
+RESOURCE_METRICS_PATH_ANNOTATION = "metrics.k8s.io/resource-metrics-path"
+"""Where metrics-server (>= 0.7) scrapes a node instead of the kubelet's /metrics/resource."""
+
+
+def resource_metrics_path(node_name: str) -> str:
+    """The path KWOK serves ``node_name``'s resource metrics at (metrics-resource.yaml's spec.path)."""
+    return f"/metrics/nodes/{node_name}/metrics/resource"
+
+
 # Replayed and test pods carrying this annotation (a Go duration or RFC3339 time) complete when it elapses.
 LIFETIME_ANNOTATION = "kubetape.dev/lifetime"
 PROFILE_CONFIGMAP = ("kube-system", "kubetape-cluster-profile")
@@ -165,6 +180,9 @@ class KwokCluster:
     workdir: Path  # the stack's KWOK_WORKDIR
     bin_dir: Path
     profile: ClusterProfile = PROFILES["default"]
+    metrics_server: Path | None = None
+    """The metrics-server binary, for a cluster that serves the Metrics API over KWOK's emulated
+    kubelet metrics (created with it; a restart keeps it)."""
 
     @property
     def cluster_dir(self) -> Path:
@@ -179,6 +197,11 @@ class KwokCluster:
         """The name of the profile the cluster was created with (beside kwokctl's files, which a
         restart of the cluster keeps)."""
         return self.workdir / f"profile-{self.name}.txt"
+
+    @property
+    def metrics_marker(self) -> Path:
+        """Present when the cluster was created with metrics-server."""
+        return self.workdir / f"metrics-{self.name}.txt"
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -244,6 +267,16 @@ def write_kwokctl_config(cluster: KwokCluster) -> Path:
         # Replays push far more than client-go's default 5 QPS through the controllers.
         "disableQPSLimits": True,
     }
+    if cluster.metrics_server is not None:
+        options.update(
+            {
+                "enable": ["metrics-server"],
+                "metricsServerBinary": str(cluster.metrics_server),
+                # a kustomize directory in the repo: offline, and no path into a Go module cache
+                "metricsServerManifests": [str(METRICS_SERVER_MANIFESTS)],
+                "enableCRDs": list(KWOK_METRICS_CRDS),
+            }
+        )
     path = cluster.workdir / f"kwokctl-{cluster.name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     if profile.scheduler_config:
@@ -369,8 +402,31 @@ def create_cluster(cluster: KwokCluster) -> None:
             f"kwokctl created cluster {cluster.name!r} but wrote no kubeconfig at {cluster.kubeconfig}"
         )
     cluster.profile_path.write_text(cluster.profile.name + "\n")
+    if cluster.metrics_server is not None:
+        for resource in KWOK_METRICS_RESOURCES:
+            _apply_when_served(cluster, resource)
+        cluster.metrics_marker.write_text(str(cluster.metrics_server) + "\n")
+    else:
+        cluster.metrics_marker.unlink(missing_ok=True)
     if cluster.profile.name != "default":
         cluster.kubectl("apply", "-f", "-", stdin=json.dumps(profile_configmap(cluster.profile)))
+
+
+CRD_SERVED_TIMEOUT_S = 60.0
+
+
+def _apply_when_served(cluster: KwokCluster, resource: Path) -> None:
+    """``kubectl apply`` a KWOK custom resource, retrying while the apiserver does not serve its kind
+    yet (kwokctl installs the CRDs as the cluster starts; a busy apiserver establishes them later)."""
+    deadline = time.monotonic() + CRD_SERVED_TIMEOUT_S
+    while True:
+        try:
+            cluster.kubectl("apply", "-f", str(resource))
+            return
+        except StackError as exc:
+            if "no matches for kind" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(1.0)
 
 
 def kwok_controller_problem(cluster: KwokCluster, timeout_s: float) -> str:
@@ -417,6 +473,11 @@ def _machine_lock(name: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the flock
+
+
+def created_with_metrics(cluster: KwokCluster) -> bool:
+    """Whether an existing cluster was created with metrics-server."""
+    return cluster.metrics_marker.exists()
 
 
 def created_profile(cluster: KwokCluster) -> str:
@@ -572,6 +633,11 @@ def add_nodes(
         copy = json.loads(rendered)
         copy["metadata"]["name"] = name
         copy["metadata"].setdefault("labels", {})["kubernetes.io/hostname"] = name
+        # KWOK serves every node's emulated kubelet metrics on one port, under a path per node;
+        # metrics-server finds it here (without, it asks the node's address for the kubelet's path)
+        copy["metadata"].setdefault("annotations", {})[RESOURCE_METRICS_PATH_ANNOTATION] = (
+            resource_metrics_path(name)
+        )
         items.append(copy)
         names.append(name)
     # Nodes keep the status they are created with (as a kubelet's registration does), so capacity,

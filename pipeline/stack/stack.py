@@ -18,7 +18,7 @@ from typing import Protocol
 
 from pipeline.model.errors import StackError
 from pipeline.stack import kafka, kafka_security, karpenter, kwok, s3
-from pipeline.stack.build import ensure_kafka, ensure_kube_binaries
+from pipeline.stack.build import ensure_kafka, ensure_kube_binaries, ensure_metrics_server
 from pipeline.stack.processes import free_port, pid_alive, port_open
 from pipeline.stack.progress import Reporter, silent_reporter
 from pipeline.stack.versions import StackVersions, cache_root
@@ -175,11 +175,16 @@ class LocalStack:
         """Build and cache Karpenter's KWOK provider; returns its directory (binary and CRDs)."""
         return karpenter.ensure_karpenter(self.versions, self.report)
 
+    def build_metrics_server(self) -> Path:
+        """Build and cache metrics-server; returns its binary."""
+        return ensure_metrics_server(self.versions, self.report)
+
     def up(
         self,
         clusters: Iterable[str] = DEFAULT_CLUSTERS,
         *,
         profile: str = "default",
+        metrics: bool = False,
         autoscaled: Iterable[str] = (),
         autoscaler_settings: karpenter.KarpenterSettings | None = None,
         kafka_security_mode: str | None = None,
@@ -187,7 +192,8 @@ class LocalStack:
         """Start Kafka and ``clusters``; new clusters get the settings of ``profile`` (kwok.PROFILES);
         Karpenter runs beside each cluster named in ``autoscaled``; ``kafka_security_mode`` secures the
         broker (``sasl-ssl`` or ``mtls``: TLS, SCRAM, mutual TLS and ACLs per kubetape principal; None:
-        as the running stack has it, plaintext for a new one)."""
+        as the running stack has it, plaintext for a new one); ``metrics``: new clusters serve the
+        Metrics API (metrics-server over KWOK's emulated kubelet metrics, docs/metrics.md)."""
         chosen = kwok.profile_named(profile)
         clusters = list(clusters)
         autoscaled = list(autoscaled)
@@ -198,18 +204,24 @@ class LocalStack:
                     f"({', '.join(clusters)})"
                 )
         libs, bin_dir = self.build()
+        metrics_server = self.build_metrics_server() if metrics else None
         state = StackState.load(self.state_path)
         self._ensure_kafka_running(state, libs, kafka_security_mode)
         state.save(self.state_path)
         self.start_s3(state)
         for name in clusters:
             validate_cluster_name(name)
-            cluster = kwok.KwokCluster(name, self.kwok_workdir, bin_dir, chosen)
+            cluster = kwok.KwokCluster(name, self.kwok_workdir, bin_dir, chosen, metrics_server)
             if kwok.cluster_exists(cluster):
                 if (existing := kwok.created_profile(cluster)) != profile:
                     raise StackError(
                         f"cluster {name!r} was created with profile {existing!r}, not {profile!r}; "
                         f"`kubetape stack down` first to recreate it with another profile"
+                    )
+                if metrics and not kwok.created_with_metrics(cluster):
+                    raise StackError(
+                        f"cluster {name!r} was created without --metrics; `kubetape stack down` first "
+                        f"to recreate it with metrics-server, or start another cluster with --metrics"
                     )
                 if not _apiserver_healthy(cluster):
                     self.report(f"cluster {name!r}: restarting its stopped processes")
@@ -218,6 +230,7 @@ class LocalStack:
                 self.report(
                     f"cluster {name!r}: creating (etcd, apiserver, controller-manager, scheduler, kwok)"
                     + ("" if profile == "default" else f", profile {profile!r}")
+                    + (", metrics-server" if metrics else "")
                 )
                 started = time.monotonic()
                 kwok.create_cluster(cluster)
@@ -377,6 +390,20 @@ class LocalStack:
         else:
             shutil.rmtree(self.stack_dir, ignore_errors=True)
 
+    def delete_cluster(self, name: str) -> None:
+        """Delete one cluster of the stack and forget it (a test's own cluster, say)."""
+        state = StackState.load(self.state_path)
+        cluster = self.cluster(name, self._existing_bin_dir())
+        if name in state.karpenter:
+            self.stop_karpenter(name)
+            state = StackState.load(self.state_path)
+        kwok.delete_cluster(cluster)
+        for leftover in (cluster.profile_path, cluster.metrics_marker):
+            leftover.unlink(missing_ok=True)
+        state.clusters = [n for n in state.clusters if n != name]
+        state.save(self.state_path)
+        self.report(f"cluster {name!r}: deleted")
+
     def add_nodes(
         self, cluster_name: str, skeleton: Path, count: int, prefix: str | None = None
     ) -> list[str]:
@@ -420,7 +447,11 @@ class LocalStack:
         clusters = {}
         for name in state.clusters:
             cluster = self.cluster(name, bin_dir)
-            clusters[name] = {"healthy": _apiserver_healthy(cluster), "kubeconfig": str(cluster.kubeconfig)}
+            clusters[name] = {
+                "healthy": _apiserver_healthy(cluster),
+                "kubeconfig": str(cluster.kubeconfig),
+                "metrics": kwok.created_with_metrics(cluster),
+            }
         autoscalers = {
             name: {
                 "autoscaler": "karpenter",

@@ -25,6 +25,9 @@ KARPENTER_GO_TOOLCHAIN = "go1.26.10"
 KARPENTER_PATCH_LEVEL = "kt2"
 # The local S3 server; 4.x runs on Java 17 and honours If-None-Match / If-Match on PUT.
 S3PROXY_VERSION = "4.1.0"
+# The Metrics API over KWOK's emulated kubelet metrics; >= 0.7 reads a node's
+# metrics.k8s.io/resource-metrics-path annotation, which is how it finds KWOK's per-node paths.
+METRICS_SERVER_VERSION = "v0.8.0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,7 @@ class StackVersions:
     kwok: str = KWOK_VERSION
     karpenter: str = KARPENTER_VERSION
     s3proxy: str = S3PROXY_VERSION
+    metrics_server: str = METRICS_SERVER_VERSION
 
     @property
     def kafka_key(self) -> str:
@@ -50,6 +54,10 @@ class StackVersions:
     @property
     def karpenter_key(self) -> str:
         return f"karpenter-{self.karpenter}-{KARPENTER_PATCH_LEVEL}"
+
+    @property
+    def metrics_server_key(self) -> str:
+        return f"metrics-server-{self.metrics_server}"
 
 
 def cache_root() -> Path:
@@ -73,6 +81,11 @@ def kube_bin_dir(versions: StackVersions, root: Path | None = None) -> Path:
 def karpenter_dir(versions: StackVersions, root: Path | None = None) -> Path:
     """Karpenter's KWOK provider binary and the CRDs of the same version (``crds/``)."""
     return (root or cache_root()) / "bin" / versions.karpenter_key
+
+
+def metrics_server_dir(versions: StackVersions, root: Path | None = None) -> Path:
+    """The metrics-server binary (built on first use by a cluster that runs it)."""
+    return (root or cache_root()) / "bin" / versions.metrics_server_key
 
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")

@@ -25,6 +25,8 @@ class StackSettings:
 class StackBuildSettings(StackSettings):
     autoscaler: str | None = None
     """Also build this autoscaler (else it is built on first use)."""
+    metrics: bool = False
+    """Also build metrics-server (else it is built on first use)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,7 @@ class StackUpSettings(StackSettings):
     clusters: list[str] | None = None
     nodes: int = 0
     profile: str = "default"
+    metrics: bool = False
     autoscaler: str | None = None
     autoscaler_cluster: list[str] | None = None
     instance_types: Path = DEFAULT_INSTANCE_TYPES
@@ -72,6 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="also build this autoscaler (the test suite does, for its autoscaler tests)",
     )
+    build.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also build metrics-server (the test suite does, for its Metrics API test)",
+    )
     build.set_defaults(settings=from_flags(StackBuildSettings), func=_build)
 
     up = actions.add_parser("up", help="start Kafka and the named KWOK clusters (idempotent)")
@@ -90,6 +98,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="control-plane and KWOK settings of new clusters: 'large' for 1k-5k fake nodes (more "
         "requests in flight, controller, scheduler and KWOK workers); 'large-sampled' also lets the "
         "scheduler score 10%% of the nodes, which can change where pods land (default: default)",
+    )
+    up.add_argument(
+        "--metrics",
+        action="store_true",
+        help="new clusters serve the Metrics API (kubectl top, the HPA): metrics-server over KWOK's "
+        "emulated kubelet metrics; pods use what their kwok.x-k8s.io/usage-cpu and usage-memory "
+        "annotations say (docs/metrics.md; builds metrics-server on first use, ~4 min)",
     )
     up.add_argument(
         "--autoscaler",
@@ -157,6 +172,8 @@ def _build(args: StackBuildSettings) -> int:
     # rather than under an autoscaler test's deadline
     if args.autoscaler is not None:
         built["karpenter_dir"] = str(stack.build_autoscaler())
+    if args.metrics:
+        built["metrics_server"] = str(stack.build_metrics_server())
     print(json.dumps(built, indent=2))
     return 0
 
@@ -169,6 +186,7 @@ def _up(args: StackUpSettings) -> int:
     info = stack.up(
         clusters,
         profile=args.profile,
+        metrics=args.metrics,
         autoscaled=autoscaled,
         autoscaler_settings=KarpenterSettings(instance_types=args.instance_types),
         kafka_security_mode=args.kafka_security,

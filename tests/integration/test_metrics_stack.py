@@ -1,0 +1,203 @@
+"""A stack cluster started with metrics serves the Metrics API from KWOK's emulated kubelet metrics, and
+the cluster's own HPA acts on it: pods annotated with a CPU usage above their request are scaled up, and
+scaled down once their usage is lowered.
+
+The cluster is the module's own (``metrics``), deleted after it: the session's ``source`` and ``sim``
+stay as they were. Its nodes are made from the stack's default node skeleton, as ``kubetape stack up
+--nodes`` makes them, so this also proves that every such node can be scraped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from pipeline.stack import kwok
+from pipeline.stack.stack import LocalStack
+from tests.polling import eventually_sync
+
+CLUSTER = "metrics"
+NAMESPACE = "hpa-metrics"
+APP = "busy"
+USAGE_ANNOTATION = "kwok.x-k8s.io/usage-cpu"
+REQUEST_M = 100
+HIGH_USAGE_M = 180
+LOW_USAGE_M = 10
+MAX_REPLICAS = 4
+# metrics-server scrapes every 15 s and needs two scrapes for a CPU rate; the HPA syncs every 15 s
+METRICS_TIMEOUT_S = 150.0
+SCALING_TIMEOUT_S = 150.0
+
+
+@pytest.fixture(scope="module")
+def metered(local_stack: LocalStack) -> Iterator[kwok.KwokCluster]:
+    info = local_stack.up([CLUSTER], metrics=True)
+    cluster = kwok.KwokCluster(CLUSTER, local_stack.kwok_workdir, info.bin_dir)
+    try:
+        local_stack.add_nodes(CLUSTER, kwok.DEFAULT_NODE_SKELETON, 2, prefix="metered")
+        yield cluster
+    finally:
+        local_stack.delete_cluster(CLUSTER)
+
+
+def _deployment() -> dict[str, Any]:
+    labels = {"app": APP}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": APP, "namespace": NAMESPACE},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {USAGE_ANNOTATION: f"{HIGH_USAGE_M}m"}},
+                "spec": {
+                    # one pod on each node at first, so that every node's metrics are needed
+                    "topologySpreadConstraints": [
+                        {
+                            "maxSkew": 1,
+                            "topologyKey": "kubernetes.io/hostname",
+                            "whenUnsatisfiable": "DoNotSchedule",
+                            "labelSelector": {"matchLabels": labels},
+                        }
+                    ],
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "example/busy:1",
+                            "resources": {"requests": {"cpu": f"{REQUEST_M}m", "memory": "64Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _hpa() -> dict[str, Any]:
+    fast = {"type": "Percent", "value": 100, "periodSeconds": 15}
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": APP, "namespace": NAMESPACE},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": APP},
+            "minReplicas": 1,
+            "maxReplicas": MAX_REPLICAS,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}},
+                }
+            ],
+            # the controller's 5-minute downscale stabilization would outlast the test: no window here
+            "behavior": {
+                "scaleUp": {"stabilizationWindowSeconds": 0, "policies": [fast]},
+                "scaleDown": {"stabilizationWindowSeconds": 0, "policies": [fast]},
+            },
+        },
+    }
+
+
+def _millicores(quantity: str) -> Decimal:
+    units = {"n": Decimal("1e-6"), "u": Decimal("1e-3"), "m": Decimal(1)}
+    if quantity[-1] in units:
+        return Decimal(quantity[:-1]) * units[quantity[-1]]
+    return Decimal(quantity) * 1000
+
+
+def _get(cluster: kwok.KwokCluster, path: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(cluster.kubectl("get", "--raw", path))
+    return loaded
+
+
+def _pods_by_node(cluster: kwok.KwokCluster) -> dict[str, str]:
+    pods = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", f"app={APP}", "-o", "json"))
+    return {
+        p["metadata"]["name"]: p["spec"].get("nodeName", "")
+        for p in pods["items"]
+        if p["status"].get("phase") == "Running"
+    }
+
+
+def _usage(cluster: kwok.KwokCluster) -> dict[str, Decimal]:
+    """PodMetrics of the app's pods: pod name → CPU millicores (the Metrics API the HPA reads)."""
+    try:
+        listed = _get(cluster, f"/apis/metrics.k8s.io/v1beta1/namespaces/{NAMESPACE}/pods")
+    except Exception as exc:  # the APIService answers 503 until metrics-server has scraped once
+        return {"<unavailable>": Decimal(-1), str(exc)[-200:]: Decimal(-1)}
+    return {
+        m["metadata"]["name"]: sum((_millicores(c["usage"]["cpu"]) for c in m["containers"]), Decimal(0))
+        for m in listed["items"]
+        if m["metadata"].get("labels", {}).get("app") == APP
+    }
+
+
+def _replicas(cluster: kwok.KwokCluster) -> dict[str, Any]:
+    hpa = json.loads(cluster.kubectl("get", "hpa", APP, "-n", NAMESPACE, "-o", "json"))
+    status = hpa.get("status", {})
+    return {
+        "desired": status.get("desiredReplicas"),
+        "deployment": json.loads(
+            cluster.kubectl("get", "deployment", APP, "-n", NAMESPACE, "-o", "jsonpath={.spec.replicas}")
+        ),
+        "metrics": status.get("currentMetrics"),
+        "conditions": [(c["type"], c["status"], c.get("reason")) for c in status.get("conditions", [])],
+    }
+
+
+def test_the_metrics_api_serves_annotated_usage_from_every_node_and_the_hpa_scales_on_it(
+    metered: kwok.KwokCluster,
+) -> None:
+    cluster = metered
+    cluster.kubectl("create", "namespace", NAMESPACE)
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(_deployment()))
+
+    def placed_and_measured() -> tuple[dict[str, str], dict[str, Decimal]]:
+        return _pods_by_node(cluster), _usage(cluster)
+
+    def on_each_node_near_the_annotation(state: tuple[dict[str, str], dict[str, Decimal]]) -> bool:
+        pods, usage = state
+        return (
+            len(set(pods.values())) == 2
+            and set(pods) <= set(usage)
+            and all(abs(usage[p] - HIGH_USAGE_M) <= HIGH_USAGE_M * Decimal("0.1") for p in pods)
+        )
+
+    eventually_sync(
+        placed_and_measured,
+        on_each_node_near_the_annotation,
+        f"PodMetrics of {APP}'s two pods, one per node, near {HIGH_USAGE_M}m (pods by node, usage)",
+        timeout_s=METRICS_TIMEOUT_S,
+        interval_s=3.0,
+    )
+    nodes = {m["metadata"]["name"] for m in _get(cluster, "/apis/metrics.k8s.io/v1beta1/nodes")["items"]}
+    assert {"metered-0", "metered-1"} <= nodes, f"NodeMetrics only for {sorted(nodes)}"
+
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(_hpa()))
+    eventually_sync(
+        lambda: _replicas(cluster),
+        lambda seen: seen["deployment"] == MAX_REPLICAS,
+        f"the HPA to scale {APP} from 2 to {MAX_REPLICAS} replicas at {HIGH_USAGE_M}m of {REQUEST_M}m",
+        timeout_s=SCALING_TIMEOUT_S,
+        interval_s=3.0,
+    )
+
+    # the load falls: the running pods' usage annotation is lowered (no rollout, the same pods)
+    cluster.kubectl(
+        "annotate", "pods", "-n", NAMESPACE, "-l", f"app={APP}", "--overwrite",
+        f"{USAGE_ANNOTATION}={LOW_USAGE_M}m",
+    )  # fmt: skip
+    scaled_down = eventually_sync(
+        lambda: _replicas(cluster),
+        lambda seen: seen["deployment"] < MAX_REPLICAS,
+        f"the HPA to scale {APP} down once its usage fell to {LOW_USAGE_M}m",
+        timeout_s=SCALING_TIMEOUT_S,
+        interval_s=3.0,
+    )
+    assert scaled_down["desired"] is not None, scaled_down
+    assert scaled_down["desired"] < MAX_REPLICAS, scaled_down
