@@ -115,6 +115,21 @@ def test_docker_compose_config_is_valid_where_the_plugin_exists() -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_a_cluster_with_metrics_runs_our_metrics_server_from_manifests_in_the_repo(tmp_path: Path) -> None:
+    binary = tmp_path / "ms" / "metrics-server"
+    cluster = kwok.KwokCluster("hpa", tmp_path / "kwok", tmp_path / "bin", metrics_server=binary)
+    options = next(yaml.safe_load_all(kwok.write_kwokctl_config(cluster).read_text()))["options"]
+    assert options["enable"] == ["metrics-server"]
+    assert options["metricsServerBinary"] == str(binary)
+    # a kustomize directory kwokctl renders with kubectl: without it, kwokctl fetches from the internet
+    (manifests,) = options["metricsServerManifests"]
+    assert not manifests.startswith(("http://", "https://"))
+    assert (Path(manifests) / "kustomization.yaml").is_file()
+    assert set(options["enableCRDs"]) == {"Metric", "ClusterResourceUsage", "ResourceUsage"}
+    plain = kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin")
+    assert "enable" not in next(yaml.safe_load_all(kwok.write_kwokctl_config(plain).read_text()))["options"]
+
+
 def test_the_default_profile_adds_nothing_to_the_cluster_config(tmp_path: Path) -> None:
     cluster = kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin")
     documents = list(yaml.safe_load_all(kwok.write_kwokctl_config(cluster).read_text()))
@@ -310,6 +325,34 @@ esac
     sizes = [int(n) for n in requests.read_text().split()]
     assert sizes == [kwok.NODES_PER_REQUEST, kwok.NODES_PER_REQUEST, 100]
     assert lines[-1] == f"cluster 'sim': {count} of {count} nodes created"
+
+
+def test_each_node_names_the_path_kwok_serves_its_resource_metrics_at(tmp_path: Path) -> None:
+    created = tmp_path / "created.json"
+    node = json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "kwok-node"}})
+    _fake_kubectl(
+        tmp_path / "bin",
+        f"""case "$*" in
+  *dry-run*) echo '{node}' ;;
+  *) cat > {created} ;;
+esac
+""",
+    )
+    skeleton = tmp_path / "node.yaml"
+    skeleton.write_text("kind: Node\n")
+    cluster = kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin")
+    kwok.add_nodes(cluster, skeleton, 2, prefix="n")
+    paths = {
+        n["metadata"]["name"]: n["metadata"]["annotations"][kwok.RESOURCE_METRICS_PATH_ANNOTATION]
+        for n in json.loads(created.read_text())["items"]
+    }
+    assert paths == {
+        "n-0": "/metrics/nodes/n-0/metrics/resource",
+        "n-1": "/metrics/nodes/n-1/metrics/resource",
+    }
+    # the same path as the Metric KWOK serves, with its {nodeName} filled in
+    metric = yaml.safe_load(kwok.KWOK_METRICS_RESOURCES[0].read_text())
+    assert metric["spec"]["path"].replace("{nodeName}", "n-0") == paths["n-0"]
 
 
 def test_a_kubectl_that_hangs_is_a_clear_error(tmp_path: Path) -> None:
