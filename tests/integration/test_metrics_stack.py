@@ -192,12 +192,10 @@ def test_the_metrics_api_serves_annotated_usage_from_every_node_and_the_hpa_scal
         "annotate", "pods", "-n", NAMESPACE, "-l", f"app={APP}", "--overwrite",
         f"{USAGE_ANNOTATION}={LOW_USAGE_M}m",
     )  # fmt: skip
-    scaled_down = eventually_sync(
+    eventually_sync(
         lambda: _replicas(cluster),
         lambda seen: seen["deployment"] < MAX_REPLICAS,
         f"the HPA to scale {APP} down once its usage fell to {LOW_USAGE_M}m",
         timeout_s=SCALING_TIMEOUT_S,
         interval_s=3.0,
     )
-    assert scaled_down["desired"] is not None, scaled_down
-    assert scaled_down["desired"] < MAX_REPLICAS, scaled_down
