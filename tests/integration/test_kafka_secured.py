@@ -23,12 +23,14 @@ from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.wire.codec import encode_event
 from pipeline.io.kafka.admin import ensure_topic, topic_partitions
 from pipeline.io.kafka.clients import new_producer
+from pipeline.io.kafka.headers import cluster_header
 from pipeline.io.kafka.security import load_security
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
 from pipeline.model.errors import ConfigError, KubetapeError, StackError
 from pipeline.model.events import Event
+from pipeline.model.keys import ClusterId
 from pipeline.sink.compactor import CompactionSettings
 from pipeline.sink.settings import SinkSettings
 from pipeline.sink.sink import Sink
@@ -304,9 +306,6 @@ async def test_a_sink_started_before_any_record_is_alive_and_learns_the_cluster_
 
     import aiohttp
 
-    from pipeline.io.kafka.headers import cluster_header
-    from pipeline.model.keys import ClusterId
-
     tag = uuid.uuid4().hex[:8]
     topic, dlq = f"it.early.{tag}", f"it.early.dlq.{tag}"
     admin = _settings(secured, "admin")
@@ -398,14 +397,27 @@ async def test_a_topic_deleted_and_recreated_past_the_stores_end_is_refused_by_i
             await asyncio.wait_for(sink.run(asyncio.Event()), 120)
 
 
+async def _publish(settings: KafkaSettings, events: list[Event], cluster: ClusterId) -> None:
+    """Publish ``events`` on ``kubetape.events`` as a watcher of ``cluster`` does (key, time, header)."""
+    producer = new_producer(settings)
+    await producer.start()
+    try:
+        for e in events:
+            await producer.send(
+                "kubetape.events", encode_event(e), key=e.key.encode(), timestamp_ms=e.ts_ms,
+                headers=cluster_header(cluster),
+            )  # fmt: skip
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
 async def test_a_topic_range_replays_and_an_analytics_group_reads_with_their_own_least_privilege(
     secured: StackInfo,
 ) -> None:
     """The reading side over SASL_SSL: the replayer reads a range of kubetape.events without a group, the
     analytics consumer with its group and commits; neither may write, and the replayer may use no group."""
-    from pipeline.io.kafka.headers import cluster_header
     from pipeline.io.kafka.reader import TopicReader
-    from pipeline.model.keys import ClusterId
     from pipeline.replay.sources import read_topic_trace
 
     cluster = ClusterId(f"range-{uuid.uuid4().hex[:6]}")
@@ -417,17 +429,7 @@ async def test_a_topic_range_replays_and_an_analytics_group_reads_with_their_own
     events = synthetic_events(200, t0, 60_000)
     admin = _settings(secured, "admin")
     await ensure_topic(admin, "kubetape.events", 3)
-    producer = new_producer(admin)
-    await producer.start()
-    try:
-        for e in events:
-            await producer.send(
-                "kubetape.events", encode_event(e), key=e.key.encode(), timestamp_ms=e.ts_ms,
-                headers=cluster_header(cluster),
-            )  # fmt: skip
-        await producer.flush()
-    finally:
-        await producer.stop()
+    await _publish(admin, events, cluster)
     trace = await read_topic_trace(
         _settings(secured, "replayer"), "kubetape.events", t0, t0 + 60_000, cluster=cluster
     )
@@ -550,9 +552,6 @@ async def test_a_running_sink_denied_its_group_or_topic_is_not_ready_says_so_onc
 
     import aiohttp
 
-    from pipeline.io.kafka.headers import cluster_header
-    from pipeline.model.keys import ClusterId
-
     cluster = ClusterId(f"denied-{uuid.uuid4().hex[:6]}")
     admin = _settings(secured, "admin")
     await ensure_topic(admin, "kubetape.events", 3)
@@ -561,17 +560,7 @@ async def test_a_running_sink_denied_its_group_or_topic_is_not_ready_says_so_onc
     events = synthetic_events(300, t0, 30_000)
 
     async def produce(batch: list[Event]) -> None:
-        producer = new_producer(admin)
-        await producer.start()
-        try:
-            for e in batch:
-                await producer.send(
-                    "kubetape.events", encode_event(e), key=e.key.encode(), timestamp_ms=e.ts_ms,
-                    headers=cluster_header(cluster),
-                )  # fmt: skip
-            await producer.flush()
-        finally:
-            await producer.stop()
+        await _publish(admin, batch, cluster)
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -637,7 +626,6 @@ async def test_a_publisher_denied_its_topic_is_not_connected_says_so_once_and_de
     from pipeline.io.kafka.message import Record
     from pipeline.io.kafka.publisher import KafkaPublisher
     from pipeline.io.kafka.reader import TopicReader
-    from pipeline.model.keys import ClusterId
 
     cluster = ClusterId(f"pub-{uuid.uuid4().hex[:6]}")
     await ensure_topic(_settings(secured, "admin"), "kubetape.events", 3)
