@@ -53,6 +53,8 @@ class WatchServiceSettings:
     """None: the UID of the recorded cluster's kube-system namespace (see pipeline.io.cluster_identity)."""
     create_topics: bool = True
     """False (``--topics check``, production): a missing topic stops the start instead of being created."""
+    usage_every_s: float = 15.0
+    """Seconds between samples of the pods' usage from the Metrics API (0: usage is not recorded)."""
 
 
 def freeze_long_lived_objects(*, collect: bool = True) -> None:
@@ -116,7 +118,8 @@ async def serve(settings: WatchServiceSettings) -> int:
     from pipeline.io.metrics import Metrics
     from pipeline.model.errors import ConfigError
     from pipeline.model.tracer_config import TracerConfig, load_tracer_config
-    from pipeline.watch.watcher import Watcher
+    from pipeline.watch.usage import UsageSettings
+    from pipeline.watch.watcher import Watcher, WatchSettings
 
     config = load_tracer_config(settings.tracer_config) if settings.tracer_config else TracerConfig.default()
     if settings.kubeconfig is not None and not settings.kubeconfig.exists():  # bad input: fail before Kafka
@@ -135,7 +138,8 @@ async def serve(settings: WatchServiceSettings) -> int:
             async with KafkaPublisher(
                 settings.kafka, metrics, max_pending_units=settings.max_pending_units, cluster=cluster
             ) as publisher:
-                watcher = Watcher(config, kube, publisher, metrics)
+                watch_settings = WatchSettings(usage=UsageSettings(every_s=settings.usage_every_s))
+                watcher = Watcher(config, kube, publisher, metrics, settings=watch_settings, pod_metrics=kube)
                 watcher.restore(state, resume)
                 del state, resume
                 freeze_long_lived_objects()
@@ -204,7 +208,13 @@ async def _read_back(
     points)."""
     from pipeline.io.kafka.admin import ensure_topic, ensure_watcher_topics
     from pipeline.io.kafka.reads import read_compacted
-    from pipeline.io.kafka.settings import DEADLETTER_TOPIC, EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
+    from pipeline.io.kafka.settings import (
+        DEADLETTER_TOPIC,
+        EVENTS_TOPIC,
+        RESUME_TOPIC,
+        STATE_TOPIC,
+        USAGE_TOPIC,
+    )
     from pipeline.io.kafka.topics import COMPACTED_TOPICS, check_topics
     from pipeline.model.errors import ConfigError, TransientError
 
@@ -214,7 +224,7 @@ async def _read_back(
             await ensure_watcher_topics(kafka, partitions)
             await ensure_topic(kafka, DEADLETTER_TOPIC, 1)  # records the broker refuses are described there
         # created or not: a state or resume topic that is not compacted would lose the watcher's memory
-        topics = [EVENTS_TOPIC, STATE_TOPIC, RESUME_TOPIC, DEADLETTER_TOPIC]
+        topics = [EVENTS_TOPIC, STATE_TOPIC, RESUME_TOPIC, USAGE_TOPIC, DEADLETTER_TOPIC]
         # topics just created take a moment to show in the broker's metadata
         await check_topics(kafka, topics, compacted=COMPACTED_TOPICS, settle_s=30.0 if create else 0.0)
         state = await read_compacted(kafka, STATE_TOPIC, cluster=cluster)

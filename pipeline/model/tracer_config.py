@@ -145,17 +145,19 @@ class TracerConfig:
 
     @classmethod
     def default(cls) -> TracerConfig:
-        """Workload controllers with their built-in template paths; lifecycles of Jobs and CronJobs."""
+        """Workload controllers with their built-in template paths; lifecycles of Jobs and CronJobs; the
+        HorizontalPodAutoscalers (``autoscaling/v2``) that scale them, so a replay can let them decide."""
         kinds = [
-            ("apps", "Deployment", False),
-            ("apps", "StatefulSet", False),
-            ("batch", "Job", True),
-            ("batch", "CronJob", True),
+            ("apps", "v1", "Deployment", False),
+            ("apps", "v1", "StatefulSet", False),
+            ("batch", "v1", "Job", True),
+            ("batch", "v1", "CronJob", True),
+            ("autoscaling", "v2", "HorizontalPodAutoscaler", False),
         ]
         tracked = tuple(
-            TrackedKind(gvk, KNOWN_POD_SPEC_TEMPLATE_PATHS[gvk], track_lifecycle=lifecycle)
-            for group, kind, lifecycle in kinds
-            for gvk in [GroupVersionKind(group, "v1", kind)]
+            TrackedKind(gvk, KNOWN_POD_SPEC_TEMPLATE_PATHS.get(gvk, ()), track_lifecycle=lifecycle)
+            for group, version, kind, lifecycle in kinds
+            for gvk in [GroupVersionKind(group, version, kind)]
         )
         return cls(tracked=tracked)
 

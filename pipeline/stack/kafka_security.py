@@ -25,10 +25,11 @@ BROKER_HOST = "localhost"
 """The name in the broker's certificate (and its advertised listeners); 127.0.0.1 is deliberately not
 in it, so a client that dials the address instead of the name sees a host name mismatch."""
 SCRAM = "SCRAM-SHA-512"
-_EVENTS, _STATE, _RESUME, _DEADLETTER = (
+_EVENTS, _STATE, _RESUME, _USAGE, _DEADLETTER = (
     "kubetape.events",
     "kubetape.state",
     "kubetape.watch-resume",
+    "kubetape.usage",
     "kubetape.deadletter",
 )
 ACLS: dict[str, list[tuple[str, str, str, str]]] = {
@@ -36,7 +37,7 @@ ACLS: dict[str, list[tuple[str, str, str, str]]] = {
     "watcher": [
         *(
             ("TOPIC", "LITERAL", topic, op)
-            for topic in (_EVENTS, _STATE, _RESUME, _DEADLETTER)
+            for topic in (_EVENTS, _STATE, _RESUME, _USAGE, _DEADLETTER)
             for op in ("WRITE", "DESCRIBE", "DESCRIBE_CONFIGS", "CREATE")
         ),
         *(("TOPIC", "LITERAL", topic, "READ") for topic in (_STATE, _RESUME)),  # read back at start

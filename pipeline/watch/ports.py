@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from pipeline.io.kafka.message import Record
 from pipeline.io.kube.cluster import ClusterReads
@@ -16,3 +16,12 @@ class Bus(Protocol):
     """Where record units go (:class:`pipeline.io.kafka.publisher.KafkaPublisher`); ``submit`` may block."""
 
     async def submit(self, unit: Sequence[Record]) -> None: ...
+
+
+class PodMetricsSource(Protocol):
+    """The Metrics API's PodMetrics (``metrics.k8s.io/v1beta1``) of every namespace, as plain dicts.
+
+    Raises whatever the API server answers when the API is not served (404) or not available (503):
+    the usage sampler turns any failure into a gap, it never stops the watch."""
+
+    async def pod_metrics(self) -> list[dict[str, Any]]: ...

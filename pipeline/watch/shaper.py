@@ -91,6 +91,7 @@ class PodTrack:
     waiting_for: ObjectKey | None = None
     seen: PodLifecycle | None = None
     seen_rv: str = ""
+    template_hash: str = ""  # its pod-template hash label, which its usage samples are split by
 
 
 @dataclass(slots=True)
@@ -103,6 +104,21 @@ class Shaped:
     def extend(self, other: Shaped) -> None:
         self.events += other.events
         self.records += other.records
+
+
+TEMPLATE_HASH_LABELS = ("pod-template-hash", "controller-revision-hash")
+"""The labels naming the template a pod was made from: a ReplicaSet's (Deployments), a revision's
+(StatefulSets, DaemonSets)."""
+
+
+def template_hash_of(labels: object) -> str:
+    """The pod-template hash in a pod's ``labels``, empty when it carries none."""
+    if isinstance(labels, Mapping):
+        for name in TEMPLATE_HASH_LABELS:
+            value = labels.get(name)
+            if isinstance(value, str):
+                return value[:253]
+    return ""
 
 
 def rv_older(candidate: str, published: str) -> bool:
@@ -312,6 +328,7 @@ class Shaper:
             return out
         if track is None:
             track = self.pods[key] = PodTrack(uid)
+        track.template_hash = template_hash_of(meta.get("labels"))
         chain = track.chain
         if chain is None and track.owner is None:
             namespace = meta.get("namespace")

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -30,8 +30,9 @@ from pipeline.model.errors import ConfigError, FormatError, GoneError, Transient
 from pipeline.model.events import Event
 from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, kind_key
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.watch.ports import Bus, Cluster
+from pipeline.watch.ports import Bus, Cluster, PodMetricsSource
 from pipeline.watch.shaper import Shaped, Shaper
+from pipeline.watch.usage import UsageSampler, UsageSettings
 
 log = logging.getLogger("kubetape.watcher")
 
@@ -55,6 +56,8 @@ class WatchSettings:
     at most this much, which the shaper's de-duplication absorbs."""
     retry_min_s: float = 0.5
     retry_max_s: float = 15.0
+    usage: UsageSettings = field(default_factory=UsageSettings)
+    """How often the pods' usage is sampled (with a ``pod_metrics`` source; see pipeline.watch.usage)."""
 
 
 @dataclass(slots=True)
@@ -96,7 +99,9 @@ class Watcher:
         *,
         settings: WatchSettings | None = None,
         clock: Callable[[], int] = wall_ms,
+        pod_metrics: PodMetricsSource | None = None,
     ) -> None:
+        """``pod_metrics``: where the pods' usage is read (the Metrics API); None records no usage."""
         self.config = config
         self.shaper = Shaper(config, cluster)
         self._cluster = cluster
@@ -107,6 +112,17 @@ class Watcher:
         self._resume: dict[str, str] = {}
         self._streams: list[_Stream] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self.usage: UsageSampler | None = None
+        if pod_metrics is not None and self._settings.usage.every_s > 0:
+            self.usage = UsageSampler(
+                self.shaper,
+                pod_metrics,
+                bus,
+                metrics,
+                clock,
+                settings=self._settings.usage,
+                ready=lambda: self.ready,
+            )
         self._declare_metrics()
 
     def _declare_metrics(self) -> None:
@@ -165,6 +181,8 @@ class Watcher:
         self._tasks = [
             asyncio.create_task(self._run_stream(s), name=f"watch {s.res.label}") for s in self._streams
         ]
+        if self.usage is not None:
+            self._tasks.append(asyncio.create_task(self.usage.run(), name="sample usage"))
         try:
             await asyncio.gather(*self._tasks)
         finally:

@@ -12,6 +12,7 @@ import asyncio
 from pathlib import Path
 
 from pipeline.io.http import HttpSettings
+from pipeline.model.errors import ConfigError
 from services.environment import env_default
 from services.flags import (
     add_http_flags,
@@ -86,6 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="/readyz answers 503 once changes have waited this many seconds with no acknowledgement "
         "from Kafka (the broker is down or unreachable; default: 5)",
     )
+    parser.add_argument(
+        "--usage-every",
+        type=float,
+        default=15.0,
+        help="seconds between samples of the tracked owners' pod usage from the Metrics API, published "
+        "on kubetape.usage (default: 15, metrics-server's resolution; 0: usage is not recorded)",
+    )
     add_log_flags(parser, level_help="debug: one line per watch event")
     parser.set_defaults(settings=settings_from_args, func=_run)
 
@@ -94,6 +102,11 @@ def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
     kubeconfig: Path | None = args.kubeconfig  # $KUBECONFIG by default (services.environment)
     if kubeconfig is None and not env_default("KUBERNETES_SERVICE_HOST"):
         kubeconfig = Path("~/.kube/config").expanduser()  # outside a pod, as kubectl does
+    if not (args.usage_every == 0 or 1 <= args.usage_every <= 3600):
+        raise ConfigError(
+            f"--usage-every {args.usage_every}: give 0 (usage is not recorded) or seconds from 1 to 3600 "
+            "(15, metrics-server's resolution, is the default)"
+        )
     compression = None if args.compression == "none" else args.compression
     kafka = kafka_settings(
         args, client_id="kubetape-watcher", default_bootstrap=DEFAULT_BOOTSTRAP, compression=compression
@@ -110,6 +123,7 @@ def settings_from_args(args: argparse.Namespace) -> WatchServiceSettings:
         ready_ack_timeout_s=args.ready_ack_timeout,
         create_topics=args.topics == "create",
         cluster_id=args.cluster_id or env_default("KUBETAPE_CLUSTER_ID"),
+        usage_every_s=args.usage_every,
     )
 
 

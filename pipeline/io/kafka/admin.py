@@ -23,7 +23,7 @@ from aiokafka.errors import (
 from pipeline.io.kafka.access import denied
 from pipeline.io.kafka.clients import new_admin
 from pipeline.io.kafka.diagnose import refusal
-from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, KafkaSettings
+from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, USAGE_TOPIC, KafkaSettings
 from pipeline.model.errors import ConfigError, TransientError
 
 _COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
@@ -104,7 +104,8 @@ async def topic_partitions(settings: KafkaSettings, topic: str) -> list[TopicPar
 
 
 async def ensure_watcher_topics(settings: KafkaSettings, partitions: int = 3) -> None:
-    """Create the events (history), state and resume (compacted) topics if missing."""
+    """Create the events (history), usage (history), state and resume (compacted) topics if missing."""
     await ensure_topic(settings, EVENTS_TOPIC, partitions)
+    await ensure_topic(settings, USAGE_TOPIC, partitions)
     await ensure_topic(settings, STATE_TOPIC, partitions, dict(_COMPACTED))
     await ensure_topic(settings, RESUME_TOPIC, 1, dict(_COMPACTED))

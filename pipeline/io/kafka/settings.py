@@ -14,6 +14,8 @@ STATE_TOPIC = "kubetape.state"
 """Compacted: the latest published version of each object (the watcher's memory across restarts)."""
 RESUME_TOPIC = "kubetape.watch-resume"
 """Compacted: resume points (resourceVersions) and the last lifecycle of each pod."""
+USAGE_TOPIC = "kubetape.usage"
+"""The recorded load: usage samples of tracked owners' pods from the Metrics API, keyed by owner."""
 DEADLETTER_TOPIC = "kubetape.deadletter"
 """Messages set aside: the sink's undecodable input, the watcher's records the broker refuses."""
 

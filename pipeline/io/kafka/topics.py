@@ -21,6 +21,7 @@ from pipeline.io.kafka.settings import (
     EVENTS_TOPIC,
     RESUME_TOPIC,
     STATE_TOPIC,
+    USAGE_TOPIC,
     KafkaSettings,
 )
 from pipeline.model.errors import ConfigError
@@ -49,8 +50,9 @@ def topic_set(
     retention_ms: int | None = None,
     events_topic: str = EVENTS_TOPIC,
 ) -> list[TopicSpec]:
-    """The four topics: the history (``retention_ms``, None: the broker's default), the compacted state
-    (as many partitions, keyed alike) and resume points (one partition), and the dead letters."""
+    """The five topics: the history and the recorded load (``retention_ms``, None: the broker's default),
+    the compacted state (as many partitions, keyed alike) and resume points (one partition), and the dead
+    letters."""
     if replication_factor < 1 or partitions < 1:
         raise ConfigError("--partitions and --replication-factor must be at least 1")
     if min_insync_replicas is not None and not 1 <= min_insync_replicas <= replication_factor:
@@ -63,6 +65,7 @@ def topic_set(
     history = {**common, **({"retention.ms": str(retention_ms)} if retention_ms is not None else {})}
     return [
         TopicSpec(events_topic, partitions, replication_factor, history),
+        TopicSpec(USAGE_TOPIC, partitions, replication_factor, dict(history)),
         TopicSpec(STATE_TOPIC, partitions, replication_factor, compacted),
         TopicSpec(RESUME_TOPIC, 1, replication_factor, dict(compacted)),
         TopicSpec(DEADLETTER_TOPIC, 1, replication_factor, dict(common)),

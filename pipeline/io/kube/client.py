@@ -56,6 +56,8 @@ kind costs one discovery a second, not one per object."""
 EVENTS_NAMESPACE_FOR_CLUSTER_OBJECTS = "default"
 """Where Events about cluster-scoped objects go (what ``kubectl describe`` reads for them)."""
 _CHANGE_FEED_RETRY_S = 2.0
+POD_METRICS_PATH = "/apis/metrics.k8s.io/v1beta1/pods"
+"""PodMetrics of every namespace: the pod usage the HPA reads, which the watcher samples."""
 
 
 def _describe(kind: str, namespace: str | None, name: str | None) -> str:
@@ -311,6 +313,16 @@ class KubeClient:
                 self._api, res, since, label_selector=label_selector, on_malformed=self._on_malformed
             ):
                 yield event
+
+    async def pod_metrics(self) -> list[dict[str, Any]]:
+        """Every PodMetrics of the Metrics API (what the HPA reads), all namespaces, in one answer:
+        metrics-server serves them from memory and does not page. Errors as the API server answers
+        (``NotFoundError`` when the API is not served, ``ApiUnavailableError`` while it is down)."""
+        doc = await self._request(
+            "GET", POD_METRICS_PATH, what="list PodMetrics (metrics.k8s.io)", timeout_s=LIST_TIMEOUT_S
+        )
+        items = doc.get("items")
+        return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
     # ---- transport ------------------------------------------------------------------------------
     async def _merge_patch(self, path: str, patch: dict[str, Any], what: str) -> dict[str, Any]:
