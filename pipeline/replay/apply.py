@@ -17,6 +17,7 @@ from pipeline.model.errors import ApiUnavailableError, ConfigError, KubetapeErro
 from pipeline.model.events import Event, EventType
 from pipeline.replay.clock.schedule import Clock, ScheduledStep, pause
 from pipeline.replay.crds import CRD_KIND, not_the_replays, simulated_crd
+from pipeline.replay.hpa.replay import HpaWrites
 from pipeline.replay.owned import LiveUids, live_uid, name_recorded_owner, own_by_replayed
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import ReplayCluster
@@ -101,8 +102,11 @@ class StepWriter:
         ensure_namespace: Callable[[str], Awaitable[None]],
         retrying: Retrying,
         report: ReplayReport,
+        hpa_writes: HpaWrites | None = None,
     ) -> None:
         self._cluster = cluster
+        self._hpa_writes = hpa_writes
+        """With the simulated HPA deciding: HPAs time-scaled, their targets' replicas kept."""
         self._plan = plan
         self._rewrite = rewrite
         self._ensure_namespace = ensure_namespace
@@ -154,6 +158,8 @@ class StepWriter:
             recorded_owner = self._plan.recorded_owners.get(event.key)
             if recorded_owner is not None:
                 name_recorded_owner(body, recorded_owner)
+            if self._hpa_writes is not None:
+                body = await self._hpa_writes.adjust(event, body)
             if kind[1] == CRD_KIND:
                 if await not_the_replays(self._cluster, self.root, body["metadata"]["name"]):
                     return

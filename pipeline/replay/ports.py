@@ -42,3 +42,12 @@ class AutoscalerProcess(Protocol):
     command line hands it one, :class:`services.local_karpenter.LocalKarpenter`."""
 
     def restart_at(self, speed: float, instance_types: Mapping[str, Any] | None) -> list[ScaledSetting]: ...
+
+
+class PodAutoscalerProcess(Protocol):
+    """The HPA's processes beside the simulated cluster (its kube-controller-manager, whose HPA
+    controller's sync period and delays are flags, and metrics-server, whose resolution is one),
+    restarted with those timers divided by the replay's speed. Returns each setting as given and
+    applied, for the report."""
+
+    def restart_at(self, speed: float) -> list[ScaledSetting]: ...

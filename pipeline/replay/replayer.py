@@ -34,6 +34,7 @@ from pipeline.replay.clock.governor import ConvergenceGovernor
 from pipeline.replay.clock.sampler import ListedPods, PodSource, Sampler, SpeedSeeker, WatchedPods
 from pipeline.replay.clock.schedule import Clock, MonotonicClock, ScheduledStep, Scheduler, pause
 from pipeline.replay.delays import delay_annotations
+from pipeline.replay.hpa.replay import HpaWrites, UsageDriver
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import PodWatchFactory, ReplayCluster
 from pipeline.replay.report.report import ReplayProgress, ReplayReport
@@ -121,6 +122,9 @@ class Replayer:
             ensure_namespace=self._namespaces.ensure,
             retrying=retrying,
             report=self.report,
+            hpa_writes=None
+            if settings.pod_autoscaling is None
+            else HpaWrites(cluster, settings.pod_autoscaling, settings.speed),
         )
         self._scheduler: Scheduler[Event] = Scheduler(
             self._writer.run_step,
@@ -159,6 +163,18 @@ class Replayer:
             on_progress=on_progress,
             steps_total=len(plan.steps),
         )
+        self._usage = (
+            None
+            if settings.pod_autoscaling is None
+            else UsageDriver(
+                cluster,
+                settings.pod_autoscaling,
+                self.name,
+                lambda: plan.start_ms + self._scheduler.sim_elapsed_ms(),
+                self._clock,
+            )
+        )
+        """With the simulated HPA deciding: writes the recorded load onto the owners' pods."""
         self._root: RootRef | None = None
         self._stop_requested = asyncio.Event()
 
@@ -233,15 +249,22 @@ class Replayer:
         await self._sampler.pods.start()
         try:
             sampling = asyncio.create_task(self._sampler.sample_forever(), name=f"replay-sampler {self.name}")
+            driving = (
+                None
+                if self._usage is None
+                else asyncio.create_task(self._usage.run_forever(), name=f"replay-usage {self.name}")
+            )
             try:
                 if stream is not None:
                     self.report.steps = 0  # counted as the stream yields them
                 steps = self._plan.steps if stream is None else self._until_stopped(stream)
                 stats = await self._scheduler.run(steps, first_due_at=first_due_at)
             finally:
-                sampling.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sampling
+                for task in (sampling, driving):
+                    if task is not None:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await task
             await self._sampler.sample_to_the_end()
             # and the autoscaler's nodes, added since
             await note_zoned_nodes(self._cluster, self.report.cluster_profile)
@@ -263,6 +286,8 @@ class Replayer:
             )
             if self.settings.max_speed:
                 self._state_achieved_speed()
+        if self._usage is not None:
+            self.report.pod_autoscaling = self._usage.report()
         autoscale = self._sampler.autoscale
         if autoscale is not None:
             self.report.autoscale = {

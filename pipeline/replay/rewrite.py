@@ -52,6 +52,10 @@ pauses a replay running in another pod, where no signal reaches it)."""
 RECORDED_OWNER_ANNOTATION = "kubetape.dev/recorded-owner"
 """On pod templates: the recorded object key of the object owning the template, so that the replay's
 pods can be counted per recorded owner beside the recorded lifecycles."""
+RESOURCE_METRICS_PATH_ANNOTATION = "metrics.k8s.io/resource-metrics-path"
+"""Where metrics-server (>= 0.7) scrapes a node: KWOK's path for it (the same as pipeline.stack.kwok's,
+which the replay layer must not import). On every node the replay makes, so a cluster serving the
+Metrics API over KWOK's emulated kubelet metrics measures the replay's pods."""
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 """KWOK manages nodes annotated ``kwok.x-k8s.io/node: fake`` (kwokctl's default node selector)."""
 
@@ -271,6 +275,11 @@ def deletion_target(
     return map_namespace(str(meta.get("namespace") or "default"), settings), name
 
 
+def resource_metrics_path(node_name: str) -> str:
+    """The path KWOK's ``metrics-resource`` Metric serves ``node_name``'s kubelet metrics at."""
+    return f"/metrics/nodes/{node_name}/metrics/resource"
+
+
 def virtual_nodes(
     skeleton: Mapping[str, Any], count: int, settings: RewriteSettings, root: RootRef
 ) -> list[dict[str, Any]]:
@@ -298,7 +307,11 @@ def virtual_nodes(
             HOSTNAME_LABEL: name,
             REPLAY_LABEL: settings.replay_name,
         }
-        meta["annotations"] = {**(meta.get("annotations") or {}), KWOK_NODE_ANNOTATION: "fake"}
+        meta["annotations"] = {
+            **(meta.get("annotations") or {}),
+            KWOK_NODE_ANNOTATION: "fake",
+            RESOURCE_METRICS_PATH_ANNOTATION: resource_metrics_path(name),
+        }
         meta["ownerReferences"] = [root.owner_reference()]
         nodes.append(node)
     return nodes
@@ -308,6 +321,9 @@ def recorded_node(obj: Mapping[str, Any], settings: RewriteSettings, root: RootR
     """A recorded Node turned into a KWOK node: same name, capacity and labels, managed by KWOK."""
     node = virtual_nodes(obj, 1, settings, root)[0]
     node["metadata"]["name"] = obj["metadata"]["name"]
+    node["metadata"]["annotations"][RESOURCE_METRICS_PATH_ANNOTATION] = resource_metrics_path(
+        obj["metadata"]["name"]
+    )
     node["metadata"]["labels"]["kubernetes.io/hostname"] = obj["metadata"]["name"]
     node.get("spec", {}).pop("providerID", None)
     return node

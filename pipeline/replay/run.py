@@ -35,12 +35,17 @@ from pipeline.io.kube.client import KubeClient
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import ClusterId
 from pipeline.model.speed import check_speed
+from pipeline.model.usage import UsageSample
 from pipeline.replay.autoscale.nodes import judge_node_counts, without_autoscaler_nodes
 from pipeline.replay.autoscale.settings import ScaledSetting
 from pipeline.replay.hooks import HookRunner, Hooks, run_environment
+from pipeline.replay.hpa.load import LoadModel, RecordedLoad
+from pipeline.replay.hpa.replay import HpaReplay
+from pipeline.replay.hpa.targets import plan_hpas
+from pipeline.replay.hpa.timing import unscaled_hpa_process_timers
 from pipeline.replay.inputs import instance_types_for, read_node_pools, scale_node_pools
 from pipeline.replay.plan import ReplayPlan, plan_replay
-from pipeline.replay.ports import AutoscalerProcess
+from pipeline.replay.ports import AutoscalerProcess, PodAutoscalerProcess
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.report.report import ReplayProgress, ReplayReport
 from pipeline.replay.settings import ReplaySettings
@@ -155,6 +160,24 @@ class Autoscaling:
 
 
 @dataclass(frozen=True, slots=True)
+class PodAutoscaling:
+    """The simulated HPA decides (``--autoscaler hpa``): the trace's HPAs are applied with their timers
+    divided by the speed, the replicas production's HPA wrote are not replayed, and the recorded load
+    drives the autoscaled owners' pods' usage under ``load_model`` (see :mod:`pipeline.replay.hpa`)."""
+
+    load_model: LoadModel = LoadModel.CONSERVE
+    usage: tuple[UsageSample, ...] = ()
+    """Recorded load handed over beside the trace (a test's, a benchmark's); the trace's own samples
+    are added to it (:func:`recorded_usage`)."""
+
+
+def recorded_usage(trace: Segment, given: tuple[UsageSample, ...]) -> tuple[UsageSample, ...]:
+    """The recorded load a replay drives the pods with: ``given``, and the trace's usage samples once
+    the trace carries them (issue 36's recording, which lands separately)."""
+    return given
+
+
+@dataclass(frozen=True, slots=True)
 class ReportOutput:
     """Where the report goes: ``json_path`` (None: printed only); ``require_fidelity``: the run fails
     unless the fidelity verdict is 'held'."""
@@ -176,6 +199,8 @@ class ReplaySpec:
     report: ReportOutput = field(default_factory=ReportOutput)
     hooks: Hooks = field(default_factory=Hooks)
     """Commands run at SimKube's four hook points (:mod:`pipeline.replay.hooks`), by :meth:`ReplayRun.run`."""
+    pod_autoscaling: PodAutoscaling | None = None
+    """The simulated HPA decides the recorded HPAs' owners (``--autoscaler hpa``)."""
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -183,9 +208,14 @@ class ReplaySpec:
             s.speed,
             max_speed=s.max_speed,
             max_lag_s=s.max_lag_s,
-            autoscaled=self.autoscaling is not None,
+            autoscaled=self.autoscaling is not None or self.pod_autoscaling is not None,
             follow=isinstance(self.source, TopicFollow),
         )
+        if self.pod_autoscaling is not None and isinstance(self.source, TopicFollow):
+            raise ConfigError(
+                "--autoscaler hpa replays a recorded range (a trace, --segments or a topic range): "
+                "following a live topic, production's HPA already decides the replicas it replays"
+            )
 
 
 # ---- the run --------------------------------------------------------------------------------------
@@ -199,18 +229,21 @@ Beside = Callable[[Replayer, KubeClient], Coroutine[Any, Any, None]]
 
 class ReplayRun:
     """One replay of ``spec``. ``autoscaler`` restarts the autoscaler's process at the replay's speed
-    (None: its timers are reported as not scaled); ``on_progress`` gets the replayer's progress."""
+    (None: its timers are reported as not scaled), ``pod_autoscaler`` the HPA's controller and
+    metrics-server likewise; ``on_progress`` gets the replayer's progress."""
 
     def __init__(
         self,
         spec: ReplaySpec,
         *,
         autoscaler: AutoscalerProcess | None = None,
+        pod_autoscaler: PodAutoscalerProcess | None = None,
         on_progress: Callable[[ReplayProgress], None] | None = None,
         warn: Warn = _warn,
     ) -> None:
         self.spec = spec
         self._autoscaler = autoscaler
+        self._pod_autoscaler = pod_autoscaler
         self._on_progress = on_progress
         self._warn = warn
         # the name is fixed now so that the hooks and the replayer see the same one
@@ -256,8 +289,33 @@ class ReplayRun:
                 await self._start_autoscaler(pools, scaled, plan)
                 # the recorded autoscaler's nodes are the reference, not part of the replay
                 plan, self.recorded_nodes = without_autoscaler_nodes(plan)
+            if self.spec.pod_autoscaling is not None:
+                plan = await self._hand_to_the_hpa(self.trace, plan, self.spec.pod_autoscaling)
         self.plan = plan
         return plan
+
+    async def _hand_to_the_hpa(self, trace: Segment, plan: ReplayPlan, asked: PodAutoscaling) -> ReplayPlan:
+        """The plan without the recorded HPAs' replica writes; the settings with the HPAs' plan, the
+        recorded load and the process timers (restarted at the speed by ``pod_autoscaler``). The
+        replay runs to the trace's end: the load goes on after the last recorded write."""
+        speed = self.settings.speed
+        steps, hpas = plan_hpas(plan.steps, speed)
+        load = RecordedLoad.from_samples(recorded_usage(trace, asked.usage), hpas.owners)
+        if self._pod_autoscaler is None:
+            process = unscaled_hpa_process_timers(
+                "not scaled: the simulated cluster's kube-controller-manager and metrics-server run as "
+                "deployed"
+            )
+        else:  # restarting processes blocks: off the event loop
+            process = await asyncio.to_thread(self._pod_autoscaler.restart_at, speed)
+        self.settings = dataclasses.replace(
+            self.settings,
+            pod_autoscaling=HpaReplay(hpas, load, asked.load_model, tuple(process)),
+            duration_ms=self.settings.duration_ms
+            if self.settings.duration_ms is not None
+            else plan.end_ms - plan.start_ms,
+        )
+        return dataclasses.replace(plan, steps=steps)
 
     def _scaled_node_pools(self) -> tuple[list[Mapping[str, Any]], list[ScaledSetting]]:
         """The autoscaler's pools with their time settings divided by the speed, and each setting."""

@@ -5,11 +5,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.model.lifecycle_delays import LifecycleDelays
 from pipeline.model.speed import check_speed
 from pipeline.replay.autoscale.settings import ScaledSetting
+
+if TYPE_CHECKING:
+    from pipeline.replay.hpa.replay import HpaReplay
 
 DEFAULT_SETTLE_WALL_S = 3.0
 """The settle without ``--settle`` or ``--max-lag``, in wall seconds at the replay's speed: a second for
@@ -82,6 +85,9 @@ class ReplaySettings:
     """CustomResourceDefinitions (``--crd``) for the custom kinds the trace holds without their CRD."""
     prices: Mapping[str, float] | None = None
     """$/hour by instance type for the autoscaled run's cost (default: the nodes' price labels)."""
+    pod_autoscaling: HpaReplay | None = None
+    """The simulated HPA decides the recorded HPAs' owners (``--autoscaler hpa``): made by
+    :meth:`pipeline.replay.run.ReplayRun.prepare` from the trace and its recorded load."""
     lifecycle_delays: LifecycleDelays = field(default_factory=LifecycleDelays)
     """SimKube's image-pull and pod-startup delays, in trace time; the pods' annotations carry them
     divided by ``speed`` (at ``max_speed``, the speed the clock starts at): :mod:`pipeline.replay.delays`."""
@@ -92,7 +98,7 @@ class ReplaySettings:
             self.speed,
             max_speed=self.max_speed,
             max_lag_s=self.max_lag_s,
-            autoscaled=bool(self.autoscaler_node_pools),
+            autoscaled=bool(self.autoscaler_node_pools) or self.pod_autoscaling is not None,
         )
 
     def settle(self) -> tuple[float, str]:

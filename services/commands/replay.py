@@ -25,6 +25,7 @@ from pipeline.model.hooks import Hook, parse_hook_flag
 from pipeline.replay.autoscale.provider import PROVIDERS
 from pipeline.replay.hooks import DEFAULT_TIMEOUT_S as DEFAULT_HOOK_TIMEOUT_S
 from pipeline.replay.hooks import Hooks, hooks_from
+from pipeline.replay.hpa.load import LoadModel
 from pipeline.replay.inputs import load_prices, parse_nodes, read_crds
 from services.flags import (
     add_cluster_argument,
@@ -38,6 +39,9 @@ from services.flags import (
 if TYPE_CHECKING:  # the CLI imports the replay's modules only when a replay runs
     from pipeline.replay.report.report import ReplayProgress
     from pipeline.replay.run import ReplaySource, ReplaySpec
+
+HPA = "hpa"
+"""``--autoscaler hpa``: the simulated HPA decides (pipeline.replay.hpa), beside or without Karpenter."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -153,10 +157,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--autoscaler",
-        choices=sorted(PROVIDERS),
+        action="append",
+        choices=[*sorted(PROVIDERS), HPA],
+        default=[],
+        help="karpenter: let an autoscaler provision nodes for pending pods (Karpenter with its KWOK "
+        "provider, started beside the cluster by `kubetape stack up --autoscaler karpenter`); hpa: the "
+        "simulated cluster's HPA decides the replicas of the recorded HPAs' targets, from the recorded "
+        "load (needs a cluster serving the Metrics API: `kubetape stack up --metrics`); repeatable, "
+        "e.g. --autoscaler hpa --autoscaler karpenter",
+    )
+    parser.add_argument(
+        "--load-model",
+        choices=[m.value for m in LoadModel],
         default=None,
-        help="let an autoscaler provision nodes for pending pods (Karpenter with its KWOK provider, "
-        "started beside the cluster by `kubetape stack up --autoscaler karpenter`)",
+        help="with --autoscaler hpa: conserve (default: each owner's recorded total load spread over the "
+        "pods the simulation runs) or per-pod (every pod uses what a recorded pod used)",
     )
     parser.add_argument(
         "--nodepool",
@@ -299,7 +314,7 @@ def _run(settings: ReplayCommandSettings) -> int:
 
 def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
     """The replay the flags ask for; ConfigError naming the flag for what does not fit together."""
-    from pipeline.replay.run import Autoscaling, ReplaySpec, ReportOutput, TargetCluster
+    from pipeline.replay.run import Autoscaling, PodAutoscaling, ReplaySpec, ReportOutput, TargetCluster
     from pipeline.replay.settings import ReplaySettings
 
     source = _source(args)
@@ -327,7 +342,15 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
         crds=tuple(crd for path in args.crd for crd in read_crds(path)),
     )
     autoscaling = None
-    if args.autoscaler is None:
+    providers = [a for a in args.autoscaler if a != HPA]
+    if len(set(providers)) > 1:
+        raise ConfigError(f"--autoscaler: one node autoscaler at a time, got {', '.join(providers)}")
+    pod_autoscaling = None
+    if HPA in args.autoscaler:
+        pod_autoscaling = PodAutoscaling(LoadModel.parse(args.load_model or LoadModel.CONSERVE.value))
+    elif args.load_model is not None:
+        raise ConfigError("--load-model says how the HPA's load is replayed: add --autoscaler hpa")
+    if not providers:
         if args.nodepool or args.prices is not None or args.instance_types is not None:
             raise ConfigError(
                 "--nodepool, --prices and --instance-types describe an autoscaled replay: "
@@ -335,7 +358,7 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
             )
     else:
         autoscaling = Autoscaling(
-            args.autoscaler,
+            providers[0],
             node_pool_files=tuple(args.nodepool),
             prices=load_prices(args.prices) if args.prices is not None else None,
             instance_types_file=args.instance_types,
@@ -347,6 +370,7 @@ def spec_from_args(args: argparse.Namespace) -> ReplaySpec:
         autoscaling,
         ReportOutput(args.report_json, args.require_fidelity),
         _hooks(args),
+        pod_autoscaling,
     )
 
 

@@ -87,6 +87,9 @@ class ReplayReport:
     autoscale: dict[str, Any] | None = None
     """An autoscaled replay's settings (given and applied) and figures (see ``autoscale_figures``)."""
     autoscale_summary: list[str] = field(default_factory=list)
+    pod_autoscaling: dict[str, Any] | None = None
+    """A replay with the simulated HPA deciding: the load model, the autoscaled owners, the HPA's
+    settings as given and applied, the usage written (see pipeline.replay.hpa.replay)."""
     hooks: list[dict[str, Any]] = field(default_factory=list)
     """The run's hooks as they ran (``pipeline.replay.hooks.HookResult.to_json``), in order."""
 
@@ -163,6 +166,7 @@ class ReplayReport:
             "convergence": self.convergence,
             "cleanup": self.cleanup,
             "autoscale": self.autoscale,
+            "pod_autoscaling": self.pod_autoscaling,
             "hooks": self.hooks,
             "failures": [{"key": f.key, "ts_ms": f.ts_ms, "reason": f.reason} for f in self.failures],
             "cluster_scoped_objects": self.cluster_scoped,
@@ -221,6 +225,7 @@ class ReplayReport:
             *self._fidelity_lines(),
             *self._convergence_lines(),
             *self._autoscale_lines(),
+            *self._pod_autoscaling_lines(),
             f"  events: {self.applied} applied, {self.deleted} deleted, {self.failed} failed, "
             f"{self.deletes_missed} deletes of nothing, {self.skipped_after_duration + self.not_started} "
             f"not replayed, {self.retries} retries",
@@ -253,6 +258,29 @@ class ReplayReport:
             return []
         lines = list(self.autoscale_summary)
         for setting in self.autoscale["settings"]:
+            note = f" ({setting['note']})" if setting["note"] else ""
+            lines.append(f"    {setting['name']}: {setting['given']} → {setting['applied']}{note}")
+        return lines
+
+    def _pod_autoscaling_lines(self) -> list[str]:
+        hpa = self.pod_autoscaling
+        if hpa is None:
+            return []
+        owners = [o["owner"] for o in hpa["owners"]]
+        lines = [
+            f"  pod autoscaling: the simulated HPA decides {len(owners)} owner(s) "
+            f"({', '.join(owners) or 'none: the trace holds no HPA'}); load model {hpa['load_model']}; "
+            f"{hpa['usage_writes']} usage write(s), {hpa['usage_write_failures']} failed"
+        ]
+        for owner in hpa["owners"]:
+            if not owner.get("readings"):
+                lines.append(f"    {owner['owner']}: no recorded load; its pods use KWOK's default usage")
+            if owner.get("gaps_held") or owner.get("gaps_before_any_load"):
+                lines.append(
+                    f"    {owner['owner']}: {owner.get('gaps_held', 0)} gap(s) in the recorded load held "
+                    f"the last load; {owner.get('gaps_before_any_load', 0)} before any load was known"
+                )
+        for setting in hpa["settings"]:
             note = f" ({setting['note']})" if setting["note"] else ""
             lines.append(f"    {setting['name']}: {setting['given']} → {setting['applied']}{note}")
         return lines

@@ -1,0 +1,195 @@
+"""Time scaling of the Horizontal Pod Autoscaler: at speed S its timers run S times faster.
+
+Two kinds of timers decide when an HPA acts:
+
+* each HPA object's ``spec.behavior``: the stabilization windows and the policies' periods of
+  scale-up and scale-down. They are rewritten when the HPA is applied, divided by S. An HPA without
+  them gets Kubernetes' defaults written out, divided by S (a default is a timer too), and the
+  scale-down window the controller would take from ``--horizontal-pod-autoscaler-downscale-
+  stabilization`` (5 min) is written into every HPA, so it is scaled wherever the controller runs.
+  The API takes whole seconds (windows 0..3600, periods 1..1800): the applied value is rounded and
+  the report shows both.
+* process flags: the controller's sync period (``--horizontal-pod-autoscaler-sync-period``, 15 s),
+  its CPU initialization period and initial readiness delay, and metrics-server's
+  ``--metric-resolution`` (15 s, and never under 10 s: metrics-server refuses less). They are the
+  cluster's, not the replay's: :func:`hpa_process_settings` names them, as applied by a
+  :class:`~pipeline.replay.ports.PodAutoscalerProcess` or as deployed.
+
+``autoscaling/v1`` (CPU target only, no behavior field) and ``v2beta2`` HPAs are applied as
+``autoscaling/v2``, the one version with behavior. Pure logic, no I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.model.errors import RewriteError
+from pipeline.replay.autoscale.settings import ScaledSetting
+
+HPA_KIND = "HorizontalPodAutoscaler"
+HPA_API_VERSION = "autoscaling/v2"
+DEFAULT_DOWNSCALE_STABILIZATION_S = 300
+"""kube-controller-manager's ``--horizontal-pod-autoscaler-downscale-stabilization`` default."""
+WINDOW_MAX_S = 3600
+PERIOD_MAX_S = 1800
+
+
+def _default_rules(direction: str) -> dict[str, Any]:
+    """Kubernetes' defaults of one direction (k8s.io/kubernetes pkg/apis/autoscaling/v2/defaults.go)."""
+    if direction == "scaleUp":
+        return {
+            "stabilizationWindowSeconds": 0,
+            "selectPolicy": "Max",
+            "policies": [
+                {"type": "Pods", "value": 4, "periodSeconds": 15},
+                {"type": "Percent", "value": 100, "periodSeconds": 15},
+            ],
+        }
+    return {
+        "stabilizationWindowSeconds": DEFAULT_DOWNSCALE_STABILIZATION_S,
+        "selectPolicy": "Max",
+        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
+    }
+
+
+def _scale_seconds(given: Any, speed: float, where: str, *, minimum: int, maximum: int) -> ScaledSetting:
+    if not isinstance(given, int) or isinstance(given, bool) or given < 0:
+        raise RewriteError(f"{where}: {given!r} is not a whole number of seconds")
+    ideal = given / speed
+    applied = min(max(round(ideal), minimum if given > 0 else 0), maximum)
+    note = ""
+    if abs(applied - ideal) > 1e-9:
+        note = f"ideal {ideal:g}s; rounded to whole seconds, which is all the HPA API accepts"
+    return ScaledSetting(where, f"{given}s", f"{applied}s", note)
+
+
+def _given_as(setting: ScaledSetting, given: str) -> ScaledSetting:
+    return ScaledSetting(setting.name, given, setting.applied, setting.note)
+
+
+def as_v2(hpa: Mapping[str, Any]) -> dict[str, Any]:
+    """``hpa`` as ``autoscaling/v2`` (a copy): v1's CPU target becomes a Resource metric."""
+    out = copy.deepcopy(dict(hpa))
+    api_version = out.get("apiVersion")
+    if api_version == "autoscaling/v1":
+        spec = out.setdefault("spec", {})
+        target = spec.pop("targetCPUUtilizationPercentage", None)
+        if target is not None:
+            utilization = {"type": "Utilization", "averageUtilization": target}
+            spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": utilization}}]
+    elif api_version not in ("autoscaling/v2", "autoscaling/v2beta2"):
+        raise RewriteError(f"HorizontalPodAutoscaler of apiVersion {api_version!r} is not supported")
+    out["apiVersion"] = HPA_API_VERSION
+    return out
+
+
+def scale_hpa(hpa: Mapping[str, Any], speed: float) -> tuple[dict[str, Any], list[ScaledSetting]]:
+    """A copy of ``hpa`` (autoscaling/v2) whose behavior windows and policy periods are divided by
+    ``speed``, defaults written out; and each setting as given and applied."""
+    out = as_v2(hpa)
+    meta = out.get("metadata") or {}
+    name = f"HPA {meta.get('namespace', '')}/{meta.get('name', '?')}: spec.behavior."
+    behavior = out.setdefault("spec", {}).setdefault("behavior", {})
+    settings: list[ScaledSetting] = []
+    for direction in ("scaleUp", "scaleDown"):
+        defaults = _default_rules(direction)
+        given_rules = behavior.get(direction)
+        rules = defaults if given_rules is None else {**defaults, **given_rules}
+        where = f"{name}{direction}."
+        window = rules.get("stabilizationWindowSeconds")
+        window_default = given_rules is None or "stabilizationWindowSeconds" not in given_rules
+        setting = _scale_seconds(
+            window, speed, where + "stabilizationWindowSeconds", minimum=1, maximum=WINDOW_MAX_S
+        )
+        if window_default:
+            origin = (
+                "controller's --horizontal-pod-autoscaler-downscale-stabilization default"
+                if direction == "scaleDown"
+                else "default"
+            )
+            setting = _given_as(setting, f"{setting.given} ({origin})")
+        rules["stabilizationWindowSeconds"] = int(setting.applied[:-1])
+        settings.append(setting)
+        policies = []
+        for index, given_policy in enumerate(rules.get("policies") or []):
+            policy = dict(given_policy)
+            setting = _scale_seconds(
+                policy.get("periodSeconds"),
+                speed,
+                f"{where}policies[{index}].periodSeconds",
+                minimum=1,
+                maximum=PERIOD_MAX_S,
+            )
+            if given_rules is None or "policies" not in given_rules:
+                setting = _given_as(setting, f"{setting.given} (default)")
+            policy["periodSeconds"] = int(setting.applied[:-1])
+            policies.append(policy)
+            settings.append(setting)
+        rules["policies"] = policies
+        behavior[direction] = rules
+    return out, settings
+
+
+@dataclass(frozen=True, slots=True)
+class HpaProcessTimers:
+    """The HPA's process-wide timers, in seconds, with Kubernetes' and metrics-server's defaults."""
+
+    sync_period_s: float = 15.0
+    cpu_initialization_period_s: float = 300.0
+    initial_readiness_delay_s: float = 30.0
+    metric_resolution_s: float = 15.0
+
+
+METRIC_RESOLUTION_FLOOR_S = 10.0
+"""metrics-server refuses a ``--metric-resolution`` under 10 s (cmd/metrics-server/app/options)."""
+
+_KCM = "kube-controller-manager --horizontal-pod-autoscaler-"
+PROCESS_FLAGS = {
+    "sync_period_s": _KCM + "sync-period",
+    "cpu_initialization_period_s": _KCM + "cpu-initialization-period",
+    "initial_readiness_delay_s": _KCM + "initial-readiness-delay",
+    "metric_resolution_s": "metrics-server --metric-resolution",
+}
+
+NOT_SCALABLE = (
+    ScaledSetting(
+        "metrics-server: a CPU rate needs two scrapes of a new pod",
+        "2 scrapes",
+        "2 scrapes",
+        "not scaled: a new pod has CPU metrics only after two scrapes, at least 10 wall s apart",
+    ),
+)
+"""HPA timing that nothing the replay sets reaches; named in every report of a replay with the HPA."""
+
+
+def scale_hpa_process_timers(
+    speed: float, given: HpaProcessTimers | None = None
+) -> tuple[HpaProcessTimers, list[ScaledSetting]]:
+    """The process timers divided by ``speed``; metrics-server's resolution no lower than its floor."""
+    given = given or HpaProcessTimers()
+    values = {name: getattr(given, name) / speed for name in PROCESS_FLAGS}
+    values["metric_resolution_s"] = max(values["metric_resolution_s"], METRIC_RESOLUTION_FLOOR_S)
+    scaled = HpaProcessTimers(**values)
+    settings = []
+    for name, label in PROCESS_FLAGS.items():
+        ideal = getattr(given, name) / speed
+        applied = getattr(scaled, name)
+        note = ""
+        if applied > ideal + 1e-9:
+            note = f"ideal {ideal:g}s; metrics-server refuses less than {METRIC_RESOLUTION_FLOOR_S:g}s"
+        settings.append(ScaledSetting(label, f"{getattr(given, name):g}s", f"{applied:g}s", note))
+    return scaled, [*settings, *NOT_SCALABLE]
+
+
+def unscaled_hpa_process_timers(reason: str) -> list[ScaledSetting]:
+    """The process timers of a cluster whose controller-manager and metrics-server the replay does not
+    restart: as deployed (Kubernetes' defaults unless the cluster sets them)."""
+    given = HpaProcessTimers()
+    unscaled = [
+        ScaledSetting(label, f"{getattr(given, name):g}s (default)", "as deployed", reason)
+        for name, label in PROCESS_FLAGS.items()
+    ]
+    return [*unscaled, *NOT_SCALABLE]
