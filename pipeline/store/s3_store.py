@@ -47,34 +47,29 @@ logs a warning and falls back to plain PUTs after the same checks. The races abo
 request to a read-check-write window, which is safe while Kafka gives a partition to one sink at a
 time; run one sink replica per store on such servers.
 
-**Credentials** come from the environment as the AWS tools read it: ``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL`` (a local or
-non-AWS server; ``http://`` is allowed then), web identity and instance metadata; without keys in the
-environment, the ``[AWS_PROFILE or default]`` section of ``~/.aws/credentials``
-(``AWS_SHARED_CREDENTIALS_FILE``).
+**Connection and credentials**: :mod:`pipeline.store.s3_connection`; what a failed request
+means to the user: :mod:`pipeline.store.s3_errors`.
 """
 
 from __future__ import annotations
 
 import builtins
-import configparser
 import contextlib
 import json
 import logging
-import os
-import re
 import threading
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import obstore
 from obstore import exceptions as obs_errors
 from obstore.store import S3Store
 
 from pipeline.model.errors import ConfigError, KubetapeError, TransientError
+from pipeline.store.s3_connection import IMPATIENT, connection_config, retries
+from pipeline.store.s3_errors import NOT_FOUND, explain_s3_failure
 from pipeline.store.segment_store import (
     STORE_META,
     IndexLayout,
@@ -88,9 +83,6 @@ from pipeline.store.segment_store import (
 )
 from pipeline.store.store_url import S3Location
 
-if TYPE_CHECKING:
-    from obstore.store import ClientConfig, RetryConfig, S3Config
-
 log = logging.getLogger("kubetape.sink")
 
 T = TypeVar("T")
@@ -101,14 +93,6 @@ _EPOCH_ATTEMPTS = 200
 # than n create it again, but that client's epoch is then below the current one, so its writes are
 # refused anyway: the margin only keeps such refused duplicates rare, never unsafe.
 _EPOCHS_KEPT = 16
-# obstore raises the builtin FileNotFoundError for a missing object (its NotFoundError class is kept
-# for the types); both mean "no such key", or a missing bucket (told apart by the message).
-_NOT_FOUND = (obs_errors.NotFoundError, FileNotFoundError)
-# Requests are retried every few seconds for ``retry_s`` (the sink: long enough to ride out a restart
-# of the server); obstore's default backoff spent its retries within 4 s of a refused connection. The
-# health probe answers at once instead, so /readyz shows an outage while writes wait.
-_BACKOFF = {"init_backoff": timedelta(milliseconds=200), "max_backoff": timedelta(seconds=3), "base": 2}
-_IMPATIENT: RetryConfig = {"max_retries": 0, "retry_timeout": timedelta(seconds=3)}
 
 
 def segment_key(name: SegmentName) -> str:
@@ -149,13 +133,13 @@ class S3SegmentStore:
         client = {**client, "timeout": timedelta(seconds=timeout_s)}
         prefix = location.prefix or None
         self._store = S3Store(location.bucket, prefix=prefix, config=config, client_options=client,
-                              retry_config=_retries(retry_s))  # fmt: skip
+                              retry_config=retries(retry_s))  # fmt: skip
         self._probe = S3Store(
             location.bucket,
             prefix=prefix,
             config=config,
             client_options={**client, "timeout": timedelta(seconds=3)},
-            retry_config=_IMPATIENT,
+            retry_config=IMPATIENT,
         )
         self._conditional = conditional_writes
         self._conditional_lock = threading.Lock()
@@ -212,14 +196,14 @@ class S3SegmentStore:
         key = segment_key(name)
         try:
             return bytes(self._call(key, lambda: obstore.get(self._store, key).bytes()))
-        except _NOT_FOUND:
+        except NOT_FOUND:
             raise MissingSegmentError(f"{self._url(key)}: no such segment") from None
 
     def head(self, name: SegmentName, size: int) -> bytes:
         key = segment_key(name)
         try:
             return bytes(self._call(key, lambda: obstore.get_range(self._store, key, start=0, length=size)))
-        except _NOT_FOUND:
+        except NOT_FOUND:
             raise MissingSegmentError(f"{self._url(key)}: no such segment") from None
 
     def list(self) -> list[StoredSegment]:
@@ -273,7 +257,7 @@ class S3SegmentStore:
         self._delete(key)
 
     def _delete(self, key: str) -> None:
-        with contextlib.suppress(*_NOT_FOUND):  # S3 deletes are idempotent; some servers 404 anyway
+        with contextlib.suppress(*NOT_FOUND):  # S3 deletes are idempotent; some servers 404 anyway
             self._call(key, lambda: obstore.delete(self._store, key))
 
     def describe(self, name: SegmentName) -> str:
@@ -344,7 +328,7 @@ class S3SegmentStore:
         try:
             result = self._call(key, lambda: obstore.get(self._store, key))
             data = bytes(result.bytes())
-        except _NOT_FOUND:
+        except NOT_FOUND:
             return None
         try:
             value = json.loads(data)
@@ -362,7 +346,7 @@ class S3SegmentStore:
                 key, lambda: obstore.get(self._store, key, options={"range": (0, _HEADER_BYTES)})
             )
             return result.meta.get("e_tag"), bytes(result.bytes())
-        except _NOT_FOUND:
+        except NOT_FOUND:
             return None
 
     # ---- errors ------------------------------------------------------------------------------
@@ -373,118 +357,12 @@ class S3SegmentStore:
         """Run one request; map the client's errors to kubetape's (see :meth:`explain_failure`)."""
         try:
             return action()
-        except (*_NOT_FOUND, obs_errors.BaseError) as exc:
+        except (*NOT_FOUND, obs_errors.BaseError) as exc:
             explained = self.explain_failure(key, exc)
             if explained is None:
                 raise
             raise explained from None
 
     def explain_failure(self, key: str, exc: Exception) -> KubetapeError | None:
-        """What a failed request for ``key`` means to the user (what, where, what to do): a missing
-        bucket or refused credentials are a ConfigError, any other failure of the object store an
-        outage (TransientError: the sink waits and says "not ready"). None for the answers the store
-        handles itself: not found, already exists, a condition that failed."""
-        text = str(exc)
-        if "NoSuchBucket" in text:
-            return ConfigError(
-                f"{self._url(key)}: bucket {self.location.bucket!r} does not exist at {self.endpoint}; "
-                "create it or fix the URL"
-            )
-        if isinstance(exc, (*_NOT_FOUND, obs_errors.AlreadyExistsError, obs_errors.PreconditionError)):
-            return None
-        if isinstance(exc, (obs_errors.PermissionDeniedError, obs_errors.UnauthenticatedError)) or (
-            _refused_access(text)
-        ):
-            return ConfigError(
-                f"{self._url(key)}: access denied by {self.endpoint} ({_first_line(exc)}); check "
-                + _credentials_hint()
-            )
-        return TransientError(
-            f"{self._url(key)}: the object store at {self.endpoint} did not answer ({_first_line(exc)}); "
-            "check that it is running and AWS_ENDPOINT_URL"
-            + ("; the token exchange goes to STS first (AWS_STS_ENDPOINT)" if uses_web_identity() else "")
-        )
-
-
-def _credentials_hint() -> str:
-    if uses_web_identity():
-        return (
-            "AWS_ROLE_ARN, the token in AWS_WEB_IDENTITY_TOKEN_FILE and the role's trust policy "
-            "(web identity)"
-        )
-    return "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ~/.aws/credentials)"
-
-
-def _retries(within_s: float) -> RetryConfig:
-    return {"max_retries": 10_000, "retry_timeout": timedelta(seconds=within_s), "backoff": _BACKOFF}  # type: ignore[typeddict-item]
-
-
-# A refusal is an HTTP status (401/403 with its reason phrase) or an S3 error code, never a bare
-# "403" anywhere in the text: the endpoint's port (127.0.0.1:40321) or a duration carries digits
-# too, and a connection refused there is an outage, not a credentials problem.
-_REFUSED = re.compile(
-    r"\b(?:401 Unauthorized|403 Forbidden)\b"
-    r"|<Code>(?:AccessDenied|SignatureDoesNotMatch|InvalidAccessKeyId)</Code>"
-)
-
-
-def _refused_access(text: str) -> bool:
-    """Whether an object-store error says the credentials were refused (not that nothing answered)."""
-    return _REFUSED.search(text) is not None
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-
-
-def connection_config(location: S3Location) -> tuple[S3Config, ClientConfig]:
-    """S3 settings from the environment (and the shared credentials file when it has no keys)."""
-    env = os.environ
-    config: S3Config = {
-        "region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
-    }
-    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
-    client: ClientConfig = {"connect_timeout": timedelta(seconds=5)}
-    if endpoint:
-        config["endpoint"] = endpoint
-        client["allow_http"] = endpoint.startswith("http://")
-    if not env.get("AWS_ACCESS_KEY_ID") and not uses_web_identity():
-        config.update(_shared_credentials())  # type: ignore[typeddict-item]  # keys of S3Config only
-    return config, client
-
-
-def uses_web_identity() -> bool:
-    """Whether the store authenticates by a web-identity token (IRSA, GKE Workload Identity):
-    ``AWS_WEB_IDENTITY_TOKEN_FILE`` and ``AWS_ROLE_ARN`` set and no static key. obstore then trades
-    the token for short-lived keys with STS AssumeRoleWithWebIdentity (over HTTPS, at
-    ``https://sts.{region}.amazonaws.com`` or ``AWS_STS_ENDPOINT``) and renews them before they
-    expire; kubetape passes no keys of its own then, since keys in the config would take precedence
-    over the token (a stray ``~/.aws/credentials`` in an image must not shadow the pod's role)."""
-    env = os.environ
-    return (
-        not env.get("AWS_ACCESS_KEY_ID")
-        and bool(env.get("AWS_WEB_IDENTITY_TOKEN_FILE"))
-        and bool(env.get("AWS_ROLE_ARN"))
-    )
-
-
-def _shared_credentials() -> dict[str, str]:
-    path = Path(env_file) if (env_file := os.environ.get("AWS_SHARED_CREDENTIALS_FILE")) else None
-    path = path or Path.home() / ".aws" / "credentials"
-    profile = os.environ.get("AWS_PROFILE", "default")
-    parser = configparser.ConfigParser()
-    try:
-        parser.read(path)
-    except configparser.Error as exc:
-        raise ConfigError(
-            f"{path}: unreadable AWS credentials file ({exc}); fix it or set AWS_ACCESS_KEY_ID"
-        ) from None
-    if not parser.has_section(profile):
-        return {}
-    section = parser[profile]
-    found = {
-        "access_key_id": section.get("aws_access_key_id"),
-        "secret_access_key": section.get("aws_secret_access_key"),
-        "token": section.get("aws_session_token"),
-    }
-    return {k: v for k, v in found.items() if v}
+        """What a failed request for ``key`` means to the user (:func:`explain_s3_failure`)."""
+        return explain_s3_failure(self._url(key), self.location.bucket, self.endpoint, exc)

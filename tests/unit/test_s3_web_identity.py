@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.model.errors import TransientError
-from pipeline.store.s3_store import connection_config, uses_web_identity
+from pipeline.store.s3_connection import connection_config, uses_web_identity
 from pipeline.store.store_url import S3Location, open_segment_store
 
 _LOCATION = S3Location("kubetape", "prod")
