@@ -187,6 +187,30 @@ def test_a_patch_that_does_not_fit_its_base_is_refused() -> None:
         delta.apply_patch(deep_base, deep, "deep")
 
 
+def test_a_lifecycle_stores_its_owner_as_a_key_its_hash_once_and_its_times_as_offsets() -> None:
+    evs = _history()
+    table = _table(evs)
+    assert table["psh"] == [[5], 0]  # the second lifecycle names the first one's hash
+    assert table["st"] == [9, 9]  # both seen 9 ms after the start
+    assert table["en"] == [None, 0]  # the second at the end
+    assert table["own"] == [evs[5].owner_key, 1]  # the owner is met as a key, then named by its index
+    assert _decode(table, len(evs)) == concatenated_wires(evs)
+
+
+def test_a_lifecycle_naming_an_unknown_owner_or_hash_is_refused() -> None:
+    evs = _history()[5:7]
+    for column, value, message in (
+        ("own", [3, 1], r"#0: key reference 3 names no earlier key \(1 known\)"),
+        ("psh", [2, 0], r"#0: spec hash reference 2 names no earlier hash \(0 known\)"),
+        ("psh", [[True], 0], r"#0: spec hash reference \[True\] names no earlier hash"),
+        ("en", [None, (1 << 64) - 1], r"#1: a lifecycle time offset 18446744073709551615 is not a whole"),
+    ):
+        table = _table(evs)
+        table[column] = value
+        with pytest.raises(FormatError, match=message):
+            _decode(table, 2)
+
+
 def test_rows_that_rebuild_to_more_than_the_header_declares_are_refused_as_they_grow() -> None:
     """An absurd size: a few bytes of "same as the base" rows repeating a large object."""
     big = _pod("p", "Running")
