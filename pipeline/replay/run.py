@@ -4,8 +4,8 @@
 ``kubetape replay`` and ``kubetape sweep`` only turn their flags into a spec; the Simulation controller's
 Jobs run ``kubetape replay``; the benchmarks build specs of their own. So picking the source, restarting
 the autoscaler with scaled timers, connecting, handling signals and judging the node counts happen here
-once. The spec is checked when it is made (the speed rules of :mod:`pipeline.model.speed`, the sources'
-ranges), before anything is read or any cluster touched.
+once. The spec (:mod:`pipeline.replay.spec`) is checked when it is made, before anything is read or any
+cluster touched; :mod:`pipeline.replay.read_source` reads its source.
 
 A run has two phases: :meth:`ReplayRun.prepare` reads the source and plans the replay (an autoscaled
 one drops the recorded autoscaler's nodes, keeping their counts as the reference, and has the
@@ -24,205 +24,67 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from pipeline.formats.segment.content import Segment
-from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kube.client import KubeClient
-from pipeline.model.errors import ConfigError
-from pipeline.model.keys import ClusterId
-from pipeline.model.speed import check_speed
-from pipeline.model.usage import UsageSample
 from pipeline.replay.autoscale.nodes import judge_node_counts, without_autoscaler_nodes
 from pipeline.replay.autoscale.settings import ScaledSetting
-from pipeline.replay.hooks import HookRunner, Hooks, run_environment
-from pipeline.replay.hpa.load import LoadModel, RecordedLoad
+from pipeline.replay.hooks import HookRunner, run_environment
+from pipeline.replay.hpa.load import RecordedLoad
 from pipeline.replay.hpa.replay import HpaReplay
 from pipeline.replay.hpa.targets import plan_hpas
 from pipeline.replay.hpa.timing import unscaled_hpa_process_timers
 from pipeline.replay.inputs import instance_types_for, read_node_pools, scale_node_pools
 from pipeline.replay.plan import ReplayPlan, plan_replay
 from pipeline.replay.ports import AutoscalerProcess, PodAutoscalerProcess
+from pipeline.replay.read_source import (
+    read_segment_range,
+    read_source,
+    time_ms,
+    tracer_config,
+    warn_on_stderr,
+)
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.report.report import ReplayProgress, ReplayReport
-from pipeline.replay.settings import ReplaySettings
 from pipeline.replay.sources import FollowSource, Warn
+from pipeline.replay.spec import (
+    Autoscaling,
+    LoadedTrace,
+    PodAutoscaling,
+    ReplaySource,
+    ReplaySpec,
+    ReportOutput,
+    SegmentRange,
+    TargetCluster,
+    TopicFollow,
+    TopicRange,
+    TraceFile,
+    recorded_usage,
+)
 
-
-# ---- where the trace comes from ---------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class TraceFile:
-    """A kubetape trace or segment, or a SimKube trace: a local path or an http(s):// URL."""
-
-    location: str
-
-    def describe(self) -> str:
-        return self.location
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedTrace:
-    """A trace already in memory (a benchmark's, a sweep's)."""
-
-    trace: Segment
-    name: str = "trace"
-
-    def describe(self) -> str:
-        return self.name
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentRange:
-    """``[start, end)`` of a sink's segment store (a directory or s3://bucket/prefix), assembled as
-    ``kubetape export`` does. Times as ``--from``/``--to`` take them: -30m, now, epoch ms, ISO-8601."""
-
-    store: str
-    start: str
-    end: str | None = None
-    cluster: ClusterId | None = None
-    config: Path | None = None
-    """Tracer config (None: the built-in one)."""
-
-    def describe(self) -> str:
-        return f"segments {self.store} [{self.start}, {self.end or 'now'})"
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRange:
-    """``[start, end)`` of the events topic, read without a consumer group."""
-
-    kafka: KafkaSettings
-    topic: str
-    start: str
-    end: str | None = None
-    cluster: ClusterId | None = None
-    config: Path | None = None
-
-    def describe(self) -> str:
-        return f"topic {self.topic} on {self.kafka.bootstrap} [{self.start}, {self.end or 'now'})"
-
-
-@dataclass(frozen=True, slots=True)
-class TopicFollow:
-    """The live topic shadowed ``lag_s`` behind, at speed 1, until stopped or past ``end``."""
-
-    kafka: KafkaSettings
-    topic: str
-    lag_s: float = 30.0
-    end: str | None = None
-    cluster: ClusterId | None = None
-    config: Path | None = None
-
-    def __post_init__(self) -> None:
-        if self.lag_s < 0:
-            raise ConfigError(f"--lag must not be negative, got {self.lag_s}")
-
-    def describe(self) -> str:
-        return f"topic {self.topic} on {self.kafka.bootstrap}, following {self.lag_s:g} s behind"
-
-
-ReplaySource = TraceFile | LoadedTrace | SegmentRange | TopicRange | TopicFollow
-
-
-# ---- the rest of the spec -------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class TargetCluster:
-    """The simulated cluster: its kubeconfig (None: the pod's service account, inside a cluster) and
-    context (None: the current one)."""
-
-    kubeconfig: Path | None = None
-    context: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Autoscaling:
-    """An autoscaler provisions the replay's nodes: its pools as written (their time settings are
-    divided by the speed when the run starts), the prices for the report's cost, and the instance
-    types it may launch (``instance_types_file``, else those of the Nodes the trace
-    recorded, else the ones its process runs with)."""
-
-    provider: str
-    node_pool_files: tuple[Path, ...] = ()
-    """``--nodepool`` files (YAML, several documents allowed), read when the run is prepared."""
-    node_pools: tuple[tuple[str, tuple[Mapping[str, Any], ...]], ...] = ()
-    """Pools in memory (a sweep's variants), in groups with where each came from."""
-    prices: Mapping[str, float] | None = None
-    instance_types_file: Path | None = None
-
-    def __post_init__(self) -> None:
-        if not self.node_pool_files and not any(pools for _, pools in self.node_pools):
-            raise ConfigError(
-                f"--autoscaler {self.provider} needs at least one --nodepool POOL.yaml (see examples/)"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class PodAutoscaling:
-    """The simulated HPA decides (``--autoscaler hpa``): the trace's HPAs are applied with their timers
-    divided by the speed, the replicas production's HPA wrote are not replayed, and the recorded load
-    drives the autoscaled owners' pods' usage under ``load_model`` (see :mod:`pipeline.replay.hpa`)."""
-
-    load_model: LoadModel = LoadModel.CONSERVE
-    usage: tuple[UsageSample, ...] = ()
-    """Recorded load handed over beside the trace (a test's, a benchmark's); the trace's own samples
-    are added to it (:func:`recorded_usage`)."""
-
-
-def recorded_usage(trace: Segment, given: tuple[UsageSample, ...]) -> tuple[UsageSample, ...]:
-    """The recorded load a replay drives the pods with: ``given``, and the trace's usage samples once
-    the trace carries them (issue 36's recording, which lands separately)."""
-    return given
-
-
-@dataclass(frozen=True, slots=True)
-class ReportOutput:
-    """Where the report goes: ``json_path`` (None: printed only); ``require_fidelity``: the run fails
-    unless the fidelity verdict is 'held'."""
-
-    json_path: Path | None = None
-    require_fidelity: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ReplaySpec:
-    """Everything one replay needs: the source, the simulated cluster, the replayer's settings (speed and
-    clock, sampling, fixed node pools, names, writes), the autoscaler, the report. Made by the commands
-    from their flags and by the benchmarks; checked here, once."""
-
-    source: ReplaySource
-    settings: ReplaySettings = field(default_factory=ReplaySettings)
-    cluster: TargetCluster = field(default_factory=TargetCluster)
-    autoscaling: Autoscaling | None = None
-    report: ReportOutput = field(default_factory=ReportOutput)
-    hooks: Hooks = field(default_factory=Hooks)
-    """Commands run at SimKube's four hook points (:mod:`pipeline.replay.hooks`), by :meth:`ReplayRun.run`."""
-    pod_autoscaling: PodAutoscaling | None = None
-    """The simulated HPA decides the recorded HPAs' owners (``--autoscaler hpa``)."""
-
-    def __post_init__(self) -> None:
-        s = self.settings
-        check_speed(
-            s.speed,
-            max_speed=s.max_speed,
-            max_lag_s=s.max_lag_s,
-            autoscaled=self.autoscaling is not None or self.pod_autoscaling is not None,
-            follow=isinstance(self.source, TopicFollow),
-        )
-        if self.pod_autoscaling is not None and isinstance(self.source, TopicFollow):
-            raise ConfigError(
-                "--autoscaler hpa replays a recorded range (a trace, --segments or a topic range): "
-                "following a live topic, production's HPA already decides the replicas it replays"
-            )
+__all__ = [  # the spec's names, and reading a store's range, stay importable from here
+    "Autoscaling",
+    "Beside",
+    "LoadedTrace",
+    "PodAutoscaling",
+    "ReplayRun",
+    "ReplaySession",
+    "ReplaySource",
+    "ReplaySpec",
+    "ReportOutput",
+    "SegmentRange",
+    "TargetCluster",
+    "TopicFollow",
+    "TopicRange",
+    "TraceFile",
+    "read_segment_range",
+]
 
 
 # ---- the run --------------------------------------------------------------------------------------
-def _warn(message: str) -> None:
-    print(f"kubetape: warning: {message}", file=sys.stderr)
-
-
 Beside = Callable[[Replayer, KubeClient], Coroutine[Any, Any, None]]
 """Runs beside the replayer until it ends (the sweep's observer, a benchmark's sampler)."""
 
@@ -239,7 +101,7 @@ class ReplayRun:
         autoscaler: AutoscalerProcess | None = None,
         pod_autoscaler: PodAutoscalerProcess | None = None,
         on_progress: Callable[[ReplayProgress], None] | None = None,
-        warn: Warn = _warn,
+        warn: Warn = warn_on_stderr,
     ) -> None:
         self.spec = spec
         self._autoscaler = autoscaler
@@ -275,7 +137,7 @@ class ReplayRun:
                 source.kafka,
                 source.topic,
                 round(source.lag_s * 1000),
-                config=_tracer_config(source.config),
+                config=tracer_config(source.config),
                 warn=self._warn,
                 cluster=source.cluster,
             )
@@ -283,7 +145,7 @@ class ReplayRun:
             if self.spec.autoscaling is not None:
                 await self._start_autoscaler(pools, scaled, None)
         else:
-            self.trace = await self._read(source)
+            self.trace = await read_source(source, self._warn)
             plan = plan_replay(self.trace, self.settings.speed)
             if self.spec.autoscaling is not None:  # the simulated autoscaler makes the nodes
                 await self._start_autoscaler(pools, scaled, plan)
@@ -349,36 +211,6 @@ class ReplayRun:
             autoscaler_node_pools=tuple(pools),
             autoscaler_settings=(*self.settings.autoscaler_settings, *scaled),
             prices=autoscaling.prices,
-        )
-
-    async def _read(self, source: ReplaySource) -> Segment:
-        from pipeline.formats.trace import read_trace, trace_from_bytes
-
-        if isinstance(source, LoadedTrace):
-            return source.trace
-        if isinstance(source, TraceFile):
-            if source.location.startswith(("http://", "https://")):
-                from pipeline.io.fetch import fetch_bytes
-
-                return trace_from_bytes(await fetch_bytes(source.location), source.location)
-            return read_trace(Path(source.location))
-        assert not isinstance(source, TopicFollow)  # prepare() follows it
-        start_ms, end_ms = _range_ms(source.start, source.end)
-        if isinstance(source, SegmentRange):
-            return read_segment_range(
-                source.store, start_ms, end_ms, cluster=source.cluster, config=source.config, warn=self._warn
-            )
-        assert isinstance(source, TopicRange)
-        from pipeline.replay.sources import read_topic_trace
-
-        return await read_topic_trace(
-            source.kafka,
-            source.topic,
-            start_ms,
-            end_ms,
-            config=_tracer_config(source.config),
-            warn=self._warn,
-            cluster=source.cluster,
         )
 
     @contextlib.asynccontextmanager
@@ -485,7 +317,7 @@ class ReplaySession:
                 return await replayer.run()
             assert isinstance(source, TopicFollow)
             if source.end is not None:  # follow until the live topic passes the end (plus the lag)
-                wall_left_s = (_time_ms(source.end, "--to") + follow.lag_ms) / 1000 - time.time()
+                wall_left_s = (time_ms(source.end, "--to") + follow.lag_ms) / 1000 - time.time()
                 loop.call_later(max(wall_left_s, 0.0), replayer.finish)
             return await replayer.run(follow.steps(), first_due_at=follow.first_due_at(time.monotonic()))
         except asyncio.CancelledError:
@@ -512,41 +344,3 @@ def _install_signals(loop: asyncio.AbstractEventLoop, replayer: Replayer) -> Non
         loop.add_signal_handler(sig, interrupt)
     loop.add_signal_handler(signal.SIGUSR1, replayer.pause)
     loop.add_signal_handler(signal.SIGUSR2, replayer.resume)
-
-
-# ---- reading a range ------------------------------------------------------------------------------
-def _tracer_config(path: Path | None) -> Any:
-    from pipeline.model.tracer_config import load_tracer_config
-
-    return load_tracer_config(path) if path is not None else None
-
-
-def _time_ms(text: str, what: str) -> int:
-    from pipeline.model.timespec import parse_time
-
-    return parse_time(text, where=what)
-
-
-def _range_ms(start: str, end: str | None) -> tuple[int, int]:
-    return _time_ms(start, "--from"), _time_ms(end or "now", "--to")
-
-
-def read_segment_range(
-    store: str,
-    start_ms: int,
-    end_ms: int,
-    *,
-    cluster: str | None = None,
-    config: Path | None = None,
-    warn: Warn = _warn,
-) -> Segment:
-    """The trace of ``[start_ms, end_ms)`` of ``cluster`` in a segment store (a directory or
-    s3://bucket/prefix): the same assembly as ``kubetape export``, so a range replays as its exported
-    file would."""
-    from pipeline.store.catalog import SegmentCatalog
-    from pipeline.store.export import ExportRequest, window_trace
-    from pipeline.store.store_url import cluster_location, open_segment_store, parse_store_url
-
-    location = cluster_location(parse_store_url(store, what="--segments"), cluster)
-    catalog = SegmentCatalog(open_segment_store(location, must_exist=True))
-    return window_trace(catalog, ExportRequest(start_ms, end_ms, config=_tracer_config(config)), warn)
