@@ -44,7 +44,11 @@ def deployment(replicas: int, image: str = "example/web:1") -> dict[str, Any]:
     }
 
 
-def hpa(max_replicas: int = 6) -> dict[str, Any]:
+MIN_REPLICAS = 2
+MAX_REPLICAS = 4
+
+
+def hpa() -> dict[str, Any]:
     fast = {"type": "Percent", "value": 100, "periodSeconds": 15}
     return {
         "apiVersion": "autoscaling/v2",
@@ -52,8 +56,8 @@ def hpa(max_replicas: int = 6) -> dict[str, Any]:
         "metadata": {"name": APP, "namespace": NAMESPACE, "uid": "u-hpa"},
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": APP},
-            "minReplicas": 1,
-            "maxReplicas": max_replicas,
+            "minReplicas": MIN_REPLICAS,
+            "maxReplicas": MAX_REPLICAS,
             "metrics": [
                 {
                     "type": "Resource",
@@ -94,12 +98,15 @@ def recording(
     return build_segment(events, start_ms=0, end_ms=span_ms, kind=SegmentKind.TRACE)
 
 
-def rising_load(span_ms: int, *, every_ms: int = 15_000, pods: int = 2) -> tuple[UsageSample, ...]:
-    """The owner's total CPU: 2 pods at 20 % of their request for the first third, then 2 pods at
-    180 % (the recorded HPA's cause to scale up to about 4 x 90 %)."""
+def rising_load(
+    span_ms: int, *, rise_at_ms: int | None = None, every_ms: int = 15_000, pods: int = 2
+) -> tuple[UsageSample, ...]:
+    """The owner's total CPU: ``pods`` pods at 20 % of their request until ``rise_at_ms`` (default: a
+    third of the span), then at 180 % (the recorded HPA's cause to scale up to its maximum)."""
+    rise_at_ms = span_ms // 3 if rise_at_ms is None else rise_at_ms
     samples = []
     for ts_ms in range(0, span_ms, every_ms):
-        per_pod_m = 20 if ts_ms < span_ms // 3 else 180
+        per_pod_m = 20 if ts_ms < rise_at_ms else 180
         samples.append(
             UsageSample(ts_ms, OWNER, "h1", pods, (ContainerUsage("app", per_pod_m * pods, 64 << 20),))
         )

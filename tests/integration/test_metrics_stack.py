@@ -1,6 +1,7 @@
 """A stack cluster started with metrics serves the Metrics API from KWOK's emulated kubelet metrics, and
 the cluster's own HPA acts on it: pods annotated with a CPU usage above their request are scaled up, and
-scaled down once their usage is lowered.
+scaled down once their usage is lowered. A recording of an HPA scaling up under rising load, replayed
+with ``--autoscaler hpa``, has the simulated HPA scale the same way from the recorded load.
 
 The cluster is the module's own (``metrics``), deleted after it: the session's ``source`` and ``sim``
 stay as they were. Its nodes are made from the stack's default node skeleton, as ``kubetape stack up
@@ -15,9 +16,14 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+import yaml
 
+from pipeline.replay.hpa.load import LoadModel
+from pipeline.replay.run import LoadedTrace, PodAutoscaling, ReplayRun, ReplaySpec, TargetCluster
+from pipeline.replay.settings import ReplaySettings
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack
+from tests import hpa_recording as rec
 from tests.polling import eventually_sync
 
 CLUSTER = "metrics"
@@ -199,3 +205,52 @@ def test_the_metrics_api_serves_annotated_usage_from_every_node_and_the_hpa_scal
         timeout_s=SCALING_TIMEOUT_S,
         interval_s=3.0,
     )
+
+
+# the replay: 2 pods at 20 % until 30 s, then at 180 %; production's HPA went 2 -> 4 at 60 s
+REPLAY_SPEED = 10.0
+REPLAY_SPAN_MS = 1_200_000
+"""120 wall seconds at x10. This cluster's controller and metrics-server run unscaled (the report says
+so): the new nodes' first scrapes, two 15 s scrapes of each new pod and a 15 s sync put the simulated
+HPA's decision 45-70 wall s (450-700 trace s) after the start, measured on two cores."""
+REACTED_BY_MS = 900_000
+"""Trace time after which the simulated replicas must be within one pod of the recorded ones."""
+RECORDED_SCALE_UP = (60_000, rec.MAX_REPLICAS)
+
+
+async def test_a_replay_with_the_hpa_deciding_scales_from_the_recorded_load(
+    metered: kwok.KwokCluster,
+) -> None:
+    trace = rec.recording([RECORDED_SCALE_UP], span_ms=REPLAY_SPAN_MS)
+    spec = ReplaySpec(
+        LoadedTrace(trace, "hpa-recording"),
+        ReplaySettings(
+            speed=REPLAY_SPEED,
+            replay_name="hpa-replay",
+            namespace_prefix="hpa-replay",
+            node_pools=((yaml.safe_load(kwok.DEFAULT_NODE_SKELETON.read_text()), 2),),
+        ),
+        TargetCluster(metered.kubeconfig),
+        pod_autoscaling=PodAutoscaling(
+            LoadModel.CONSERVE, rec.rising_load(REPLAY_SPAN_MS, rise_at_ms=30_000)
+        ),
+    )
+    report = await ReplayRun(spec).run()
+    summary = report.summary()
+    assert report.failed == 0, summary
+    assert report.cleanup.startswith("done"), summary
+    hpa = report.pod_autoscaling
+    assert hpa is not None, summary
+    assert hpa["load_model"] == "conserve"
+    [owner] = hpa["owners"]
+    assert owner["owner"] == str(rec.OWNER)
+    assert owner["replica_writes_left_out"] == 1, "production's HPA's write was left to the simulated one"
+    assert hpa["usage_writes"] > 0, summary
+    assert f"the simulated HPA decides 1 owner(s) ({rec.OWNER})" in summary
+    # the simulated HPA scaled the owner up to what the recorded one reached (its 4 pods now sharing
+    # the recorded 360m at 90 %, above its 50 % target, so it stays at its maximum)
+    running = [(round(s.trace_ms), s.running.get(str(rec.OWNER), 0)) for s in report.owner_samples]
+    reacted = [count for at_ms, count in running if at_ms >= REACTED_BY_MS]
+    assert reacted, f"no sample after {REACTED_BY_MS} ms: {running}\n{summary}"
+    assert all(abs(count - rec.MAX_REPLICAS) <= 1 for count in reacted), f"{running}\n{summary}"
+    assert reacted[-1] == rec.MAX_REPLICAS, f"{running}\n{summary}"
