@@ -187,6 +187,8 @@ def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[
             args += ["--nodepool", f"{NODE_POOLS_MOUNT}/autoscaler-pool-{i}.yaml"]
         if spec.autoscaler.prices is not None:
             args += ["--prices", f"{NODE_POOLS_MOUNT}/{PRICES_FILE}"]
+    if spec.pod_autoscaler is not None:
+        args += ["--autoscaler", spec.pod_autoscaler.provider, "--load-model", spec.pod_autoscaler.load_model]
     args += lifecycle_flags(spec.lifecycle_delays)
     for hook in spec.hooks:
         flag = "--hook-ignoring-failure" if hook.ignore_failure else "--hook"

@@ -105,6 +105,21 @@ class AutoscalerSpec:
     prices: Mapping[str, float] | None = None
 
 
+POD_AUTOSCALERS = ("hpa",)
+"""Pod autoscalers a replay can let decide (``kubetape replay --autoscaler hpa``)."""
+LOAD_MODELS = ("conserve", "per-pod")
+"""``--load-model``: how the recorded load becomes the simulated pods' usage."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodAutoscalerSpec:
+    """``spec.podAutoscaler``: the simulated cluster's HPA decides the recorded HPAs' owners from the
+    recorded load (the cluster must serve the Metrics API over KWOK's emulated kubelet metrics)."""
+
+    provider: str = "hpa"
+    load_model: str = "conserve"
+
+
 @dataclass(frozen=True, slots=True)
 class SimulationSpec:
     source: TraceSourceSpec
@@ -122,6 +137,8 @@ class SimulationSpec:
     """``spec.clusterProfile``: the profile the simulation cluster must state (``--expect-profile``)."""
     autoscaler: AutoscalerSpec | None = None
     """``spec.autoscaler``: nodes made by an autoscaler for pending pods (``--autoscaler``)."""
+    pod_autoscaler: PodAutoscalerSpec | None = None
+    """``spec.podAutoscaler``: the simulated HPA decides (``--autoscaler hpa --load-model``)."""
     hooks: tuple[Hook, ...] = ()
     """``spec.hooks``: SimKube's hooks, run by the replay Job (``--hook``)."""
     lifecycle_delays: LifecycleDelays = field(default_factory=LifecycleDelays)
@@ -169,6 +186,7 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
     if profile is not None and (not isinstance(profile, str) or not profile):
         raise SimulationSpecError(f"spec.clusterProfile: {profile!r} must be a profile name, e.g. large")
     autoscaler = _parse_autoscaler(spec.get("autoscaler"))
+    pod_autoscaler = _parse_pod_autoscaler(spec.get("podAutoscaler"))
     try:
         hooks = parse_hooks_config(spec.get("hooks"), "spec.hooks")
         lifecycle_delays = parse_lifecycle_params(spec.get("lifecycleParams"))
@@ -179,7 +197,7 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
         float(speed),
         max_speed=max_speed,
         max_lag_s=max_lag_s,
-        autoscaled=autoscaler is not None,
+        autoscaled=autoscaler is not None or pod_autoscaler is not None,
         words=SIMULATION_WORDS,
     )
     return SimulationSpec(
@@ -194,6 +212,7 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
         max_speed=max_speed,
         cluster_profile=profile,
         autoscaler=autoscaler,
+        pod_autoscaler=pod_autoscaler,
         hooks=hooks,
         lifecycle_delays=lifecycle_delays,
     )
@@ -289,6 +308,25 @@ def _parse_node_pools(pools: Any) -> tuple[NodePool, ...]:
             raise SimulationSpecError(f"{where}.count: {count!r} must be a whole number ≥ 1")
         parsed.append(NodePool(skeleton, count))
     return tuple(parsed)
+
+
+def _parse_pod_autoscaler(given: Any) -> PodAutoscalerSpec | None:
+    if given is None:
+        return None
+    where = "spec.podAutoscaler"
+    if not isinstance(given, Mapping):
+        raise SimulationSpecError(f"{where}: must be an object, e.g. {{provider: hpa, loadModel: conserve}}")
+    provider = given.get("provider", "hpa")
+    if provider not in POD_AUTOSCALERS:
+        raise SimulationSpecError(
+            f"{where}.provider: {provider!r} is not supported; use {', '.join(POD_AUTOSCALERS)}"
+        )
+    model = given.get("loadModel", "conserve")
+    if model not in LOAD_MODELS:
+        raise SimulationSpecError(
+            f"{where}.loadModel: {model!r} is not a load model; use {' or '.join(LOAD_MODELS)}"
+        )
+    return PodAutoscalerSpec(str(provider), str(model))
 
 
 def _parse_autoscaler(autoscaler: Any) -> AutoscalerSpec | None:

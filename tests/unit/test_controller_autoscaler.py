@@ -84,3 +84,42 @@ def test_an_autoscaler_needs_a_fixed_speed() -> None:
     sim["spec"].update({"maxSpeed": True, "maxLag": "5s"})
     with pytest.raises(SimulationSpecError, match=r"spec.autoscaler: .* spec.maxSpeed"):
         parse_spec(sim)
+
+
+def test_a_pod_autoscaler_reaches_the_replayer_as_the_hpa_flags_which_the_replay_reads() -> None:
+    from services.cli import build_parser
+    from services.commands.replay import spec_from_args
+
+    sim = simulation(nodePools=[NODEPOOL])
+    sim["spec"]["podAutoscaler"] = {"loadModel": "per-pod"}
+    args = replayer_job(sim, 0, parse_spec(sim), ControllerSettings(identity="c"))["spec"]["template"][
+        "spec"
+    ]["containers"][0]["args"]
+    assert [a for i, a in enumerate(args) if args[i - 1] == "--autoscaler"] == ["karpenter", "hpa"]
+    assert args[args.index("--load-model") + 1] == "per-pod"
+    # without Karpenter (whose pools the Job reads from its mount), the Job's command line asks
+    # `kubetape replay` for the HPA with that model
+    del sim["spec"]["autoscaler"]
+    args = replayer_job(sim, 0, parse_spec(sim), ControllerSettings(identity="c"))["spec"]["template"][
+        "spec"
+    ]["containers"][0]["args"]
+    replay = spec_from_args(build_parser().parse_args(args))
+    assert replay.pod_autoscaling is not None
+    assert replay.pod_autoscaling.load_model.value == "per-pod"
+    assert replay.autoscaling is None
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ({"provider": "keda"}, "spec.podAutoscaler.provider: 'keda' is not supported"),
+        ({"loadModel": "average"}, "spec.podAutoscaler.loadModel: 'average' is not a load model"),
+        ("hpa", "spec.podAutoscaler: must be an object"),
+    ],
+)
+def test_a_bad_pod_autoscaler_names_its_field(given: Any, problem: str) -> None:
+    sim = simulation(nodePools=[NODEPOOL])
+    del sim["spec"]["autoscaler"]
+    sim["spec"]["podAutoscaler"] = given
+    with pytest.raises(SimulationSpecError, match=problem.replace(".", r"\.")):
+        parse_spec(sim)
