@@ -18,6 +18,7 @@ from pipeline.model.events import Event, EventType
 from pipeline.replay.clock.schedule import Clock, ScheduledStep, pause
 from pipeline.replay.crds import CRD_KIND, not_the_replays, simulated_crd
 from pipeline.replay.hpa.replay import HpaWrites
+from pipeline.replay.hpa.targets import is_hpa
 from pipeline.replay.owned import LiveUids, live_uid, name_recorded_owner, own_by_replayed
 from pipeline.replay.plan import ReplayPlan
 from pipeline.replay.ports import ReplayCluster
@@ -140,6 +141,11 @@ class StepWriter:
         assert event.obj is not None
         assert self.root is not None
         obj = event.obj
+        if self._hpa_writes is None and is_hpa(obj):
+            # the recorded replicas are replayed: a simulated HPA beside them would fight them (on a
+            # cluster serving metrics) or fail to read any (elsewhere)
+            self._report.hpa_writes_left_out += 1
+            return
         resource = await self._cluster.resource_for(obj["apiVersion"], obj["kind"])
         kind = (resource.api_version, resource.kind)
         body: dict[str, Any]

@@ -21,7 +21,7 @@ from pipeline.model.keys import ObjectKey, key_of
 from pipeline.replay import setup as replay_setup
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
-from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL
+from pipeline.replay.rewrite import LIFETIME_ANNOTATION, REPLAY_LABEL, RESOURCE_METRICS_PATH_ANNOTATION
 from pipeline.replay.settings import ReplaySettings
 from pipeline.replay.setup import root_crd
 from tests.data import SIMKUBE_TRACES
@@ -207,6 +207,36 @@ async def test_virtual_nodes_are_created_and_owned_by_the_root(caplog: pytest.Lo
     assert nodes == ["t1-big-2-0", "t1-sk-0", "t1-sk-1", "t1-sk-1-0"]
     # the nodes were seen Ready: trace time did not start on the readiness time-out
     assert not [r.getMessage() for r in caplog.records if "not Ready in time" in r.getMessage()]
+
+
+async def test_a_plain_replay_replays_the_recorded_replicas_and_not_the_hpas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests import hpa_recording as rec
+
+    cluster = MemoryCluster()
+    monkeypatch.setitem(
+        KINDS, ("apps/v1", "Deployment"), ApiResource("apps/v1", "Deployment", "deployments", True)
+    )
+    plan = plan_replay(rec.recording([(10, 4)], span_ms=100), speed=1000)
+    report = await Replayer(cluster, plan, fast(keep=True)).run()
+    assert report.failed == 0, report.summary()
+    assert report.hpa_writes_left_out == 1
+    assert not [o for o in cluster.applies if o["kind"] == "HorizontalPodAutoscaler"]
+    assert cluster.objects[("Deployment", "kubetape-hpa-shop", "web")]["spec"]["replicas"] == 4
+    assert "recorded HPAs not applied (1 write(s))" in report.summary()
+
+
+async def test_virtual_nodes_tell_metrics_server_where_kwok_serves_their_metrics() -> None:
+    cluster = MemoryCluster()
+    skeleton = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "sk"}, "status": {}}
+    plan = plan_replay(trace([applied(0, pod("p"))]), speed=1)
+    await Replayer(cluster, plan, fast(keep=True, node_pools=((skeleton, 1),))).run()
+    node = cluster.objects[("Node", None, "t1-sk-0")]
+    assert (
+        node["metadata"]["annotations"][RESOURCE_METRICS_PATH_ANNOTATION]
+        == "/metrics/nodes/t1-sk-0/metrics/resource"
+    )
 
 
 def test_plan_of_simkube_bare_pods_trace_scales_recorded_lifetimes() -> None:

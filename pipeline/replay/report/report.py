@@ -88,6 +88,8 @@ class ReplayReport:
     """An autoscaled replay's settings (given and applied) and figures (see ``autoscale_figures``)."""
     autoscale_summary: list[str] = field(default_factory=list)
     pod_autoscaling: dict[str, Any] | None = None
+    hpa_writes_left_out: int = 0
+    """Without ``--autoscaler hpa``: recorded HPA writes not applied (the recorded replicas are)."""
     """A replay with the simulated HPA deciding: the load model, the autoscaled owners, the HPA's
     settings as given and applied, the usage written (see pipeline.replay.hpa.replay)."""
     hooks: list[dict[str, Any]] = field(default_factory=list)
@@ -151,6 +153,7 @@ class ReplayReport:
                 "skipped_after_duration": self.skipped_after_duration,
                 "not_started": self.not_started,
                 "gaps_in_trace": self.gaps,
+                "hpa_writes_left_out": self.hpa_writes_left_out,
             },
             "lateness_ms": {
                 "p50": rounded_percentile(self.lateness_ms, 0.5),
@@ -265,7 +268,12 @@ class ReplayReport:
     def _pod_autoscaling_lines(self) -> list[str]:
         hpa = self.pod_autoscaling
         if hpa is None:
-            return []
+            if not self.hpa_writes_left_out:
+                return []
+            return [
+                f"  recorded HPAs not applied ({self.hpa_writes_left_out} write(s)): the replicas they chose "
+                "are replayed as recorded; --autoscaler hpa lets the simulated HPA decide instead"
+            ]
         owners = [o["owner"] for o in hpa["owners"]]
         lines = [
             f"  pod autoscaling: the simulated HPA decides {len(owners)} owner(s) "
