@@ -11,6 +11,7 @@ stay as they were. Its nodes are made from the stack's default node skeleton, as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
+from pipeline.io.kube.client import KubeClient
+from pipeline.model.errors import KubetapeError
 from pipeline.replay.hpa.load import LoadModel
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.run import LoadedTrace, PodAutoscaling, ReplayRun, ReplaySpec, TargetCluster
@@ -221,19 +224,31 @@ HELD_S = 10.0
 RECORDED_SCALE_UP = (60_000, rec.MAX_REPLICAS)
 
 
-async def _finish_once_held(replayer: Replayer, cluster: object) -> None:
-    """Ends the replay once the owner has run its recorded maximum for HELD_S wall seconds."""
-    since: float | None = None
-    while True:
-        await asyncio.sleep(1.0)
-        samples = replayer.report.owner_samples
-        at_max = bool(samples) and samples[-1].running.get(str(rec.OWNER), 0) == rec.MAX_REPLICAS
-        since = (since or time.monotonic()) if at_max else None
-        if since is not None and time.monotonic() - since >= HELD_S:
-            replayer.finish()
-            return
+class _FinishOnceHeld:
+    """Beside the replay: ends it once the owner has run its recorded maximum for HELD_S wall seconds,
+    and keeps the simulated HPA's last status for the failure message."""
+
+    def __init__(self) -> None:
+        self.hpa_status: object = "never read"
+
+    async def __call__(self, replayer: Replayer, cluster: KubeClient) -> None:
+        since: float | None = None
+        while True:
+            await asyncio.sleep(1.0)
+            with contextlib.suppress(KubetapeError):
+                hpa = await cluster.get(
+                    "autoscaling/v2", "HorizontalPodAutoscaler", "hpa-replay-hpa-shop", "web"
+                )
+                self.hpa_status = None if hpa is None else hpa.get("status")
+            samples = replayer.report.owner_samples
+            at_max = bool(samples) and samples[-1].running.get(str(rec.OWNER), 0) == rec.MAX_REPLICAS
+            since = (since or time.monotonic()) if at_max else None
+            if since is not None and time.monotonic() - since >= HELD_S:
+                replayer.finish()
+                return
 
 
+@pytest.mark.timeout(600)  # a cluster of its own when run alone, and the replay's 180 s at most
 async def test_a_replay_with_the_hpa_deciding_scales_from_the_recorded_load(
     metered: kwok.KwokCluster,
 ) -> None:
@@ -251,8 +266,9 @@ async def test_a_replay_with_the_hpa_deciding_scales_from_the_recorded_load(
             LoadModel.CONSERVE, rec.rising_load(REPLAY_SPAN_MS, rise_at_ms=30_000)
         ),
     )
-    report = await ReplayRun(spec).run(beside=_finish_once_held)
-    summary = report.summary()
+    beside = _FinishOnceHeld()
+    report = await ReplayRun(spec).run(beside=beside)
+    summary = f"{report.summary()}\nthe simulated HPA's last status: {beside.hpa_status}"
     assert report.failed == 0, summary
     assert report.cleanup.startswith("done"), summary
     hpa = report.pod_autoscaling
