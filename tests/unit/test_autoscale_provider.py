@@ -42,4 +42,5 @@ def test_the_commands_offer_exactly_the_providers(capsys: pytest.CaptureFixture[
     assert sorted(PROVIDERS) == ["karpenter"]
     with pytest.raises(SystemExit):
         main(["replay", "--trace", "t", "--autoscaler", "cluster-autoscaler"])
-    assert "invalid choice: 'cluster-autoscaler' (choose from 'karpenter')" in capsys.readouterr().err
+    # the node autoscalers, and the HPA (pipeline.replay.hpa), which makes no nodes
+    assert "invalid choice: 'cluster-autoscaler' (choose from 'karpenter', 'hpa')" in capsys.readouterr().err
