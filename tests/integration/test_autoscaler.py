@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -251,6 +253,8 @@ def _write_sweep_trace(path: Path) -> None:
 
 
 @pytest.mark.timeout(1800)
+# the recording of the last test runs on source meanwhile: its waits overlap the sweep's replays
+@pytest.mark.usefixtures("autoscaled_recording")
 async def test_a_sweep_over_consolidation_policies_orders_node_hours_and_draws_both_on_the_frontier_chart(
     local_stack: LocalStack, karpenter_sim: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -419,21 +423,63 @@ def _record_autoscaled_workload(local_stack: LocalStack, pool: Path, workdir: Pa
     return trace
 
 
-@pytest.mark.usefixtures("source_nodes")  # as in the full suite: static nodes on source too
-def test_an_autoscaled_recording_replays_under_karpenter_with_the_recorded_node_count(
-    local_stack: LocalStack, karpenter_sim: str, tmp_path: Path
-) -> None:
-    pool, report_path = tmp_path / "pool.yaml", tmp_path / "report.json"
-    _write_pool(pool, RECORD_CONSOLIDATE_AFTER)
-    local_stack.start_karpenter("source", KarpenterSettings())
-    try:
-        trace = _record_autoscaled_workload(local_stack, pool, tmp_path)
-    finally:
-        source = local_stack.cluster("source", local_stack.info().bin_dir)
-        # not waited for: a failure above stays the failure reported
+@dataclass
+class _BackgroundRecording:
+    """The autoscaled recording on ``source``, made in a thread while other tests of the module replay on
+    ``sim``: it is minutes of real time spent mostly waiting for Karpenter's unscaled timers."""
+
+    local_stack: LocalStack
+    pool: Path
+    future: Future[Path]
+    cleaned: bool = False
+
+    def trace(self) -> Path:
+        """The exported trace, once the recording is done; ``source`` is cleaned up either way."""
+        try:
+            return self.future.result()
+        finally:
+            self.clean()
+
+    def clean(self) -> None:
+        """The workload, its pool and Karpenter gone from ``source``. Called on the main thread only: the
+        stack's state file (which stop_karpenter rewrites) has one writer at a time."""
+        if self.cleaned:
+            return
+        self.cleaned = True
+        source = self.local_stack.cluster("source", self.local_stack.info().bin_dir)
+        # not waited for: a failure of the recording stays the failure reported
         source.kubectl("delete", "namespace", "shop", "--ignore-not-found", "--wait=false")
-        source.kubectl("delete", "-f", str(pool), "--ignore-not-found", "--wait=false")
-        local_stack.stop_karpenter("source")
+        source.kubectl("delete", "-f", str(self.pool), "--ignore-not-found", "--wait=false")
+        self.local_stack.stop_karpenter("source")
+
+
+@pytest.fixture(scope="module")
+def autoscaled_recording(
+    local_stack: LocalStack, source_nodes: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[_BackgroundRecording]:
+    """Starts the recording of ``_record_autoscaled_workload`` in the background (``source_nodes``: as in
+    the full suite, static nodes on source too). The sweep asks for it so that the recording's waits
+    overlap the sweep's replays; the recording's test collects it."""
+    workdir = tmp_path_factory.mktemp("autoscaled-recording")
+    pool = workdir / "pool.yaml"
+    _write_pool(pool, RECORD_CONSOLIDATE_AFTER)
+    local_stack.start_karpenter("source", KarpenterSettings())  # here, on the main thread (see clean)
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autoscaled-recording")
+    recording = _BackgroundRecording(
+        local_stack, pool, executor.submit(_record_autoscaled_workload, local_stack, pool, workdir)
+    )
+    try:
+        yield recording
+    finally:
+        executor.shutdown(wait=True)
+        recording.clean()
+
+
+def test_an_autoscaled_recording_replays_under_karpenter_with_the_recorded_node_count(
+    local_stack: LocalStack, karpenter_sim: str, autoscaled_recording: _BackgroundRecording, tmp_path: Path
+) -> None:
+    pool, report_path = autoscaled_recording.pool, tmp_path / "report.json"
+    trace = autoscaled_recording.trace()
     done = subprocess.run(
         [
             sys.executable, "-m", "services.cli", "replay", "--trace", str(trace), "--kubeconfig",

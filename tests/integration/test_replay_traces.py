@@ -158,13 +158,29 @@ async def test_bare_pods_appear_and_complete_at_scaled_times(
         await assert_cleaned_up(KubeClient(api), "bare")
 
 
+CRON_FIRST_S, CRON_LAST_S = 8.0, 22.0
+"""Wall seconds from the replay's start within which the CronJob's first minute falls."""
+
+
+def _until_next_minute_is_within(first_s: float, last_s: float) -> float:
+    """Seconds to wait until the next wall-clock minute is between ``first_s`` and ``last_s`` away
+    (none if it is now; at most ``first_s + 60 - last_s``)."""
+    to_next = 60.0 - time.time() % 60.0
+    if to_next < first_s:
+        return to_next + 60.0 - last_s
+    return max(to_next - last_s, 0.0)
+
+
 async def test_cronjob_pods_complete_after_the_scaled_recorded_duration(
     sim_kubeconfig: Path, simkube_traces: Path
 ) -> None:
     # The CronJob fires on the wall-clock minute ("* * * * *"), as in SimKube: speed scales the trace
-    # and the pods' run time, not cron. At speed 2 the 205 s trace lasts ~103 s, so a minute boundary
-    # falls inside it with time to spare for the 30 s / 2 = 15 s run.
-    speed = 2.0
+    # and the pods' run time, not cron. At speed 4 the 205 s trace lasts ~51 s and the Job's pod runs
+    # 30 s / 4 = 7.5 s: the replay starts when the next minute is 8-22 s away, so the CronJob exists
+    # before it (the replay's set-up takes a second or two) and its pod has about half the trace left
+    # to start, run and complete. (At speed 2 without the wait the test took ~110 s.)
+    speed = 4.0
+    await asyncio.sleep(_until_next_minute_is_within(CRON_FIRST_S, CRON_LAST_S))
     watched = await replay_and_watch(
         sim_kubeconfig, simkube_traces / "cronjob.sktrace", node_settings("cron", speed), poll_s=0.25
     )
@@ -174,9 +190,9 @@ async def test_cronjob_pods_complete_after_the_scaled_recorded_duration(
     finished = [t for t in pods.values() if "Succeeded" in t.phases and "Running" in t.phases]
     assert finished, f"no job pod completed: {pods}"
     for times in finished:
-        assert times.annotations[LIFETIME_ANNOTATION] == "15.000s"
+        assert times.annotations[LIFETIME_ANNOTATION] == "7.500s"
         # ran its scaled duration: not less (the polls bracket when it started and ended)
-        assert times.phases["Succeeded"] - times.phases_not_before["Running"] >= 15.0 - SLACK_S, times
+        assert times.phases["Succeeded"] - times.phases_not_before["Running"] >= 7.5 - SLACK_S, times
     assert report.cleanup.startswith("done"), report.cleanup
 
 
