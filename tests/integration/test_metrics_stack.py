@@ -1,7 +1,8 @@
 """A stack cluster started with metrics serves the Metrics API from KWOK's emulated kubelet metrics, and
 the cluster's own HPA acts on it: pods annotated with a CPU usage above their request are scaled up, and
 scaled down once their usage is lowered. A recording of an HPA scaling up under rising load, replayed
-with ``--autoscaler hpa``, has the simulated HPA scale the same way from the recorded load.
+with ``--autoscaler hpa``, has the simulated HPA scale the same way from the recorded load. The watcher
+(``kubetape watch``) records the usage set on pods on ``kubetape.usage``, and the sink stores it.
 
 The cluster is the module's own (``metrics``), deleted after it: the session's ``source`` and ``sim``
 stay as they were. Its nodes are made from the stack's default node skeleton, as ``kubetape stack up
@@ -12,24 +13,41 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from pipeline.formats.segment.content import usage_order
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.usage_window import usage_window
+from pipeline.formats.wire.usage import decode_usage
+from pipeline.io.http import HttpSettings
+from pipeline.io.kafka.settings import USAGE_TOPIC, KafkaSettings
 from pipeline.io.kube.client import KubeClient
 from pipeline.model.errors import KubetapeError
+from pipeline.model.keys import ClusterId
+from pipeline.model.usage import UsageSample
 from pipeline.replay.hpa.load import LoadModel
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.run import LoadedTrace, PodAutoscaling, ReplayRun, ReplaySpec, TargetCluster
 from pipeline.replay.settings import ReplaySettings
+from pipeline.sink.service import SinkServiceSettings, run_sink_service
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack
+from pipeline.store.catalog import SegmentCatalog
+from pipeline.store.export import ExportRequest, export_window
+from pipeline.store.store_url import LocalLocation, cluster_store_location, open_segment_store
+from pipeline.store.usage_history import open_usage_store, stored_usage, usage_store_location
 from tests import hpa_recording as rec
+from tests.integration.test_watch_service import read_topic, running_watcher
 from tests.polling import eventually_sync
 
 CLUSTER = "metrics"
@@ -45,12 +63,41 @@ METRICS_TIMEOUT_S = 150.0
 SCALING_TIMEOUT_S = 150.0
 
 
+# ---- recording the load -------------------------------------------------------------------------------
+RECORD_NAMESPACE = "usage-record"
+LOADED = "loaded"
+LOADED_CPU_M = 120
+LOADED_MEMORY = 96 * 2**20
+
+
+def _loaded_deployment() -> dict[str, Any]:
+    labels = {"app": LOADED}
+    annotations = {USAGE_ANNOTATION: f"{LOADED_CPU_M}m", "kwok.x-k8s.io/usage-memory": "96Mi"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": LOADED, "namespace": RECORD_NAMESPACE},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": {"containers": [{"name": "app", "image": "example/loaded:1"}]},
+            },
+        },
+    }
+
+
 @pytest.fixture(scope="module")
 def metered(local_stack: LocalStack) -> Iterator[kwok.KwokCluster]:
     info = local_stack.up([CLUSTER], metrics=True)
     cluster = kwok.KwokCluster(CLUSTER, local_stack.kwok_workdir, info.bin_dir)
     try:
         local_stack.add_nodes(CLUSTER, kwok.DEFAULT_NODE_SKELETON, 2, prefix="metered")
+        # the recording test's workload starts now: its pods' metrics (two scrapes, ~30 s) are ready
+        # by the time the HPA test before it is done, so recording them costs seconds, not a minute
+        cluster.kubectl("create", "namespace", RECORD_NAMESPACE)
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(_loaded_deployment()))
         yield cluster
     finally:
         local_stack.delete_cluster(CLUSTER)
@@ -288,3 +335,121 @@ async def test_a_replay_with_the_hpa_deciding_scales_from_the_recorded_load(
     after = [count for _, count in running[reacted[0] :]]
     assert all(abs(count - rec.MAX_REPLICAS) <= 1 for count in after), f"{running}\n{summary}"
     assert after[-1] == rec.MAX_REPLICAS, f"{running}\n{summary}"
+
+
+async def test_the_usage_that_was_set_is_recorded_stored_and_exported(
+    metered: kwok.KwokCluster, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    cluster = metered  # the fixture started the loaded Deployment
+    try:
+        config = tmp_path / "tracer.yaml"
+        config.write_text(
+            json.dumps(
+                {
+                    "trackedObjects": {"apps/v1.Deployment": {"trackLifecycle": True}},
+                    "namespaces": {"allow": [RECORD_NAMESPACE]},
+                }
+            )
+        )
+        cluster_id = ClusterId(f"it-usage-{uuid.uuid4().hex[:8]}")
+        owner = f"apps/Deployment/{RECORD_NAMESPACE}/{LOADED}"
+        samples: list[UsageSample] = []
+
+        async def recorded() -> list[UsageSample]:
+            records = await read_topic(kafka_bootstrap, USAGE_TOPIC, cluster_id)
+            return [decode_usage(value, f"{USAGE_TOPIC} {key}") for key, value, _ in records if value]
+
+        def both_pods_at_the_set_usage(seen: list[UsageSample]) -> bool:
+            # two such samples: the export below starts between them, so the first is folded in
+            return (
+                sum(
+                    s.owner_key == owner
+                    and not s.gap
+                    and s.pods == 2
+                    and abs(s.cpu_millicores - 2 * LOADED_CPU_M) <= 2 * LOADED_CPU_M * 0.1
+                    for s in seen
+                )
+                >= 2
+            )
+
+        args = ("--usage-every", "3", "--cluster-id", cluster_id)
+        async with running_watcher(config, cluster.kubeconfig, kafka_bootstrap, *args) as watcher:
+            deadline = time.monotonic() + METRICS_TIMEOUT_S
+            while not both_pods_at_the_set_usage(samples := await recorded()):
+                if time.monotonic() > deadline:
+                    exposed = (await watcher.metrics()).splitlines()
+                    usage_metrics = [m for m in exposed if "usage" in m and not m.startswith("#")]
+                    raise AssertionError(
+                        f"no usage sample of {owner} with 2 pods near {2 * LOADED_CPU_M}m; last seen: "
+                        f"{samples[-3:]}; watcher metrics: {usage_metrics}"
+                    )
+                await asyncio.sleep(2.0)
+            assert await watcher.terminate() == 0
+        hashes = {
+            p["metadata"]["labels"]["pod-template-hash"]
+            for p in json.loads(
+                cluster.kubectl("get", "pods", "-n", RECORD_NAMESPACE, "-l", f"app={LOADED}", "-o", "json")
+            )["items"]
+        }
+        full = [s for s in samples if s.owner_key == owner and not s.gap and s.pods == 2]
+        last = full[-1]
+        assert {s.template_hash for s in full} == hashes
+        assert [c.name for c in last.containers] == ["app"]
+        # memory is a gauge: exact; CPU a rate over two scrapes, so near what was set
+        assert last.memory_bytes == 2 * LOADED_MEMORY
+        per_pod_cpu, per_pod_memory = last.per_pod()["app"]
+        assert abs(per_pod_cpu - LOADED_CPU_M) <= LOADED_CPU_M * 0.1
+        assert per_pod_memory == LOADED_MEMORY
+        assert {s.owner_key for s in samples} == {owner}  # nothing outside the tracer config
+
+        # the real sink stores them, and an export of a window starting between two samples carries the
+        # window's samples with the load at its start folded in, as recorded
+        location = LocalLocation(tmp_path / "store")
+        stored = await _sink_until_stored(kafka_bootstrap, location, cluster_id, len(samples))
+        assert sorted(stored, key=usage_order) == sorted(samples, key=usage_order)
+        start, end = full[1].ts_ms - 1, full[-1].ts_ms + 1
+        cluster_location = cluster_store_location(location, cluster_id)
+        trace = decode_segment(
+            export_window(
+                SegmentCatalog(open_segment_store(cluster_location)),
+                ExportRequest(start, end),
+                usage=open_usage_store(cluster_location, for_reading=True),
+            ).data
+        )
+        assert trace.usage == usage_window(samples, start, end)
+        assert trace.usage[0] == dataclasses.replace(full[0], ts_ms=start)  # the load at the start
+        assert full[1] in trace.usage
+    finally:
+        cluster.kubectl("delete", "namespace", RECORD_NAMESPACE, "--wait=false")
+
+
+async def _sink_until_stored(
+    bootstrap: str, location: LocalLocation, cluster: ClusterId, at_least: int
+) -> list[UsageSample]:
+    """Run the real sink service (its usage segments written every second) until the store holds
+    ``at_least`` samples of ``cluster``; then stop it (it flushes and commits) and return them."""
+    settings = SinkServiceSettings(
+        kafka=KafkaSettings(bootstrap),
+        segment_store=location,
+        http=HttpSettings(port=0),
+        group_id=f"kubetape-sink-{cluster}",
+        cluster=cluster,
+        usage_flush_s=1.0,
+    )
+    usage_location = usage_store_location(cluster_store_location(location, cluster))
+    assert isinstance(usage_location, LocalLocation)
+    stop = asyncio.Event()
+    sink = asyncio.create_task(run_sink_service(settings, stop))
+    held: list[UsageSample] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(held) < at_least:
+            assert not sink.done(), sink
+            assert time.monotonic() < deadline, f"the sink stored {len(held)} of {at_least} samples"
+            await asyncio.sleep(0.5)
+            if usage_location.path.is_dir():
+                held = stored_usage(open_segment_store(usage_location), 1 << 62)
+    finally:
+        stop.set()
+        await sink
+    return held
