@@ -32,6 +32,7 @@ from typing import Any
 from pipeline.formats.segment.content import Keyframe, Segment, build_segment
 from pipeline.formats.segment.header import PartitionRange, SegmentKind
 from pipeline.formats.simkube import SIMKUBE_TRACE_VERSION, SimkubeEvent, SimkubeLifecycle, SimkubeTrace
+from pipeline.formats.usage_window import usage_window
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import Event, EventType, decoded_event
 from pipeline.model.hashing import object_spec_hash
@@ -39,6 +40,7 @@ from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, object_key,
 from pipeline.model.lifecycle import PodLifecycle
 from pipeline.model.sanitize import deletion_stub
 from pipeline.model.tracer_config import TracerConfig
+from pipeline.model.usage import UsageSample
 
 _OBJECT_TYPES = (EventType.APPLIED, EventType.DELETED)
 
@@ -120,8 +122,11 @@ def assemble_window(
     config: TracerConfig | None = None,
     partitions: Iterable[PartitionRange] = (),
     suppress_owned: bool = True,
+    usage: Iterable[UsageSample] = (),
 ) -> Segment:
-    """The trace of ``[start_ms, end_ms)`` from the state at ``keyframe.at_ms`` and the events after it.
+    """The trace of ``[start_ms, end_ms)`` from the state at ``keyframe.at_ms`` and the events after it;
+    with the recorded load of ``usage`` in the window and each owner's at its start
+    (:func:`~pipeline.formats.usage_window.usage_window`).
 
     ``events`` may come in any order (they are stably sorted by time); events before the keyframe time
     are ignored (the keyframe already holds them), events at or after ``end_ms`` too. Without a keyframe
@@ -202,6 +207,7 @@ def assemble_window(
         partitions=partitions,
         config=config,
         kind=SegmentKind.TRACE,
+        usage=usage_window(usage, start_ms, end_ms),
     )
 
 

@@ -24,6 +24,7 @@ from pipeline.model.errors import FormatError
 from pipeline.model.events import EventType
 from pipeline.model.hashing import object_spec_hash, pod_spec_hash
 from pipeline.model.keys import GroupVersionKind, parse_object_key
+from pipeline.model.usage import UsageSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,8 @@ class InspectReport:
     lifecycle_hashes: HashCheck
     details: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    usage: dict[str, int] | None = None
+    """The recorded load's summary (:func:`usage_summary`), None when the trace holds none."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (stable keys, times in ms)."""
@@ -80,6 +83,7 @@ class InspectReport:
             },
             "details": self.details,
             "warnings": list(self.warnings),
+            **({} if self.usage is None else {"usage": self.usage}),
         }
 
     def render_text(self) -> str:
@@ -98,6 +102,12 @@ class InspectReport:
         )
         lines.append(f"  spec hashes:      {_check_text(self.spec_hashes)}")
         lines.append(f"  lifecycle hashes: {_check_text(self.lifecycle_hashes)}")
+        if self.usage is not None:
+            u = self.usage
+            lines.append(
+                f"  usage:      {u['samples']} sample(s) of {u['owners']} owner(s) ({u['gaps']} gap(s)) over "
+                f"{u['span_ms'] / 1000:g}s, peak total CPU {u['peak_total_cpu_millicores']}m"
+            )
         lines.extend(f"  {key}: {value}" for key, value in self.details.items())
         lines.extend(f"  warning: {w}" for w in self.warnings)
         return "\n".join(lines)
@@ -234,7 +244,26 @@ def _inspect_segment(where: str, data: bytes, seg: Segment) -> InspectReport:
         lifecycle_hashes=HashCheck(unchecked=h.counts.pod_lifecycle),
         details=details,
         warnings=tuple(warnings),
+        usage=usage_summary(seg.usage) if seg.usage else None,
     )
+
+
+def usage_summary(samples: tuple[UsageSample, ...]) -> dict[str, int]:
+    """Owners, samples, gaps, the span from the first sample to the last, and the peak of all owners'
+    CPU together (each owner and hash counted at its latest sample; a gap counts as nothing known)."""
+    latest: dict[tuple[str, str], int] = {}
+    peak = 0
+    for i, sample in enumerate(samples):  # sorted by time (a segment's order)
+        latest[(sample.owner_key, sample.template_hash)] = 0 if sample.gap else sample.cpu_millicores
+        if i + 1 == len(samples) or samples[i + 1].ts_ms != sample.ts_ms:  # the moment is complete
+            peak = max(peak, sum(latest.values()))
+    return {
+        "owners": len({s.owner_key for s in samples}),
+        "samples": len(samples),
+        "gaps": sum(s.gap for s in samples),
+        "span_ms": samples[-1].ts_ms - samples[0].ts_ms if samples else 0,
+        "peak_total_cpu_millicores": peak,
+    }
 
 
 def _gvk_text(obj: dict[str, Any], key: str) -> str:

@@ -17,16 +17,16 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.formats.simkube import SIMKUBE_TRACE_VERSION, check_writable_version
 from pipeline.formats.wire import native
 from pipeline.io.http import HttpSettings, bound_port, create_app, start_http
-from pipeline.io.kafka.admin import ensure_topic
+from pipeline.io.kafka.admin import ensure_topic, topic_partitions
 from pipeline.io.kafka.reads import latest_clusters
-from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, KafkaSettings
+from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, USAGE_TOPIC, KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.kafka.topics import check_topics
 from pipeline.io.metrics import Metrics
@@ -35,12 +35,14 @@ from pipeline.model.errors import ConfigError, KubetapeError, TransientError
 from pipeline.model.keys import ClusterId
 from pipeline.sink.settings import SinkSettings
 from pipeline.sink.sink import Sink
+from pipeline.sink.usage_sink import USAGE_GROUP_SUFFIX, UsageSink
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, ExportResult, export_window, filters_from_json
 from pipeline.store.local_store import LocalSegmentStore
 from pipeline.store.retention import apply_retention
 from pipeline.store.segment_store import SegmentStore
 from pipeline.store.store_url import StoreLocation, cluster_store_location, open_segment_store
+from pipeline.store.usage_history import usage_store_location
 
 log = logging.getLogger("kubetape.sink")
 
@@ -71,6 +73,11 @@ class SinkServiceSettings:
     store_check_s: float = 5.0
     store_retry_s: float = 120.0
     cluster: ClusterId | None = None
+    usage_topic: str | None = USAGE_TOPIC
+    """The recorded load's topic, stored in the ``usage/`` sub-store (:mod:`pipeline.sink.usage_sink`)
+    when it exists at start (the watcher makes it); None: the load is not stored."""
+    usage_flush_s: float = 60.0
+    """How long usage samples gather before they are written as a segment (and committed)."""
 
 
 NO_NATIVE_HINT = (
@@ -168,8 +175,7 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     store = open_segment_store(location, retry_s=settings.store_retry_s)
     store_health = StoreHealth(store)
     await store_health.probe()  # a missing bucket or wrong credentials fail the start, with the reason
-    if isinstance(store, LocalSegmentStore) and (removed := store.remove_stale_temp_files()):
-        log.info("removed temp files of interrupted writes", extra={"ctx": {"count": removed}})
+    _remove_stale_temp_files(store)
     metrics = Metrics()
     ready = asyncio.Event()
     source = KafkaSinkSource(
@@ -190,9 +196,10 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     )
     source.on_assigned = sink.on_assigned
     source.on_revoked = sink.on_revoked
+    usage = await _usage_member(settings, cluster, location, metrics)
     # not ready while the store does not answer or the brokers deny this member (logged once each)
     app = create_app(metrics, lambda: ready.is_set() and store_health.ok and source.access.ok)
-    add_export_route(app, _exporter(store), settings.http.token)
+    add_export_route(app, _exporter(store, usage.store if usage else None), settings.http.token)
     runner = await start_http(app, settings.http)
     log.info(
         "sink started",
@@ -212,7 +219,7 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
             _retention_loop(SegmentCatalog(store), settings, metrics, stop), name="sink-retention"
         )
     try:
-        async with source:
+        async with source, _usage_running(usage, stop, settings.shutdown_timeout_s):
             ready.set()
             await _run_until_stopped(sink, stop, settings.shutdown_timeout_s)
             log.info("sink stopped: open segments flushed and committed")
@@ -227,6 +234,60 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
                 await retention
         await runner.cleanup()
         sink.close()
+
+
+def _remove_stale_temp_files(store: SegmentStore) -> None:
+    if isinstance(store, LocalSegmentStore) and (removed := store.remove_stale_temp_files()):
+        log.info("removed temp files of interrupted writes", extra={"ctx": {"count": removed}})
+
+
+@dataclass(frozen=True, slots=True)
+class _UsageMember:
+    source: KafkaSinkSource
+    sink: UsageSink
+    store: SegmentStore
+
+
+async def _usage_member(
+    settings: SinkServiceSettings, cluster: ClusterId, location: StoreLocation, metrics: Metrics
+) -> _UsageMember | None:
+    """The usage topic's consumer and loop, when the topic exists (a watcher made it); else None."""
+    topic = settings.usage_topic
+    if topic is None:
+        return None
+    if not await topic_partitions(settings.kafka, topic):
+        log.info("no usage topic: the recorded load is not stored", extra={"ctx": {"topic": topic}})
+        return None
+    store = open_segment_store(usage_store_location(location), retry_s=settings.store_retry_s)
+    source = KafkaSinkSource(
+        settings.kafka,
+        topic,
+        group_id=settings.group_id + USAGE_GROUP_SUFFIX,
+        deadletter_topic=settings.deadletter_topic,
+    )
+    usage = UsageSink(source, store, metrics, cluster=cluster, flush_every_s=settings.usage_flush_s)
+    source.on_assigned = usage.on_assigned
+    source.on_revoked = usage.on_revoked
+    return _UsageMember(source, usage, store)
+
+
+@contextlib.asynccontextmanager
+async def _usage_running(
+    usage: _UsageMember | None, stop: asyncio.Event, timeout_s: float
+) -> AsyncIterator[None]:
+    """The usage loop runs beside the event sink; once ``stop`` is set it flushes, within ``timeout_s``."""
+    if usage is None:
+        yield
+        return
+    async with usage.source:
+        loop = asyncio.create_task(usage.sink.run(stop), name="sink-usage-loop")
+        try:
+            yield
+        finally:
+            try:
+                await asyncio.wait_for(loop, timeout_s)
+            except TimeoutError:
+                log.warning("the usage loop did not flush in time; its samples are read again at next start")
 
 
 class StoreHealth:
@@ -334,7 +395,7 @@ def export_request_from_json(body: Any) -> ExportRequest:
     )
 
 
-def _exporter(store: SegmentStore) -> ExportFn:
+def _exporter(store: SegmentStore, usage: SegmentStore | None = None) -> ExportFn:
     # One catalog for every request: on a directory a refresh reads only the headers of segments new
     # since the last export; an object store answers each window from its index instead (the window's
     # headers only, see pipeline.store.catalog_window). Exports take turns: a catalog is not
@@ -344,7 +405,7 @@ def _exporter(store: SegmentStore) -> ExportFn:
 
     def export_in_turn(request: ExportRequest) -> ExportResult:
         with turn:
-            return export_window(catalog, request)
+            return export_window(catalog, request, usage=usage)
 
     async def export(body: Any) -> ExportReply:
         request = export_request_from_json(body)

@@ -44,8 +44,9 @@ ACLS: dict[str, list[tuple[str, str, str, str]]] = {
     ],
     "sink": [
         *(("TOPIC", "LITERAL", _EVENTS, op) for op in ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")),
+        *(("TOPIC", "LITERAL", _USAGE, op) for op in ("READ", "DESCRIBE")),  # the recorded load
         *(("TOPIC", "LITERAL", _DEADLETTER, op) for op in ("WRITE", "DESCRIBE")),
-        ("GROUP", "PREFIXED", "kubetape-sink", "READ"),  # kubetape-sink and kubetape-sink.<cluster>
+        ("GROUP", "PREFIXED", "kubetape-sink", "READ"),  # kubetape-sink, .<cluster>, .usage
     ],
     "replayer": [("TOPIC", "LITERAL", _EVENTS, op) for op in ("READ", "DESCRIBE")],
     "analytics": [

@@ -28,6 +28,8 @@ from pipeline.model.selectors import LabelSelector, parse_selector_text
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.history import Window, rebuild_window
+from pipeline.store.segment_store import SegmentStore
+from pipeline.store.usage_history import stored_usage
 
 EXPORT_ZSTD_LEVEL = 3
 """zstd level of kubetape exports: level 9 (the codec default) costs ~0.7 s more per 100k events for a
@@ -78,6 +80,11 @@ class ExportFilters:
             return True
         return any(selector.matches(labels) for selector in self.excluded_labels)
 
+    def excludes_key(self, key: str) -> bool:
+        """Whether the object of ``key`` is filtered out by its name alone (namespace and kind filters)."""
+        parsed = parse_object_key(key)
+        return self._excludes_key(parsed.group, parsed.kind, parsed.namespace, parsed.name)
+
     def _excludes_key(self, group: str, kind: str, namespace: str | None, name: str) -> bool:
         if namespace is None and kind == "Namespace" and not group:
             namespace = name  # a Namespace goes with the objects in it
@@ -121,15 +128,20 @@ class ExportResult:
 
 
 def export_window(
-    catalog: SegmentCatalog, request: ExportRequest, warn: Callable[[str], None] | None = None
+    catalog: SegmentCatalog,
+    request: ExportRequest,
+    warn: Callable[[str], None] | None = None,
+    *,
+    usage: SegmentStore | None = None,
 ) -> ExportResult:
-    """Build the export file for ``request`` (CPU-bound: run it in a thread from async code)."""
+    """Build the export file for ``request`` (CPU-bound: run it in a thread from async code); with the
+    recorded load of the ``usage`` sub-store (:mod:`pipeline.store.usage_history`) in the window."""
     if request.start_ms >= request.end_ms:
         raise ConfigError(
             f"export range is empty: from {request.start_ms} ms is not before to {request.end_ms} ms"
         )
     with _cyclic_gc_paused():
-        return _export(catalog, request, warn)
+        return _export(catalog, request, warn, usage)
 
 
 @contextlib.contextmanager
@@ -147,7 +159,11 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 def window_trace(
-    catalog: SegmentCatalog, request: ExportRequest, warn: Callable[[str], None] | None = None
+    catalog: SegmentCatalog,
+    request: ExportRequest,
+    warn: Callable[[str], None] | None = None,
+    *,
+    usage: SegmentStore | None = None,
 ) -> Segment:
     """The trace ``request`` selects, assembled as an export assembles it but not encoded: a replay of a
     store's range uses it as it is, so the range replays as its exported file would."""
@@ -156,7 +172,7 @@ def window_trace(
             f"replay range is empty: from {request.start_ms} ms is not before to {request.end_ms} ms"
         )
     with _cyclic_gc_paused():
-        trace, _window = _assemble(catalog, request, warn, None)
+        trace, _window = _assemble(catalog, request, warn, None, usage)
     return trace
 
 
@@ -165,9 +181,13 @@ def _assemble(
     request: ExportRequest,
     warn: Callable[[str], None] | None,
     wires: EventWires | None,
+    usage: SegmentStore | None = None,
 ) -> tuple[Segment, Window]:
     window = rebuild_window(catalog, request.start_ms, request.end_ms, warn, wires=wires)
     keyframe, events = _filtered(window, request)
+    samples = [] if usage is None else stored_usage(usage, request.end_ms, warn)
+    excludes = request.filters.excludes_key  # an owner's load goes where the owner goes
+    samples = [s for s in samples if not excludes(s.owner_key)]
     trace = assemble_window(
         keyframe,
         events,
@@ -175,17 +195,26 @@ def _assemble(
         request.end_ms,
         config=request.config or TracerConfig.default(),
         suppress_owned=request.filters.suppress_owned,
+        usage=samples,
     )
     return trace, window
 
 
 def _export(
-    catalog: SegmentCatalog, request: ExportRequest, warn: Callable[[str], None] | None
+    catalog: SegmentCatalog,
+    request: ExportRequest,
+    warn: Callable[[str], None] | None,
+    usage: SegmentStore | None,
 ) -> ExportResult:
     # Only a kubetape file is written from the stored bytes; a SimKube one needs no event's bytes.
     wires = EventWires() if request.format is ExportFormat.KUBETAPE else None
-    trace, window = _assemble(catalog, request, warn, wires)
+    trace, window = _assemble(catalog, request, warn, wires, usage)
     if request.format is ExportFormat.SIMKUBE:
+        if trace.usage and warn is not None:  # SimKube's trace has no place for load
+            warn(
+                f"the SimKube trace leaves out the {len(trace.usage)} usage samples of the recorded load "
+                "(SimKube replays no load); export the kubetape format to keep them"
+            )
         simkube = trace_to_simkube(trace, request.config or TracerConfig.default())
         data = write_simkube_trace(with_version(simkube, request.simkube_version))
     else:

@@ -31,6 +31,7 @@ from pipeline.store.export import (
     selectors_from_strings,
 )
 from pipeline.store.store_url import StoreLocation, cluster_location, open_segment_store
+from pipeline.store.usage_history import open_usage_store
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
 from pipeline.validate.tracefile import encode_trace
@@ -171,7 +172,12 @@ def _run(args: ExportSettings) -> int:
     transform = load_trace_edit(args.transform) if args.transform else None
     location = cluster_location(args.segment_store, args.cluster)
     catalog = SegmentCatalog(open_segment_store(location, must_exist=True))
-    result = export_window(catalog, request, lambda w: print(f"kubetape: warning: {w}", file=sys.stderr))
+    result = export_window(
+        catalog,
+        request,
+        lambda w: print(f"kubetape: warning: {w}", file=sys.stderr),
+        usage=open_usage_store(location, for_reading=True),
+    )
     # The transform runs on the bytes in memory: nothing of the raw trace reaches the disk, not even a
     # temporary file, so a transform that fails leaves no unredacted copy behind.
     data = result.data if transform is None else _transformed(result.data, transform, args.output)

@@ -64,3 +64,17 @@ def test_the_sink_records_the_cluster_its_watcher_names(monkeypatch: pytest.Monk
     monkeypatch.setenv("KUBETAPE_CLUSTER_ID", "prod-eu")
     assert sink() == ("prod-eu", "/s", "kubetape-sink.prod-eu")  # its sub-store: clusters/prod-eu/
     assert sink("--cluster", "default") == ("default", "/s", "kubetape-sink")
+
+
+def test_usage_is_sampled_every_15_s_unless_told_and_a_bad_interval_is_refused() -> None:
+    from pipeline.model.errors import ConfigError
+
+    def every(*argv: str) -> float:
+        return settings_from_args(build_parser().parse_args(["watch", *argv])).usage_every_s
+
+    assert every() == 15.0
+    assert every("--usage-every", "0") == 0.0  # off
+    assert every("--usage-every", "30") == 30.0
+    for bad in ("-1", "0.1", "nan", "100000"):
+        with pytest.raises(ConfigError, match="--usage-every"):
+            every("--usage-every", bad)

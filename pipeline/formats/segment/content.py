@@ -23,6 +23,7 @@ from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey
 from pipeline.model.tracer_config import TracerConfig
+from pipeline.model.usage import UsageSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +45,20 @@ class Keyframe:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """Header, events sorted by event time, optional keyframe and tracer config."""
+    """Header, events sorted by event time, optional keyframe and tracer config, and the recorded load
+    (usage samples sorted by time, inside the window like the events; a trace's first ones, at its
+    start, are the load each owner had then: see :func:`pipeline.formats.usage_window.usage_window`)."""
 
     header: SegmentHeader
     events: tuple[Event, ...]
     keyframe: Keyframe | None = None
     config: TracerConfig | None = None
+    usage: tuple[UsageSample, ...] = ()
+
+
+def usage_order(sample: UsageSample) -> tuple[int, str, str]:
+    """How a segment orders its usage samples: by time, then owner and template hash."""
+    return (sample.ts_ms, sample.owner_key, sample.template_hash)
 
 
 def build_segment(
@@ -61,10 +70,13 @@ def build_segment(
     keyframe: Keyframe | None = None,
     config: TracerConfig | None = None,
     kind: SegmentKind = SegmentKind.SEGMENT,
+    usage: Iterable[UsageSample] = (),
 ) -> Segment:
-    """A consistent segment: events stably sorted by time, header counts computed. Raises FormatError
-    if an event lies outside ``[start_ms, end_ms)`` or the keyframe is after ``start_ms``."""
+    """A consistent segment: events stably sorted by time, usage samples by :func:`usage_order`, header
+    counts computed. Raises FormatError if an event or sample lies outside ``[start_ms, end_ms)`` or the
+    keyframe is after ``start_ms``."""
     ordered = tuple(sorted(events, key=_ts))
+    samples = tuple(sorted(usage, key=usage_order))
     header = SegmentHeader(
         format_version=DEFAULT_WRITE_VERSION,
         kind=kind,
@@ -76,8 +88,9 @@ def build_segment(
         keyframe_objects=len(keyframe.objects) if keyframe else 0,
         keyframe_lifecycles=len(keyframe.lifecycles) if keyframe else 0,
         keyframe_tombstones=len(keyframe.tombstones) if keyframe else 0,
+        usage_samples=len(samples),
     )
-    segment = Segment(header, ordered, keyframe, config)
+    segment = Segment(header, ordered, keyframe, config, samples)
     problem = consistency_problem(segment)
     if problem:
         raise FormatError(f"inconsistent segment: {problem}")
@@ -103,6 +116,7 @@ class WireSegment:
     keyframe_lifecycles: bytes = b""
     keyframe_tombstones: bytes = b""
     config: TracerConfig | None = None
+    usage: tuple[UsageSample, ...] = ()
 
 
 def build_wire_segment(
@@ -211,8 +225,13 @@ def consistency_problem(seg: Segment) -> str | None:
         return f"event at {seg.events[-1].ts_ms} is not before end_ms {h.end_ms}"
     if h.counts != EventCounts.of(seg.events):
         return f"header counts {h.counts} do not match the events"
-    if h.kind is SegmentKind.GAP and (seg.events or seg.keyframe is not None or h.gap_reason is None):
-        return "a gap marker holds no events and no keyframe, and says why"
+    if h.kind is SegmentKind.GAP and (
+        seg.events or seg.usage or seg.keyframe is not None or h.gap_reason is None
+    ):
+        return "a gap marker holds no events, no usage and no keyframe, and says why"
+    problem = usage_consistency_problem(seg.usage, h)
+    if problem:
+        return problem
     kf = seg.keyframe
     if (kf.at_ms if kf else None) != h.keyframe_at_ms:
         return "header keyframe time does not match the keyframe"
@@ -232,4 +251,23 @@ def consistency_problem(seg: Segment) -> str | None:
         for key, e in kf.lifecycles.items():
             if e.type is not EventType.POD_LIFECYCLE or e.key != key:
                 return f"keyframe lifecycle {key} is not a POD_LIFECYCLE event with that key"
+    return None
+
+
+def usage_consistency_problem(usage: tuple[UsageSample, ...], h: SegmentHeader) -> str | None:
+    """What is wrong with a segment's usage samples against its header, or None."""
+    if len(usage) != h.usage_samples:
+        return f"header usage count {h.usage_samples} does not match the {len(usage)} samples"
+    previous: tuple[int, str, str] | None = None
+    entries: tuple[object, ...] = usage  # typed loosely: a segment built by hand may hold anything
+    for entry in entries:
+        if not isinstance(entry, UsageSample):
+            return "a usage entry is not a UsageSample"
+        sample = entry
+        order = usage_order(sample)
+        if previous is not None and order <= previous:
+            return f"usage samples are not sorted by time, owner and hash, or repeat ({sample.owner_key})"
+        previous = order
+    if usage and not h.start_ms <= usage[0].ts_ms <= usage[-1].ts_ms < max(h.end_ms, h.start_ms + 1):
+        return f"usage samples from {usage[0].ts_ms} to {usage[-1].ts_ms} are not inside the window"
     return None

@@ -23,6 +23,7 @@ from pipeline.formats.wire.codec import event_from_wire
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig
+from pipeline.model.usage import CONTAINERS_MAX, NAME_MAX, UsageSample, usage_from_wire
 
 
 def decode_segment(
@@ -106,7 +107,13 @@ def _check_against_header(declared: int, header: SegmentHeader, source: str) -> 
         + header.keyframe_lifecycles
         + header.keyframe_tombstones
     )
-    bound = header.event_bytes + (header.keyframe_bytes or 0) + 16 * rows + _SLACK_BYTES
+    bound = (
+        header.event_bytes
+        + (header.keyframe_bytes or 0)
+        + 16 * rows
+        + USAGE_SAMPLE_MAX_BYTES * header.usage_samples
+        + _SLACK_BYTES
+    )
     if declared > bound:
         raise FormatError(
             f"{source}: the body would inflate to {declared} bytes, more than its header declares "
@@ -182,7 +189,37 @@ def _body_from_wire(
             config = TracerConfig.from_mapping(raw["config"], "(embedded)")
         except ConfigError as exc:
             raise FormatError(f"{source}: {exc}") from None
-    return Segment(header, events, keyframe, config)
+    return Segment(header, events, keyframe, config, _usage_from_body(raw, header, source))
+
+
+USAGE_SAMPLE_MAX_BYTES = CONTAINERS_MAX * (NAME_MAX + 24) + 2 * NAME_MAX + 128
+"""The most bytes one usage sample's wire form takes (64 containers with the longest names)."""
+
+
+def _usage_from_body(raw: dict[str, Any], header: SegmentHeader, source: str) -> tuple[UsageSample, ...]:
+    """The body's usage samples, as many as the header declares (none in segments written before
+    them); the bin is bounded by that count before it is unpacked."""
+    count = header.usage_samples
+    if not count:
+        return ()
+    blob = raw.get("usage")
+    if not isinstance(blob, bytes) or len(blob) > USAGE_SAMPLE_MAX_BYTES * count:
+        raise FormatError(f"{source}: the header declares {count} usage samples, the body has no such list")
+    try:
+        wires = msgpack.unpackb(
+            blob, raw=False, max_array_len=max(count, CONTAINERS_MAX), max_map_len=16, max_ext_len=0
+        )
+    except Exception as exc:  # msgpack raises several unrelated classes for bad bytes
+        raise FormatError(f"{source}: malformed usage samples ({type(exc).__name__}: {exc})") from None
+    if not isinstance(wires, list) or len(wires) != count:
+        raise FormatError(f"{source}: the header declares {count} usage samples, the body holds others")
+    samples = []
+    for i, wire in enumerate(wires):
+        try:
+            samples.append(usage_from_wire(wire))
+        except FormatError as exc:
+            raise FormatError(f"{source}: usage sample {i}: {exc}") from None
+    return tuple(samples)
 
 
 def _keyframe_list(

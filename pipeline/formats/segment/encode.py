@@ -68,6 +68,8 @@ def encode_segment(
     if format_version == 1:
         if kf is not None and kf.tombstones:
             raise ValueError("segment format version 1 cannot hold keyframe tombstones")
+        if seg.usage:
+            raise ValueError("segment format version 1 cannot hold usage samples")
         body = {
             "events": events_to_columns(seg.events, seg.header.start_ms),
             "keyframe": None
@@ -89,6 +91,7 @@ def encode_segment(
         b"" if kf is None else concatenated_wires(kf.lifecycles.values()),
         b"" if kf is None else concatenated_wires(kf.tombstones.values()),
         config=seg.config,
+        usage=seg.usage,
     )
     return encode_wire_segment(wire, level, format_version=format_version)
 
@@ -114,7 +117,7 @@ def encode_wire_segment(
 ) -> bytes:
     """The file bytes of a segment built by :func:`~.content.build_wire_segment` (version 3, or 2 on
     request)."""
-    h = seg.header
+    h = dataclasses.replace(seg.header, usage_samples=len(seg.usage))
     events: dict[str, bytes] = {"events": seg.events}
     if format_version == SEGMENT_FORMAT_VERSION:
         table = delta.encode_events(seg.events, h.counts.total, h.start_ms)
@@ -151,6 +154,8 @@ def encode_wire_segment(
         "keyframe": keyframe,
         "config": seg.config.to_mapping() if seg.config is not None else None,
     }
+    if seg.usage:  # a bin of its own, as the events: the outer map stays small (see decode)
+        body["usage"] = msgpack.packb([s.to_wire() for s in seg.usage], use_bin_type=True)
     return _file_bytes(h, body, level)
 
 

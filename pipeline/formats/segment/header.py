@@ -113,6 +113,9 @@ class SegmentHeader:
     reader refuses a body that would inflate or rebuild to more before it does. Facts of the encoding
     (what the file holds is the same whatever they are), so they take no part in comparisons."""
     keyframe_bytes: int | None = field(default=None, compare=False)
+    usage_samples: int = 0
+    """Recorded load the body holds (:class:`~pipeline.model.usage.UsageSample`, issue 36); absent from
+    the header, and so 0, in segments written before it."""
 
     @property
     def is_gap(self) -> bool:
@@ -155,6 +158,7 @@ class SegmentHeader:
             "gap_reason": self.gap_reason,
             "event_bytes": self.event_bytes,
             "keyframe_bytes": self.keyframe_bytes,
+            "usage_samples": self.usage_samples or None,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
@@ -175,6 +179,7 @@ def header_to_wire(h: SegmentHeader) -> dict[str, Any]:
         **({} if h.writer_epoch is None else {"epoch": h.writer_epoch}),
         **({} if h.gap_reason is None else {"gap": h.gap_reason}),
         **({} if h.event_bytes is None else {"sizes": [h.event_bytes, h.keyframe_bytes or 0]}),
+        **({} if not h.usage_samples else {"usage": h.usage_samples}),
     }
 
 
@@ -273,6 +278,7 @@ def _header_from_wire(raw: Any, version: int) -> SegmentHeader:
         gap_reason=gap_reason,
         event_bytes=None if sizes is None else _int(sizes[0], "event bytes", 0, _TIME_MAX),
         keyframe_bytes=None if sizes is None else _int(sizes[1], "keyframe bytes", 0, _TIME_MAX),
+        usage_samples=_int(raw.get("usage", 0), "usage sample count", 0, _COUNT_MAX),
     )
 
 
