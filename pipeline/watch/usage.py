@@ -129,7 +129,9 @@ def attribute(items: Iterable[Mapping[str, Any]], shaper: Shaper, config: Tracer
         if track.lifecycle is not None and track.lifecycle.finished:
             out.skip("finished", pod)
             continue
-        which = (track.owner, track.template_hash or template_hash_of(labels))
+        if not track.template_hash:  # a pod restored after a restart and not observed since
+            track.template_hash = template_hash_of(labels)
+        which = (track.owner, track.template_hash)
         if which in out.bad:
             continue
         try:

@@ -358,3 +358,14 @@ async def test_the_loop_waits_for_the_watch_then_samples_at_its_interval() -> No
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_a_pod_restored_after_a_restart_takes_its_template_hash_from_its_metrics() -> None:
+    shaper = await shaped(pod("web-a-1", "a"))
+    shaper.pods[ObjectKey("core/Pod/shop/web-a-1")].template_hash = ""  # as restored: no labels kept
+    source, bus, metrics = Source(), Bus(), Metrics()
+    source.answers = [[metrics_of("web-a-1", "a", "100m")], []]
+    s = sampler(shaper, source, bus, metrics)
+    await s.sample_once()
+    await s.sample_once()  # still running, no longer reported: a gap, not an end
+    assert [(x.template_hash, x.gap, x.pods) for x in published(bus)] == [("a", False, 1), ("a", True, 0)]
