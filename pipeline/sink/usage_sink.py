@@ -37,6 +37,7 @@ from pipeline.store.segment_store import SegmentStore, parse_segment_name, segme
 
 log = logging.getLogger("kubetape.sink.usage")
 
+RETRY_S = 5.0
 USAGE_GROUP_SUFFIX = ".usage"
 """The usage sink's consumer group is the event sink's with this suffix."""
 
@@ -73,6 +74,7 @@ class UsageSink:
         self._last_flush = clock()
         metrics.counter("usage_samples_stored_total", "usage samples written to the store")
         metrics.counter("usage_records_deadlettered_total", "kubetape.usage records that do not decode")
+        metrics.counter("usage_store_errors_total", "rounds of the usage sink that failed (store or Kafka)")
 
     async def on_assigned(self, partitions: list[int]) -> None:
         stored: dict[int, int] = {}
@@ -94,7 +96,14 @@ class UsageSink:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await self.run_once()
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a store that does not answer: the samples stay open, nothing is committed
+                self._metrics.inc("usage_store_errors_total")
+                log.exception("storing usage failed; trying again in %.0fs", RETRY_S)
+                await asyncio.sleep(RETRY_S)
         await self.flush(list(self._open))
 
     async def run_once(self, timeout_ms: int = 500) -> None:

@@ -4,6 +4,11 @@ a window carries the stored load with each owner's at the window's start."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
+
+import pytest
+
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.wire.usage import encode_usage
 from pipeline.io.metrics import Metrics
@@ -87,3 +92,39 @@ async def test_an_export_carries_the_stored_load_with_the_load_at_the_window_sta
     export_window(events, simkube, warnings.append, usage=usage_store)
     assert len(warnings) == 1
     assert "leaves out the 2 usage samples" in warnings[0]
+
+
+class StopOnCommit(FakeSource):
+    def __init__(self, log: dict[int, list[bytes]], stop: asyncio.Event) -> None:
+        super().__init__(log)
+        self.stop = stop
+
+    async def commit(self, offsets: Mapping[int, int]) -> bool:
+        self.stop.set()
+        return await super().commit(offsets)
+
+
+class FailingOnce(MemorySegmentStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 1
+
+    def put(self, name, data, fence=None):  # type: ignore[no-untyped-def]
+        if self.failures:
+            self.failures -= 1
+            raise OSError("the volume is gone")
+        super().put(name, data, fence)
+
+
+async def test_a_store_that_fails_keeps_the_samples_open_and_commits_nothing_until_it_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("pipeline.sink.usage_sink.RETRY_S", 0.0)
+    stop = asyncio.Event()
+    source, store, clock = StopOnCommit({0: [encode_usage(sample(1_000))]}, stop), FailingOnce(), Clock()
+    sink = UsageSink(source, store, Metrics(), cluster=DEFAULT_CLUSTER, flush_every_s=0.0, clock=clock)
+    await sink.on_assigned([0])
+    await sink.run(stop)
+    assert store.failures == 0
+    assert source.commits == {0: 1}
+    assert [s.ts_ms for s in stored_usage(store, 10**12)] == [1_000]
