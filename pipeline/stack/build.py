@@ -11,6 +11,7 @@ renamed when complete, so an interrupted build never looks finished.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.model.errors import StackError
-from pipeline.stack.build_lock import build_lock
+from pipeline.stack.build_lock import build_once
 from pipeline.stack.processes import require_tool, run_logged
 from pipeline.stack.progress import Reporter
 from pipeline.stack.versions import (
@@ -39,12 +40,8 @@ _RESOURCES = Path(__file__).parent / "resources"
 def ensure_kafka(versions: StackVersions, report: Reporter) -> Path:
     """Return the directory of the broker's jars, collecting them with Maven on first use."""
     libs = kafka_libs_dir(versions)
-    if (libs / ".complete").exists():
-        return libs
-    with build_lock(versions.kafka_key, report):
-        if (libs / ".complete").exists():
-            return libs
-        return _collect_kafka(versions, report)
+    build = functools.partial(_collect_kafka, versions, report)
+    return build_once(versions.kafka_key, libs / ".complete", build, report, result=libs)
 
 
 def _collect_kafka(versions: StackVersions, report: Reporter) -> Path:
@@ -148,12 +145,8 @@ def ensure_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
     """Return the directory with kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
     etcd, kwok and kwokctl, building whichever are missing (~11 min cold on 2 cores)."""
     bin_dir = kube_bin_dir(versions)
-    if (bin_dir / ".complete").exists():
-        return bin_dir
-    with build_lock(versions.kube_key, report):
-        if (bin_dir / ".complete").exists():
-            return bin_dir
-        return _build_kube_binaries(versions, report)
+    build = functools.partial(_build_kube_binaries, versions, report)
+    return build_once(versions.kube_key, bin_dir / ".complete", build, report, result=bin_dir)
 
 
 def _build_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
@@ -208,31 +201,34 @@ def ensure_metrics_server(versions: StackVersions, report: Reporter) -> Path:
     """Return the metrics-server binary, building it on first use (~4 min on 2 cores). Only clusters
     that serve the Metrics API need it (``kubetape stack up --metrics``), so the core build skips it."""
     out = metrics_server_dir(versions)
+    build = functools.partial(_build_metrics_server, versions, report)
+    return build_once(
+        versions.metrics_server_key, out / ".complete", build, report, result=out / "metrics-server"
+    )
+
+
+def _build_metrics_server(versions: StackVersions, report: Reporter) -> Path:
+    out = metrics_server_dir(versions)
     binary = out / "metrics-server"
-    if (out / ".complete").exists():
-        return binary
-    with build_lock(versions.metrics_server_key, report):
-        if (out / ".complete").exists():
-            return binary
-        go = require_tool("go", "build metrics-server from the Go module proxy")
-        partial = out.with_name(out.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        run_logged(
-            [go, "install", f"sigs.k8s.io/metrics-server/cmd/metrics-server@{versions.metrics_server}"],
-            step=f"metrics-server {versions.metrics_server} (first use only; ~4 min on 2 cores)",
-            report=report,
-            log_file=cache_root() / "logs" / f"{versions.metrics_server_key}.log",
-            env={**_go_env(), "GOBIN": str(partial)},
-            heartbeat_s=60.0,
-        )
-        if not (partial / "metrics-server").exists():
-            raise StackError(f"go install finished without {partial / 'metrics-server'}; see its log")
-        (partial / ".complete").write_text(json.dumps({"built": time.time()}))
-        shutil.rmtree(out, ignore_errors=True)
-        partial.rename(out)
-        report(f"metrics-server {versions.metrics_server} cached in {out}")
-        return binary
+    go = require_tool("go", "build metrics-server from the Go module proxy")
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    run_logged(
+        [go, "install", f"sigs.k8s.io/metrics-server/cmd/metrics-server@{versions.metrics_server}"],
+        step=f"metrics-server {versions.metrics_server} (first use only; ~4 min on 2 cores)",
+        report=report,
+        log_file=cache_root() / "logs" / f"{versions.metrics_server_key}.log",
+        env={**_go_env(), "GOBIN": str(partial)},
+        heartbeat_s=60.0,
+    )
+    if not (partial / "metrics-server").exists():
+        raise StackError(f"go install finished without {partial / 'metrics-server'}; see its log")
+    (partial / ".complete").write_text(json.dumps({"built": time.time()}))
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    report(f"metrics-server {versions.metrics_server} cached in {out}")
+    return binary
 
 
 def _build_etcd(work: GoWork, versions: StackVersions, out: Path) -> None:

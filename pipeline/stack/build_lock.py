@@ -8,8 +8,9 @@ this lock each would compile Kubernetes into the same Go work directory at the s
 from __future__ import annotations
 
 import fcntl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from pipeline.stack.progress import Reporter
 from pipeline.stack.versions import cache_root
@@ -31,3 +32,16 @@ def build_lock(entry: str, report: Reporter) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_once(
+    entry: str, done: Path, build: Callable[[], Path], report: Reporter, *, result: Path | None = None
+) -> Path:
+    """``result`` (default ``done``) once ``done`` exists; else ``build()`` under the lock of cache entry
+    ``entry``, unless the build this process waited for made ``done`` meanwhile."""
+    if done.exists():
+        return result or done
+    with build_lock(entry, report):
+        if done.exists():
+            return result or done
+        return build()

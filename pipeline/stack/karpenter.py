@@ -16,6 +16,7 @@ per scheduling simulation), and its batch windows as flags (the replay divides t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from pipeline.model.errors import StackError
 from pipeline.stack.build import GoWork
-from pipeline.stack.build_lock import build_lock
+from pipeline.stack.build_lock import build_once
 from pipeline.stack.kwok import RESOURCES, KwokCluster
 from pipeline.stack.processes import (
     free_port,
@@ -90,12 +91,8 @@ def ensure_karpenter(versions: StackVersions, report: Reporter) -> Path:
     """Return the directory holding ``karpenter-kwok`` and ``crds/``, building them on first use
     (~2 min on 2 cores once the Go toolchain is fetched)."""
     out = karpenter_dir(versions)
-    if (out / ".complete").exists():
-        return out
-    with build_lock(versions.karpenter_key, report):
-        if (out / ".complete").exists():
-            return out
-        return _build_karpenter(versions, report)
+    build = functools.partial(_build_karpenter, versions, report)
+    return build_once(versions.karpenter_key, out / ".complete", build, report, result=out)
 
 
 def _build_karpenter(versions: StackVersions, report: Reporter) -> Path:

@@ -15,13 +15,14 @@ segment store raises epochs by creating markers (:mod:`pipeline.store.s3_store`)
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack.build_lock import build_lock
+from pipeline.stack.build_lock import build_once
 from pipeline.stack.processes import (
     free_port,
     http_probe,
@@ -75,13 +76,8 @@ def s3proxy_jar_path(versions: StackVersions, root: Path | None = None) -> Path:
 
 def ensure_s3proxy(versions: StackVersions, report: Reporter) -> Path:
     """Return the runnable s3proxy jar, fetching it from Maven Central on first use."""
-    jar = s3proxy_jar_path(versions)
-    if jar.is_file():
-        return jar
-    with build_lock(f"s3proxy-{versions.s3proxy}", report):
-        if jar.is_file():
-            return jar
-        return _fetch_s3proxy(versions, report)
+    build = functools.partial(_fetch_s3proxy, versions, report)
+    return build_once(f"s3proxy-{versions.s3proxy}", s3proxy_jar_path(versions), build, report)
 
 
 def _fetch_s3proxy(versions: StackVersions, report: Reporter) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.stack.build_lock import build_lock
+from pipeline.stack.build_lock import build_lock, build_once
 
 
 def test_second_builder_waits_for_the_first_and_says_so(
@@ -49,3 +49,45 @@ def test_other_entries_do_not_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with build_lock("kafka-4", messages.append), build_lock("s3proxy-4", messages.append):
         pass
     assert messages == []
+
+
+def test_an_entry_is_built_once_and_a_waiting_builder_takes_what_the_first_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBETAPE_CACHE", str(tmp_path))
+    done = tmp_path / "entry" / ".complete"
+    builds: list[str] = []
+
+    def build() -> Path:
+        builds.append("built")
+        done.parent.mkdir(parents=True, exist_ok=True)
+        done.write_text("{}")
+        return done.parent
+
+    assert build_once("entry-1", done, build, print, result=done.parent) == done.parent
+    assert build_once("entry-1", done, build, print, result=done.parent) == done.parent
+    assert builds == ["built"]
+
+    def made_while_waiting() -> Path:
+        raise AssertionError("built again although the build it waited for made the entry")
+
+    # the entry appears while this builder waits for the lock: it is taken, not built again
+    other = tmp_path / "other.jar"
+    holds, release = threading.Event(), threading.Event()
+
+    def first_builder() -> None:
+        with build_lock("entry-2", print):
+            holds.set()
+            release.wait(timeout=30)
+
+    def first_finishes_while_this_one_waits(message: str) -> None:
+        other.write_text("jar")
+        release.set()
+
+    thread = threading.Thread(target=first_builder)
+    thread.start()
+    assert holds.wait(timeout=30), "the first builder never took the lock"
+    taken = build_once("entry-2", other, made_while_waiting, first_finishes_while_this_one_waits)
+    thread.join(timeout=30)
+    assert taken == other
+    assert builds == ["built"]
