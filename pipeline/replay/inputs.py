@@ -34,16 +34,23 @@ def parse_nodes(text: str) -> tuple[dict[str, Any], int]:
     return skeleton, int(count_text)
 
 
-def read_crds(path: Path) -> list[dict[str, Any]]:
-    """The CustomResourceDefinitions of one ``--crd`` file (YAML, several documents allowed)."""
+def _yaml_documents(path: Path, flag: str, kind: str) -> list[Any]:
+    """The documents of the YAML file ``path`` given to ``flag``, at least one; a ConfigError naming
+    the flag and the file when it cannot be read, is not YAML or holds no ``kind``."""
     try:
         documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
     except OSError as exc:
-        raise ConfigError(f"--crd: cannot read {path} ({exc.strerror or exc})") from None
+        raise ConfigError(f"{flag}: cannot read {path} ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"--crd: {path} is not valid YAML ({exc})") from None
+        raise ConfigError(f"{flag}: {path} is not valid YAML ({exc})") from None
     if not documents:
-        raise ConfigError(f"--crd: {path} holds no CustomResourceDefinition")
+        raise ConfigError(f"{flag}: {path} holds no {kind}")
+    return documents
+
+
+def read_crds(path: Path) -> list[dict[str, Any]]:
+    """The CustomResourceDefinitions of one ``--crd`` file (YAML, several documents allowed)."""
+    documents = _yaml_documents(path, "--crd", "CustomResourceDefinition")
     for index, document in enumerate(documents):
         if not isinstance(document, dict) or document.get("kind") != "CustomResourceDefinition":
             raise ConfigError(
@@ -55,14 +62,7 @@ def read_crds(path: Path) -> list[dict[str, Any]]:
 
 def read_node_pools(path: Path) -> list[dict[str, Any]]:
     """The NodePools of one ``--nodepool`` file, as written."""
-    try:
-        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    except OSError as exc:
-        raise ConfigError(f"--nodepool: cannot read {path} ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--nodepool: {path} is not valid YAML ({exc})") from None
-    if not documents:
-        raise ConfigError(f"--nodepool: {path} holds no NodePool")
+    documents = _yaml_documents(path, "--nodepool", "NodePool")
     for index, document in enumerate(documents):
         if not isinstance(document, dict):
             raise ConfigError(f"--nodepool: document {index} of {path} is not a mapping")
