@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -166,10 +167,24 @@ class LocalStack:
         """Make sure the stack's core (Kafka, the clusters) is built and cached; returns (kafka libs,
         kube bin dir). Karpenter is built by :meth:`build_autoscaler`, on first use or by
         ``kubetape stack build --autoscaler karpenter``."""
+        # The jars come from Maven Central (network) while the cluster binaries compile (CPU): on a new
+        # machine fetching them beside the Go build takes them off the first start's path.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="stack-jars") as jars:
+            fetched = jars.submit(self._fetch_jars)
+            fetched.add_done_callback(self._say_if_failed)
+            bin_dir = ensure_kube_binaries(self.versions, self.report)
+            return fetched.result(), bin_dir
+
+    def _say_if_failed(self, fetched: Future[Path]) -> None:
+        """Say at once that the jars failed, not only once the cluster build ends (it is not stopped)."""
+        if (error := fetched.exception()) is not None:
+            self.report(f"fetching the jars failed (reported again when the cluster build ends): {error}")
+
+    def _fetch_jars(self) -> Path:
+        """The broker's jars and the S3 server's jar; returns the broker's jar directory."""
         libs = ensure_kafka(self.versions, self.report)
         s3.ensure_s3proxy(self.versions, self.report)
-        bin_dir = ensure_kube_binaries(self.versions, self.report)
-        return libs, bin_dir
+        return libs
 
     def build_autoscaler(self) -> Path:
         """Build and cache Karpenter's KWOK provider; returns its directory (binary and CRDs)."""
