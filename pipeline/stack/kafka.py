@@ -1,4 +1,5 @@
-"""A single-node Apache Kafka 4.x broker (KRaft, combined broker+controller) on loopback.
+"""Apache Kafka 4.x nodes (KRaft, each a combined broker+controller) on loopback: one by default, or a
+cluster of several whose controllers form one quorum (``stack up --brokers 3``).
 
 Started from the jars :func:`pipeline.stack.build.ensure_kafka` collects, with storage formatted once
 per data directory so that a stop and a restart keep committed data. Plaintext by default; secured
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,16 @@ _BROKER_JVM = [
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
 ]
+# A node of a several-broker cluster: the machine runs all of them (2 cores, shared with the clusters), so
+# each gets a small heap, one GC thread and the quick JIT only; their load is a test's, not a benchmark's.
+_CLUSTER_NODE_JVM = [
+    "-Xms64m",
+    "-Xmx384m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +58,20 @@ class KafkaLayout:
     controller_port: int
     mtls_port: int | None = None
     """Set on a secured broker: its mutual-TLS listener (the client port is then SASL_SSL)."""
+    node_id: int = 1
+    quorum: tuple[tuple[int, int], ...] = ()
+    """Every node of a several-broker cluster as (node id, controller port); empty for a lone node."""
+
+    @property
+    def voters(self) -> str:
+        """``controller.quorum.voters``: every node's controller, this one's alone for a lone node."""
+        nodes = self.quorum or ((self.node_id, self.controller_port),)
+        return ",".join(f"{node}@127.0.0.1:{port}" for node, port in nodes)
+
+    @property
+    def replicas(self) -> int:
+        """How many brokers the cluster has: the replication factor of its topics by default."""
+        return max(len(self.quorum), 1)
 
     @property
     def secured(self) -> bool:
@@ -89,29 +115,44 @@ def _listeners(layout: KafkaLayout) -> list[str]:
     ]
 
 
+def _replication(layout: KafkaLayout) -> list[str]:
+    """Replication of new and internal topics: everything on every broker, and writes with ``acks=all``
+    taken while one broker is down (``min.insync.replicas`` one less than the brokers, at least 1)."""
+    replicas = layout.replicas
+    min_isr = max(replicas - 1, 1)
+    settings = [
+        f"default.replication.factor={replicas}",
+        f"min.insync.replicas={min_isr}",
+        f"offsets.topic.replication.factor={replicas}",
+        f"transaction.state.log.replication.factor={replicas}",
+        f"transaction.state.log.min.isr={min_isr}",
+        f"share.coordinator.state.topic.replication.factor={replicas}",
+        f"share.coordinator.state.topic.min.isr={min_isr}",
+    ]
+    if replicas > 1:
+        # a node killed on loopback is fenced (and leaves the ISR, so acks=all writes go on) after 3 s
+        # without a heartbeat instead of the default 9 s
+        settings += ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=500"]
+    return settings
+
+
 def write_server_properties(layout: KafkaLayout) -> None:
     layout.home.mkdir(parents=True, exist_ok=True)
-    # Single-node settings plus test-speed tweaks: one offsets partition and no initial rebalance delay
-    # make the first consumer-group join take milliseconds instead of seconds.
+    # Test-speed tweaks: one offsets partition and no initial rebalance delay make the first
+    # consumer-group join take milliseconds instead of seconds.
     layout.properties.write_text(
         "\n".join(
             [
                 "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{layout.controller_port}",
+                f"node.id={layout.node_id}",
+                f"controller.quorum.voters={layout.voters}",
                 *_listeners(layout),
                 "controller.listener.names=CONTROLLER",
                 f"log.dirs={layout.data_dir}",
                 "num.partitions=1",
-                "default.replication.factor=1",
-                "min.insync.replicas=1",
-                "offsets.topic.replication.factor=1",
+                *_replication(layout),
                 "offsets.topic.num.partitions=1",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
                 "transaction.state.log.num.partitions=1",
-                "share.coordinator.state.topic.replication.factor=1",
-                "share.coordinator.state.topic.min.isr=1",
                 "group.initial.rebalance.delay.ms=0",
                 "auto.create.topics.enable=true",
                 "num.network.threads=2",
@@ -137,13 +178,28 @@ def _java_base(libs: Path, layout: KafkaLayout) -> list[str]:
     ]
 
 
-def format_storage(libs: Path, layout: KafkaLayout) -> None:
-    """Format the KRaft storage once; a formatted data dir is kept across restarts."""
+def new_cluster_id() -> str:
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    return "A" + cluster_id[1:] if cluster_id.startswith("-") else cluster_id
+
+
+def formatted_cluster_id(layout: KafkaLayout) -> str | None:
+    """The cluster id this node's storage was formatted with (None: not formatted yet)."""
+    try:
+        text = (layout.data_dir / "meta.properties").read_text()
+    except OSError:
+        return None
+    return next(
+        (line.split("=", 1)[1].strip() for line in text.splitlines() if line.startswith("cluster.id=")), None
+    )
+
+
+def format_storage(libs: Path, layout: KafkaLayout, cluster_id: str | None = None) -> None:
+    """Format the KRaft storage once (every node of a cluster with the same ``cluster_id``); a formatted
+    data dir is kept across restarts."""
     if (layout.data_dir / "meta.properties").exists():
         return
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-    if cluster_id.startswith("-"):
-        cluster_id = "A" + cluster_id[1:]
+    cluster_id = cluster_id or new_cluster_id()
     argv = [
         *_java_base(libs, layout)[:1],
         *_TOOL_JVM,
@@ -173,7 +229,7 @@ def start_broker(libs: Path, layout: KafkaLayout) -> int:
     java_base = _java_base(libs, layout)
     argv = [
         java_base[0],
-        *_BROKER_JVM,
+        *(_BROKER_JVM if layout.replicas == 1 else _CLUSTER_NODE_JVM),
         *java_base[1:],
         "-cp",
         f"{libs}/*",
@@ -191,7 +247,8 @@ def wait_ready(layout: KafkaLayout, pid: int, timeout_s: float = 90.0, log_offse
             return "no started line in the log yet"
         return None if port_open(layout.broker_port) else f"port {layout.broker_port} not open yet"
 
-    wait_until_ready("the Kafka broker", pid, probe, log_file=layout.log_file, timeout_s=timeout_s)
+    name = "the Kafka broker" if layout.replicas == 1 else f"Kafka node {layout.node_id}"
+    wait_until_ready(name, pid, probe, log_file=layout.log_file, timeout_s=timeout_s)
 
 
 def apply_acls(libs: Path, layout: KafkaLayout) -> None:
@@ -214,6 +271,13 @@ def apply_acls(libs: Path, layout: KafkaLayout) -> None:
 def stop_broker(pid: int) -> None:
     # SIGTERM lets the broker flush and shut down cleanly (a controlled shutdown keeps data intact).
     terminate_process_group(pid, grace_s=30.0)
+
+
+def stop_brokers(pids: list[int]) -> None:
+    """Stop the nodes of one cluster together: stopped one by one, the last waits out its grace for a
+    quorum that is already gone (30 s of a 3-node cluster's 40)."""
+    with ThreadPoolExecutor(max_workers=max(len(pids), 1)) as pool:
+        list(pool.map(stop_broker, pids))
 
 
 def _read_from(path: Path, offset: int) -> str:

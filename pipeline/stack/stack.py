@@ -1,5 +1,5 @@
-"""The local stack: one Kafka broker, one S3 server (s3proxy) and any number of named KWOK clusters, as
-plain processes.
+"""The local stack: one Kafka broker (or a cluster of several: ``--brokers 3``), one S3 server (s3proxy)
+and any number of named KWOK clusters, as plain processes.
 
 State (ports, pids, cluster names) lives in ``<stack dir>/state.json`` so that ``kubetape stack
 status|env|down`` work from any later process. ``up`` is idempotent: what is already running is kept.
@@ -35,26 +35,56 @@ def default_stack_dir() -> Path:
 
 
 class _Process(Protocol):
-    """The saved state of a component that runs as one process (Kafka, the S3 server)."""
+    """The saved state of a component that runs as one process (the S3 server)."""
 
     pid: int | None
 
 
+MAX_BROKERS = 5
+
+
 @dataclass(slots=True)
-class KafkaState:
+class KafkaNodeState:
+    """One Kafka node (a broker and a controller of the quorum) of the stack."""
+
     broker_port: int
     controller_port: int
     pid: int | None = None
+    mtls_port: int | None = None
+    """Set on a secured broker: its mutual-TLS listener."""
+
+    @property
+    def running(self) -> bool:
+        return bool(self.pid and pid_alive(self.pid))
+
+
+@dataclass(slots=True)
+class KafkaState:
+    nodes: list[KafkaNodeState]
+    """Node ``i + 1`` of the KRaft cluster at ``nodes[i]``; one for the default broker."""
     security: str = "plaintext"
     """One of :data:`kafka_security.SECURITY_MODES`; a secured broker also listens for mutual TLS."""
-    mtls_port: int | None = None
+
+    @classmethod
+    def from_json(cls, raw: dict[str, object]) -> KafkaState:
+        if "nodes" not in raw:  # written before the stack could run several brokers: its one node
+            node = {k: v for k, v in raw.items() if k != "security"}
+            return cls([KafkaNodeState(**node)], str(raw.get("security", "plaintext")))  # type: ignore[arg-type]
+        nodes = [KafkaNodeState(**node) for node in raw["nodes"]]  # type: ignore[attr-defined]
+        return cls(nodes, str(raw.get("security", "plaintext")))
+
+    @property
+    def secured(self) -> bool:
+        return self.nodes[0].mtls_port is not None
 
     @property
     def bootstrap(self) -> str:
-        if self.security == "mtls" and self.mtls_port is not None:
-            return f"{kafka_security.BROKER_HOST}:{self.mtls_port}"
-        host = "127.0.0.1" if self.mtls_port is None else kafka_security.BROKER_HOST
-        return f"{host}:{self.broker_port}"
+        """Every broker's client address (``host:port,host:port``): a client reaches the cluster while
+        any one of them runs."""
+        if self.security == "mtls" and self.secured:
+            return ",".join(f"{kafka_security.BROKER_HOST}:{node.mtls_port}" for node in self.nodes)
+        host = kafka_security.BROKER_HOST if self.secured else "127.0.0.1"
+        return ",".join(f"{host}:{node.broker_port}" for node in self.nodes)
 
 
 @dataclass(slots=True)
@@ -74,7 +104,7 @@ class StackState:
             kafka_raw = raw.get("kafka")
             s3_raw = raw.get("s3")
             return cls(
-                kafka=KafkaState(**kafka_raw) if kafka_raw else None,
+                kafka=KafkaState.from_json(kafka_raw) if kafka_raw else None,
                 clusters=list(raw.get("clusters", [])),
                 karpenter={
                     name: karpenter.KarpenterState(**value)
@@ -154,10 +184,27 @@ class LocalStack:
     def kwok_workdir(self) -> Path:
         return self.stack_dir / "kwok"
 
-    def _kafka_layout(self, state: KafkaState) -> kafka.KafkaLayout:
-        return kafka.KafkaLayout(
-            self.stack_dir / "kafka", state.broker_port, state.controller_port, state.mtls_port
-        )
+    def _kafka_layouts(self, state: KafkaState) -> list[kafka.KafkaLayout]:
+        """Each node's layout: a lone broker in ``kafka/``, the nodes of a cluster in ``kafka/node-N/``."""
+        if len(state.nodes) == 1:
+            node = state.nodes[0]
+            return [
+                kafka.KafkaLayout(
+                    self.stack_dir / "kafka", node.broker_port, node.controller_port, node.mtls_port
+                )
+            ]
+        quorum = tuple((index, node.controller_port) for index, node in enumerate(state.nodes, 1))
+        return [
+            kafka.KafkaLayout(
+                self.stack_dir / "kafka" / f"node-{index}",
+                node.broker_port,
+                node.controller_port,
+                node.mtls_port,
+                node_id=index,
+                quorum=quorum,
+            )
+            for index, node in enumerate(state.nodes, 1)
+        ]
 
     def cluster(self, name: str, bin_dir: Path) -> kwok.KwokCluster:
         return kwok.KwokCluster(name=name, workdir=self.kwok_workdir, bin_dir=bin_dir)
@@ -203,12 +250,14 @@ class LocalStack:
         autoscaled: Iterable[str] = (),
         autoscaler_settings: karpenter.KarpenterSettings | None = None,
         kafka_security_mode: str | None = None,
+        brokers: int | None = None,
     ) -> StackInfo:
         """Start Kafka and ``clusters``; new clusters get the settings of ``profile`` (kwok.PROFILES);
         Karpenter runs beside each cluster named in ``autoscaled``; ``kafka_security_mode`` secures the
         broker (``sasl-ssl`` or ``mtls``: TLS, SCRAM, mutual TLS and ACLs per kubetape principal; None:
-        as the running stack has it, plaintext for a new one); ``metrics``: new clusters serve the
-        Metrics API (metrics-server over KWOK's emulated kubelet metrics, docs/metrics.md)."""
+        as the running stack has it, plaintext for a new one); ``brokers``: how many Kafka nodes a new
+        stack runs (None: as the running stack has it, 1 for a new one); ``metrics``: new clusters serve
+        the Metrics API (metrics-server over KWOK's emulated kubelet metrics, docs/metrics.md)."""
         chosen = kwok.profile_named(profile)
         clusters = list(clusters)
         autoscaled = list(autoscaled)
@@ -221,7 +270,7 @@ class LocalStack:
         libs, bin_dir = self.build()
         metrics_server = self.build_metrics_server() if metrics else None
         state = StackState.load(self.state_path)
-        self._ensure_kafka_running(state, libs, kafka_security_mode)
+        self._ensure_kafka_running(state, libs, kafka_security_mode, brokers)
         state.save(self.state_path)
         self.start_s3(state)
         for name in clusters:
@@ -294,54 +343,79 @@ class LocalStack:
                 return name
         return None
 
-    def _ensure_kafka_running(self, state: StackState, libs: Path, security: str | None = None) -> None:
-        """Start the broker unless it runs; ``security`` None keeps the existing broker's mode."""
-        if security is not None and security not in kafka_security.SECURITY_MODES:
-            raise StackError(
-                f"--kafka-security {security!r}: use one of {', '.join(kafka_security.SECURITY_MODES)}"
-            )
-        if (
-            state.kafka is not None
-            and security is not None
-            and (security == "plaintext") != (state.kafka.mtls_port is None)
-        ):
-            raise StackError(
-                f"the stack in {self.stack_dir} has a {state.kafka.security} broker, not {security}; "
-                "`kubetape stack down` first"
-            )
-        if state.kafka is not None and security is not None:
-            state.kafka.security = security  # sasl-ssl and mtls are the same broker: only `env` differs
-        if state.kafka and state.kafka.pid and pid_alive(state.kafka.pid):
-            return
-        if state.kafka is None:
-            secured = security not in (None, "plaintext")
+    def _ensure_kafka_running(
+        self, state: StackState, libs: Path, security: str | None = None, brokers: int | None = None
+    ) -> None:
+        """Start every Kafka node that does not run; ``security`` and ``brokers`` None keep the existing
+        cluster's (a new one: plaintext, one broker)."""
+        check_kafka_request(state.kafka, security, brokers, self.stack_dir)
+        secured = security not in (None, "plaintext")
+        if state.kafka is not None:
+            if security is not None:
+                state.kafka.security = security  # sasl-ssl and mtls are the same broker: only `env` differs
+        else:
             state.kafka = KafkaState(
-                broker_port=free_port(),
-                controller_port=free_port(),
+                [
+                    KafkaNodeState(free_port(), free_port(), mtls_port=free_port() if secured else None)
+                    for _ in range(brokers or 1)
+                ],
                 security=security or "plaintext",
-                mtls_port=free_port() if secured else None,
             )
-        layout = self._kafka_layout(state.kafka)
-        kafka.write_server_properties(layout)
-        kafka.format_storage(libs, layout)
-        self.report(f"Kafka {self.versions.kafka}: starting broker on {layout.bootstrap}")
+        stopped = [
+            (node, layout)
+            for node, layout in zip(state.kafka.nodes, self._kafka_layouts(state.kafka), strict=True)
+            if not node.running
+        ]
+        if not stopped:
+            return
+        layouts = self._kafka_layouts(state.kafka)
+        # the nodes of one cluster share the id their storage is formatted with
+        cluster_id = (
+            next(filter(None, map(kafka.formatted_cluster_id, layouts)), None) or kafka.new_cluster_id()
+        )
         started = time.monotonic()
-        offset = kafka.log_size(layout)
-        state.kafka.pid = kafka.start_broker(libs, layout)
-        state.save(self.state_path)
-        kafka.wait_ready(layout, state.kafka.pid, log_offset=offset)
-        kafka.apply_acls(libs, layout)
+        waits = []
+        to_start = [layout for _node, layout in stopped]
+        for layout in to_start:
+            kafka.write_server_properties(layout)
+        with ThreadPoolExecutor(max_workers=len(to_start)) as pool:  # a JVM each: together, not in turn
+            list(pool.map(lambda layout: kafka.format_storage(libs, layout, cluster_id), to_start))
+        for node, layout in stopped:
+            what = "broker" if len(layouts) == 1 else f"node {layout.node_id} of {len(layouts)}"
+            self.report(f"Kafka {self.versions.kafka}: starting {what} on {layout.bootstrap}")
+            offset = kafka.log_size(layout)
+            node.pid = kafka.start_broker(libs, layout)
+            state.save(self.state_path)
+            waits.append((layout, node.pid, offset))
+        # all started before any is waited for: a node of a quorum finishes starting only with a majority
+        for layout, pid, offset in waits:
+            kafka.wait_ready(layout, pid, log_offset=offset)
+        kafka.apply_acls(libs, layouts[0])
         self.report(f"Kafka {self.versions.kafka}: ready in {time.monotonic() - started:.1f}s")
 
     def stop_kafka(self) -> None:
-        """Stop the broker but keep its data (a later ``start_kafka`` resumes on the same port)."""
-        self._stop_keeping_data(lambda state: state.kafka, kafka.stop_broker)
+        """Stop every broker but keep their data (a later ``start_kafka`` resumes on the same ports)."""
+        state = StackState.load(self.state_path)
+        if state.kafka is not None:
+            self._stop_kafka_nodes(state.kafka)
+            state.save(self.state_path)
 
-    def start_kafka(self, security: str | None = None) -> StackInfo:
-        """Start (or restart) only the broker; ``security`` as in :meth:`up` (None: as it was)."""
+    def _stop_kafka_nodes(self, state: KafkaState) -> None:
+        running = [node for node in state.nodes if node.pid]
+        kafka.stop_brokers([node.pid for node in running if node.pid])
+        for node in running:
+            node.pid = None
+        if running:
+            self.report(
+                "Kafka broker stopped" if len(state.nodes) == 1 else f"{len(running)} Kafka brokers stopped"
+            )
+
+    def start_kafka(self, security: str | None = None, brokers: int | None = None) -> StackInfo:
+        """Start (or restart) only the brokers, any that do not run; ``security`` and ``brokers`` as in
+        :meth:`up` (None: as it was)."""
         libs = ensure_kafka(self.versions, self.report)  # the broker alone: no cluster binaries needed
         state = StackState.load(self.state_path)
-        self._ensure_kafka_running(state, libs, security)
+        self._ensure_kafka_running(state, libs, security, brokers)
         state.save(self.state_path)
         return self.info(state=state)
 
@@ -387,10 +461,8 @@ class LocalStack:
             except StackError as exc:
                 errors.append(str(exc))
             self.report(f"cluster {name!r}: {'stopped' if keep_data else 'deleted'}")
-        if state.kafka and state.kafka.pid:
-            kafka.stop_broker(state.kafka.pid)
-            self.report("Kafka broker stopped")
-            state.kafka.pid = None
+        if state.kafka is not None:
+            self._stop_kafka_nodes(state.kafka)
         if state.s3 and state.s3.pid:
             s3.stop_server(state.s3.pid)
             self.report("S3 server stopped")
@@ -439,8 +511,8 @@ class LocalStack:
         kubeconfigs = {name: self.cluster(name, bin_dir).kubeconfig for name in state.clusters}
         s3_endpoint = state.s3.endpoint if state.s3 else None
         configs: dict[str, Path] = {}
-        if state.kafka.mtls_port is not None:
-            files = self._kafka_layout(state.kafka).security_files
+        if state.kafka.secured:
+            files = self._kafka_layouts(state.kafka)[0].security_files
             mode = "mtls" if state.kafka.security == "mtls" else "sasl-ssl"
             configs = {who: files.client_config(who, mode) for who in kafka_security.PRINCIPALS}
         return StackInfo(
@@ -452,12 +524,20 @@ class LocalStack:
         bin_dir = self._existing_bin_dir()
         kafka_status: dict[str, object] = {"running": False}
         if state.kafka:
-            running = bool(state.kafka.pid and pid_alive(state.kafka.pid))
+            brokers = [
+                {
+                    "node": index,
+                    "running": node.running and port_open(node.broker_port),
+                    "pid": node.pid,
+                    "port": node.broker_port,
+                }
+                for index, node in enumerate(state.kafka.nodes, 1)
+            ]
             kafka_status = {
-                "running": running and port_open(state.kafka.broker_port),
+                "running": all(broker["running"] for broker in brokers),
                 "bootstrap": state.kafka.bootstrap,
                 "security": state.kafka.security,
-                "pid": state.kafka.pid,
+                "brokers": brokers,
             }
         clusters = {}
         for name in state.clusters:
@@ -487,6 +567,37 @@ class LocalStack:
             "clusters": clusters,
             "autoscalers": autoscalers,
         }
+
+
+def check_kafka_request(
+    running: KafkaState | None, security: str | None, brokers: int | None, stack_dir: Path
+) -> None:
+    """Refuse a security mode or broker count the stack cannot run, or that the ``running`` cluster
+    does not have (None: keep what it has)."""
+    if security is not None and security not in kafka_security.SECURITY_MODES:
+        raise StackError(
+            f"--kafka-security {security!r}: use one of {', '.join(kafka_security.SECURITY_MODES)}"
+        )
+    if brokers is not None and not 1 <= brokers <= MAX_BROKERS:
+        raise StackError(f"--brokers {brokers}: run between 1 and {MAX_BROKERS} Kafka brokers")
+    secured = security not in (None, "plaintext")
+    if secured and (brokers or 1) > 1:
+        raise StackError(
+            f"--brokers {brokers} with --kafka-security {security}: the secured broker runs alone; "
+            "use --brokers 1, or a plaintext cluster for several brokers"
+        )
+    if running is None:
+        return
+    if security is not None and (security == "plaintext") == running.secured:
+        raise StackError(
+            f"the stack in {stack_dir} has a {running.security} broker, not {security}; "
+            "`kubetape stack down` first"
+        )
+    if brokers is not None and brokers != len(running.nodes):
+        raise StackError(
+            f"the stack in {stack_dir} runs {len(running.nodes)} Kafka broker(s), not "
+            f"{brokers}; `kubetape stack down` first"
+        )
 
 
 def validate_cluster_name(name: str) -> None:

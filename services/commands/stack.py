@@ -10,7 +10,7 @@ from pathlib import Path
 from pipeline.stack.karpenter import DEFAULT_INSTANCE_TYPES, KarpenterSettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, PROFILES
 from pipeline.stack.progress import stderr_reporter
-from pipeline.stack.stack import AUTOSCALERS, DEFAULT_CLUSTERS, LocalStack, StackState
+from pipeline.stack.stack import AUTOSCALERS, DEFAULT_CLUSTERS, MAX_BROKERS, LocalStack, StackState
 from services.settings import from_flags
 
 
@@ -39,6 +39,7 @@ class StackUpSettings(StackSettings):
     autoscaler_cluster: list[str] | None = None
     instance_types: Path = DEFAULT_INSTANCE_TYPES
     kafka_security: str | None = None
+    brokers: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +135,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "listener; sasl-ssl and mtls start the same broker and choose what `stack env` prints "
         "(docs/production-kafka.md)",
     )
+    up.add_argument(
+        "--brokers",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"Kafka brokers of a new stack (1 to {MAX_BROKERS}; default 1): several form one KRaft cluster "
+        "on loopback, with new and internal topics on every broker and min.insync.replicas one less, so "
+        "a broker can be killed under replicated topics (plaintext only; docs/stack.md)",
+    )
     up.set_defaults(settings=from_flags(StackUpSettings), func=_up)
 
     down = actions.add_parser("down", help="stop every process of the stack and delete its data")
@@ -190,6 +200,7 @@ def _up(args: StackUpSettings) -> int:
         autoscaled=autoscaled,
         autoscaler_settings=KarpenterSettings(instance_types=args.instance_types),
         kafka_security_mode=args.kafka_security,
+        brokers=args.brokers,
     )
     if args.nodes:
         for name in clusters:

@@ -108,7 +108,7 @@ def test_down_leaves_no_process_behind(tmp_path: Path) -> None:
         pids = cluster_processes(cluster)
         # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok-controller, plus Kafka.
         assert len(pids) >= 5, f"expected the control plane's processes, found pids {pids}"
-        kafka_pid = json.loads(stack.state_path.read_text())["kafka"]["pid"]
+        kafka_pid = json.loads(stack.state_path.read_text())["kafka"]["nodes"][0]["pid"]
         pids.append(kafka_pid)
         assert pid_alive(kafka_pid)
     except BaseException:

@@ -361,3 +361,83 @@ def test_a_kubectl_that_hangs_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(StackError, match=r"`kubectl get nodes` on cluster 'sim' timed out after 0s") as info:
         cluster.kubectl("get", "nodes", timeout_s=0.3)
     assert "kube-apiserver.log" in str(info.value)
+
+
+def _properties(layout: kafka.KafkaLayout) -> dict[str, str]:
+    kafka.write_server_properties(layout)
+    return dict(line.split("=", 1) for line in layout.properties.read_text().splitlines() if "=" in line)
+
+
+def test_a_node_of_three_votes_with_the_others_and_replicates_everything_to_all(tmp_path: Path) -> None:
+    quorum = ((1, 19093), (2, 29093), (3, 39093))
+    props = _properties(kafka.KafkaLayout(tmp_path, 29092, 29093, node_id=2, quorum=quorum))
+    assert props["node.id"] == "2"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:19093,2@127.0.0.1:29093,3@127.0.0.1:39093"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093"
+    for replicated in ("default", "offsets.topic", "transaction.state.log", "share.coordinator.state.topic"):
+        assert props[f"{replicated}.replication.factor"] == "3", replicated
+    # acks=all writes go on with one broker of three down
+    assert props["min.insync.replicas"] == props["transaction.state.log.min.isr"] == "2"
+
+
+def test_an_old_state_file_reads_as_one_node(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text(
+        json.dumps(
+            {
+                "kafka": {
+                    "broker_port": 1,
+                    "controller_port": 2,
+                    "pid": 3,
+                    "security": "sasl-ssl",
+                    "mtls_port": 4,
+                }
+            }
+        )
+    )
+    state = StackState.load(path)
+    assert state.kafka is not None
+    assert [(n.broker_port, n.controller_port, n.pid, n.mtls_port) for n in state.kafka.nodes] == [
+        (1, 2, 3, 4)
+    ]
+    assert state.kafka.security == "sasl-ssl"
+    assert state.kafka.bootstrap == "localhost:1"
+    state.save(path)
+    assert StackState.load(path) == state
+
+
+@pytest.mark.parametrize(
+    ("running", "security", "brokers", "says"),
+    [
+        (None, None, 0, "--brokers 0: run between 1 and 5"),
+        (None, None, 6, "--brokers 6: run between 1 and 5"),
+        (None, "sasl-ssl", 3, "the secured broker runs alone"),
+        (1, None, 3, "runs 1 Kafka broker\\(s\\), not 3; `kubetape stack down` first"),
+        (3, "sasl-ssl", None, "has a plaintext broker, not sasl-ssl"),
+    ],
+)
+def test_a_broker_count_or_mode_the_stack_cannot_run_is_refused_before_anything_starts(
+    tmp_path: Path, running: int | None, security: str | None, brokers: int | None, says: str
+) -> None:
+    from pipeline.stack.stack import KafkaNodeState, KafkaState, check_kafka_request
+
+    current = KafkaState([KafkaNodeState(1, 2)] * running) if running else None
+    with pytest.raises(StackError, match=says):
+        check_kafka_request(current, security, brokers, tmp_path)
+    check_kafka_request(current, None, running, tmp_path)  # what runs is fine
+
+
+def test_three_nodes_bootstrap_through_every_broker() -> None:
+    from pipeline.stack.stack import KafkaNodeState, KafkaState
+
+    state = KafkaState([KafkaNodeState(9001, 9101), KafkaNodeState(9002, 9102), KafkaNodeState(9003, 9103)])
+    assert state.bootstrap == "127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003"
+
+
+def test_a_lone_broker_keeps_one_replica_and_votes_alone(tmp_path: Path) -> None:
+    props = _properties(kafka.KafkaLayout(tmp_path, broker_port=19092, controller_port=19093))
+    assert props["node.id"] == "1"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:19093"
+    assert props["default.replication.factor"] == props["offsets.topic.replication.factor"] == "1"
+    assert props["min.insync.replicas"] == "1"
+    assert "broker.session.timeout.ms" not in props
