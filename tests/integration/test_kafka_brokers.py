@@ -84,11 +84,15 @@ def test_the_stack_runs_three_brokers_and_the_topics_have_three_replicas(brokers
 async def _coordinator_node(bootstrap: str) -> int:
     """The broker leading the consumer-offsets partition (every group's coordinator, one partition):
     killing it takes a leader of the events topic (3 partitions, one led by each broker) and the sink's
-    group coordinator at once."""
-    async with admin_client(KafkaSettings(bootstrap)) as admin:
-        topics = await admin.describe_topics(["__consumer_offsets"])
-    leader: int = topics[0]["partitions"][0]["leader"]
-    return leader
+    group coordinator at once. The topic exists once the sink's group has first met its coordinator."""
+
+    async def leaders() -> list[int]:
+        async with admin_client(KafkaSettings(bootstrap)) as admin:
+            topics = await admin.describe_topics(["__consumer_offsets"])
+        return [partition["leader"] for partition in topics[0]["partitions"] if partition["leader"] >= 0]
+
+    found = await eventually(leaders, bool, "the consumer-offsets topic and its leader", timeout_s=90)
+    return found[0]
 
 
 async def test_a_broker_killed_during_recording_and_brought_back_loses_and_duplicates_nothing(
