@@ -48,6 +48,16 @@ if $for_tests && ! command -v chromium >/dev/null && ! command -v chromium-brows
     echo "[bootstrap] could not install chromium; the report rendering test will fail under CI=true" >&2
   fi
 fi
+# The monitoring test checks the alert rules and the dashboard's queries with Prometheus's own promtool.
+if $for_tests && ! command -v promtool >/dev/null && command -v apt-get >/dev/null; then
+  echo "[bootstrap] installing promtool (Debian's prometheus package, for the monitoring test)" >&2
+  SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo "sudo")
+  if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus; } \
+      >.venv/apt-prometheus.log 2>&1; then
+    cat .venv/apt-prometheus.log >&2
+    echo "[bootstrap] could not install promtool; the monitoring test will fail under CI=true" >&2
+  fi
+fi
 echo "[bootstrap] checking the local stack's build cache (the first build takes ~15 minutes)" >&2
 if $for_tests; then
   .venv/bin/kubetape stack build --autoscaler karpenter --metrics >/dev/null
