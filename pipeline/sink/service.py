@@ -255,7 +255,12 @@ async def _usage_member(
     topic = settings.usage_topic
     if topic is None:
         return None
-    if not await topic_partitions(settings.kafka, topic):
+    try:
+        exists = bool(await topic_partitions(settings.kafka, topic))
+    except KubetapeError as exc:  # denied Describe (an ACL set without it): events are stored all the same
+        log.warning("the recorded load is not stored: %s", exc, extra={"ctx": {"topic": topic}})
+        return None
+    if not exists:
         log.info("no usage topic: the recorded load is not stored", extra={"ctx": {"topic": topic}})
         return None
     store = open_segment_store(usage_store_location(location), retry_s=settings.store_retry_s)
