@@ -303,21 +303,23 @@ def _fake_kubectl(bin_dir: Path, body: str) -> None:
     script.chmod(0o755)
 
 
-def test_nodes_are_created_in_batches_with_progress(tmp_path: Path) -> None:
-    """Thousands of nodes in one request ran past kubectl's timeout; a batch at a time does not."""
-    requests = tmp_path / "requests"
+def _cluster_creating_nodes(tmp_path: Path, on_create: str) -> tuple[kwok.KwokCluster, Path]:
+    """A cluster whose kubectl renders a Node skeleton and runs the shell command ``on_create`` on what
+    is created (stdin); the skeleton's path."""
     node = json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "kwok-node"}})
     _fake_kubectl(
-        tmp_path / "bin",
-        f"""case "$*" in
-  *dry-run*) echo '{node}' ;;
-  *) python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))' >> {requests} ;;
-esac
-""",
+        tmp_path / "bin", f"""case "$*" in\n  *dry-run*) echo '{node}' ;;\n  *) {on_create} ;;\nesac\n"""
     )
     skeleton = tmp_path / "node.yaml"
     skeleton.write_text("kind: Node\n")
-    cluster = kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin")
+    return kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin"), skeleton
+
+
+def test_nodes_are_created_in_batches_with_progress(tmp_path: Path) -> None:
+    """Thousands of nodes in one request ran past kubectl's timeout; a batch at a time does not."""
+    requests = tmp_path / "requests"
+    count_items = """python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))'"""
+    cluster, skeleton = _cluster_creating_nodes(tmp_path, f"{count_items} >> {requests}")
     lines: list[str] = []
     count = 2 * kwok.NODES_PER_REQUEST + 100
     names = kwok.add_nodes(cluster, skeleton, count, prefix="n", report=lines.append)
@@ -329,18 +331,7 @@ esac
 
 def test_each_node_names_the_path_kwok_serves_its_resource_metrics_at(tmp_path: Path) -> None:
     created = tmp_path / "created.json"
-    node = json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "kwok-node"}})
-    _fake_kubectl(
-        tmp_path / "bin",
-        f"""case "$*" in
-  *dry-run*) echo '{node}' ;;
-  *) cat > {created} ;;
-esac
-""",
-    )
-    skeleton = tmp_path / "node.yaml"
-    skeleton.write_text("kind: Node\n")
-    cluster = kwok.KwokCluster("sim", tmp_path / "kwok", tmp_path / "bin")
+    cluster, skeleton = _cluster_creating_nodes(tmp_path, f"cat > {created}")
     kwok.add_nodes(cluster, skeleton, 2, prefix="n")
     paths = {
         n["metadata"]["name"]: n["metadata"]["annotations"][kwok.RESOURCE_METRICS_PATH_ANNOTATION]
