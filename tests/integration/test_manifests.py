@@ -174,9 +174,8 @@ def test_the_kafka_connection_comes_from_a_secret(rendered: dict[str, str]) -> N
         assert "--bootstrap" not in container["args"]
 
 
-def test_the_controller_may_do_what_it_does_and_no_more(
-    rendered: dict[str, str], kubectl: Kubectl, target_cluster: None
-) -> None:
+def _apply_controller_rbac(rendered: dict[str, str], kubectl: Kubectl) -> str:
+    """Apply the sim chart's service accounts and RBAC; the controller's user name."""
     rbac = [
         o
         for o in objects(rendered["sim"])
@@ -184,7 +183,13 @@ def test_the_controller_may_do_what_it_does_and_no_more(
     ]
     applied = kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(rbac))
     assert applied.returncode == 0, applied.stderr
-    controller = "system:serviceaccount:kubetape:kubetape-controller"
+    return "system:serviceaccount:kubetape:kubetape-controller"
+
+
+def test_the_controller_may_do_what_it_does_and_no_more(
+    rendered: dict[str, str], kubectl: Kubectl, target_cluster: None
+) -> None:
+    controller = _apply_controller_rbac(rendered, kubectl)
     allowed = [
         ("watch", "simulations.kubetape.dev", None),
         ("patch", "simulations.kubetape.dev/status", None),
@@ -232,14 +237,7 @@ def test_the_controller_cannot_delete_cluster_admin_and_can_still_clean_up_its_r
 ) -> None:
     """Not only what ``kubectl auth can-i`` answers: the apiserver itself refuses the controller's
     delete of cluster-admin and carries out its delete of a replay root."""
-    rbac = [
-        o
-        for o in objects(rendered["sim"])
-        if o["kind"] in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
-    ]
-    applied = kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(rbac))
-    assert applied.returncode == 0, applied.stderr
-    controller = "system:serviceaccount:kubetape:kubetape-controller"
+    controller = _apply_controller_rbac(rendered, kubectl)
 
     def can_i(*args: str) -> str:
         return kubectl("auth", "can-i", *args, "--as", controller).stdout.strip()
