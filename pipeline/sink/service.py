@@ -269,6 +269,7 @@ async def _usage_member(
         topic,
         group_id=settings.group_id + USAGE_GROUP_SUFFIX,
         deadletter_topic=settings.deadletter_topic,
+        what="the sink's usage consumer",
     )
     usage = UsageSink(source, store, metrics, cluster=cluster, flush_every_s=settings.usage_flush_s)
     source.on_assigned = usage.on_assigned

@@ -73,7 +73,9 @@ class KafkaSinkSource(ConsumerClient):
         group_id: str = DEFAULT_SINK_GROUP,
         deadletter_topic: str = DEADLETTER_TOPIC,
         commit_timeout_s: float = 10.0,
+        what: str = "the sink's consumer",
     ) -> None:
+        """``what`` names this member in messages (the usage sink's says so)."""
         self.settings = settings
         self.topic = topic
         self.group_id = group_id
@@ -83,7 +85,7 @@ class KafkaSinkSource(ConsumerClient):
         self.on_revoked: PartitionsCallback = _nothing
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
-        self.access = BrokerAccess(settings, log, "the sink's consumer")
+        self.access = BrokerAccess(settings, log, what)
         """Whether the brokers let this member read (``/readyz``); see :meth:`getmany`."""
         self.assigned: set[int] = set()
         self.joined = False
