@@ -11,7 +11,9 @@ in), so every rule is unit-testable:
   window start) stays in the open segment, whose start is lowered to cover it.
 * :meth:`PartitionCompactor.close_if_idle` closes a segment that received nothing for ``idle_close_s``
   of wall-clock time: an idle topic still makes its data durable and its offsets committed.
-* Every ``keyframe_every``-th segment of a partition (and the first one) carries a keyframe. A keyframe
+* Every ``keyframe_every``-th segment of a partition (and the first one) carries a keyframe, and with
+  ``keyframe_cost`` also the first segment once the events written since the last keyframe weigh
+  that many times it (see :class:`CompactionSettings`). A keyframe
   means exactly one thing: **the state after offset N** (``keyframe_offset``: every offset of the
   partition up to N folded in offset order, nothing after it), **at event time T** (``keyframe_time``:
   every event folded into it is before T). It is *not* the state at the window start: a window is split
@@ -56,7 +58,16 @@ class CompactionSettings:
 
     ``window_ms``: event-time width of a segment window (default 60 s).
     ``idle_close_s``: wall-clock seconds without events after which an open segment is closed (10 s).
-    ``keyframe_every``: a keyframe in every N-th segment of a partition (10); 1 = in every segment.
+    ``keyframe_every``: a keyframe in every N-th segment of a partition (60: at least hourly at the
+    default windows, so a restore or a reader GETs at most that many segments after one); 1 = in
+    every segment.
+    ``keyframe_cost``: also a keyframe once the wire bytes of the events stored since the last one
+    reach this many times that keyframe's (or :data:`KEYFRAME_COST_FLOOR`, whichever is larger; 4);
+    None: by count alone. Keyframes are then a share of at most about ``1 / (1 + keyframe_cost)`` of
+    a busy cluster's store, and a reader reads at most about ``1 + keyframe_cost`` keyframes' worth of
+    segments from a keyframe to any time. Keyframes were 75 % of the store at the previous default (a
+    keyframe every 10 segments); see ``docs/storage-cost.md`` (``bench/bench_storage.py``). After a
+    restore, the events before it are not counted (the next keyframe may come up to once more late).
     ``max_events``: an open segment is closed once it holds this many events (bounds memory; 200 000).
     ``tombstone_horizon_ms``: event time for which a deleted object (and an ended pod's lifecycle) is
     still remembered after its segment closed, to refuse stale re-publishes of it (10 min; see
@@ -66,9 +77,15 @@ class CompactionSettings:
     topic: str = EVENTS_TOPIC
     window_ms: int = 60_000
     idle_close_s: float = 10.0
-    keyframe_every: int = 10
+    keyframe_every: int = 60
+    keyframe_cost: float | None = 4.0
     max_events: int = 200_000
     tombstone_horizon_ms: int = 600_000
+
+
+KEYFRAME_COST_FLOOR = 1 << 20
+"""The least wire bytes of events between keyframes written by cost (1 MiB): a small cluster's keyframe
+is a few KB, and one per segment would make readers fold nothing yet cost a header and a list a time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +175,8 @@ class PartitionCompactor:
         self.source = source
         self.epoch = epoch
         self._since_keyframe = segments_since_keyframe
+        self._bytes_since_keyframe = 0
+        self._keyframe_bytes = 0
         self._open: _OpenSegment | None = None
         self.duplicates = 0
         self.redelivered = 0
@@ -274,7 +293,11 @@ class PartitionCompactor:
         window = self.settings.window_ms
         window_start = ts_ms - ts_ms % window
         keyframe = None
-        if self._since_keyframe is None or self._since_keyframe + 1 >= self.settings.keyframe_every:
+        if (
+            self._since_keyframe is None
+            or self._since_keyframe + 1 >= self.settings.keyframe_every
+            or self._keyframe_is_due_by_cost()
+        ):
             # the state after offset next_offset - 1 (this segment's first offset is next_offset or
             # later: only covered offsets lie between), at event time T = one past the latest event in it
             keyframe = (self.max_ts + 1, *self.state.keyframe_heads())
@@ -290,6 +313,12 @@ class PartitionCompactor:
         )
         return self._open
 
+    def _keyframe_is_due_by_cost(self) -> bool:
+        cost = self.settings.keyframe_cost
+        return cost is not None and self._bytes_since_keyframe >= cost * max(
+            self._keyframe_bytes, KEYFRAME_COST_FLOOR
+        )
+
     def _close(self) -> ClosedSegment:
         current = self._open
         assert current is not None  # callers check
@@ -303,6 +332,7 @@ class PartitionCompactor:
             keyframe_time, objects, lifecycles, tombstones = keyframe
             wire_keyframe = (min(keyframe_time, start), objects, lifecycles)
             self._since_keyframe = 0
+            self._bytes_since_keyframe = 0
         else:
             self._since_keyframe = (self._since_keyframe or 0) + 1
         wire = build_wire_segment(
@@ -320,6 +350,11 @@ class PartitionCompactor:
             source=self.source,
             writer_epoch=self.epoch,
         )
+        if keyframe is not None:
+            self._keyframe_bytes = (
+                len(wire.keyframe_objects) + len(wire.keyframe_lifecycles) + len(wire.keyframe_tombstones)
+            )
+        self._bytes_since_keyframe += len(wire.events)
         events = current.events
         if events:
             self.max_ts = max(self.max_ts, events[-1].ts_ms if current.ordered else max(map(_ts, events)))

@@ -57,7 +57,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--idle-close", type=parse_duration, default=10.0, help="close a segment idle this long (10s)"
     )
-    parser.add_argument("--keyframe-every", type=int, default=10, help="a keyframe every N segments (10)")
+    parser.add_argument(
+        "--keyframe-every", type=int, default=60, help="a keyframe at least every N segments (60)"
+    )
+    parser.add_argument(
+        "--keyframe-cost",
+        type=float,
+        default=4.0,
+        help="also a keyframe once the events since the last one weigh this many times it (4; 0: by "
+        "count alone; see docs/storage-cost.md)",
+    )
     parser.add_argument("--batch", type=int, default=10_000, help="max messages per getmany (10000)")
     parser.add_argument(
         "--retention", type=parse_duration, default=None, help="delete segments older than this (keep all)"
@@ -74,13 +83,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> SinkServiceSettings:
-    if args.window <= 0 or args.keyframe_every < 1 or args.batch < 1:
-        raise ConfigError("--window must be positive, --keyframe-every and --batch at least 1")
+    if args.window <= 0 or args.keyframe_every < 1 or args.batch < 1 or not args.keyframe_cost >= 0:
+        raise ConfigError(
+            "--window must be positive, --keyframe-every and --batch at least 1, --keyframe-cost 0 or more"
+        )
     compaction = CompactionSettings(
         topic=args.topic,
         window_ms=int(args.window * 1000),
         idle_close_s=args.idle_close,
         keyframe_every=args.keyframe_every,
+        keyframe_cost=args.keyframe_cost or None,
     )
     return SinkServiceSettings(
         kafka=kafka_settings(args, client_id="kubetape-sink"),

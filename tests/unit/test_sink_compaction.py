@@ -20,7 +20,7 @@ from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
+from pipeline.sink.compactor import KEYFRAME_COST_FLOOR, CompactionSettings, PartitionCompactor
 from pipeline.sink.settings import SinkSettings
 from pipeline.sink.sink import Sink
 from pipeline.sink.synthetic import applied, deleted, deployment, synthetic_events
@@ -207,6 +207,22 @@ def test_keyframes_hold_the_state_before_the_segment() -> None:
     header = segments[2].segment.header
     assert (header.keyframe_offset, header.keyframe_time) == (1, T0 + 1_001)
     assert sorted(kf.objects) == ["apps/Deployment/ns/d0", "apps/Deployment/ns/d1"]
+
+
+@pytest.mark.parametrize("cost", [1.0, None])
+def test_a_keyframe_comes_once_the_events_since_the_last_weigh_its_cost(cost: float | None) -> None:
+    """One object of ~300 KB written again in every segment: by count alone (every 1,000 segments)
+    only the first segment has a keyframe; by cost, one comes once the events stored since the last
+    keyframe weigh as much as it or the 1 MiB floor (4 events of ~300 KB)."""
+    c = PartitionCompactor(0, CompactionSettings(window_ms=1_000, keyframe_every=1_000, keyframe_cost=cost))
+    segments = []
+    for i in range(10):
+        obj = deployment("ns", "big", 1, labels={"app": "big", "v": str(i)})
+        obj["metadata"]["annotations"] = {"note": "x" * 300_000}
+        segments += c.add(i, applied(T0 + i * 1_000, obj, i + 1), 0.0)
+    keyframes = [i for i, s in enumerate(segments) if s.wire.header.keyframe_at_ms is not None]
+    assert keyframes == ([0, 4, 8] if cost else [0])
+    assert len(segments[3].wire.events) * 4 >= KEYFRAME_COST_FLOOR  # what made segment 4 due
 
 
 def test_catalog_answers_coverage_from_headers_and_reports_corrupt_files() -> None:
