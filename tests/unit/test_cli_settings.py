@@ -8,6 +8,8 @@ import logging
 import pytest
 
 from pipeline.model.errors import ConfigError
+from pipeline.sink.compactor import CompactionSettings
+from pipeline.sink.service import SinkServiceSettings
 from services.cli import build_parser
 from services.commands.inspect import InspectSettings
 from services.controller_service import ControllerServiceSettings
@@ -56,3 +58,17 @@ def test_every_command_turns_its_flags_into_typed_settings() -> None:
     assert len(commands) >= 14
     unbuilt = [name for name, parser in commands if parser.get_default("settings") is None]
     assert unbuilt == []
+
+
+def _compaction(*argv: str) -> CompactionSettings:
+    command = root("sink", "--bootstrap", "b:9092", *argv).command
+    assert isinstance(command, SinkServiceSettings)
+    return command.sink.compaction
+
+
+def test_the_sink_writes_keyframes_by_count_and_cost_unless_told_count_alone() -> None:
+    assert (_compaction().keyframe_every, _compaction().keyframe_cost) == (60, 4.0)
+    told = _compaction("--keyframe-every", "10", "--keyframe-cost", "0")
+    assert (told.keyframe_every, told.keyframe_cost) == (10, None)
+    with pytest.raises(ConfigError, match="--keyframe-cost 0 or more"):
+        _compaction("--keyframe-cost", "-1")
