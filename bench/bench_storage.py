@@ -416,7 +416,7 @@ def day(pods: int, changes_per_minute: int, hours: float) -> dict[str, Any]:
     cadences: dict[str, Any] = {}
     for name, settings in KEYFRAME_CADENCES.items():
         segments = [s for s in record(events, settings) if s.wire.header.start_ms >= steady_ms]
-        versions = (2, 3) if name == DEFAULT_CADENCE else (3,)
+        versions = (2, 3) if name in (DEFAULT_CADENCE, "default") else (3,)
         row: dict[str, Any] = {
             "keyframes_per_day": round(
                 sum(s.wire.header.keyframe_at_ms is not None for s in segments) * scale
