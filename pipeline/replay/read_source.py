@@ -1,6 +1,8 @@
 """Reading a replay's source into one trace: a trace file (local or over HTTP), a trace already in
 memory, a range of a segment store (as ``kubetape export`` assembles it) or of a topic. Following a live
-topic is :class:`pipeline.replay.sources.FollowSource`'s."""
+topic is :class:`pipeline.replay.sources.FollowSource`'s. Each trace carries the recorded load of its
+window (``Segment.usage``) as the source holds it: a file's own samples, the store's ``usage/``
+sub-store, the ``kubetape.usage`` topic beside a topic range."""
 
 from __future__ import annotations
 
@@ -79,7 +81,13 @@ def read_segment_range(
     from pipeline.store.catalog import SegmentCatalog
     from pipeline.store.export import ExportRequest, window_trace
     from pipeline.store.store_url import cluster_location, open_segment_store, parse_store_url
+    from pipeline.store.usage_history import open_usage_store
 
     location = cluster_location(parse_store_url(store, what="--segments"), cluster)
     catalog = SegmentCatalog(open_segment_store(location, must_exist=True))
-    return window_trace(catalog, ExportRequest(start_ms, end_ms, config=tracer_config(config)), warn)
+    return window_trace(
+        catalog,
+        ExportRequest(start_ms, end_ms, config=tracer_config(config)),
+        warn,
+        usage=open_usage_store(location, for_reading=True),  # the recorded load, as an export carries it
+    )

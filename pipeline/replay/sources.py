@@ -3,8 +3,9 @@
 * **Topic range** (:func:`read_topic_trace`): every retained record up to ``end`` is read without a
   consumer group (no group's offsets move); records before ``start`` are folded into the state at
   ``start`` (objects alive then are created first, as an export's keyframe does), the rest is the
-  window. It is the same assembly as ``kubetape export``, so replaying a topic range and replaying the
-  exported file of that range give the same replay.
+  window. The recorded load of the same cluster on ``kubetape.usage`` is read the same way and folded
+  in as an export folds it. It is the same assembly as ``kubetape export``, so replaying a topic range
+  and replaying the exported file of that range give the same replay.
 * **Follow** (:class:`FollowSource`): the live topic is shadowed with a fixed lag: an event recorded at
   ``ts`` is applied at wall time ``ts + lag``. When the replay is behind (a late start, a burst), every
   overdue event is due at once and the bounded-concurrency scheduler catches up as fast as the
@@ -37,14 +38,17 @@ from pipeline.formats.assemble import assemble_window
 from pipeline.formats.segment.content import Segment
 from pipeline.formats.trace import initial_events
 from pipeline.formats.wire.codec import decode_event
+from pipeline.formats.wire.usage import decode_usage
 from pipeline.io.kafka.headers import ClusterFilter
 from pipeline.io.kafka.message import Message
+from pipeline.io.kafka.reader import TopicMissingError
 from pipeline.io.kafka.reads import read_topic_range, tail_topic
-from pipeline.io.kafka.settings import KafkaSettings
-from pipeline.model.errors import FormatError
+from pipeline.io.kafka.settings import USAGE_TOPIC, KafkaSettings
+from pipeline.model.errors import FormatError, KubetapeError
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId, ObjectKey
 from pipeline.model.tracer_config import TracerConfig
+from pipeline.model.usage import UsageSample
 from pipeline.replay.clock.schedule import ScheduledStep
 from pipeline.replay.plan import ReplayPlan, plan_replay, pods_end_by_themselves
 
@@ -105,9 +109,39 @@ async def read_topic_trace(
     """The trace of ``[start_ms, end_ms)`` of ``cluster`` from ``topic`` (see the module docstring)."""
     if start_ms >= end_ms:
         raise FormatError(f"topic range is empty: from {start_ms} ms is not before to {end_ms} ms")
-    records = await read_topic_range(settings, topic, end_ms, cluster=cluster)
+    chosen = ClusterFilter(topic, cluster)
+    records = await read_topic_range(settings, topic, end_ms, cluster=chosen)
     events = _Decoder(topic, warn).decode(records)
-    return assemble_window(None, events, start_ms, end_ms, config=config or TracerConfig.default())
+    usage = await read_usage_range(settings, end_ms, chosen.cluster, warn)
+    return assemble_window(
+        None, events, start_ms, end_ms, config=config or TracerConfig.default(), usage=usage
+    )
+
+
+async def read_usage_range(
+    settings: KafkaSettings, end_ms: int, cluster: ClusterId | None, warn: Warn
+) -> list[UsageSample]:
+    """The recorded load of ``cluster`` on ``kubetape.usage`` before ``end_ms`` (the window and what
+    came before it, for the load at the start). None recorded (no such topic): none. A topic that cannot
+    be read is said once; the events still replay, without the load."""
+    try:
+        records = await read_topic_range(settings, USAGE_TOPIC, end_ms, cluster=cluster)
+    except TopicMissingError:
+        return []
+    except KubetapeError as exc:
+        warn(f"the recorded load ({USAGE_TOPIC}) was not read, the replay goes on without it: {exc}")
+        return []
+    samples = []
+    for record in records:
+        if record.value is None:
+            continue
+        try:
+            samples.append(
+                decode_usage(record.value, f"topic {USAGE_TOPIC} p{record.partition} @{record.offset}")
+            )
+        except FormatError as exc:
+            warn(f"skipped a malformed usage sample: {exc}")
+    return samples
 
 
 class DurationSample:

@@ -141,9 +141,10 @@ class PodAutoscaling:
 
 
 def recorded_usage(trace: Segment, given: tuple[UsageSample, ...]) -> tuple[UsageSample, ...]:
-    """The recorded load a replay drives the pods with: ``given``, and the trace's usage samples once
-    the trace carries them (issue 36's recording, which lands separately)."""
-    return given
+    """The recorded load a replay drives the pods with: the trace's own usage samples (a trace file's,
+    a store window's, a topic range's: each source reads them, see
+    :func:`pipeline.replay.read_source.read_source`), and ``given`` beside them."""
+    return (*trace.usage, *given)
 
 
 @dataclass(frozen=True, slots=True)
