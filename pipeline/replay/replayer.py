@@ -61,6 +61,9 @@ def _new_report(name: str, source: str, plan: ReplayPlan, settings: ReplaySettin
     report.settle_ms, report.settle_from = settings.settle()
     report.resolution_wall_s = settings.fidelity_resolution_s
     report.desired_owners = plan.desired_owners
+    hpa = settings.pod_autoscaling
+    if hpa is not None:  # judged over the HPA's reaction time (pipeline.replay.report.fidelity)
+        report.hpa_reactions = {str(owner): hpa.reaction_ms for owner in hpa.plan.owners}
     span = plan.end_ms - plan.start_ms
     report.trace_span_ms = settings.duration_ms if settings.duration_ms is not None else span
     return report

@@ -34,9 +34,14 @@ from pipeline.replay.autoscale.nodes import judge_node_counts, without_autoscale
 from pipeline.replay.autoscale.settings import ScaledSetting
 from pipeline.replay.hooks import HookRunner, run_environment
 from pipeline.replay.hpa.load import RecordedLoad
+from pipeline.replay.hpa.reaction import reaction_time_ms
 from pipeline.replay.hpa.replay import HpaReplay
 from pipeline.replay.hpa.targets import plan_hpas
-from pipeline.replay.hpa.timing import unscaled_hpa_process_timers
+from pipeline.replay.hpa.timing import (
+    HpaProcessTimers,
+    scale_hpa_process_timers,
+    unscaled_hpa_process_timers,
+)
 from pipeline.replay.inputs import instance_types_for, read_node_pools, scale_node_pools
 from pipeline.replay.plan import ReplayPlan, plan_replay
 from pipeline.replay.ports import AutoscalerProcess, PodAutoscalerProcess
@@ -168,11 +173,15 @@ class ReplayRun:
                 "not scaled: the simulated cluster's kube-controller-manager and metrics-server run as "
                 "deployed"
             )
+            applied = HpaProcessTimers()  # as deployed: Kubernetes' and metrics-server's defaults
         else:  # restarting processes blocks: off the event loop
             process = await asyncio.to_thread(self._pod_autoscaler.restart_at, speed)
+            applied = scale_hpa_process_timers(speed)[0]
         self.settings = dataclasses.replace(
             self.settings,
-            pod_autoscaling=HpaReplay(hpas, load, asked.load_model, tuple(process)),
+            pod_autoscaling=HpaReplay(
+                hpas, load, asked.load_model, tuple(process), reaction_time_ms(speed, applied)
+            ),
             duration_ms=self.settings.duration_ms
             if self.settings.duration_ms is not None
             else plan.end_ms - plan.start_ms,

@@ -50,6 +50,9 @@ class HpaReplay:
     model: LoadModel = LoadModel.CONSERVE
     process_settings: tuple[ScaledSetting, ...] = ()
     """The controller-manager's and metrics-server's timers, as given and as applied."""
+    reaction_ms: float = 0.0
+    """The HPA's reaction time in trace ms (:mod:`pipeline.replay.hpa.reaction`): the window its
+    owners' replicas are judged over."""
 
 
 @dataclass(slots=True)
@@ -190,6 +193,7 @@ class UsageDriver:
         return {
             "autoscaler": "hpa",
             "load_model": self._hpa.model.value,
+            "reaction_ms": round(self._hpa.reaction_ms),
             "owners": [
                 {
                     "owner": str(owner),

@@ -22,6 +22,15 @@ of them: the state the cluster reached when the clock went on (:func:`trace_inst
 a 1,000-node replay whose first 11,000 pods take the scheduler four minutes counted those minutes of
 catching up, sampled twice a second for each of its 200 owners, as misses at trace time 0. The time the
 clock waited is reported beside the fidelity (``convergence.held_seconds``), so it is not hidden.
+
+**Owners the simulated HPA decides** (``--autoscaler hpa``) are judged against the replicas the
+recorded HPA chose, with the HPA's own reaction time ``R`` (trace ms, per owner, see
+:func:`pipeline.replay.hpa.reaction.reaction_time_ms`) in place of the settle: two HPAs fed the same
+load decide at their own sync and scrape instants, so either may act up to ``R`` after the load
+changed, the simulated one *before* the recorded one as well as after it. A sample at ``t`` is right
+when it lies within :data:`BOUND_PODS` of the range the recording took over ``[t - R, t + R]`` (the
+settle, when longer, extends the past side); samples before ``R`` (the simulated HPA had no chance to
+act yet) are not judged.
 """
 
 from __future__ import annotations
@@ -56,9 +65,11 @@ class OwnerFidelity:
     recorded_peak: int
     replay_peak: int
     mean_error: float = 0.0
+    hpa_reaction_ms: float | None = None
+    """The simulated HPA decides this owner: its reaction time, the window it is judged over."""
 
     def to_json(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "owner": self.owner,
             "samples": self.samples,
             "max_error": self.max_error,
@@ -67,6 +78,9 @@ class OwnerFidelity:
             "recorded_peak": self.recorded_peak,
             "replay_peak": self.replay_peak,
         }
+        if self.hpa_reaction_ms is not None:
+            out["hpa_reaction_ms"] = round(self.hpa_reaction_ms)
+        return out
 
 
 def trace_instants(samples: Sequence[OwnerSample]) -> list[OwnerSample]:
@@ -95,17 +109,29 @@ def range_over(timeline: Timeline, start_ms: float, end_ms: float) -> tuple[int,
 
 
 def compare_owners(
-    recorded: Mapping[str, Timeline], samples: Sequence[OwnerSample], settle_ms: float
+    recorded: Mapping[str, Timeline],
+    samples: Sequence[OwnerSample],
+    settle_ms: float,
+    hpa_reactions: Mapping[str, float] | None = None,
 ) -> list[OwnerFidelity]:
     """Per owner seen in the recording or the replay, the sample errors against the recording over the
-    preceding ``settle_ms`` of trace time (the module docstring)."""
+    preceding ``settle_ms`` of trace time; for an owner of ``hpa_reactions`` (owner → the simulated
+    HPA's reaction time, trace ms), over ``[t - R, t + R]`` from ``R`` on (the module docstring)."""
+    reactions = hpa_reactions or {}
     owners = sorted(set(recorded) | {owner for s in samples for owner in s.running})
     out = []
     for owner in owners:
         timeline = recorded.get(owner, ())
+        reaction = reactions.get(owner)
         errors = []
         for sample in samples:
-            low, high = range_over(timeline, sample.trace_ms - settle_ms, sample.trace_ms)
+            if reaction is None:
+                start, end = sample.trace_ms - settle_ms, sample.trace_ms
+            elif sample.trace_ms < reaction:
+                continue  # the simulated HPA cannot have acted yet
+            else:
+                start, end = sample.trace_ms - max(settle_ms, reaction), sample.trace_ms + reaction
+            low, high = range_over(timeline, start, end)
             count = sample.running.get(owner, 0)
             errors.append(max(0, low - count, count - high))
         out.append(
@@ -117,6 +143,7 @@ def compare_owners(
                 max((count for _, count in timeline), default=0),
                 max((s.running.get(owner, 0) for s in samples), default=0),
                 sum(errors) / len(errors) if errors else 0.0,
+                reaction,
             )
         )
     return out
@@ -131,13 +158,17 @@ point, so it would no longer say anything about the replay."""
 
 
 def settle_needed(
-    recorded: Mapping[str, Timeline], samples: Sequence[OwnerSample], settle_ms: float
+    recorded: Mapping[str, Timeline],
+    samples: Sequence[OwnerSample],
+    settle_ms: float,
+    hpa_reactions: Mapping[str, float] | None = None,
 ) -> float | None:
     """The shortest settle (trace ms: the stated one, or one of :data:`SETTLE_FACTORS` times it) at
     which every owner's samples are within :data:`BOUND_PODS` of the recording; None when even the
-    longest is not enough."""
+    longest is not enough. An HPA's owner's window is its reaction time, or the settle once longer."""
     for factor in (1.0, *SETTLE_FACTORS):
-        if all(o.max_error <= BOUND_PODS for o in compare_owners(recorded, samples, settle_ms * factor)):
+        owners = compare_owners(recorded, samples, settle_ms * factor, hpa_reactions)
+        if all(o.max_error <= BOUND_PODS for o in owners):
             return settle_ms * factor
     return None
 
@@ -178,9 +209,11 @@ def judge(
     resolution_wall_s: float,
     lateness_p99_ms: float | None,
     largest_sample_gap_s: float = 0.0,
+    hpa_reactions: Mapping[str, float] | None = None,
 ) -> FidelityVerdict:
-    """The verdict on a replay: samples judged at ``settle_ms`` of trace time; the machine's pace
-    (``lateness_p99_ms`` and ``largest_sample_gap_s``, wall time) against ``resolution_wall_s``."""
+    """The verdict on a replay: samples judged at ``settle_ms`` of trace time (the owners of
+    ``hpa_reactions`` over their HPA's reaction time); the machine's pace (``lateness_p99_ms`` and
+    ``largest_sample_gap_s``, wall time) against ``resolution_wall_s``."""
     if not recorded:
         return FidelityVerdict("unmeasured", ("the recording has no pod lifecycles to compare with",), None)
     reasons = []
@@ -195,7 +228,7 @@ def judge(
             f"between two samples, beyond the {resolution_wall_s:g} s resolution, so what happened in "
             "between was not seen"
         )
-    needed = settle_needed(recorded, samples, settle_ms)
+    needed = settle_needed(recorded, samples, settle_ms, hpa_reactions)
     if needed is None:
         return FidelityVerdict(
             "failed",
@@ -207,7 +240,7 @@ def judge(
             None,
         )
     if needed > settle_ms:
-        owners = compare_owners(recorded, samples, settle_ms)
+        owners = compare_owners(recorded, samples, settle_ms, hpa_reactions)
         within, total = sum(o.within_one for o in owners), sum(o.samples for o in owners)
         reasons.append(
             f"the simulated cluster needed up to {needed / 1000:g} s of trace time to converge on the "

@@ -66,6 +66,9 @@ class ReplayReport:
     """Wall time the writes may run late and the samples be apart before the machine counts as behind."""
     desired_owners: frozenset[str] = frozenset()
     """Owners judged by the pods they asked for (``spec.replicas``), not by recorded lifecycles."""
+    hpa_reactions: dict[str, float] = field(default_factory=dict)
+    """Owners the simulated HPA decides, with its reaction time (trace ms): the window they are
+    judged over, from that time on (see :mod:`pipeline.replay.report.fidelity`)."""
     wall_seconds: float = 0.0
     """From start to the last step's end (setup included, cleanup not)."""
     setup_seconds: float = 0.0
@@ -113,6 +116,7 @@ class ReplayReport:
             self.recorded_by_owner,
             trace_instants(self.owner_samples) if per_instant else self.owner_samples,
             self.settle_ms,
+            self.hpa_reactions,
         )
 
     def verdict(self) -> FidelityVerdict:
@@ -124,6 +128,7 @@ class ReplayReport:
             resolution_wall_s=self.resolution_wall_s,
             lateness_p99_ms=percentile(self.lateness_ms, 0.99),
             largest_sample_gap_s=self.largest_sample_gap_s,
+            hpa_reactions=self.hpa_reactions,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -189,7 +194,7 @@ class ReplayReport:
                 "owners": [
                     {
                         **o.to_json(),
-                        "truth": "desired pods" if o.owner in self.desired_owners else "lifecycles",
+                        "truth": _truth(o.owner, self.desired_owners, self.hpa_reactions),
                     }
                     for o in owners
                 ],
@@ -349,8 +354,23 @@ class ReplayReport:
             "once per instant of trace time: while the trace clock stood still, the state the cluster "
             f"reached when it went on; recorded counts: {truth})",
         ]
+        if self.hpa_reactions:
+            reaction = max(self.hpa_reactions.values()) / 1000
+            lines.append(
+                f"    ({len(self.hpa_reactions)} owner(s) the simulated HPA decides: judged from "
+                f"{reaction:g} s of trace time on (the HPA's reaction time), within {BOUND_PODS} pod "
+                f"of the recorded replicas over {reaction:g} s either side)"
+            )
         lines += [f"    {reason}" for reason in verdict.reasons]
         return lines
+
+
+def _truth(owner: str, desired: frozenset[str], hpa_reactions: dict[str, float]) -> str:
+    """What an owner's replay counts were compared with (the report's per-owner ``truth``)."""
+    recorded = "desired pods" if owner in desired else "lifecycles"
+    if owner in hpa_reactions:
+        return f"{recorded}, as the recorded HPA chose them; judged after its reaction time"
+    return recorded
 
 
 @dataclass(frozen=True, slots=True)
