@@ -166,7 +166,7 @@ class ReplayRun:
         recorded load and the process timers (restarted at the speed by ``pod_autoscaler``). The
         replay runs to the trace's end: the load goes on after the last recorded write."""
         speed = self.settings.speed
-        steps, hpas = plan_hpas(plan.steps, speed)
+        steps, hpas = plan_hpas(plan.steps, speed, asked.overrides)
         load = RecordedLoad.from_samples(recorded_usage(trace, asked.usage), hpas.owners)
         if self._pod_autoscaler is None:
             process = unscaled_hpa_process_timers(

@@ -18,6 +18,7 @@ from pipeline.model.speed import check_speed
 from pipeline.model.usage import UsageSample
 from pipeline.replay.hooks import Hooks
 from pipeline.replay.hpa.load import LoadModel
+from pipeline.replay.hpa.overrides import HpaOverride
 from pipeline.replay.settings import ReplaySettings
 
 
@@ -138,6 +139,8 @@ class PodAutoscaling:
     usage: tuple[UsageSample, ...] = ()
     """Recorded load handed over beside the trace (a test's, a benchmark's); the trace's own samples
     are added to it (:func:`recorded_usage`)."""
+    overrides: tuple[HpaOverride, ...] = ()
+    """A what-if's settings for the recorded HPAs (a sweep's point: :mod:`pipeline.replay.hpa.overrides`)."""
 
 
 def recorded_usage(trace: Segment, given: tuple[UsageSample, ...]) -> tuple[UsageSample, ...]:

@@ -7,7 +7,9 @@
   recorded load (:mod:`pipeline.replay.hpa.load`), as KWOK reads it: the ``kwok.x-k8s.io/usage-*``
   annotations of each running pod, rewritten in place (KWOK's ``usage-from-annotation`` evaluates them
   at every scrape, so no pod restarts). It also gives every node of the replay the annotation naming
-  where KWOK serves its kubelet metrics, which nodes an autoscaler launches lack.
+  where KWOK serves its kubelet metrics, which nodes an autoscaler launches lack. What it writes, the
+  pods it sees and the nodes are the ticks of the replay's pressure measure
+  (:mod:`pipeline.replay.hpa.pressure`), in the report for what-ifs and sweeps.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pipeline.model.keys import ObjectKey
 from pipeline.replay.autoscale.settings import ScaledSetting
 from pipeline.replay.clock.schedule import Clock, pause
 from pipeline.replay.hpa.load import LoadModel, RecordedLoad, pod_usage, usage_annotations
+from pipeline.replay.hpa.pressure import OwnerTick, PressureMeter, pod_cpu_request_m
 from pipeline.replay.hpa.targets import HpaPlan, is_hpa
 from pipeline.replay.hpa.timing import scale_hpa
 from pipeline.replay.ports import ReplayCluster
@@ -114,6 +117,7 @@ class UsageDriver:
         self._interval_s = interval_s
         self._owners = frozenset(hpa.plan.owners)
         self.figures = UsageFigures()
+        self.pressure = PressureMeter(hpa.plan.cpu_targets)
 
     async def run_forever(self) -> None:
         while True:
@@ -123,24 +127,30 @@ class UsageDriver:
     async def update(self) -> None:
         """One pass: the replay's nodes get their metrics path, the owners' pods their usage."""
         try:
-            await self._annotate_nodes()
+            nodes = await self._annotate_nodes()
             pods = await self._cluster.list_objects("v1", "Pod", label_selector=self._selector)
         except KubetapeError as exc:
             self._failed(f"listing the replay's pods and nodes: {exc}")
             return
         now_ms = round(self._trace_now_ms())
-        by_owner: dict[ObjectKey, list[dict[str, Any]]] = {}
+        by_owner: dict[ObjectKey, list[dict[str, Any]]] = {owner: [] for owner in self._owners}
+        pending = dict.fromkeys(self._owners, 0)
         for pod in pods:
             meta = pod.get("metadata") or {}
             owner = (meta.get("annotations") or {}).get(RECORDED_OWNER_ANNOTATION)
             if owner in self._owners and _running(pod):
-                by_owner.setdefault(ObjectKey(owner), []).append(pod)
+                by_owner[ObjectKey(owner)].append(pod)
+            elif owner in self._owners and _pending(pod):
+                pending[ObjectKey(owner)] += 1
         writes = []
+        ticks = {}
         for owner, running in by_owner.items():
             load = self._hpa.load.at(owner, now_ms)
-            if load is None:
-                continue  # before the first reading: KWOK's default usage
-            usage = pod_usage(load, len(running), self._hpa.model)
+            # before the first reading the pods keep KWOK's default usage
+            usage = None if load is None else pod_usage(load, len(running), self._hpa.model)
+            request = pod_cpu_request_m(running[0]) if running else None
+            cpu = None if usage is None else usage.cpu_millicores
+            ticks[owner] = OwnerTick(len(running), pending[owner], cpu, request)
             if usage is None:
                 continue
             for pod in running:
@@ -149,10 +159,12 @@ class UsageDriver:
                 have = (pod.get("metadata") or {}).get("annotations") or {}
                 if any(have.get(k) != v for k, v in wanted.items()):
                     writes.append(self._annotate("v1", "Pod", pod, wanted))
+        self.pressure.observe(now_ms, ticks, nodes)
         results = await asyncio.gather(*writes)
         self.figures.pod_writes += sum(results)
 
-    async def _annotate_nodes(self) -> None:
+    async def _annotate_nodes(self) -> int:
+        """The replay's nodes (annotated as needed), counted."""
         nodes = await self._cluster.list_objects("v1", "Node", label_selector=self._selector)
         writes = []
         for node in nodes:
@@ -162,6 +174,7 @@ class UsageDriver:
                 writes.append(self._annotate("v1", "Node", node, {RESOURCE_METRICS_PATH_ANNOTATION: path}))
         results = await asyncio.gather(*writes)
         self.figures.node_writes += sum(results)
+        return len(nodes)
 
     async def _annotate(
         self, api_version: str, kind: str, obj: Mapping[str, Any], annotations: Mapping[str, str]
@@ -208,7 +221,13 @@ class UsageDriver:
             "node_annotations_written": self.figures.node_writes,
             "usage_write_failures": self.figures.failures,
             "last_failure": self.figures.last_failure,
+            "pressure": self.pressure.to_json(),
         }
+
+
+def _pending(pod: Mapping[str, Any]) -> bool:
+    meta = pod.get("metadata") or {}
+    return (pod.get("status") or {}).get("phase") == "Pending" and not meta.get("deletionTimestamp")
 
 
 def _running(pod: Mapping[str, Any]) -> bool:

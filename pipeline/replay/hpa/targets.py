@@ -10,21 +10,31 @@ simulated HPA. So for every target of a recorded HPA:
   (:class:`~pipeline.replay.hpa.writes.HpaWrites` reads them), so the write changes what it changed
   and not the HPA's decision.
 
+A what-if's overrides (:mod:`pipeline.replay.hpa.overrides`) are applied to the recorded HPAs here,
+so the simulated HPA, the report's settings and the pressure measure all see the same HPA.
+
 Pure logic, no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.model.errors import FormatError, KubetapeError
+from pipeline.model.errors import FormatError, KubetapeError, RewriteError
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, key_of, object_key
 from pipeline.replay.autoscale.settings import ScaledSetting
 from pipeline.replay.clock.schedule import ScheduledStep
-from pipeline.replay.hpa.timing import HPA_KIND, scale_hpa
+from pipeline.replay.hpa.overrides import (
+    HpaOverride,
+    apply_overrides,
+    check_overrides_match,
+    cpu_target_percent,
+)
+from pipeline.replay.hpa.timing import HPA_KIND, as_v2, scale_hpa
 
 
 def is_hpa(obj: Mapping[str, Any]) -> bool:
@@ -93,16 +103,48 @@ class HpaPlan:
     settings: tuple[ScaledSetting, ...] = ()
     """Every HPA's behavior settings, as recorded and as applied (the latest version of each HPA)."""
     replica_writes_left_out: Mapping[ObjectKey, int] = field(default_factory=dict)
+    cpu_targets: Mapping[ObjectKey, float | None] = field(default_factory=dict)
+    """Per owner, its HPA's CPU target utilization in percent as applied (the latest version of the
+    HPA, overrides included; None: it scales on other metrics)."""
+    overrides: tuple[HpaOverride, ...] = ()
 
     @property
     def owners(self) -> tuple[ObjectKey, ...]:
         return tuple(sorted(self.targets))
 
 
-def plan_hpas(steps: list[ScheduledStep[Event]], speed: float) -> tuple[list[ScheduledStep[Event]], HpaPlan]:
-    """The steps without the recorded HPAs' replica writes, and the HPAs' plan (see the module doc)."""
+def with_overrides(
+    steps: list[ScheduledStep[Event]], overrides: Sequence[HpaOverride]
+) -> list[ScheduledStep[Event]]:
+    """``steps`` whose HPA applies carry the overrides for their scale target (as ``autoscaling/v2``)."""
+    if not overrides:
+        return steps
+    out = []
+    for step in steps:
+        event = step.payload
+        if event.type is EventType.APPLIED and event.obj is not None and is_hpa(event.obj):
+            target = scale_target(event.obj)
+            try:
+                v2 = as_v2(event.obj)
+            except RewriteError:  # a version the replay cannot apply: its apply fails and is reported
+                v2 = None
+            if target is not None and v2 is not None:
+                obj = apply_overrides(v2, target, overrides)
+                out.append(dataclasses.replace(step, payload=dataclasses.replace(event, obj=obj)))
+                continue
+        out.append(step)
+    return out
+
+
+def plan_hpas(
+    steps: list[ScheduledStep[Event]], speed: float, overrides: Sequence[HpaOverride] = ()
+) -> tuple[list[ScheduledStep[Event]], HpaPlan]:
+    """The steps without the recorded HPAs' replica writes and with ``overrides`` applied to the HPAs,
+    and the HPAs' plan (see the module doc). ConfigError when an override names no autoscaled owner."""
+    targets = hpa_targets(s.payload for s in steps)
+    check_overrides_match(overrides, targets)
+    steps = with_overrides(steps, overrides)
     events = [s.payload for s in steps]
-    targets = hpa_targets(events)
     kept, dropped = without_replica_changes(steps, targets)
     latest: dict[ObjectKey, Mapping[str, Any]] = {}
     for event in events:
@@ -118,4 +160,11 @@ def plan_hpas(steps: list[ScheduledStep[Event]], speed: float) -> tuple[list[Sch
             settings += scale_hpa(latest[key], speed)[1]
         except KubetapeError as exc:  # its apply fails too, and is reported as a failure
             settings.append(ScaledSetting(f"HPA {key}", "unreadable", "not applied", str(exc)))
-    return kept, HpaPlan(targets, tuple(settings), dropped)
+    cpu_targets = {}
+    for owner, hpa_key in targets.items():
+        hpa = latest.get(hpa_key)
+        try:
+            cpu_targets[owner] = None if hpa is None else cpu_target_percent(as_v2(hpa))
+        except KubetapeError:
+            cpu_targets[owner] = None
+    return kept, HpaPlan(targets, tuple(settings), dropped, cpu_targets, tuple(overrides))
