@@ -13,6 +13,13 @@ Events of different partitions arrive interleaved, not in time order. Rows are t
 checkpoints and only for seconds older than the newest event by ``lateness_ms`` (30 s by default); an
 event later than that is applied to the next open second.
 
+The recorded load gives the rows their usage columns (``cpu_used_m``, ``memory_used_bytes``,
+``usage_pods``): over Kafka, :meth:`TimelineConsumer.on_usage` is fed ``kubetape.usage`` under the
+consumer group ``kubetape-analytics-timeline.usage``
+(:class:`~pipeline.analytics.runner.UsageRunner`); offline, the trace's usage samples. The seconds are
+the events' (usage does not move the watermark); while the usage reader is behind its topic, rows
+wait for it too, so a backlog of events does not run ahead of the load.
+
 Reading a live topic, an event dated more than an hour past the wall clock (a skewed clock) is set
 aside and logged rather than folded: it would hold every row back until its date
 (:data:`~pipeline.analytics.timeline.FUTURE_HORIZON_MS`). Offline runs over a whole trace
@@ -33,6 +40,7 @@ from pipeline.analytics.timeline_rows import TimelineRow
 from pipeline.analytics.timeline_store import read_timeline, write_pod_times, write_timeline
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
+from pipeline.model.usage import UsageSample
 
 STATE_FILE = "timeline-state.json"
 TIMELINE_FILE = "timeline.parquet"
@@ -57,6 +65,8 @@ class TimelineConsumer:
         self.final = final
         self.lateness_ms = lateness_ms
         self.rows: list[TimelineRow] = []
+        self._usage_watermark_ms: int | None = None
+        self._usage_behind = False  # the usage reader had messages left at its last batch
         # a live fold refuses events dated beyond the wall clock's horizon; an offline one takes all
         clock_ms = None if final else (lambda: int(clock() * 1000))
         state_path = out_dir / STATE_FILE
@@ -75,11 +85,21 @@ class TimelineConsumer:
         del context
         self.folder.add_all(events)
 
+    def on_usage(self, samples: Sequence[UsageSample], context: BatchContext) -> None:
+        self.folder.add_all_usage(samples)
+        if samples:
+            newest = max(s.ts_ms for s in samples)
+            self._usage_watermark_ms = max(self._usage_watermark_ms or newest, newest)
+        self._usage_behind = bool(context.lag_messages)
+
     def checkpoint(self) -> None:
         if self.final:
             self.rows.extend(self.folder.finish())
         elif self.folder.watermark_ms is not None:
-            self.rows.extend(self.folder.advance(self.folder.watermark_ms - self.lateness_ms))
+            until = self.folder.watermark_ms
+            if self._usage_behind and self._usage_watermark_ms is not None:
+                until = min(until, self._usage_watermark_ms)
+            self.rows.extend(self.folder.advance(until - self.lateness_ms))
         self.out_dir.mkdir(parents=True, exist_ok=True)
         write_timeline(self.out_dir / TIMELINE_FILE, self.rows)
         write_pod_times(self.out_dir / PODS_FILE, self.folder.pod_times())

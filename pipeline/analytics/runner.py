@@ -1,5 +1,10 @@
 """Running an analytics consumer: over its own consumer group on ``kubetape.events``, or over a trace file.
 
+A consumer that also folds the recorded load (:class:`UsageConsumer`, the ``timeline``) is fed
+``kubetape.usage`` by a :class:`UsageRunner`: a second consume loop under a consumer group of its own
+(:func:`usage_group_id`), checkpointing the same consumer, so each topic's offsets are committed only
+after a checkpoint that made what was read from it durable.
+
 The runner is the consumer's handler in the one consume loop (:mod:`pipeline.io.kafka.consume`), which
 owns the delivery contract described in :mod:`pipeline.analytics.consumer`: the runner decodes and
 hands over each batch (``add``) and checkpoints the consumer (``flush``); the loop commits only after
@@ -15,12 +20,30 @@ from typing import Protocol
 
 from pipeline.analytics.consumer import AnalyticsConsumer, BatchContext
 from pipeline.formats.wire.codec import decode_event
+from pipeline.formats.wire.usage import decode_usage
 from pipeline.io.kafka.consume import ConsumeLoop, LoopSettings, Source
 from pipeline.io.kafka.message import Message
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
+from pipeline.model.usage import UsageSample
 
 log = logging.getLogger("kubetape.analytics")
+
+USAGE_GROUP_SUFFIX = ".usage"
+"""An analytics consumer's group on ``kubetape.usage`` is its events group with this suffix."""
+
+
+def usage_group_id(events_group: str) -> str:
+    """The consumer group under which the consumer of ``events_group`` reads ``kubetape.usage``."""
+    return events_group + USAGE_GROUP_SUFFIX
+
+
+class UsageConsumer(AnalyticsConsumer, Protocol):
+    """An analytics consumer that also folds usage samples (same checkpoint, same delivery contract)."""
+
+    def on_usage(self, samples: Sequence[UsageSample], context: BatchContext) -> None:
+        """Fold a batch of usage samples (in order per partition, i.e. per owner); fast, no I/O."""
+        ...
 
 
 class MessageSource(Source, Protocol):
@@ -89,6 +112,53 @@ class ConsumerRunner:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+class UsageRunner:
+    """``await UsageRunner(consumer, source).run()``: ``kubetape.usage`` into ``consumer.on_usage``;
+    the consumer's :meth:`~AnalyticsConsumer.close` stays the event runner's."""
+
+    def __init__(
+        self, consumer: UsageConsumer, source: MessageSource, settings: LoopSettings | None = None
+    ) -> None:
+        self.consumer = consumer
+        self.source = source
+        self.stats = RunStats()
+        self._loop = ConsumeLoop(source, self, settings)
+
+    def stop(self) -> None:
+        self._loop.stop()
+
+    async def run(self) -> RunStats:
+        await self._loop.run()
+        return self.stats
+
+    def add(self, messages: Sequence[Message]) -> None:
+        """Decode ``messages`` (undecodable ones counted, logged and skipped) and hand them over."""
+        samples: list[UsageSample] = []
+        for message in messages:
+            where = f"{self.source.description} partition {message.partition} offset {message.offset}"
+            try:
+                if message.value is None:
+                    raise FormatError(f"{where}: empty message (a tombstone has no place on this topic)")
+                samples.append(decode_usage(message.value, where))
+            except FormatError as exc:
+                self.stats.undecodable += 1
+                log.warning(
+                    "skipped an undecodable usage sample",
+                    extra={"ctx": {"consumer": self.consumer.name, "error": str(exc)}},
+                )
+        context = BatchContext(self.source.description, self.source.lag(), self.stats.undecodable)
+        self.consumer.on_usage(samples, context)
+        self.stats.events += len(samples)
+        self.stats.batches += 1
+
+    def flush(self) -> None:
+        self.consumer.checkpoint()
+        self.stats.checkpoints += 1
+
+    def close(self) -> None:
+        pass
 
 
 def run_offline(

@@ -21,6 +21,13 @@ What each event contributes:
   lifecycle requests what its owner's template requests).
 * ``DELETED`` Pod, or a Pod with ``metadata.deletionTimestamp`` (terminating): the pod is gone.
 
+Recorded load (:class:`~pipeline.model.usage.UsageSample`, from ``kubetape.usage`` or a trace's usage) is
+folded by :meth:`TimelineFolder.add_usage`: from a sample's time on, its owner's row carries the CPU and
+memory its pods used and how many pods the Metrics API reported (``cpu_used_m``, ``memory_used_bytes``,
+``usage_pods``: the sum over the owner's template hashes); a gap sample makes them unknown (None) until
+the next sample, and a sample of zero pods ends them. The cluster row sums the owners, unknown while any
+owner's load is.
+
 Rows are emitted once a second is complete: every transition before its end has been applied. The
 fold is pure and deterministic; the ``timeline`` consumer writes its rows to Parquet. This module turns
 events into dated transitions and seconds; what the transitions do to the cluster's pods, nodes and
@@ -53,11 +60,21 @@ from typing import Any
 
 from pipeline.analytics.pod_requests import Requests, pod_spec_requests, template_requests
 from pipeline.analytics.timeline_rows import PHASES, PodTimes, TimelineRow
-from pipeline.analytics.timeline_tally import DESIRED, GONE, NODE_ADDED, NODE_GONE, ClusterTally, Transition
+from pipeline.analytics.timeline_tally import (
+    DESIRED,
+    GONE,
+    NODE_ADDED,
+    NODE_GONE,
+    USAGE,
+    USAGE_GAP,
+    ClusterTally,
+    Transition,
+)
 from pipeline.model.desired import desired_pods
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, object_key, parse_object_key
+from pipeline.model.usage import UsageSample
 
 log = logging.getLogger("kubetape.analytics")
 
@@ -109,24 +126,9 @@ class TimelineFolder:
     def add(self, event: Event) -> None:
         """Fold one event; an object of unexpected shape is counted in :attr:`skipped` and left out,
         one dated beyond the clock's horizon in :attr:`future_dated` (see the module docstring)."""
-        if self.clock_ms is not None:
-            limit = self.clock_ms() + self.horizon_ms
-            latest = max(event.ts_ms, event.pod_start_ms or 0, event.pod_end_ms or 0)
-            if latest > limit:
-                self.future_dated += 1
-                log.warning(
-                    "timeline set aside an event dated beyond the horizon (a skewed clock?)",
-                    extra={
-                        "ctx": {
-                            "key": event.key,
-                            "type": event.type.value,
-                            "ts_ms": event.ts_ms,
-                            "latest_ms": latest,
-                            "horizon_end_ms": limit,
-                        }
-                    },
-                )
-                return
+        latest = max(event.ts_ms, event.pod_start_ms or 0, event.pod_end_ms or 0)
+        if self._beyond_horizon(event.key, event.type.value, event.ts_ms, latest):
+            return
         try:
             self._add(event)
         except (AttributeError, TypeError, ValueError, FormatError) as exc:
@@ -135,6 +137,54 @@ class TimelineFolder:
                 "timeline skipped an event of unexpected shape",
                 extra={"ctx": {"key": event.key, "error": f"{type(exc).__name__}: {exc}"}},
             )
+
+    def _beyond_horizon(self, key: str, what: str, ts_ms: int, latest_ms: int) -> bool:
+        """Whether a live fold sets this input aside as dated beyond its clock's horizon (logged)."""
+        if self.clock_ms is None:
+            return False
+        limit = self.clock_ms() + self.horizon_ms
+        if latest_ms <= limit:
+            return False
+        self.future_dated += 1
+        log.warning(
+            "timeline set aside an event dated beyond the horizon (a skewed clock?)",
+            extra={
+                "ctx": {
+                    "key": key,
+                    "type": what,
+                    "ts_ms": ts_ms,
+                    "latest_ms": latest_ms,
+                    "horizon_end_ms": limit,
+                }
+            },
+        )
+        return True
+
+    def add_usage(self, sample: UsageSample) -> None:
+        """Fold one usage sample (see the module docstring); a sample dated beyond a live fold's horizon
+        is set aside as an event would be. A sample seen twice changes nothing (its load is set, not
+        added). Samples do not move the watermark: the events decide which seconds are complete."""
+        if self._beyond_horizon(sample.owner_key, "usage", sample.ts_ms, sample.ts_ms):
+            return
+        self._seq += 1
+        cpu, memory = float(sample.cpu_millicores), float(sample.memory_bytes)
+        phase = USAGE_GAP if sample.gap else USAGE
+        owner = self.owner_of(sample.owner_key)
+        transition = Transition(
+            sample.ts_ms,
+            self._seq,
+            sample.template_hash,
+            phase,
+            owner,
+            None,
+            Requests(cpu, memory),
+            count=sample.pods,
+        )
+        heapq.heappush(self._queue, transition)
+
+    def add_all_usage(self, samples: Iterable[UsageSample]) -> None:
+        for sample in samples:
+            self.add_usage(sample)
 
     def _add(self, event: Event) -> None:
         self._watermark_ms = max(self._watermark_ms or event.ts_ms, event.ts_ms)
@@ -343,12 +393,20 @@ class Folded:
     origin_ms: int
 
 
-def fold_events(events: Iterable[Event], origin_ms: int | None = None, end_ms: int | None = None) -> Folded:
-    """Every row of ``events`` (a whole trace) and the pods' times, in one call."""
+def fold_events(
+    events: Iterable[Event],
+    origin_ms: int | None = None,
+    end_ms: int | None = None,
+    *,
+    usage: Iterable[UsageSample] = (),
+) -> Folded:
+    """Every row of ``events`` (a whole trace, with its recorded ``usage``) and the pods' times, in one
+    call."""
     folder = TimelineFolder(origin_ms)
     ordered = sorted(events, key=lambda e: e.ts_ms)
     rows: list[TimelineRow] = []
     for event in ordered:
         folder.add(event)
+    folder.add_all_usage(usage)
     rows.extend(folder.finish(end_ms))
     return Folded(rows, folder.pod_times(), folder.origin_ms or 0)

@@ -34,6 +34,15 @@ class TimelineRow:
     desired: int | None = None
     """Pods the owner asks for (its ``spec.replicas``; a bare pod: itself), None where its kind says
     nothing (Jobs, DaemonSets, custom kinds) or it was not seen; cluster row: the sum of those known."""
+    cpu_used_m: float | None = None
+    """CPU the owner's pods used, summed (millicores), from its last recorded usage sample (the Metrics
+    API's, ``kubetape.usage``); None where no usage is recorded for it or its load is unknown (a gap);
+    cluster row: the sum over owners, None while any owner's load is unknown."""
+    memory_used_bytes: float | None = None
+    """Memory the owner's pods used, summed (bytes); None as for ``cpu_used_m``."""
+    usage_pods: int | None = None
+    """Running pods the Metrics API reported for the owner in its last usage sample; None as for
+    ``cpu_used_m``."""
 
 
 TIMELINE_COLUMNS = tuple(TimelineRow.__slots__)

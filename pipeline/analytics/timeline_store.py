@@ -8,8 +8,10 @@ from pathlib import Path
 from pipeline.analytics.timeline_rows import TIMELINE_COLUMNS, PodTimes, TimelineRow
 from pipeline.io.parquet import read_columns, write_columns
 
-TIMELINE_FORMAT, TIMELINE_VERSION = "kubetape.timeline", 2
-"""Version 2 added ``desired``; version 1 files still read (``desired`` is None in them)."""
+TIMELINE_FORMAT, TIMELINE_VERSION = "kubetape.timeline", 3
+"""Version 2 added ``desired``, version 3 the recorded load (``cpu_used_m``, ``memory_used_bytes``,
+``usage_pods``); older files still read (what they lack is None in them)."""
+_ADDED_SINCE_V1 = ("desired", "cpu_used_m", "memory_used_bytes", "usage_pods")
 PODS_FORMAT, PODS_VERSION = "kubetape.pod-times", 1
 
 TIMELINE_TYPES = {
@@ -24,6 +26,9 @@ TIMELINE_TYPES = {
     "nodes": "int64",
     "nodes_used": "int64",
     "desired": "int64",
+    "cpu_used_m": "float64",
+    "memory_used_bytes": "float64",
+    "usage_pods": "int64",
 }
 assert tuple(TIMELINE_TYPES) == TIMELINE_COLUMNS
 _POD_TYPES = {"pod": "string", "owner": "string", "created_s": "float64", "running_s": "float64"}
@@ -35,9 +40,10 @@ def write_timeline(path: Path, rows: Sequence[TimelineRow]) -> None:
 
 
 def read_timeline(path: Path) -> list[TimelineRow]:
-    columns = read_columns(path, format_name=TIMELINE_FORMAT, version=TIMELINE_VERSION, also_reads=(1,))
+    columns = read_columns(path, format_name=TIMELINE_FORMAT, version=TIMELINE_VERSION, also_reads=(1, 2))
     count = len(columns["second"])
-    columns.setdefault("desired", [None] * count)
+    for name in _ADDED_SINCE_V1:
+        columns.setdefault(name, [None] * count)
     return [TimelineRow(**{name: columns[name][i] for name in TIMELINE_COLUMNS}) for i in range(count)]
 
 

@@ -1,5 +1,8 @@
 """What the cluster holds at a cluster timeline's current second, as transitions are applied to it.
 
+Besides pods, nodes and desired pods it keeps each owner's recorded load (its last usage sample per
+template hash, or that its load is unknown since a gap sample).
+
 :class:`~pipeline.analytics.timeline.TimelineFolder` turns events into :class:`Transition` values
 dated when they take effect; :class:`ClusterTally` applies them in time order and keeps pods by owner
 and phase, nodes and the pods each workload asks for, with running sums so that the rows of a second
@@ -20,6 +23,18 @@ ACTIVE_PHASES = ("Pending", "Running")
 """Phases in which a pod holds its requested resources (the scheduler's view)."""
 NODE_ADDED, NODE_GONE = "node+", "node-"  # transition "phases" of nodes
 DESIRED, GONE = "desired", -1  # a workload's desired pods change to ``count``; GONE: it was deleted
+USAGE, USAGE_GAP = "usage", "usage-gap"
+"""Transition "phases" of recorded load: ``owner``'s pods of template hash ``key`` used ``requests``
+(CPU millicores, memory bytes) over ``count`` pods from then on / their load is unknown from then on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Used:
+    """One owner and template hash's recorded load: summed CPU millicores and memory bytes, pods."""
+
+    cpu_m: float
+    memory_bytes: float
+    pods: int
 
 
 @dataclass(order=True, frozen=True, slots=True)
@@ -97,6 +112,8 @@ class ClusterTally:
 
     def __init__(self) -> None:
         self._pods: dict[str, _Pod] = {}
+        # owner → template hash → its last recorded load (None: unknown since a gap)
+        self._usage: dict[str, dict[str, Used | None]] = {}
         self._totals: dict[str, _Totals] = {}
         self._nodes: set[str] = set()
         self._desired: dict[str, int] = {}  # owner → pods it asks for, while it exists
@@ -110,6 +127,9 @@ class ClusterTally:
                 self._desired.pop(t.key, None)
             else:
                 self._desired[t.key] = t.count
+            return
+        if t.phase in {USAGE, USAGE_GAP}:
+            self._use(t)
             return
         if t.phase in {NODE_ADDED, NODE_GONE}:
             name = parse_object_key(t.key).name
@@ -145,6 +165,35 @@ class ClusterTally:
         if t.phase == "Running":
             self._running.setdefault(t.key, t.at_ms)
 
+    def _use(self, t: Transition) -> None:
+        hashes = self._usage.setdefault(t.owner, {})
+        if t.phase == USAGE_GAP:
+            hashes[t.key] = None
+        elif t.count == 0:  # the owner's pods of this template are gone: its load ended, it is not unknown
+            hashes.pop(t.key, None)
+        else:
+            requests = t.requests or Requests()
+            hashes[t.key] = Used(requests.cpu_m, requests.memory_bytes, t.count)
+        if not hashes:
+            del self._usage[t.owner]
+
+    def _used_of(self, owner: str) -> Used | None:
+        """The owner's load summed over its template hashes (the cluster's: over owners); None when
+        nothing is recorded or any part is unknown."""
+        if owner == CLUSTER_OWNER:
+            parts = [self._used_of(o) for o in self._usage]
+            if not parts or any(p is None for p in parts):
+                return None
+            known = [p for p in parts if p is not None]
+        else:
+            hashes = list(self._usage.get(owner, {}).values())
+            if not hashes or any(h is None for h in hashes):
+                return None
+            known = [h for h in hashes if h is not None]
+        return Used(
+            sum(u.cpu_m for u in known), sum(u.memory_bytes for u in known), sum(u.pods for u in known)
+        )
+
     def _count(self, pod: _Pod, sign: int) -> None:
         for owner in (pod.owner, CLUSTER_OWNER):
             totals = self._totals.get(owner)
@@ -160,10 +209,19 @@ class ClusterTally:
         nodes = len(self._nodes)
         # an owner asking for pods has a row even when none of them were recorded (SimKube traces)
         asking = {owner for owner, count in self._desired.items() if count and owner not in self._totals}
-        owners = sorted([*self._totals, *asking])
+        # and so does one whose load is recorded while its pods are not (filtered, or not seen yet)
+        loaded = {owner for owner in self._usage if owner not in self._totals}
+        owners = sorted({*self._totals, *asking, *loaded})
         none = _Totals()
         return [
-            self._row(second, owner, self._totals.get(owner, none), nodes, self._desired_of(owner))
+            self._row(
+                second,
+                owner,
+                self._totals.get(owner, none),
+                nodes,
+                self._desired_of(owner),
+                used=self._used_of(owner),
+            )
             for owner in owners
         ]
 
@@ -173,7 +231,9 @@ class ClusterTally:
         return sum(self._desired.values()) if self._desired else None
 
     @staticmethod
-    def _row(second: int, owner: str, totals: _Totals, nodes: int, desired: int | None) -> TimelineRow:
+    def _row(
+        second: int, owner: str, totals: _Totals, nodes: int, desired: int | None, *, used: Used | None
+    ) -> TimelineRow:
         return TimelineRow(
             second=second,
             owner=owner,
@@ -186,6 +246,9 @@ class ClusterTally:
             nodes=nodes,
             nodes_used=len(totals.running_per_node),
             desired=desired,
+            cpu_used_m=None if used is None else float(used.cpu_m),
+            memory_used_bytes=None if used is None else float(used.memory_bytes),
+            usage_pods=None if used is None else used.pods,
         )
 
     def pod_times(self, origin_ms: int) -> list[PodTimes]:
@@ -215,6 +278,12 @@ class ClusterTally:
             "desired": self._desired,
             "created": {k: [owner, at] for k, (owner, at) in self._created.items()},
             "running": self._running,
+            "usage": {
+                owner: {
+                    h: None if u is None else [u.cpu_m, u.memory_bytes, u.pods] for h, u in hashes.items()
+                }
+                for owner, hashes in self._usage.items()
+            },
         }
 
     @classmethod
@@ -233,4 +302,10 @@ class ClusterTally:
             tally._count(pod, +1)
         tally._created = {k: (owner, at) for k, (owner, at) in state["created"].items()}
         tally._running = {k: int(v) for k, v in state["running"].items()}
+        tally._usage = {  # absent in states written before it existed
+            owner: {
+                h: None if u is None else Used(float(u[0]), float(u[1]), int(u[2])) for h, u in hashes.items()
+            }
+            for owner, hashes in state.get("usage", {}).items()
+        }
         return tally

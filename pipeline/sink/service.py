@@ -42,7 +42,8 @@ from pipeline.store.local_store import LocalSegmentStore
 from pipeline.store.retention import apply_retention
 from pipeline.store.segment_store import SegmentStore
 from pipeline.store.store_url import StoreLocation, cluster_store_location, open_segment_store
-from pipeline.store.usage_history import usage_store_location
+from pipeline.store.usage_history import open_usage_store, usage_store_location
+from pipeline.store.usage_retention import apply_usage_retention
 
 log = logging.getLogger("kubetape.sink")
 
@@ -216,7 +217,16 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     retention = None
     if settings.retention_s is not None:
         retention = asyncio.create_task(
-            _retention_loop(SegmentCatalog(store), settings, metrics, stop), name="sink-retention"
+            # the recorded load goes with the events' retention, from the usage sub-store even when this
+            # run stores no usage (a store filled earlier keeps its usage/)
+            _retention_loop(
+                SegmentCatalog(store),
+                usage.store if usage else open_usage_store(location, for_reading=True),
+                settings,
+                metrics,
+                stop,
+            ),
+            name="sink-retention",
         )
     try:
         async with source, _usage_running(usage, stop, settings.shutdown_timeout_s):
@@ -349,10 +359,15 @@ async def _run_until_stopped(sink: Sink, stop: asyncio.Event, drain_timeout_s: f
 
 
 async def _retention_loop(
-    catalog: SegmentCatalog, settings: SinkServiceSettings, metrics: Metrics, stop: asyncio.Event
+    catalog: SegmentCatalog,
+    usage_store: SegmentStore | None,
+    settings: SinkServiceSettings,
+    metrics: Metrics,
+    stop: asyncio.Event,
 ) -> None:
     assert settings.retention_s is not None
     metrics.counter("sink_segments_expired_total", "Segments removed by retention")
+    metrics.counter("sink_usage_segments_expired_total", "Usage segments removed by retention")
     while not stop.is_set():
         cutoff = int((time.time() - settings.retention_s) * 1000)
         removed = await asyncio.to_thread(apply_retention, catalog, cutoff)
@@ -361,6 +376,14 @@ async def _retention_loop(
             log.info(
                 "retention removed segments", extra={"ctx": {"count": len(removed), "cutoff_ms": cutoff}}
             )
+        if usage_store is not None:
+            gone = await asyncio.to_thread(apply_usage_retention, usage_store, cutoff)
+            if gone:
+                metrics.inc("sink_usage_segments_expired_total", float(len(gone)))
+                log.info(
+                    "retention removed usage segments",
+                    extra={"ctx": {"count": len(gone), "cutoff_ms": cutoff}},
+                )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), settings.retention_check_s)
 

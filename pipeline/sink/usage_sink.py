@@ -7,6 +7,12 @@ per partition is written (no events; its usage samples, the partition's offset r
 only then are the offsets committed: a crash re-reads what no durable segment holds. A sample delivered
 twice is stored once per segment and read once by an export (see :mod:`pipeline.formats.usage_window`).
 
+Usage segments are fenced as event segments are (:mod:`pipeline.store.segment_store`): each assignment
+takes a new fencing epoch of the partition in the ``usage/`` sub-store (its own epochs), every write
+claims it, and a write refused as stale (a newer member owns the partition) drops the partition here:
+its open samples are forgotten and nothing more is written or committed for it until it is assigned
+again (its new owner reads them again from the last commit).
+
 On assignment each partition resumes after the last offset its segments hold, or the group's commit if
 that is further (a range of nothing but other clusters' or undecodable records is committed without a
 segment). A record of another cluster is skipped by its header; one that does not decode goes to the
@@ -33,7 +39,13 @@ from pipeline.model.errors import FormatError
 from pipeline.model.keys import ClusterId
 from pipeline.model.usage import UsageSample
 from pipeline.sink.source import EventSource
-from pipeline.store.segment_store import SegmentStore, parse_segment_name, segment_name
+from pipeline.store.segment_store import (
+    SegmentStore,
+    StaleWriterError,
+    WriteFence,
+    parse_segment_name,
+    segment_name,
+)
 
 log = logging.getLogger("kubetape.sink.usage")
 
@@ -71,12 +83,18 @@ class UsageSink:
         self._max_samples = max_samples
         self._clock = clock
         self._open: dict[int, _Open] = {}
+        self._epochs: dict[int, int] = {}  # partition → the fencing epoch this member writes under
         self._last_flush = clock()
         metrics.counter("usage_samples_stored_total", "usage samples written to the store")
         metrics.counter("usage_records_deadlettered_total", "kubetape.usage records that do not decode")
         metrics.counter("usage_store_errors_total", "rounds of the usage sink that failed (store or Kafka)")
+        metrics.counter("usage_fenced_total", "usage partitions dropped after a stale write was refused")
 
     async def on_assigned(self, partitions: list[int]) -> None:
+        # epochs first: a write of the previous owner either landed before (the listing below sees it)
+        # or is refused after
+        for p in partitions:
+            self._epochs[p] = await asyncio.to_thread(self._store.acquire_epoch, p)
         stored: dict[int, int] = {}
         for entry in await asyncio.to_thread(self._store.list):
             parsed = parse_segment_name(entry.name)
@@ -93,6 +111,7 @@ class UsageSink:
         await self.flush([p for p in partitions if p in self._open])
         for p in partitions:
             self._open.pop(p, None)
+            self._epochs.pop(p, None)
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -108,7 +127,10 @@ class UsageSink:
 
     async def run_once(self, timeout_ms: int = 500) -> None:
         for batch in await self._source.getmany(timeout_ms, 5_000):
-            state = self._open.setdefault(batch.partition, _Open())
+            state = self._open.get(batch.partition)
+            if state is None:
+                continue  # a partition this member was fenced out of: its new owner reads it
+
             for i, (offset, value) in enumerate(zip(batch.offsets, batch.values, strict=True)):
                 if state.first_offset is None:
                     state.first_offset = offset
@@ -134,13 +156,24 @@ class UsageSink:
             if state is None or state.first_offset is None or state.last_offset is None:
                 continue
             if state.samples:
-                await asyncio.to_thread(self._write, p, state)
+                try:
+                    await asyncio.to_thread(self._write, p, state)
+                except StaleWriterError as exc:
+                    self._fenced_out(p, exc)
+                    continue
                 self._metrics.inc("usage_samples_stored_total", len(state.samples))
             commits[p] = state.last_offset + 1
             self._open[p] = _Open()
         self._last_flush = self._clock()
         if commits and not await self._source.commit(commits):
             log.warning("committing usage offsets failed; they are committed with the next segments")
+
+    def _fenced_out(self, partition: int, why: StaleWriterError) -> None:
+        """A write of ``partition`` was refused as stale: a newer member owns it. Forget it here."""
+        self._open.pop(partition, None)
+        self._epochs.pop(partition, None)
+        self._metrics.inc("usage_fenced_total")
+        log.warning("usage partition %d dropped: this sink was fenced out of it (%s)", partition, why)
 
     def _write(self, partition: int, state: _Open) -> None:
         assert state.first_offset is not None
@@ -154,7 +187,9 @@ class UsageSink:
             partitions=[PartitionRange(USAGE_TOPIC, partition, state.first_offset, state.last_offset)],
             usage=usage_window(state.samples, start, end),  # one per owner, hash and time
         )
-        self._store.put(segment_name(partition, state.first_offset), encode_segment(segment))
+        epoch = self._epochs.get(partition)
+        fence = None if epoch is None else WriteFence(partition, state.first_offset, state.last_offset, epoch)
+        self._store.put(segment_name(partition, state.first_offset), encode_segment(segment), fence)
 
     async def _after_stored(self, partition: int, newest_first_offset: int | None) -> int:
         if newest_first_offset is None:

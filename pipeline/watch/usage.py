@@ -17,6 +17,14 @@ Bad input never stops the watch; each is logged, counted, and where load becomes
   naming the pod or owner (``usage_rejected_total``) and a gap for that owner and hash;
 * an owner whose pods are still running but no longer reported: a gap (an owner whose pods are all gone
   gets one last sample of zero pods: its load ended, it is not unknown);
+* the watcher itself was down: a watcher that stops publishes a gap for every owner with recorded load
+  (:meth:`UsageSampler.stopping`), and a watcher that resumes a recording (it restored the state of an
+  earlier run) publishes, before the first sample of each owner once the Metrics API answers, a gap
+  dated at its own start (:meth:`UsageSampler.resumed`): the series resumed, the load between the last
+  sample of the earlier run and this one is unknown. A crash leaves no stop gap; the resume gap still
+  marks the outage's end. A replay holds the last load across such gaps as across any other
+  (:mod:`pipeline.replay.hpa.load`) and counts them in its report; the analytics timeline shows the
+  load unknown;
 * PodMetrics of a pod the watcher does not know (not seen yet, or of a filtered DaemonSet): skipped,
   counted (``usage_pods_skipped_total``) and logged once per pod. Pods in namespaces or with labels
   the tracer config filters out, and pods of owners that are not tracked, are skipped and counted only:
@@ -188,6 +196,7 @@ class UsageSampler:
         """Owner and hash → whether its last published sample was a gap (absent: none published, or its
         load ended)."""
         self._api_up: bool | None = None  # None until the first answer
+        self._resumed_at_ms: int | None = None  # set by resumed() until the first round answered
         self._warned_pods: set[ObjectKey] = set()
         self._warned_bad: set[OwnerHash] = set()
         m = metrics
@@ -196,6 +205,22 @@ class UsageSampler:
         m.counter("usage_rejected_total", "owners' usage rejected as malformed, negative or absurd")
         m.counter("usage_pods_skipped_total", "PodMetrics not attributed to a tracked owner, by reason")
         m.gauge("usage_api_up", "1 while the Metrics API answers, 0 while it does not")
+
+    def resumed(self, at_ms: int) -> None:
+        """This watcher continues an earlier one's recording from ``at_ms`` (its start): the first sample
+        of each owner is preceded by a gap at that time (see the module docstring)."""
+        self._resumed_at_ms = at_ms
+
+    async def stopping(self) -> list[UsageSample]:
+        """The watcher stops: a gap for every owner with recorded load, so the recording says its load
+        is unknown from now on (published on the bus, which is flushed after). Idempotent."""
+        ts = self._clock()
+        gaps = [gap_of(ts, which) for which, gap in self.recorded.items() if not gap]
+        try:
+            return await self._publish(gaps)
+        except Exception:  # stopping must go on: the resume gap of the next run still marks the outage
+            log.exception("the usage gaps of the watcher's stop could not be published")
+            return []
 
     async def run(self) -> None:
         every = self._settings.every_s
@@ -246,7 +271,19 @@ class UsageSampler:
                 samples.append(gap_of(ts, which))
         self._warned_bad &= set(bad)  # a valid sample ends the streak: warn again at the next
         samples += self._unreported(ts, set(attributed.sums) | set(bad))
+        if self._resumed_at_ms is not None:
+            samples = self._after_resume(samples, min(self._resumed_at_ms, ts - 1))
+            self._resumed_at_ms = None
         return await self._publish(samples)
+
+    def _after_resume(self, samples: list[UsageSample], gap_ms: int) -> list[UsageSample]:
+        """``samples`` of the first answered round after a resume, each owner's load preceded by a gap
+        at ``gap_ms``: the load since the earlier run's last sample is unknown."""
+        resuming = sorted(
+            {(s.owner_key, s.template_hash) for s in samples if not s.gap and s.pods}
+            - set(self.recorded)
+        )
+        return [gap_of(gap_ms, which) for which in resuming] + samples
 
     def _unreported(self, ts: int, reported: set[OwnerHash]) -> list[UsageSample]:
         """Owners with recorded load and no PodMetrics now: a gap while their pods still run, else a last

@@ -140,6 +140,9 @@ class Watcher:
     def restore(self, state: dict[str, bytes], resume: dict[str, bytes]) -> None:
         """What earlier runs published (from the compacted topics), before :meth:`run`."""
         skipped = self.shaper.restore(state, resume)
+        if self.usage is not None and (state or resume):
+            # an earlier run recorded here: the load series resume, after an outage (pipeline.watch.usage)
+            self.usage.resumed(self._clock())
         if skipped:
             log.warning("skipped %d undecodable state/resume records", skipped)
         for key, value in resume.items():
@@ -195,6 +198,8 @@ class Watcher:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.usage is not None:
+            await self.usage.stopping()  # the load is unknown from here until a next run resumes it
 
     # ---- one stream ------------------------------------------------------------------------------
     async def _run_stream(self, s: _Stream) -> None:

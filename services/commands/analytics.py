@@ -6,7 +6,9 @@ each checkpoint of the consumer; ``kubetape analytics run NAME --trace FILE`` ru
 Built-in consumers:
 
 * ``timeline`` — per-second cluster state → ``OUT/timeline.parquet`` and ``OUT/pods.parquet``
-  (query with DuckDB: ``SELECT second, running FROM 'OUT/timeline.parquet' WHERE owner = '*'``);
+  (query with DuckDB: ``SELECT second, running FROM 'OUT/timeline.parquet' WHERE owner = '*'``), with
+  the recorded load (``cpu_used_m``, ``memory_used_bytes``, ``usage_pods``) read from ``--usage-topic``
+  under the group ``kubetape-analytics-timeline.usage``, or from the trace;
 * ``metrics`` — Prometheus series on ``http://127.0.0.1:PORT/metrics``, readable only with
   ``Authorization: Bearer $KUBETAPE_TOKEN`` (they name namespaces and kinds).
 
@@ -22,14 +24,20 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.analytics.consumer import AnalyticsConsumer, group_id_for
-from pipeline.io.kafka.settings import EVENTS_TOPIC, KafkaSettings
+from pipeline.io.kafka.settings import EVENTS_TOPIC, USAGE_TOPIC, KafkaSettings
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import ClusterId
 from services.flags import accept_relative_times, add_cluster_argument, add_kafka_config_flag, kafka_settings
 from services.serving import on_stop_signals
 from services.settings import from_flags
+
+if TYPE_CHECKING:
+    from pipeline.analytics.builtin_timeline import TimelineConsumer
+    from pipeline.analytics.runner import ConsumerRunner, RunStats, UsageRunner
+    from pipeline.io.kafka.reader import TopicReader
 
 BUILTIN_CONSUMERS = ("timeline", "metrics")
 
@@ -41,6 +49,7 @@ class AnalyticsRunSettings:
     bootstrap: str | None = None
     kafka_config: Path | None = None
     topic: str = EVENTS_TOPIC
+    usage_topic: str = USAGE_TOPIC
     cluster: ClusterId | None = None
     start: str | None = None
     end: str | None = None
@@ -70,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_kafka_config_flag(run)
     run.add_argument("--topic", default=EVENTS_TOPIC, help=f"topic to consume (default {EVENTS_TOPIC})")
+    run.add_argument(
+        "--usage-topic",
+        default=USAGE_TOPIC,
+        help=f"the recorded load's topic, for the timeline's usage columns (default {USAGE_TOPIC}; "
+        "'' reads none; a topic that does not exist is skipped with a line saying so)",
+    )
     add_cluster_argument(run)
     run.add_argument("--from", dest="start", default=None, help="range start: -30m, now, ms or ISO-8601")
     run.add_argument("--to", dest="end", default=None, help="range end (exclusive); stop there")
@@ -116,6 +131,8 @@ def build_consumer(name: str, out_dir: Path, *, offline: bool) -> AnalyticsConsu
 
 
 def _run(args: AnalyticsRunSettings) -> int:
+    from pipeline.analytics.builtin_timeline import TimelineConsumer
+    from pipeline.analytics.consumer import BatchContext
     from pipeline.analytics.runner import run_offline
     from pipeline.formats.trace import initial_events, read_trace
 
@@ -125,9 +142,10 @@ def _run(args: AnalyticsRunSettings) -> int:
         if args.cluster:
             raise ConfigError("--cluster selects a cluster of a Kafka topic; a trace file holds one cluster")
         consumer = build_consumer(args.name, args.out, offline=True)
-        stats = run_offline(
-            consumer, initial_events(read_trace(args.trace), time_ordered=True), str(args.trace)
-        )
+        trace = read_trace(args.trace)
+        if isinstance(consumer, TimelineConsumer):
+            consumer.on_usage(trace.usage, BatchContext(str(args.trace), None, 0))
+        stats = run_offline(consumer, initial_events(trace, time_ordered=True), str(args.trace))
         print(json.dumps({"consumer": args.name, "events": stats.events, "out": str(args.out)}))
         if args.name == "metrics":
             from pipeline.analytics.builtin_metrics import MetricsConsumer
@@ -144,10 +162,68 @@ def _run(args: AnalyticsRunSettings) -> int:
     return 0
 
 
+async def _usage_runner(
+    args: AnalyticsRunSettings,
+    settings: KafkaSettings,
+    consumer: TimelineConsumer,
+    group: str,
+    *,
+    start_ms: int | None,
+    end_ms: int | None,
+) -> tuple[UsageRunner, TopicReader] | None:
+    """The timeline's reader of the recorded load, under its own group; None (said once) when the
+    usage topic does not exist (nothing was recorded: the usage columns stay empty)."""
+    from pipeline.analytics.runner import UsageRunner, usage_group_id
+    from pipeline.io.kafka.admin import topic_partitions
+    from pipeline.io.kafka.reader import TopicReader
+
+    if not await topic_partitions(settings, args.usage_topic):
+        print(f"no topic {args.usage_topic}: the timeline has no usage columns", file=sys.stderr)
+        return None
+    source = TopicReader(
+        settings,
+        args.usage_topic,
+        start=start_ms if start_ms is not None else "committed",
+        end=end_ms if end_ms is not None else "none",
+        group_id=usage_group_id(group),
+        cluster=args.cluster,
+    )
+    return UsageRunner(consumer, source), source
+
+
+async def _consume(
+    runner: ConsumerRunner, usage: tuple[UsageRunner, TopicReader] | None, *, live: bool
+) -> tuple[RunStats, int]:
+    """Run the events' runner, and the usage runner beside it; their stats (usage: samples read)."""
+    if usage is None:
+        with on_stop_signals(runner.stop):
+            return await runner.run(), 0
+    usage_runner, usage_source = usage
+
+    def stop_both() -> None:
+        runner.stop()
+        usage_runner.stop()
+
+    async with usage_source:
+        with on_stop_signals(stop_both):
+            if not live:  # a range: its load first, so every row the events complete has its load
+                usage_stats = await usage_runner.run()
+                return await runner.run(), usage_stats.events
+            # live: side by side; rows wait while the usage reader is behind (TimelineConsumer)
+            usage_task = asyncio.create_task(usage_runner.run(), name="analytics-usage")
+            try:
+                stats = await runner.run()
+            finally:
+                usage_runner.stop()  # the events' end ends the usage too
+                usage_stats = await usage_task
+    return stats, usage_stats.events
+
+
 async def _run_kafka(args: AnalyticsRunSettings, settings: KafkaSettings) -> None:
     from aiohttp import web
 
     from pipeline.analytics.builtin_metrics import MetricsConsumer
+    from pipeline.analytics.builtin_timeline import TimelineConsumer
     from pipeline.analytics.runner import ConsumerRunner
     from pipeline.io.http import HttpSettings, add_data_route, bound_port, start_http
     from pipeline.io.kafka.reader import TopicReader
@@ -186,11 +262,18 @@ async def _run_kafka(args: AnalyticsRunSettings, settings: KafkaSettings) -> Non
             cluster=args.cluster,
         ) as source:
             runner = ConsumerRunner(consumer, source)
-            with on_stop_signals(runner.stop):
-                stats = await runner.run()
+            usage = None
+            if isinstance(consumer, TimelineConsumer) and args.usage_topic:
+                usage = await _usage_runner(args, settings, consumer, group, start_ms=start_ms, end_ms=end_ms)
+            stats, samples = await _consume(runner, usage, live=end_ms is None)
             print(
                 json.dumps(
-                    {"consumer": consumer.name, "events": stats.events, "undecodable": stats.undecodable}
+                    {
+                        "consumer": consumer.name,
+                        "events": stats.events,
+                        "usage_samples": samples,
+                        "undecodable": stats.undecodable,
+                    }
                 )
             )
     finally:

@@ -4,6 +4,7 @@ consumer resumes from its checkpoint, and the metrics service serves live series
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -14,23 +15,27 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import pytest
 from aiokafka import TopicPartition
 
 from pipeline.analytics.builtin_timeline import TimelineConsumer
 from pipeline.analytics.consumer import group_id_for
-from pipeline.analytics.runner import ConsumerRunner
+from pipeline.analytics.runner import ConsumerRunner, usage_group_id
 from pipeline.analytics.timeline import fold_events
 from pipeline.analytics.timeline_store import read_timeline
 from pipeline.formats.trace import initial_events, read_trace
 from pipeline.formats.wire.codec import encode_event
+from pipeline.formats.wire.usage import encode_usage
 from pipeline.io.kafka.admin import ensure_topic
 from pipeline.io.kafka.clients import new_consumer, new_producer
 from pipeline.io.kafka.consume import LoopSettings
 from pipeline.io.kafka.reader import TopicReader
 from pipeline.io.kafka.settings import DEFAULT_SINK_GROUP, KafkaSettings
 from pipeline.model.events import Event
-from pipeline.model.keys import ObjectKey
+from pipeline.model.keys import ObjectKey, key_of
+from pipeline.model.usage import ContainerUsage, UsageSample
 from pipeline.stack.processes import free_port
+from services.cli import main
 from tests.polling import eventually_sync
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -218,3 +223,60 @@ def test_the_metrics_service_serves_live_series_only_with_the_token(
     assert code == 0, (tmp_path / "metrics.log").read_text()
     # the service committed its position on the way out, in its own group
     assert asyncio.run(caught_up(kafka_bootstrap, topic, group_id_for("metrics")))
+
+
+def test_the_timeline_takes_its_usage_columns_from_the_usage_topic_under_its_own_group(
+    kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kubetape analytics run timeline`` over a range of both topics: the load of the usage topic fills
+    the owner's usage columns, and the usage offsets are committed in the timeline's usage group."""
+    settings = KafkaSettings(bootstrap=kafka_bootstrap)
+    events_topic, usage_topic = (f"it.analytics-{what}.{uuid.uuid4().hex[:8]}" for what in ("ev", "usage"))
+    for topic in (events_topic, usage_topic):
+        assert asyncio.run(ensure_topic(settings, topic, partitions=PARTITIONS))
+    start = (int(time.time()) - 120) * 1000  # dated now, on a whole second
+    nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{i}"}} for i in range(2)]
+    # the second node moves the fold's clock 40 s on: seconds up to 10 are complete (30 s lateness)
+    asyncio.run(
+        produce(
+            kafka_bootstrap,
+            events_topic,
+            [Event.applied(start + i * 40_000, key_of(n), n, 0) for i, n in enumerate(nodes)],
+        )
+    )
+    web = ObjectKey("apps/Deployment/it-usage/web")
+    samples = [
+        UsageSample(start, web, "a", 2, (ContainerUsage("app", 300, 1_000),)),
+        UsageSample(start + 5_000, web, "a", 0, (), gap=True),
+    ]
+    asyncio.run(produce_usage(kafka_bootstrap, usage_topic, samples))
+    out = tmp_path / "timeline"
+    args = ["analytics", "run", "timeline", "--bootstrap", kafka_bootstrap, "--topic", events_topic]
+    args += [
+        "--usage-topic",
+        usage_topic,
+        "--from",
+        str(start),
+        "--to",
+        str(start + 60_000),
+        "--out",
+        str(out),
+    ]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["usage_samples"] == 2
+    rows = {r.second: r for r in read_timeline(out / "timeline.parquet") if r.owner == web}
+    assert (rows[4].cpu_used_m, rows[4].memory_used_bytes, rows[4].usage_pods) == (300.0, 1_000.0, 2)
+    assert rows[5].cpu_used_m is None  # the gap: unknown, not zero
+    group = usage_group_id(group_id_for("timeline"))
+    assert asyncio.run(caught_up(kafka_bootstrap, usage_topic, group))
+
+
+async def produce_usage(bootstrap: str, topic: str, samples: list[UsageSample]) -> None:
+    producer = new_producer(KafkaSettings(bootstrap=bootstrap))
+    await producer.start()
+    try:
+        for s in samples:  # as the watcher publishes: key = owner, timestamp = sample time
+            await producer.send(topic, encode_usage(s), key=s.owner_key.encode(), timestamp_ms=s.ts_ms)
+        await producer.flush()
+    finally:
+        await producer.stop()

@@ -146,3 +146,23 @@ async def test_a_sink_denied_the_usage_topic_stores_events_all_the_same(
     settings = service.SinkServiceSettings(KafkaSettings("127.0.0.1:1"), LocalLocation(tmp_path))
     member = await service._usage_member(settings, DEFAULT_CLUSTER, LocalLocation(tmp_path), Metrics())
     assert member is None  # the event sink starts; the load waits for the grant
+
+
+async def test_a_stale_usage_writer_is_refused_and_drops_the_partition_without_committing() -> None:
+    log = {0: [encode_usage(sample(1_000)), encode_usage(sample(16_000))]}
+    source, store, clock = FakeSource(log), MemorySegmentStore(), Clock()
+    stale = usage_sink(source, store, clock)
+    await stale.on_assigned([0])
+    await stale.run_once(timeout_ms=1)
+    newer = usage_sink(FakeSource(log), store, clock)
+    await newer.on_assigned([0])  # a rebalance gave the partition to another member meanwhile
+    await stale.flush([0])
+    assert store.list() == []  # refused: the stale member wrote nothing
+    assert source.commits == {}  # and committed nothing
+    assert "kubetape_usage_fenced_total 1" in stale._metrics.render()
+    await stale.run_once(timeout_ms=1)  # later batches of the lost partition are not taken up again
+    await stale.flush([0])
+    assert store.list() == []
+    await newer.run_once(timeout_ms=1)
+    await newer.flush([0])
+    assert sorted(s.ts_ms for s in stored_usage(store, 10**12)) == [1_000, 16_000]

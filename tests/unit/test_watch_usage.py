@@ -23,6 +23,7 @@ from pipeline.model.keys import GroupVersionKind, ObjectKey
 from pipeline.model.quantity import cpu_millicores, memory_bytes, parse_quantity
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.model.usage import ContainerUsage, UsageSample
+from pipeline.replay.hpa.load import OwnerLoad, RecordedLoad
 from pipeline.watch.shaper import Shaper
 from pipeline.watch.usage import UsageSampler, UsageSettings
 
@@ -369,3 +370,39 @@ async def test_a_pod_restored_after_a_restart_takes_its_template_hash_from_its_m
     await s.sample_once()
     await s.sample_once()  # still running, no longer reported: a gap, not an end
     assert [(x.template_hash, x.gap, x.pods) for x in published(bus)] == [("a", False, 1), ("a", True, 0)]
+
+
+# ---- the watcher's own outage ---------------------------------------------------------------------------
+async def test_a_stopping_watcher_gaps_every_loaded_owner_and_a_resumed_one_marks_the_outage() -> None:
+    """Stop, then a new run resuming the recording: the load is unknown from the stop to the first sample
+    of the new run, and a replay holds the last load across it (counted in its report), as for any gap."""
+    shaper = await shaped(pod("web-a-1", "a"))
+    web = ObjectKey("apps/Deployment/shop/web")
+    bus, metrics = Bus(), Metrics()
+    first_source = Source()
+    first_source.answers = [[metrics_of("web-a-1", "a", "100m")]]
+    first = sampler(shaper, first_source, bus, metrics)
+    await first.sample_once()  # at T0 + 15 s
+    await first.stopping()  # at T0 + 30 s
+    await first.stopping()  # a second stop adds nothing
+    second_source = Source()
+    second_source.answers = [NotFoundError("404", status=404), [metrics_of("web-a-1", "a", "300m")]]
+    clock = iter([T0 + 600_000, T0 + 615_000])
+    second = UsageSampler(shaper, second_source, bus, metrics, lambda: next(clock))
+    second.resumed(T0 + 590_000)  # the new run started (restored the earlier one's state) here
+    await second.sample_once()  # the API does not answer yet: nothing known to gap in this run
+    await second.sample_once()
+    recorded = [(x.ts_ms - T0, x.gap, x.cpu_millicores) for x in published(bus)]
+    assert recorded == [(15_000, False, 101), (30_000, True, 0), (590_000, True, 0), (615_000, False, 301)]
+    load = RecordedLoad.from_samples(published(bus), [web])
+    assert load.at(web, T0 + 300_000) == OwnerLoad(T0 + 30_000, 1, 101, 65 << 20, held_over_gap=True)
+    assert load.at(web, T0 + 615_000) == OwnerLoad(T0 + 615_000, 1, 301, 65 << 20)
+    assert load.gaps[web] == 2
+
+
+async def test_a_fresh_recording_starts_without_a_resume_gap() -> None:
+    shaper = await shaped(pod("web-a-1", "a"))
+    source, bus, metrics = Source(), Bus(), Metrics()
+    source.answers = [[metrics_of("web-a-1", "a", "100m")]]
+    await sampler(shaper, source, bus, metrics).sample_once()
+    assert [x.gap for x in published(bus)] == [False]
