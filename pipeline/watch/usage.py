@@ -280,8 +280,7 @@ class UsageSampler:
         """``samples`` of the first answered round after a resume, each owner's load preceded by a gap
         at ``gap_ms``: the load since the earlier run's last sample is unknown."""
         resuming = sorted(
-            {(s.owner_key, s.template_hash) for s in samples if not s.gap and s.pods}
-            - set(self.recorded)
+            {(s.owner_key, s.template_hash) for s in samples if not s.gap and s.pods} - set(self.recorded)
         )
         return [gap_of(gap_ms, which) for which in resuming] + samples
 
