@@ -16,6 +16,13 @@ NodePools and the local Karpenter's timers scaled like ``kubetape replay`` does.
 the replay label, so the observer counts them like fixed ones and node-hours compare across both. A
 run ends with the trace's last event: what happens after it (consolidation in a quiet tail) counts only
 if the trace records something at its end.
+
+The recorded HPAs' settings are axes too (``--autoscaler hpa`` with ``--hpa-target``,
+``--hpa-min-replicas``, ``--hpa-max-replicas``, ``--hpa-scale-up-window``, ``--hpa-scale-down-window``,
+each ``[OWNER=]VALUE``): each combination is replayed with the simulated HPA deciding under those
+settings (:mod:`pipeline.replay.hpa.overrides`), crossed with the fixed pools or Karpenter's variants.
+Such a run's report measures the load it drove (seconds above the HPA's target and above the requests:
+:mod:`pipeline.replay.hpa.pressure`), which the sweep trades against pod-hours by default.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from pipeline.model.errors import ConfigError
 from pipeline.replay.autoscale.axes import (
     AutoscalerVariant,
 )
+from pipeline.replay.hpa.load import LoadModel
 from pipeline.replay.inputs import parse_nodes
 
 if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when a sweep runs
@@ -43,18 +51,25 @@ if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when
     from pipeline.analytics.timeline_rows import TimelineRow
     from pipeline.io.kube.client import KubeClient
     from pipeline.model.events import Event
+    from pipeline.model.usage import UsageSample
     from pipeline.replay.autoscale.settings import ScaledSetting
+    from pipeline.replay.hpa.overrides import HpaVariant
     from pipeline.replay.ports import AutoscalerProcess
     from pipeline.replay.replayer import Replayer
-    from pipeline.replay.run import Autoscaling
+    from pipeline.replay.run import Autoscaling, PodAutoscaling
     from pipeline.replay.settings import ReplaySettings
 
 log = logging.getLogger("kubetape.sweep")
 
 PROVIDER = "karpenter"
 """The autoscaler a sweep varies (the local stack runs Karpenter only)."""
-COST_METRIC = "node_hours"
+DEFAULT_COST = "node_hours"
 DEFAULT_RELIABILITY = "pending_pod_seconds"
+HPA_COST = "pod_hours"
+"""The default cost of a sweep of HPA settings on fixed nodes (whose node-hours do not move)."""
+HPA_RELIABILITY = "overload_seconds"
+"""The default reliability of a sweep of HPA settings."""
+COST_UNITS = {"node_hours": "node-hours", "pod_hours": "pod-hours"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +98,17 @@ def node_pool(name: str, skeleton: Mapping[str, Any], count: int) -> NodePool:
         (parse_quantity(capacity.get("cpu")) or 0.0) * 1000,
         parse_quantity(capacity.get("memory")) or 0.0,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PodAutoscalerSweep:
+    """The HPA part of a sweep's grid: each variant's overrides applied to the recorded HPAs, the
+    simulated HPA deciding from the recorded load under ``load_model``."""
+
+    variants: Sequence[HpaVariant]
+    load_model: LoadModel = LoadModel.CONSERVE
+    usage: tuple[UsageSample, ...] = ()
+    """Recorded load beside the trace's own (a test's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +196,7 @@ async def replay_to_run(
     context: str | None = None,
     autoscaling: Autoscaling | None = None,
     autoscaler: AutoscalerProcess | None = None,
+    pod_autoscaling: PodAutoscaling | None = None,
 ) -> Run:
     """Replay ``trace_path`` with ``settings`` (and ``autoscaling``, its process restarted by
     ``autoscaler``) while observing the simulated cluster; write and return the run directory. ``pool``
@@ -184,7 +211,13 @@ async def replay_to_run(
         skeleton, count = settings.node_pools[0]
         skeleton_name = str((skeleton.get("metadata") or {}).get("name") or "node")
         pool = node_pool(skeleton_name, skeleton, count)
-    spec = ReplaySpec(TraceFile(str(trace_path)), settings, TargetCluster(kubeconfig, context), autoscaling)
+    spec = ReplaySpec(
+        TraceFile(str(trace_path)),
+        settings,
+        TargetCluster(kubeconfig, context),
+        autoscaling,
+        pod_autoscaling=pod_autoscaling,
+    )
     replay = ReplayRun(spec, autoscaler=autoscaler)
     plan = await replay.prepare()
     assert replay.trace is not None
@@ -235,32 +268,40 @@ class SweepResult:
     frontier: list[str]
     reliability_metric: str
     document: dict[str, Any]
+    cost_metric: str = DEFAULT_COST
 
 
-def summarize_sweep(runs: Sequence[Run], reliability: str = DEFAULT_RELIABILITY) -> SweepResult:
-    """Configurations' means and intervals, and the Pareto frontier of (cost, ``reliability``)."""
-    from pipeline.analytics.compare import METRICS, compare_runs
+def check_metric(flag: str, metric: str) -> None:
+    """ConfigError unless ``metric`` is a run metric (checked before any replay runs)."""
+    from pipeline.analytics.compare import METRICS
+
+    if metric not in METRICS:
+        raise ConfigError(f"{flag} {metric!r} is not a run metric; choose one of {', '.join(METRICS)}")
+
+
+def summarize_sweep(
+    runs: Sequence[Run], reliability: str = DEFAULT_RELIABILITY, cost: str = DEFAULT_COST
+) -> SweepResult:
+    """Configurations' means and intervals, and the Pareto frontier of (``cost``, ``reliability``)."""
+    from pipeline.analytics.compare import compare_runs
     from pipeline.analytics.pareto import pareto_frontier
 
-    if reliability not in METRICS:
-        raise ConfigError(
-            f"--reliability {reliability!r} is not a run metric; choose one of {', '.join(METRICS)}"
-        )
+    check_metric("--reliability", reliability)
+    check_metric("--cost", cost)
     comparison = compare_runs(runs)
     points = {
-        c.config: (c.metrics[COST_METRIC].estimate, c.metrics[reliability].estimate)
-        for c in comparison.configs
+        c.config: (c.metrics[cost].estimate, c.metrics[reliability].estimate) for c in comparison.configs
     }
     frontier = pareto_frontier(points)
     document = {
         "version": 1,
-        "cost_metric": COST_METRIC,
+        "cost_metric": cost,
         "reliability_metric": reliability,
         "points": {k: {"cost": x, "reliability": y} for k, (x, y) in points.items()},
         "frontier": frontier,
         "comparison": comparison.to_json(),
     }
-    return SweepResult(list(runs), points, frontier, reliability, document)
+    return SweepResult(list(runs), points, frontier, reliability, document, cost)
 
 
 async def run_sweep(
@@ -272,25 +313,28 @@ async def run_sweep(
     nodes: Sequence[NodeOption],
     repetitions: int,
     autoscaler: AutoscalerSweep | None = None,
+    pod_autoscaler: PodAutoscalerSweep | None = None,
     max_lag_s: float | None = None,
     reliability: str = DEFAULT_RELIABILITY,
+    cost: str = DEFAULT_COST,
     context: str | None = None,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     sample_interval_s: float = 1.0,
 ) -> SweepResult:
-    """Every (speed × (node option or autoscaler variant)) configuration ``repetitions`` times, one
-    replay after another."""
-    from pipeline.replay.run import Autoscaling
+    """Every (speed × (node option or autoscaler variant) × HPA variant) configuration ``repetitions``
+    times, one replay after another."""
+    from pipeline.replay.run import Autoscaling, PodAutoscaling
     from pipeline.replay.settings import ReplaySettings
     from services.local_karpenter import LocalKarpenter
 
     runs: list[Run] = []
     options: list[NodeOption | AutoscalerVariant] = [*nodes, *(autoscaler.variants if autoscaler else ())]
-    grid = list(itertools.product(speeds, options))
+    hpa_options: list[HpaVariant | None] = list(pod_autoscaler.variants) if pod_autoscaler else [None]
+    grid = list(itertools.product(speeds, options, hpa_options))
     karpenter = (
         _OncePerConfiguration(LocalKarpenter(autoscaler.stack_dir, kubeconfig)) if autoscaler else None
     )
-    for index, (speed, option) in enumerate(grid):
+    for index, (speed, option, hpa) in enumerate(grid):
         fixed = option if isinstance(option, NodeOption) else NodeOption(None, None, 0)
         if karpenter is not None:
             karpenter.configuration = index
@@ -302,6 +346,12 @@ async def run_sweep(
                 node_pools=((option.describe(), tuple(option.pools)),),
                 prices=autoscaler.prices,
                 instance_types_file=autoscaler.instance_types_file,
+            )
+        pod_autoscaling = None
+        if hpa is not None:
+            assert pod_autoscaler is not None
+            pod_autoscaling = PodAutoscaling(
+                pod_autoscaler.load_model, usage=pod_autoscaler.usage, overrides=hpa.overrides
             )
         for repetition in range(repetitions):
             name = f"sweep-c{index:02d}-r{repetition}"
@@ -320,6 +370,9 @@ async def run_sweep(
             else:
                 labels = dict(option.labels)
                 described = f"Karpenter with {option.describe()}"
+            if hpa is not None:
+                labels.update(hpa.labels)
+                described += f"; {hpa.describe()}"
             say(f"[sweep] {name}: speed {speed:g}, {described}")
             run = await replay_to_run(
                 kubeconfig,
@@ -332,9 +385,10 @@ async def run_sweep(
                 context=context,
                 autoscaling=autoscaling,
                 autoscaler=karpenter,
+                pod_autoscaling=pod_autoscaling,
             )
             runs.append(run)
-    return summarize_sweep(runs, reliability)
+    return summarize_sweep(runs, reliability, cost)
 
 
 class _OncePerConfiguration:
@@ -371,15 +425,16 @@ def write_sweep_outputs(result: SweepResult, out_dir: Path, render: Callable[...
         compare_runs(result.runs),
         pareto=result.points,
         frontier=result.frontier,
-        pareto_axes=(COST_METRIC, result.reliability_metric),
+        pareto_axes=(result.cost_metric, result.reliability_metric),
     )
     (out_dir / "report.html").write_text(html)
 
 
 def render_sweep_text(result: SweepResult) -> str:
-    lines = [f"cost ({COST_METRIC}) vs reliability ({result.reliability_metric}), means over repetitions:"]
-    for config, (cost, reliability) in result.points.items():
+    cost, reliability = result.cost_metric, result.reliability_metric
+    lines = [f"cost ({cost}) vs reliability ({reliability}), means over repetitions:"]
+    for config, (x, y) in result.points.items():
         mark = "  *" if config in result.frontier else "   "
-        lines.append(f"{mark} {config}: {cost:.4g} node-hours, {reliability:.4g} {result.reliability_metric}")
+        lines.append(f"{mark} {config}: {x:.4g} {COST_UNITS.get(cost, cost)}, {y:.4g} {reliability}")
     lines.append("(* = on the Pareto frontier: no other configuration is cheaper and at least as reliable)")
     return "\n".join(lines)

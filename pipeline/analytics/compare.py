@@ -3,7 +3,12 @@
 Per run (:func:`run_metrics`), from its timelines in trace seconds:
 
 * ``node_hours`` — nodes present, summed over trace seconds, in hours (the cost of a configuration);
+* ``pod_hours`` — pods running, likewise (the cost of an HPA's decisions);
 * ``pending_pod_seconds`` — pods pending, summed over trace seconds (unreliability);
+* ``overload_seconds`` / ``above_target_seconds`` — with the simulated HPA deciding, the trace seconds
+  each autoscaled owner's pods spent above 100 % of their CPU requests / above its HPA's target,
+  summed over owners, from the replay's own measure of the load it drove (the report's
+  ``pod_autoscaling.pressure``: :mod:`pipeline.replay.hpa.pressure`); 0 for a run without it;
 * ``peak_running``, ``scheduling_delay_p50_s``/``p95_s`` — from the replay's pod times;
 * ``owner_error_max`` / ``owner_error_mean`` — per-owner running-pod error against the recording: the
   replayer's own figures where its report has them (:func:`run_owner_errors`), else the timelines'
@@ -32,6 +37,9 @@ from pipeline.analytics.timeline_rows import CLUSTER_OWNER, PodTimes, TimelineRo
 METRICS = (
     "node_hours",
     "pending_pod_seconds",
+    "pod_hours",
+    "overload_seconds",
+    "above_target_seconds",
     "peak_running",
     "scheduling_delay_p50_s",
     "scheduling_delay_p95_s",
@@ -147,9 +155,13 @@ def run_metrics(run: Run, window_s: int | None = None) -> dict[str, float]:
     running = series(run.timeline, CLUSTER_OWNER, "running")
     delays = scheduling_delays(run.pods)
     errors = run_owner_errors(run, window_s)
+    pressure = (run.report.get("pod_autoscaling") or {}).get("pressure") or {}
     return {
         "node_hours": sum(nodes.values()) / 3600,
+        "pod_hours": sum(running.values()) / 3600,
         "pending_pod_seconds": sum(pending.values()),
+        "overload_seconds": float(pressure.get("overload_seconds", 0.0)),
+        "above_target_seconds": float(pressure.get("above_target_seconds", 0.0)),
         "peak_running": max(running.values(), default=0.0),
         "scheduling_delay_p50_s": percentile(delays, 0.5) or 0.0,
         "scheduling_delay_p95_s": percentile(delays, 0.95) or 0.0,
