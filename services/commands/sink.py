@@ -69,7 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--batch", type=int, default=10_000, help="max messages per getmany (10000)")
     parser.add_argument(
-        "--retention", type=parse_duration, default=None, help="delete segments older than this (keep all)"
+        "--retention",
+        type=parse_duration,
+        default=None,
+        help="delete segments (events and usage) older than this (keep all)",
     )
     add_http_flags(parser, port=8081, serves="health/metrics/export")
     parser.add_argument(
