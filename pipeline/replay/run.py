@@ -97,7 +97,8 @@ Beside = Callable[[Replayer, KubeClient], Coroutine[Any, Any, None]]
 class ReplayRun:
     """One replay of ``spec``. ``autoscaler`` restarts the autoscaler's process at the replay's speed
     (None: its timers are reported as not scaled), ``pod_autoscaler`` the HPA's controller and
-    metrics-server likewise; ``on_progress`` gets the replayer's progress."""
+    metrics-server likewise (at speed 1, their defaults, for a replay without the HPA deciding);
+    ``on_progress`` gets the replayer's progress."""
 
     def __init__(
         self,
@@ -137,6 +138,10 @@ class ReplayRun:
         """Read the source and plan the replay; scale the autoscaler's pools and restart its process."""
         source = self.spec.source
         pools, scaled = self._scaled_node_pools()  # bad pool files are reported before the trace is read
+        if self.spec.pod_autoscaling is None and self._pod_autoscaler is not None:
+            # no HPA decides in this replay: its processes run their defaults, not the timers an
+            # earlier replay scaled (no restart when they already do)
+            await asyncio.to_thread(self._pod_autoscaler.restart_at, 1.0)
         if isinstance(source, TopicFollow):
             self._follow = FollowSource(
                 source.kafka,

@@ -334,6 +334,15 @@ class LocalStack:
             karpenter.stop(running)
             state.save(self.state_path)
 
+    def cluster_for(self, kubeconfig: Path) -> kwok.KwokCluster | None:
+        """The cluster of this stack whose kubeconfig is ``kubeconfig``; None when none is."""
+        bin_dir = self._existing_bin_dir()
+        for name in StackState.load(self.state_path).clusters:
+            cluster = self.cluster(name, bin_dir)
+            if cluster.kubeconfig.resolve() == kubeconfig.resolve():
+                return cluster
+        return None
+
     def karpenter_for(self, kubeconfig: Path) -> str | None:
         """The cluster of this stack whose kubeconfig is ``kubeconfig`` and that runs Karpenter."""
         state = StackState.load(self.state_path)

@@ -288,7 +288,8 @@ def _hook_flag_ignoring_failure(text: str) -> Hook:
 class ReplayCommandSettings:
     spec: ReplaySpec
     stack_dir: Path | None = None
-    """With an autoscaler: the local stack whose Karpenter is restarted at the replay's speed."""
+    """The local stack whose Karpenter (with an autoscaler) and whose cluster's HPA processes are
+    restarted at the replay's speed."""
     quiet: bool = False
 
 
@@ -299,10 +300,17 @@ def settings_from_args(args: argparse.Namespace) -> ReplayCommandSettings:
 def _run(settings: ReplayCommandSettings) -> int:
     from pipeline.replay.run import ReplayRun
     from services.local_karpenter import LocalKarpenter
+    from services.local_pod_autoscaler import LocalPodAutoscaler
 
     spec = settings.spec
     process = LocalKarpenter(settings.stack_dir, spec.cluster.kubeconfig) if spec.autoscaling else None
-    run = ReplayRun(spec, autoscaler=process, on_progress=None if settings.quiet else _print_progress)
+    run = ReplayRun(
+        spec,
+        autoscaler=process,
+        # a stack cluster's HPA processes: at the replay's speed with --autoscaler hpa, else at defaults
+        pod_autoscaler=LocalPodAutoscaler(settings.stack_dir, spec.cluster.kubeconfig),
+        on_progress=None if settings.quiet else _print_progress,
+    )
     report = asyncio.run(run.run(handle_signals=True))
     print(report.summary())
     problem = run.fidelity_problem(report)

@@ -12,13 +12,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.model.errors import RewriteError
+from pipeline.model.timespec import parse_go_duration
 from pipeline.replay.hpa.timing import (
     DEFAULT_DOWNSCALE_STABILIZATION_S,
     METRIC_RESOLUTION_FLOOR_S,
     PERIOD_MAX_S,
+    PROCESS_FLAGS,
     WINDOW_MAX_S,
     HpaProcessTimers,
     as_v2,
+    go_duration,
+    process_flags,
     scale_hpa,
     scale_hpa_process_timers,
 )
@@ -142,3 +146,66 @@ def test_process_timers_are_divided_and_the_metric_resolution_stops_at_its_floor
     floor_note = next(s for s in settings if s.name == "metrics-server --metric-resolution").note
     assert ("refuses less than 10s" in floor_note) == (given_timers.metric_resolution_s / speed < 10)
     assert any(s.note.startswith("not scaled") for s in settings), "what cannot be scaled is named"
+
+
+@given(speed=SPEEDS)
+def test_every_process_flag_is_set_to_its_timer_divided_by_the_speed(speed: float) -> None:
+    """What the controller-manager and metrics-server are restarted with: each flag the given timer /
+    speed to the millisecond (Go reads the value back), the resolution at its floor at most, and the
+    scrape timeout under 90 % of the resolution, which metrics-server requires."""
+    scaled, settings = scale_hpa_process_timers(speed)
+    flags = process_flags(scaled)
+    given_timers = HpaProcessTimers()
+    for flag in PROCESS_FLAGS:
+        applied_s = parse_go_duration(flags[flag.component][flag.flag], flag.label)
+        ideal = getattr(given_timers, flag.timer) / speed
+        if flag.flag == "metric-resolution":
+            ideal = max(ideal, METRIC_RESOLUTION_FLOOR_S)
+        assert abs(applied_s - ideal) <= 0.0005, (flag, applied_s, ideal)
+        setting = next(s for s in settings if s.name == flag.label)
+        assert setting.applied == flags[flag.component][flag.flag], "the report shows the flag's value"
+        assert parse_go_duration(setting.given, flag.label) == getattr(given_timers, flag.timer)
+    resolution = parse_go_duration(flags["metrics-server"]["metric-resolution"], "resolution")
+    timeout = parse_go_duration(flags["metrics-server"]["kubelet-request-timeout"], "timeout")
+    assert resolution * 9 / 10 >= timeout, (
+        "metrics-server refuses a resolution whose 90 % is under the timeout"
+    )
+    assert timeout <= 10.0
+
+
+def test_at_x10_the_flags_are_the_documented_ones_and_the_floors_are_named() -> None:
+    scaled, settings = scale_hpa_process_timers(10.0)
+    assert process_flags(scaled) == {
+        "kube-controller-manager": {
+            "horizontal-pod-autoscaler-sync-period": "1s500ms",
+            "horizontal-pod-autoscaler-downscale-stabilization": "30s",
+            "horizontal-pod-autoscaler-cpu-initialization-period": "30s",
+            "horizontal-pod-autoscaler-initial-readiness-delay": "3s",
+        },
+        "metrics-server": {"metric-resolution": "10s", "kubelet-request-timeout": "9s"},
+    }
+    by_name = {s.name: s for s in settings}
+    resolution = by_name["metrics-server --metric-resolution"]
+    assert (resolution.given, resolution.applied) == ("15s", "10s")
+    assert "ideal 1.5s; metrics-server refuses less than 10s" in resolution.note
+    assert by_name["metrics-server --kubelet-request-timeout"].applied == "9s"
+    tolerance = by_name["kube-controller-manager --horizontal-pod-autoscaler-tolerance"]
+    assert tolerance.note.startswith("not scaled"), "what cannot be scaled is named"
+
+
+def test_at_speed_one_the_flags_are_the_defaults() -> None:
+    """What a plain replay puts back: Kubernetes' and metrics-server's own values."""
+    scaled, _ = scale_hpa_process_timers(1.0)
+    assert process_flags(scaled) == process_flags(HpaProcessTimers())
+    assert process_flags(scaled)["kube-controller-manager"]["horizontal-pod-autoscaler-sync-period"] == "15s"
+    assert process_flags(scaled)["metrics-server"] == {
+        "metric-resolution": "15s",
+        "kubelet-request-timeout": "10s",
+    }
+
+
+def test_a_flag_value_is_a_go_duration_of_at_least_a_millisecond() -> None:
+    assert go_duration(0.45045) == "450ms"
+    assert go_duration(0.0001) == "1ms", "a tiny period must not become 0 (which means something else)"
+    assert go_duration(0.0) == "0s"
+    assert go_duration(300.0) == "5m"

@@ -10,10 +10,11 @@ Two kinds of timers decide when an HPA acts:
   The API takes whole seconds (windows 0..3600, periods 1..1800): the applied value is rounded and
   the report shows both.
 * process flags: the controller's sync period (``--horizontal-pod-autoscaler-sync-period``, 15 s),
-  its CPU initialization period and initial readiness delay, and metrics-server's
-  ``--metric-resolution`` (15 s, and never under 10 s: metrics-server refuses less). They are the
-  cluster's, not the replay's: :func:`hpa_process_settings` names them, as applied by a
-  :class:`~pipeline.replay.ports.PodAutoscalerProcess` or as deployed.
+  its downscale stabilization, CPU initialization period and initial readiness delay, and
+  metrics-server's ``--metric-resolution`` (15 s, and never under 10 s: metrics-server refuses less).
+  They are the cluster's, not the replay's: :func:`process_flags` gives their values, which a
+  :class:`~pipeline.replay.ports.PodAutoscalerProcess` (the local stack's:
+  ``services.local_pod_autoscaler``) restarts the processes with; elsewhere they run as deployed.
 
 ``autoscaling/v1`` (CPU target only, no behavior field) and ``v2beta2`` HPAs are applied as
 ``autoscaling/v2``, the one version with behavior. Pure logic, no I/O.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.model.errors import RewriteError
+from pipeline.model.timespec import format_duration, parse_go_duration
 from pipeline.replay.autoscale.settings import ScaledSetting
 
 HPA_KIND = "HorizontalPodAutoscaler"
@@ -138,6 +140,7 @@ class HpaProcessTimers:
     """The HPA's process-wide timers, in seconds, with Kubernetes' and metrics-server's defaults."""
 
     sync_period_s: float = 15.0
+    downscale_stabilization_s: float = float(DEFAULT_DOWNSCALE_STABILIZATION_S)
     cpu_initialization_period_s: float = 300.0
     initial_readiness_delay_s: float = 30.0
     metric_resolution_s: float = 15.0
@@ -145,14 +148,37 @@ class HpaProcessTimers:
 
 METRIC_RESOLUTION_FLOOR_S = 10.0
 """metrics-server refuses a ``--metric-resolution`` under 10 s (cmd/metrics-server/app/options)."""
+KUBELET_REQUEST_TIMEOUT_S = 10.0
+"""metrics-server's ``--kubelet-request-timeout`` default. It refuses a resolution whose 90 % is under
+this timeout, so at its 10 s floor the timeout must come down to 9 s."""
 
-_KCM = "kube-controller-manager --horizontal-pod-autoscaler-"
-PROCESS_FLAGS = {
-    "sync_period_s": _KCM + "sync-period",
-    "cpu_initialization_period_s": _KCM + "cpu-initialization-period",
-    "initial_readiness_delay_s": _KCM + "initial-readiness-delay",
-    "metric_resolution_s": "metrics-server --metric-resolution",
-}
+KUBE_CONTROLLER_MANAGER = "kube-controller-manager"
+METRICS_SERVER = "metrics-server"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessFlag:
+    """One HPA timer as a process flag: ``component --flag``, from ``HpaProcessTimers.<timer>``."""
+
+    component: str
+    flag: str
+    timer: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.component} --{self.flag}"
+
+
+_HPA = "horizontal-pod-autoscaler-"
+PROCESS_FLAGS = (
+    ProcessFlag(KUBE_CONTROLLER_MANAGER, _HPA + "sync-period", "sync_period_s"),
+    ProcessFlag(KUBE_CONTROLLER_MANAGER, _HPA + "downscale-stabilization", "downscale_stabilization_s"),
+    ProcessFlag(KUBE_CONTROLLER_MANAGER, _HPA + "cpu-initialization-period", "cpu_initialization_period_s"),
+    ProcessFlag(KUBE_CONTROLLER_MANAGER, _HPA + "initial-readiness-delay", "initial_readiness_delay_s"),
+    ProcessFlag(METRICS_SERVER, "metric-resolution", "metric_resolution_s"),
+)
+KUBELET_REQUEST_TIMEOUT_FLAG = ProcessFlag(METRICS_SERVER, "kubelet-request-timeout", "")
+"""Not a timer of the HPA: set with the resolution so that metrics-server accepts it."""
 
 NOT_SCALABLE = (
     ScaledSetting(
@@ -161,26 +187,76 @@ NOT_SCALABLE = (
         "2 scrapes",
         "not scaled: a new pod has CPU metrics only after two scrapes, at least 10 wall s apart",
     ),
+    ScaledSetting(
+        f"{KUBE_CONTROLLER_MANAGER} --{_HPA}tolerance",
+        "0.1 (default)",
+        "0.1",
+        "not scaled: a ratio of the metric to its target, not a time",
+    ),
 )
-"""HPA timing that nothing the replay sets reaches; named in every report of a replay with the HPA."""
+"""HPA settings that the speed does not reach; named in every report of a replay with the HPA."""
+
+
+def go_duration(seconds: float) -> str:
+    """``seconds`` as a flag value Go's ``time.ParseDuration`` reads, to the millisecond (at least
+    1 ms unless 0: a zero period would mean something else to the controller)."""
+    if seconds > 0:
+        seconds = max(seconds, 0.001)
+    return format_duration(seconds)
+
+
+def kubelet_request_timeout_s(metric_resolution_s: float) -> float:
+    """metrics-server's scrape timeout for ``metric_resolution_s``: its default, lowered to 90 % of the
+    resolution when that is less (metrics-server refuses a resolution otherwise)."""
+    return min(KUBELET_REQUEST_TIMEOUT_S, metric_resolution_s * 9 / 10)
+
+
+def process_flags(timers: HpaProcessTimers) -> dict[str, dict[str, str]]:
+    """The flags that run the HPA's processes with ``timers``: component → flag name → value."""
+    flags: dict[str, dict[str, str]] = {}
+    for flag in PROCESS_FLAGS:
+        flags.setdefault(flag.component, {})[flag.flag] = go_duration(getattr(timers, flag.timer))
+    timeout = KUBELET_REQUEST_TIMEOUT_FLAG
+    flags[timeout.component][timeout.flag] = go_duration(
+        kubelet_request_timeout_s(timers.metric_resolution_s)
+    )
+    return flags
 
 
 def scale_hpa_process_timers(
     speed: float, given: HpaProcessTimers | None = None
 ) -> tuple[HpaProcessTimers, list[ScaledSetting]]:
-    """The process timers divided by ``speed``; metrics-server's resolution no lower than its floor."""
+    """The process timers divided by ``speed``, metrics-server's resolution no lower than its floor;
+    and each flag as given and as applied (the flag's value), what cannot be scaled named."""
     given = given or HpaProcessTimers()
-    values = {name: getattr(given, name) / speed for name in PROCESS_FLAGS}
+    values = {flag.timer: getattr(given, flag.timer) / speed for flag in PROCESS_FLAGS}
     values["metric_resolution_s"] = max(values["metric_resolution_s"], METRIC_RESOLUTION_FLOOR_S)
     scaled = HpaProcessTimers(**values)
+    applied_flags = process_flags(scaled)
     settings = []
-    for name, label in PROCESS_FLAGS.items():
-        ideal = getattr(given, name) / speed
-        applied = getattr(scaled, name)
+    for flag in PROCESS_FLAGS:
+        ideal = getattr(given, flag.timer) / speed
+        applied = applied_flags[flag.component][flag.flag]
         note = ""
-        if applied > ideal + 1e-9:
+        if getattr(scaled, flag.timer) > ideal + 1e-9:
             note = f"ideal {ideal:g}s; metrics-server refuses less than {METRIC_RESOLUTION_FLOOR_S:g}s"
-        settings.append(ScaledSetting(label, f"{getattr(given, name):g}s", f"{applied:g}s", note))
+        elif abs(parse_go_duration(applied, flag.label) - ideal) > 1e-9:
+            note = f"ideal {ideal:g}s; flags are set to the millisecond"
+        settings.append(ScaledSetting(flag.label, go_duration(getattr(given, flag.timer)), applied, note))
+    timeout = KUBELET_REQUEST_TIMEOUT_FLAG
+    given_timeout = go_duration(kubelet_request_timeout_s(given.metric_resolution_s))
+    applied_timeout = applied_flags[timeout.component][timeout.flag]
+    settings.append(
+        ScaledSetting(
+            timeout.label,
+            given_timeout,
+            applied_timeout,
+            ""
+            if applied_timeout == given_timeout
+            else "not a timer of the HPA: lowered with the resolution, metrics-server refuses a "
+            "resolution whose 90 % is under it",
+        )
+    )
     return scaled, [*settings, *NOT_SCALABLE]
 
 
@@ -189,7 +265,9 @@ def unscaled_hpa_process_timers(reason: str) -> list[ScaledSetting]:
     restart: as deployed (Kubernetes' defaults unless the cluster sets them)."""
     given = HpaProcessTimers()
     unscaled = [
-        ScaledSetting(label, f"{getattr(given, name):g}s (default)", "as deployed", reason)
-        for name, label in PROCESS_FLAGS.items()
+        ScaledSetting(
+            flag.label, f"{go_duration(getattr(given, flag.timer))} (default)", "as deployed", reason
+        )
+        for flag in PROCESS_FLAGS
     ]
     return [*unscaled, *NOT_SCALABLE]

@@ -3,10 +3,17 @@ with fake nodes, created and deleted with ``kwokctl`` using only locally built b
 
 The parts: :mod:`.cluster` (one cluster's files and its kwokctl/kubectl), :mod:`.profiles` (the
 settings a cluster is created with), :mod:`.kwokctl_config` (the configuration kwokctl reads),
-:mod:`.lifecycle` (create, stop, start, delete) and :mod:`.nodes` (fake nodes). Callers use the names
+:mod:`.lifecycle` (create, stop, start, delete), :mod:`.components` (one component restarted with
+other flags) and :mod:`.nodes` (fake nodes). Callers use the names
 below as ``kwok.NAME``."""
 
 from pipeline.stack.kwok.cluster import DEFAULT_NODE_SKELETON, LIFETIME_ANNOTATION, RESOURCES, KwokCluster
+from pipeline.stack.kwok.components import (
+    component_command,
+    flag_values,
+    restart_component,
+    with_flags,
+)
 from pipeline.stack.kwok.kwokctl_config import (
     KWOK_METRICS_CRDS,
     KWOK_METRICS_RESOURCES,
@@ -59,16 +66,20 @@ __all__ = [
     "add_nodes",
     "cluster_exists",
     "cluster_processes",
+    "component_command",
     "create_cluster",
     "created_profile",
     "created_with_metrics",
     "delete_cluster",
+    "flag_values",
     "kwok_controller_problem",
     "profile_configmap",
     "profile_named",
     "resource_metrics_path",
+    "restart_component",
     "scheduler_configuration",
     "start_cluster",
     "stop_cluster",
+    "with_flags",
     "write_kwokctl_config",
 ]
