@@ -19,6 +19,7 @@ from pipeline.model.timespec import parse_go_duration
 from pipeline.replay.autoscale.settings import ScaledSetting
 from pipeline.replay.hpa.timing import (
     KUBE_CONTROLLER_MANAGER,
+    METRICS_SERVER,
     HpaProcessTimers,
     process_flags,
     scale_hpa_process_timers,
@@ -79,6 +80,14 @@ class LocalPodAutoscaler:
         not_running = []
         for component, flags in process_flags(timers).items():
             argv = kwok.component_command(cluster, component)
+            if argv is None and (component != METRICS_SERVER or kwok.created_with_metrics(cluster)):
+                log = cluster.cluster_dir / "logs" / f"{component}.log"
+                self.report(
+                    f"cluster {cluster.name!r}: {component} is not running (its log: {log}); starting it"
+                )
+                kwok.start_stopped_components(cluster)
+                kwok.wait_serving(cluster, component)
+                argv = kwok.component_command(cluster, component)
             if argv is None:
                 not_running.append(component)
                 continue

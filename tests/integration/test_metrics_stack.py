@@ -34,8 +34,10 @@ from pipeline.io.kafka.settings import USAGE_TOPIC, KafkaSettings
 from pipeline.io.kube.client import KubeClient
 from pipeline.model.errors import KubetapeError
 from pipeline.model.keys import ClusterId
+from pipeline.model.timespec import parse_go_duration
 from pipeline.model.usage import UsageSample
 from pipeline.replay.hpa.load import LoadModel
+from pipeline.replay.hpa.timing import KUBE_CONTROLLER_MANAGER, METRICS_SERVER
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.run import LoadedTrace, PodAutoscaling, ReplayRun, ReplaySpec, TargetCluster
 from pipeline.replay.settings import ReplaySettings
@@ -46,6 +48,7 @@ from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
 from pipeline.store.store_url import LocalLocation, cluster_store_location, open_segment_store
 from pipeline.store.usage_history import open_usage_store, stored_usage, usage_store_location
+from services.local_pod_autoscaler import LocalPodAutoscaler
 from tests import hpa_recording as rec
 from tests.integration.test_watch_service import read_topic, running_watcher
 from tests.polling import eventually_sync
@@ -454,3 +457,78 @@ async def _sink_until_stored(
         stop.set()
         await sink
     return held
+
+
+# ---- the HPA's process timers at a replay's speed (last: it restarts the module's processes) ---------
+TIMERS_NAMESPACE = "hpa-timers"
+SCALED_RESOLUTION_BELOW_S = 13.0
+"""A PodMetrics window under this is a resolution under metrics-server's default 15 s (at x10 it runs
+at its 10 s floor; a loaded machine may delay a scrape by a second or two)."""
+
+
+def _pod_windows(cluster: kwok.KwokCluster) -> dict[str, str]:
+    """PodMetrics of the namespace: pod name → window (the time between the two scrapes of the rate)."""
+    if kwok.component_command(cluster, METRICS_SERVER) is None:
+        return {"<metrics-server not running>": str(cluster.cluster_dir / "logs" / "metrics-server.log")}
+    try:
+        listed = _get(cluster, f"/apis/metrics.k8s.io/v1beta1/namespaces/{TIMERS_NAMESPACE}/pods")
+    except Exception as exc:  # the APIService answers 503 until the restarted metrics-server has scraped
+        return {"<unavailable>": str(exc)[-200:]}
+    return {m["metadata"]["name"]: m["window"] for m in listed["items"]}
+
+
+@pytest.mark.timeout(600)  # a cluster of its own when run alone, and metrics-server's first scrapes
+def test_a_replay_at_x10_runs_the_clusters_hpa_processes_with_scaled_timers_and_a_plain_one_the_defaults(
+    local_stack: LocalStack, metered: kwok.KwokCluster
+) -> None:
+    """What ``kubetape replay --autoscaler hpa --speed 10`` does to the cluster before it replays: its
+    kube-controller-manager runs with the HPA's timers divided by 10 and metrics-server at its 10 s
+    floor (the scrapes' window shows it), each as the report lists them; a plain replay after it puts
+    the defaults back."""
+    processes = LocalPodAutoscaler(local_stack.stack_dir, metered.kubeconfig)
+    settings = {s.name: s for s in processes.restart_at(REPLAY_SPEED)}
+    controller = kwok.flag_values(kwok.component_command(metered, KUBE_CONTROLLER_MANAGER) or [])
+    for flag in (
+        "sync-period",
+        "downscale-stabilization",
+        "cpu-initialization-period",
+        "initial-readiness-delay",
+    ):
+        name = f"horizontal-pod-autoscaler-{flag}"
+        assert controller.get(name) == settings[f"{KUBE_CONTROLLER_MANAGER} --{name}"].applied, controller
+    assert controller["horizontal-pod-autoscaler-sync-period"] == "1s500ms"
+    server = kwok.flag_values(kwok.component_command(metered, METRICS_SERVER) or [])
+    assert server["metric-resolution"] == settings["metrics-server --metric-resolution"].applied == "10s"
+
+    # the restarted metrics-server really scrapes every 10 s: a pod's CPU rate spans one resolution
+    metered.kubectl("create", "namespace", TIMERS_NAMESPACE)
+    try:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "timed",
+                "namespace": TIMERS_NAMESPACE,
+                "annotations": {USAGE_ANNOTATION: "50m"},
+            },
+            "spec": {"containers": [{"name": "app", "image": "example/timed:1"}]},
+        }
+        metered.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+        eventually_sync(
+            lambda: _pod_windows(metered),
+            lambda seen: (
+                "timed" in seen and parse_go_duration(seen["timed"], "window") < SCALED_RESOLUTION_BELOW_S
+            ),
+            f"PodMetrics of {TIMERS_NAMESPACE}/timed with a window under {SCALED_RESOLUTION_BELOW_S:g}s "
+            "(pod name → window)",
+            timeout_s=METRICS_TIMEOUT_S,
+            interval_s=2.0,
+        )
+    finally:
+        metered.kubectl("delete", "namespace", TIMERS_NAMESPACE, "--wait=false")
+
+    processes.restart_at(1.0)  # what a plain replay asks for
+    controller = kwok.flag_values(kwok.component_command(metered, KUBE_CONTROLLER_MANAGER) or [])
+    assert controller["horizontal-pod-autoscaler-sync-period"] == "15s", controller
+    server = kwok.flag_values(kwok.component_command(metered, METRICS_SERVER) or [])
+    assert (server["metric-resolution"], server["kubelet-request-timeout"]) == ("15s", "10s"), server

@@ -12,6 +12,8 @@ from pipeline.stack.kwok.components import (
     component_command,
     flag_values,
     restart_component,
+    start_stopped_components,
+    wait_serving,
     with_flags,
 )
 from pipeline.stack.kwok.kwokctl_config import (
@@ -79,7 +81,9 @@ __all__ = [
     "restart_component",
     "scheduler_configuration",
     "start_cluster",
+    "start_stopped_components",
     "stop_cluster",
+    "wait_serving",
     "with_flags",
     "write_kwokctl_config",
 ]

@@ -26,7 +26,7 @@ from pipeline.stack.processes import (
 )
 
 RESTART_TIMEOUT_S = 90.0
-"""How long a restarted component may take to serve its port (a loaded 2-core machine)."""
+"""How long a (re)started component may take to serve its port (a loaded 2-core machine)."""
 
 
 def _pid_file(cluster: KwokCluster, component: str) -> Path:
@@ -87,6 +87,36 @@ def with_flags(argv: Sequence[str], flags: Mapping[str, str]) -> list[str]:
     return out
 
 
+def wait_serving(cluster: KwokCluster, component: str) -> None:
+    """Return once the cluster's running ``component`` serves its port (``--secure-port``);
+    StackError with its log's tail when it is not running, exits first, or does not serve in time
+    (metrics-server, say, opens its port only once it has read its configuration from the apiserver)."""
+    pid = component_pid(cluster, component)
+    argv = component_command(cluster, component)
+    log_file = _log_file(cluster, component)
+    if pid is None or argv is None:
+        raise StackError(f"cluster {cluster.name!r}: {component} is not running; see {log_file}")
+    port_text = flag_values(argv).get("secure-port", "")
+    port = int(port_text) if port_text.isdigit() else None
+
+    def serving() -> str | None:
+        if port is None or port_open(port):
+            return None
+        return f"nothing listens on 127.0.0.1:{port} yet"
+
+    wait_until_ready(
+        f"cluster {cluster.name!r}: {component}", pid, serving, log_file=log_file, timeout_s=RESTART_TIMEOUT_S
+    )
+
+
+def start_stopped_components(cluster: KwokCluster) -> None:
+    """Start the cluster's components that are not running, with their flags as created (kwokctl
+    skips those that run); :func:`wait_serving` tells when one serves. A component can die alone:
+    metrics-server exits when the apiserver does not answer its start-up reads in time, as on a
+    loaded machine, and nothing restarts it."""
+    cluster.kwokctl("start", "cluster", timeout_s=180.0)
+
+
 def restart_component(cluster: KwokCluster, component: str, flags: Mapping[str, str]) -> list[str]:
     """Stop the cluster's running ``component`` and start it again with ``flags`` set; returns once
     its port serves. Returns the new command line. StackError (with the log's tail) when it is not
@@ -96,8 +126,8 @@ def restart_component(cluster: KwokCluster, component: str, flags: Mapping[str, 
     if pid is None or argv is None:
         raise StackError(
             f"cluster {cluster.name!r}: {component} is not running, so it cannot be restarted with "
-            f"other flags (pid file {_pid_file(cluster, component)}); `kubetape stack up` restarts a "
-            "cluster's stopped processes"
+            f"other flags (pid file {_pid_file(cluster, component)}); start it first "
+            "(start_stopped_components)"
         )
     try:
         cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
@@ -108,19 +138,5 @@ def restart_component(cluster: KwokCluster, component: str, flags: Mapping[str, 
     log_file = _log_file(cluster, component)
     new_pid = spawn_detached(wanted, log_file=log_file, cwd=cwd, env=cluster.env())
     _pid_file(cluster, component).write_text(str(new_pid))
-    port_text = flag_values(wanted).get("secure-port", "")
-    port = int(port_text) if port_text.isdigit() else None
-
-    def serving() -> str | None:
-        if port is None or port_open(port):
-            return None
-        return f"nothing listens on 127.0.0.1:{port} yet"
-
-    wait_until_ready(
-        f"cluster {cluster.name!r}: {component}",
-        new_pid,
-        serving,
-        log_file=log_file,
-        timeout_s=RESTART_TIMEOUT_S,
-    )
+    wait_serving(cluster, component)
     return wanted

@@ -16,18 +16,20 @@ from pathlib import Path
 
 from pipeline.model.errors import StackError
 from pipeline.stack.kwok.cluster import KwokCluster
+from pipeline.stack.kwok.components import component_pid, start_stopped_components, wait_serving
 from pipeline.stack.kwok.kwokctl_config import KWOK_METRICS_RESOURCES, write_kwokctl_config
 from pipeline.stack.kwok.profiles import profile_configmap
 from pipeline.stack.processes import log_tail, pid_alive, port_open, terminate_process_group
 from pipeline.stack.versions import cache_root
 
 CREATE_ATTEMPTS = 3
+METRICS_SERVER = "metrics-server"
 SERVING_TIMEOUT_S = 60.0
 """How long kwok-controller may take to serve after kwokctl returns: it first waits for the apiserver."""
 
 
 def create_cluster(cluster: KwokCluster) -> None:
-    """Create ``cluster`` and make sure its KWOK controller is running.
+    """Create ``cluster`` and make sure its KWOK controller (and metrics-server, if any) is running.
 
     kwokctl picks each component's port when it creates a cluster, and the component binds it seconds
     later. Two stacks creating clusters at the same time (two checkouts' test runs, say) can pick the
@@ -51,12 +53,14 @@ def create_cluster(cluster: KwokCluster) -> None:
                 timeout_s=420.0,
             )
             problem = kwok_controller_problem(cluster, SERVING_TIMEOUT_S)
+            if not problem and cluster.metrics_server is not None:
+                problem = _metrics_server_problem(cluster)
         if not problem:
             break
         delete_cluster(cluster)
         if attempt == CREATE_ATTEMPTS:
             raise StackError(
-                f"cluster {cluster.name!r}: kwok-controller did not stay up in {CREATE_ATTEMPTS} attempts "
+                f"cluster {cluster.name!r}: a component did not stay up in {CREATE_ATTEMPTS} attempts "
                 f"({problem}); is another program taking ports in 32000-32767 (kwokctl's range)?"
             )
     if not cluster.kubeconfig.exists():
@@ -72,6 +76,21 @@ def create_cluster(cluster: KwokCluster) -> None:
         cluster.metrics_marker.unlink(missing_ok=True)
     if cluster.profile.name != "default":
         cluster.kubectl("apply", "-f", "-", stdin=json.dumps(profile_configmap(cluster.profile)))
+
+
+def _metrics_server_problem(cluster: KwokCluster) -> str:
+    """Why the cluster's metrics-server does not serve, after starting it again if it died starting
+    up; empty when it serves. kwokctl starts it beside the apiserver, and it exits at once when the
+    apiserver does not answer its first read in time ("TLS handshake timeout", seen under a load
+    average of 14): nothing restarts it, the Metrics API stays unavailable for the cluster's life,
+    and its port is free for another cluster to take."""
+    if component_pid(cluster, METRICS_SERVER) is None:
+        start_stopped_components(cluster)
+    try:
+        wait_serving(cluster, METRICS_SERVER)
+    except StackError as exc:
+        return str(exc)
+    return ""
 
 
 CRD_SERVED_TIMEOUT_S = 60.0
@@ -163,6 +182,8 @@ def start_cluster(cluster: KwokCluster) -> None:
     # KWOK takes a node only once its lease is free or expired (200 s), and retries every 50 s.
     _release_node_leases(cluster, renewed_before=started)
     _wait_nodes_managed(cluster, since=started)
+    if created_with_metrics(cluster) and (problem := _metrics_server_problem(cluster)):
+        raise StackError(problem)
 
 
 def stop_cluster(cluster: KwokCluster) -> None:
