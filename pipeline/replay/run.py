@@ -39,7 +39,7 @@ from pipeline.replay.hpa.replay import HpaReplay
 from pipeline.replay.hpa.targets import plan_hpas
 from pipeline.replay.hpa.timing import (
     HpaProcessTimers,
-    scale_hpa_process_timers,
+    applied_process_timers,
     unscaled_hpa_process_timers,
 )
 from pipeline.replay.inputs import instance_types_for, read_node_pools, scale_node_pools
@@ -181,7 +181,8 @@ class ReplayRun:
             applied = HpaProcessTimers()  # as deployed: Kubernetes' and metrics-server's defaults
         else:  # restarting processes blocks: off the event loop
             process = await asyncio.to_thread(self._pod_autoscaler.restart_at, speed)
-            applied = scale_hpa_process_timers(speed)[0]
+            # what runs: a cluster the port cannot restart keeps its defaults, and R must say so
+            applied = applied_process_timers(process)
         self.settings = dataclasses.replace(
             self.settings,
             pod_autoscaling=HpaReplay(

@@ -7,7 +7,12 @@ from pathlib import Path
 
 from pipeline.replay.autoscale.settings import ScaledSetting
 from pipeline.replay.hpa.load import LoadModel
-from pipeline.replay.hpa.timing import scale_hpa_process_timers
+from pipeline.replay.hpa.timing import (
+    HpaProcessTimers,
+    applied_process_timers,
+    scale_hpa_process_timers,
+    unscaled_hpa_process_timers,
+)
 from pipeline.replay.run import LoadedTrace, PodAutoscaling, ReplayRun, ReplaySpec
 from pipeline.replay.settings import ReplaySettings
 from services.local_pod_autoscaler import DEFAULT_FLAGS, LocalPodAutoscaler, needs_restart
@@ -84,3 +89,29 @@ async def test_a_replay_with_the_hpa_restarts_its_processes_at_its_speed_and_a_p
         ReplaySpec(LoadedTrace(trace), ReplaySettings(speed=5.0)), pod_autoscaler=processes
     ).prepare()
     assert processes.speeds == [10.0, 1.0]
+
+
+def test_the_timers_applied_are_read_from_what_the_port_did() -> None:
+    """The reaction time the verdict allows follows what runs: scaled timers where the processes were
+    restarted, the defaults where they run as deployed."""
+    scaled, settings = scale_hpa_process_timers(10.0)
+    assert applied_process_timers(settings) == scaled
+    assert applied_process_timers(unscaled_hpa_process_timers("not scaled")) == HpaProcessTimers()
+
+
+class _AsDeployed:
+    def restart_at(self, speed: float) -> list[ScaledSetting]:
+        return unscaled_hpa_process_timers("not scaled: not a stack cluster")
+
+
+async def test_a_replay_whose_processes_run_as_deployed_allows_their_reaction_time() -> None:
+    trace = rec.recording([(30_000, 3)], span_ms=300_000)
+    spec = ReplaySpec(
+        LoadedTrace(trace),
+        ReplaySettings(speed=10.0),
+        pod_autoscaling=PodAutoscaling(LoadModel.CONSERVE, rec.rising_load(300_000)),
+    )
+    run = ReplayRun(spec, pod_autoscaler=_AsDeployed())
+    await run.prepare()
+    assert run.settings.pod_autoscaling is not None
+    assert run.settings.pod_autoscaling.reaction_ms == 450_000, "2 x 15 s + 15 s, times 10"

@@ -23,11 +23,11 @@ Two kinds of timers decide when an HPA acts:
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.model.errors import RewriteError
+from pipeline.model.errors import ConfigError, RewriteError
 from pipeline.model.timespec import format_duration, parse_go_duration
 from pipeline.replay.autoscale.settings import ScaledSetting
 
@@ -258,6 +258,21 @@ def scale_hpa_process_timers(
         )
     )
     return scaled, [*settings, *NOT_SCALABLE]
+
+
+def applied_process_timers(settings: Sequence[ScaledSetting]) -> HpaProcessTimers:
+    """The timers the processes run with, from the settings a
+    :class:`~pipeline.replay.ports.PodAutoscalerProcess` returned: each flag's applied value, the
+    default where it was not applied ("as deployed", "not running")."""
+    defaults = HpaProcessTimers()
+    applied = {s.name: s.applied for s in settings}
+    values = {}
+    for flag in PROCESS_FLAGS:
+        try:
+            values[flag.timer] = parse_go_duration(applied.get(flag.label, ""), flag.label)
+        except ConfigError:
+            values[flag.timer] = getattr(defaults, flag.timer)
+    return HpaProcessTimers(**values)
 
 
 def unscaled_hpa_process_timers(reason: str) -> list[ScaledSetting]:
