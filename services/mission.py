@@ -3,7 +3,9 @@
 1. the watcher (``kubetape watch``) and the sink (``kubetape sink``) run as real processes against the
    stack's ``source`` cluster and Kafka broker;
 2. a scripted workload runs on ``source``: a Deployment created, scaled 2→5→3, its image changed, then
-   deleted, and bare pods that finish after a few seconds;
+   deleted, and bare pods that finish after a few seconds; with ``hpa``, then a Deployment whose HPA
+   scales it for real under a rising, then falling load (:mod:`services.hpa_workload`: ``source`` serves
+   the Metrics API, and the recording carries the HPA's decisions and the load);
 3. both services stop gracefully (SIGTERM: the watcher flushes, the sink writes its open segments and
    commits), and ``kubetape export`` turns the recorded range into one trace;
 4. ``kubetape replay`` applies that trace to the ``sim`` cluster at the chosen speed and reports fidelity.
@@ -31,6 +33,7 @@ from pipeline.model.events import EventType
 from pipeline.model.keys import ClusterId
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, KwokCluster
 from pipeline.stack.stack import LocalStack
+from services.hpa_workload import HpaWorkload
 from services.kubetape_processes import KubetapeService, run_kubetape
 
 Say = Callable[[str], None]
@@ -277,11 +280,16 @@ def run_mission(
     max_lag_s: float | None = None,
     say: Say = print,
     source_cluster: str = "source",
+    hpa: bool = False,
 ) -> MissionResult:
     """Record the scripted workload on ``source_cluster`` and replay it on ``sim``; returns the fidelity
     report. The export holds the whole recorded cluster at the range's start, so a cluster that holds
     nothing else gives a trace of the workload alone.
-    ``max_lag_s``: the replay's ``--max-lag`` (the trace clock holds while the cluster is behind)."""
+    ``max_lag_s``: the replay's ``--max-lag`` (the trace clock holds while the cluster is behind).
+    ``hpa``: the workload ends with an HPA at work (``source`` started with the Metrics API; a
+    ``source`` already running without it is refused by name)."""
+    if hpa:  # only the recorded cluster needs metrics: the replay writes the HPA's recorded decisions
+        stack.up([source_cluster], metrics=True)
     info = stack.up([source_cluster, "sim"])
     source = stack.cluster(source_cluster, info.bin_dir)
     # The workload needs untainted nodes made from the default skeleton (label type=kwok); other
@@ -334,6 +342,8 @@ def run_mission(
         watcher.wait_ready()
         start_ms = int(time.time() * 1000)
         _Workload(source, namespace).run(say)
+        if hpa:
+            HpaWorkload(source, namespace).run(say)
         end_ms = int(time.time() * 1000)
         # the watcher stops once the topic holds the workload's last changes, and the sink once it has
         # made them durable (idle-close writes what it holds, then it commits)

@@ -24,6 +24,7 @@ class DemoSettings:
     stack_dir: Path | None = None
     speed: float = 10.0
     workdir: Path | None = None
+    hpa: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the trace, the report, the segments and the logs go (default: ./kubetape-demo; "
         "outside the stack's data, so `kubetape stack down` leaves them)",
     )
+    parser.add_argument(
+        "--hpa",
+        action="store_true",
+        help="the workload ends with a Deployment whose HPA scales it 2→4→2 as a load rises and falls "
+        "(source serves the Metrics API; about 3 minutes more; docs/hpa-replay.md)",
+    )
     parser.set_defaults(settings=from_flags(DemoSettings), func=_run)
 
 
@@ -43,7 +50,7 @@ def _run(args: DemoSettings) -> int:
     stack = LocalStack(args.stack_dir, report=stderr_reporter)
     workdir = (args.workdir or Path.cwd() / "kubetape-demo").resolve()
     started = time.monotonic()
-    result = run_mission(stack, workdir, speed=args.speed, say=stderr_reporter)
+    result = run_mission(stack, workdir, speed=args.speed, say=stderr_reporter, hpa=args.hpa)
     print("\n== recorded trace ==")
     print(result.inspect.rstrip())
     print("\n== replay on cluster 'sim' ==")
