@@ -114,6 +114,11 @@ def start_stopped_components(cluster: KwokCluster) -> None:
     skips those that run); :func:`wait_serving` tells when one serves. A component can die alone:
     metrics-server exits when the apiserver does not answer its start-up reads in time, as on a
     loaded machine, and nothing restarts it."""
+    # a component that has just died is a zombie until its parent (init) reaps it, and kwokctl takes
+    # a zombie for running (it only signals the pid): forget the pid files of dead components first
+    for pid_file in (cluster.cluster_dir / "pids").glob("*.pid"):
+        if component_pid(cluster, pid_file.stem) is None:
+            pid_file.unlink(missing_ok=True)
     cluster.kwokctl("start", "cluster", timeout_s=180.0)
 
 
