@@ -40,6 +40,14 @@ class TransientError(KubetapeError):
     retriable = True
 
 
+class BrokerRefusedError(TransientError):
+    """The Kafka brokers refused a component that was running: its credentials (a password changed or a
+    user removed: authentication) or its ACLs (a grant removed: authorization). It is not ready, keeps
+    what it has not delivered and retries with backoff until the brokers accept it again."""
+
+    retriable = True
+
+
 # ---- the Kubernetes API ------------------------------------------------------------------------------
 # HTTP statuses are mapped to these once, in pipeline.io.kube.status; callers catch classes,
 # never compare status numbers.

@@ -240,7 +240,9 @@ def start_broker(libs: Path, layout: KafkaLayout) -> int:
 
 
 def wait_ready(layout: KafkaLayout, pid: int, timeout_s: float = 90.0, log_offset: int = 0) -> None:
-    """Wait for the broker's "started" log line (after ``log_offset``) and an open listener port."""
+    """Wait for the broker's "started" log line (after ``log_offset``) and an open listener port: as long
+    as its log grows, and ``timeout_s`` after it stopped growing (a secured broker took ~100 s to start
+    on a loaded 2-core machine, its log growing all along: a fixed 90 s failed it)."""
 
     def probe() -> str | None:
         if STARTED_MARKER not in _read_from(layout.log_file, log_offset):
@@ -248,7 +250,9 @@ def wait_ready(layout: KafkaLayout, pid: int, timeout_s: float = 90.0, log_offse
         return None if port_open(layout.broker_port) else f"port {layout.broker_port} not open yet"
 
     name = "the Kafka broker" if layout.replicas == 1 else f"Kafka node {layout.node_id}"
-    wait_until_ready(name, pid, probe, log_file=layout.log_file, timeout_s=timeout_s)
+    wait_until_ready(
+        name, pid, probe, log_file=layout.log_file, timeout_s=timeout_s, progress=lambda: log_size(layout)
+    )
 
 
 def apply_acls(libs: Path, layout: KafkaLayout) -> None:

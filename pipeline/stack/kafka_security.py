@@ -25,6 +25,8 @@ BROKER_HOST = "localhost"
 """The name in the broker's certificate (and its advertised listeners); 127.0.0.1 is deliberately not
 in it, so a client that dials the address instead of the name sees a host name mismatch."""
 SCRAM = "SCRAM-SHA-512"
+REAUTH_SHA256_MS = 8_000
+"""How long the secured broker's SCRAM-SHA-256 sessions last (see :func:`server_properties`)."""
 _EVENTS, _STATE, _RESUME, _USAGE, _DEADLETTER = (
     "kubetape.events",
     "kubetape.state",
@@ -180,6 +182,11 @@ def server_properties(
         # every enabled mechanism needs its login module on the listener, not only the inter-broker one
         f"listener.name.client.scram-sha-512.sasl.jaas.config={admin_jaas}",
         f"listener.name.client.scram-sha-256.sasl.jaas.config={admin_jaas}",
+        # A login is checked when a connection opens; a broker that bounds its sessions closes the
+        # connections of clients that do not re-authenticate (aiokafka cannot), so a changed password
+        # takes effect. Only SCRAM-SHA-256 sessions are bounded here: kubetape's clients use SCRAM-SHA-512,
+        # and a test that rotates a password logs in with SCRAM-SHA-256 to see it within seconds.
+        f"listener.name.client.scram-sha-256.connections.max.reauth.ms={REAUTH_SHA256_MS}",
         "ssl.keystore.type=PEM",
         f"ssl.keystore.location={files.broker_keystore}",
         "ssl.truststore.type=PEM",

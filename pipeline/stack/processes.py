@@ -114,12 +114,26 @@ def wait_until_ready(
     log_file: Path,
     timeout_s: float,
     interval_s: float = 0.25,
+    progress: Callable[[], object] | None = None,
+    max_s: float = 600.0,
 ) -> None:
     """Poll ``probe`` (None when the component is ready, else what it last saw) until it is ready; a
-    StackError naming the log, with its tail, when the process exits first or ``timeout_s`` passes."""
-    deadline = time.monotonic() + timeout_s
+    StackError naming the log, with its tail, when the process exits first or ``timeout_s`` passes.
+
+    With ``progress`` (e.g. the size of the component's log), ``timeout_s`` counts from its last change
+    (at most ``max_s`` in all): a start that is slow because the machine is loaded, but goes on, is
+    waited for; one that has stalled is not."""
+    started = time.monotonic()
+    deadline = started + timeout_s
     last = "no answer yet"
-    while time.monotonic() < deadline:
+    mark = progress() if progress is not None else None
+    while True:
+        now = time.monotonic()
+        if progress is not None and (current := progress()) != mark:
+            mark = current
+            deadline = min(now + timeout_s, started + max_s)
+        if now > deadline:
+            break
         if not pid_alive(pid):
             raise StackError(f"{component} exited during start-up; see {log_file}:\n{log_tail(log_file)}")
         seen = probe()
@@ -127,9 +141,10 @@ def wait_until_ready(
             return
         last = seen
         time.sleep(interval_s)
+    stalled = f" of no progress ({now - started:.0f}s in all)" if progress is not None else ""
     raise StackError(
-        f"{component} did not become ready within {timeout_s:.0f}s (last: {last}); see {log_file}:\n"
-        + log_tail(log_file)
+        f"{component} did not become ready within {timeout_s:.0f}s{stalled} (last: {last}); "
+        f"see {log_file}:\n" + log_tail(log_file)
     )
 
 

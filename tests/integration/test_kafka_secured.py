@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import os
 import re
 import subprocess
@@ -18,6 +19,17 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.types import (
+    CompactArray,
+    CompactBytes,
+    CompactString,
+    Int8,
+    Int16,
+    Int32,
+    Schema,
+    TaggedFields,
+)
 
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.wire.codec import encode_event
@@ -674,3 +686,158 @@ async def test_a_publisher_denied_its_topic_is_not_connected_says_so_once_and_de
     for key in set(keys):  # each key's changes in the order they were made
         mine = [int(v.split()[1]) for v in seen if keys[int(v.split()[1])] == key]
         assert mine == sorted(mine), (key, mine)
+
+
+# ---- a password rotated on the brokers while the sink runs -------------------------------------------
+class _AlterScramResponse(Response):  # type: ignore[misc]  # aiokafka is untyped here
+    API_KEY = 51
+    API_VERSION = 0
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        (
+            "results",
+            CompactArray(
+                ("user", CompactString("utf-8")),
+                ("error_code", Int16),
+                ("error_message", CompactString("utf-8")),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+class _AlterScramRequestV0(RequestStruct):  # type: ignore[misc]  # aiokafka is untyped here
+    FLEXIBLE_VERSION = True
+    API_KEY = 51
+    API_VERSION = 0
+    RESPONSE_TYPE = _AlterScramResponse
+    SCHEMA = Schema(
+        (
+            "deletions",
+            CompactArray(("name", CompactString("utf-8")), ("mechanism", Int8), ("tags", TaggedFields)),
+        ),
+        (
+            "upsertions",
+            CompactArray(
+                ("name", CompactString("utf-8")),
+                ("mechanism", Int8),
+                ("iterations", Int32),
+                ("salt", CompactBytes),
+                ("salted_password", CompactBytes),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+class _SetScramPassword(Request[_AlterScramRequestV0]):  # type: ignore[misc]  # aiokafka is untyped here
+    """Kafka's AlterUserScramCredentials (what ``kafka-configs --alter --entity-type users`` sends): the
+    client salts and hashes the password, the broker stores the result. aiokafka lacks the request."""
+
+    API_KEY = 51
+
+    def __init__(self, user: str, password: str) -> None:
+        self._user, self._password = user, password
+
+    def build(self, request_struct_class: type[_AlterScramRequestV0]) -> _AlterScramRequestV0:
+        salt, iterations = os.urandom(32), 4096
+        salted = hashlib.pbkdf2_hmac("sha256", self._password.encode(), salt, iterations)
+        # mechanism 1: SCRAM-SHA-256, the one whose sessions the secured broker ends (REAUTH_SHA256_MS)
+        return request_struct_class([], [(self._user, 1, iterations, salt, salted, {})], {})
+
+
+async def _set_password(secured: StackInfo, user: str, password: str) -> None:
+    from pipeline.io.kafka.admin import admin_client
+
+    async with admin_client(_settings(secured, "admin")) as admin:
+        response = await admin._send_request(_SetScramPassword(user, password))
+    assert all(result[1] == 0 for result in response.results), response
+
+
+async def test_a_running_sink_whose_password_is_rotated_is_not_ready_and_resumes_from_its_password_file(
+    secured: StackInfo, tmp_path: Path
+) -> None:
+    """The sink's SCRAM password is changed on the brokers while it runs (its SCRAM-SHA-256 sessions end
+    every few seconds, as a broker with ``connections.max.reauth.ms`` ends them): /readyz says 503 and
+    the log says once that its credentials are refused and where to put the new password; once the new
+    password is written into its ``sasl.password.file`` (as a Secret mounted as a file is updated),
+    /readyz says 200 without a restart and the export holds every event once."""
+    import socket
+
+    import aiohttp
+
+    files = _files(secured)
+    cluster = ClusterId(f"rotated-{uuid.uuid4().hex[:6]}")
+    admin = _settings(secured, "admin")
+    await ensure_topic(admin, "kubetape.events", 3)
+    await ensure_topic(admin, "kubetape.deadletter", 1)
+    t0 = int(time.time() * 1000) - 60_000  # the topic is shared: dated now, after the tests above
+    events = synthetic_events(300, t0, 30_000)
+    old_password, new_password = files.password("sink"), f"rotated-{uuid.uuid4().hex}"
+    password_file, config = tmp_path / "sink.password", tmp_path / "sink.properties"
+    password_file.write_text(old_password + "\n")
+    config.write_text(
+        f"bootstrap.servers={secured.bootstrap}\nsecurity.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n"
+        f"sasl.username=sink\nsasl.password.file={password_file}\nssl.ca.location={files.ca}\n"
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store, log = tmp_path / "segments", tmp_path / "sink.log"
+    argv = [
+        sys.executable, "-m", "services.cli", "sink", "--kafka-config", str(config),
+        "--cluster", cluster, "--segment-store", str(store), "--http-port", str(port), "--idle-close", "1s",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBETAPE_")}
+    await _publish(admin, events[:150], cluster)
+    with log.open("wb") as out:
+        sink = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=out, env=env)  # noqa: ASYNC220
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            async def ready() -> int | str:
+                try:
+                    async with session.get(f"http://127.0.0.1:{port}/readyz") as answer:
+                        return answer.status
+                except aiohttp.ClientError as exc:
+                    return f"{type(exc).__name__}: {log.read_text(errors='replace')[-600:]}"
+
+            def exported() -> bytes:
+                catalog = SegmentCatalog(open_segment_store(cluster_location(store, cluster)))
+                return export_window(catalog, ExportRequest(t0, t0 + 30_000)).data
+
+            async def export_now() -> bytes | str:
+                try:
+                    return await asyncio.to_thread(exported)
+                except KubetapeError as exc:
+                    return str(exc)
+
+            await eventually(ready, lambda s: s == 200, "the sink ready", timeout_s=90)
+            first = direct_trace(events[:150], t0, t0 + 30_000)
+            await eventually(export_now, lambda data: data == first, "the first half exported", timeout_s=90)
+            try:
+                await _set_password(secured, "sink", new_password)
+                await eventually(ready, lambda s: s == 503, "/readyz 503 once the password is refused")
+                await _publish(admin, events[150:], cluster)  # arriving while the sink is refused
+                password_file.write_text(new_password + "\n")
+                await eventually(ready, lambda s: s == 200, "/readyz 200 with the new password", timeout_s=90)
+                whole = direct_trace(events, t0, t0 + 30_000)
+                await eventually(export_now, lambda data: data == whole, "every event exported", timeout_s=90)
+            finally:
+                await _set_password(secured, "sink", old_password)  # as the module found it
+    finally:
+        sink.terminate()
+        sink.wait(60)
+    text = log.read_text(errors="replace")
+    refusals = [
+        line
+        for line in text.splitlines()
+        if "no longer accepts the credentials of User:sink" in line and "the sink's consumer:" in line
+    ]
+    assert len(refusals) == 1, refusals  # one clear error, not one per retry
+    assert f"write the current password into sasl.password.file {password_file}" in refusals[0]
+    assert "accepts User:sink again; ready" in text
+    assert old_password not in text
+    assert new_password not in text

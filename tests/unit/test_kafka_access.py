@@ -4,15 +4,27 @@ the denial's words (principal, operation, resource) as a start error says them."
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.conn import CloseReason
 from aiokafka.errors import GroupAuthorizationFailedError, KafkaConnectionError, TopicAuthorizationFailedError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.io.kafka.access import RETRY_MAX_S, RETRY_MIN_S, BrokerAccess, authorization_error, denied
+from pipeline.io.kafka.access import (
+    RETRY_MAX_S,
+    RETRY_MIN_S,
+    BrokerAccess,
+    authorization_error,
+    denied,
+    login_message,
+    on_login_refused,
+)
 from pipeline.io.kafka.security import KafkaSecurity
 from pipeline.io.kafka.settings import KafkaSettings
+from pipeline.model.errors import BrokerRefusedError
 
 SETTINGS = KafkaSettings(
     "localhost:9093", security=KafkaSecurity(protocol="SASL_SSL", mechanism="SCRAM-SHA-512", username="sink")
@@ -87,3 +99,50 @@ def test_the_denial_names_the_principal_the_operation_and_the_group() -> None:
 )
 def test_authorization_errors_are_told_from_others(error: Exception, expected: object) -> None:
     assert authorization_error(error) == expected
+
+
+def test_a_refused_login_is_one_error_saying_where_the_new_password_goes_and_any_request_ends_it(
+    tmp_path: Path,
+) -> None:
+    password_file = tmp_path / "password"
+    security = KafkaSecurity(
+        protocol="SASL_SSL", mechanism="SCRAM-SHA-256", username="sink", password_file=password_file
+    )
+    log = logging.getLogger("test.access.login")
+    handler = _Kept()
+    log.addHandler(handler)
+    try:
+        access = BrokerAccess(KafkaSettings("localhost:9093", security=security), log, "the sink's consumer")
+        assert access.refused_login("waiting") == RETRY_MIN_S
+        assert access.refused_login("waiting") == 2 * RETRY_MIN_S
+        assert [access.ok, access.login_refused] == [False, True]
+        assert isinstance(access.error, BrokerRefusedError)
+        assert access.error.retriable
+        access.accepted({"kubetape.events"})  # any request the brokers take proves the credentials
+        assert [access.ok, access.login_refused] == [True, False]
+    finally:
+        log.removeHandler(handler)
+    errors = [r.getMessage() for r in handler.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1
+    assert "no longer accepts the credentials of User:sink" in errors[0]
+    assert f"write the current password into sasl.password.file {password_file}" in errors[0]
+
+
+def test_a_password_given_inline_says_a_restart_is_needed() -> None:
+    assert "restart this component" in login_message(SETTINGS)
+    assert "sasl.password.file" in login_message(SETTINGS)
+
+
+async def test_the_hook_tells_a_refused_login_from_other_closed_connections() -> None:
+    """aiokafka reports why a connection closed to the client that opened it; only an authentication
+    failure is a refused login (a broken connection or an idle one dropped is not)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers="localhost:9")  # never started: no network
+    producer = AIOKafkaProducer(bootstrap_servers="localhost:9")
+    seen: list[str] = []
+    on_login_refused(consumer, lambda: seen.append("consumer"))
+    on_login_refused(producer, lambda: seen.append("producer"))
+    for reason in CloseReason:
+        consumer._client._on_connection_closed(None, reason)
+        producer.client._on_connection_closed(None, reason)
+    assert seen == ["consumer", "producer"]
+    on_login_refused(object(), lambda: seen.append("other"))  # a test's stand-in: nothing to hook

@@ -114,6 +114,46 @@ def test_every_client_gets_the_same_sasl_and_tls_arguments(tmp_path: Path) -> No
     assert (kwargs["sasl_plain_username"], kwargs["sasl_plain_password"]) == ("sink", PASSWORD)
 
 
+def test_a_password_file_is_read_each_time_a_client_is_built(tmp_path: Path) -> None:
+    """A password rotated in a mounted Secret reaches the next client without a restart."""
+    password_file = tmp_path / "password"
+    password_file.write_text(PASSWORD + "\n")
+    env = {
+        "KUBETAPE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "KUBETAPE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+        "KUBETAPE_KAFKA_SASL_USERNAME": "sink",
+        "KUBETAPE_KAFKA_SASL_PASSWORD_FILE": str(password_file),
+    }
+    security, _ = load_security(None, env)
+    settings = KafkaSettings("b:1", security=security)
+    assert connection(settings)["sasl_plain_password"] == PASSWORD
+    password_file.write_text("rotated\n")
+    assert connection(settings)["sasl_plain_password"] == "rotated"
+    assert "rotated" not in repr(security)
+    assert PASSWORD not in repr(security)
+    password_file.write_text("")
+    with pytest.raises(ConfigError, match=rf"sasl.password.file {password_file} is empty"):
+        connection(settings)
+    password_file.unlink()
+    with pytest.raises(ConfigError, match=rf"sasl.password.file {password_file}: cannot read it"):
+        connection(settings)
+
+
+def test_the_environments_password_or_password_file_wins_over_the_files_other(tmp_path: Path) -> None:
+    password_file = tmp_path / "password"
+    password_file.write_text("from-file")
+    config = _scram_file(tmp_path)  # sasl.password inline
+    security, _ = load_security(config, {"KUBETAPE_KAFKA_SASL_PASSWORD_FILE": str(password_file)})
+    assert (security.password, security.password_file) == (None, password_file)
+    config = _file(tmp_path, f"security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=u\n"
+                   f"sasl.password.file={password_file}\n")  # fmt: skip
+    security, _ = load_security(config, {"KUBETAPE_KAFKA_SASL_PASSWORD": "from-env"})
+    assert (security.password, security.password_file) == (Secret("from-env"), None)
+    both = _file(tmp_path, config.read_text() + "sasl.password=inline\n")
+    with pytest.raises(ConfigError, match=r"both sasl\.password and sasl\.password\.file are set"):
+        load_security(both, {})
+
+
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap")

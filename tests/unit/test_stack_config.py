@@ -234,6 +234,32 @@ def test_a_component_that_never_gets_ready_says_what_it_last_saw(tmp_path: Path)
         )
 
 
+def test_a_slow_start_that_makes_progress_is_waited_for_and_a_stalled_one_is_not(tmp_path: Path) -> None:
+    """The deadline counts from the last progress (the log growing), so a start slowed by load is not
+    failed at a fixed timeout; without progress the timeout holds as before."""
+    calls = iter(range(1_000))
+    answers = iter(["no answer yet"] * 6)
+    wait_until_ready(
+        "the Kafka broker",
+        os.getpid(),
+        lambda: next(answers, None),
+        log_file=tmp_path / "broker.log",
+        timeout_s=0.0,  # already past without progress: only the progress keeps the wait going
+        interval_s=0.01,
+        progress=lambda: next(calls),
+    )
+    with pytest.raises(StackError, match=r"did not become ready within 0s of no progress"):
+        wait_until_ready(
+            "the Kafka broker",
+            os.getpid(),
+            lambda: "no started line in the log yet",
+            log_file=tmp_path / "broker.log",
+            timeout_s=0.1,
+            interval_s=0.01,
+            progress=lambda: 42,
+        )
+
+
 def test_an_http_probe_counts_any_answer_below_its_limit_as_ready() -> None:
     class Forbidden(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:

@@ -3,8 +3,17 @@
 At start, a denial is a ConfigError (:func:`denied`): the component stops and says which grant is
 missing. After start the same denial is an outage: an operator removed an ACL or rotated a credential
 while the component ran, and will put it back. So the component must neither crash nor spin: it logs
-one clear error, turns ``/readyz`` false, retries with a growing delay, keeps what it has not delivered,
-and says when the brokers accept it again (:class:`BrokerAccess`).
+one clear error (a :class:`~pipeline.model.errors.BrokerRefusedError`), turns ``/readyz`` false, retries
+with a growing delay, keeps what it has not delivered, and says when the brokers accept it again
+(:class:`BrokerAccess`).
+
+Credentials are checked when a connection opens: a password changed (or a user removed) on the brokers
+shows when a client opens its next connection (a broker restart, a leader moved, an idle connection
+dropped, or the broker ending the session at ``connections.max.reauth.ms``). aiokafka neither
+re-authenticates nor raises then: it logs the refusal and retries with the password it was built with,
+for ever. :func:`on_login_refused` tells the component instead, which then builds its clients again:
+each build reads ``sasl.password.file`` (or the OAUTHBEARER token file) anew, so writing the current
+password there (a Secret mounted as a file is updated in place) is what ends the outage.
 
 aiokafka reports the denials as exceptions of the request that met them: a producer's send as
 ``TopicAuthorizationFailedError(topic)``, a consumer's fetch the same, the group's join, heartbeat and
@@ -16,14 +25,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from aiokafka import errors as kafka_errors
+from aiokafka.conn import CloseReason
 
 from pipeline.io.kafka.settings import KafkaSettings
-from pipeline.model.errors import ConfigError
+from pipeline.model.errors import BrokerRefusedError, ConfigError
 
 RETRY_MIN_S = 0.5
 RETRY_MAX_S = 10.0
+_LOGIN = "\0login"  # the refused "resource" of a login: never a topic's or a group's name
 
 
 def principal_of(settings: KafkaSettings) -> str:
@@ -48,6 +60,48 @@ def denial_message(settings: KafkaSettings, operation: str, resource: str, name:
 def denied(settings: KafkaSettings, operation: str, name: str, resource: str = "topic") -> ConfigError:
     """The error of an ACL denial at start."""
     return ConfigError(denial_message(settings, operation, resource, name))
+
+
+def login_message(settings: KafkaSettings) -> str:
+    """The brokers no longer accepting this client's credentials, and what to do about it."""
+    security = settings.security
+    if security.password_file is not None:
+        fix = (
+            f"write the current password into sasl.password.file {security.password_file} (read again "
+            "at every retry: a Secret mounted as a file is picked up without a restart)"
+        )
+    elif security.oauth_token_file is not None:
+        fix = (
+            f"renew the token in sasl.oauthbearer.token.file {security.oauth_token_file} (read again at "
+            "every retry)"
+        )
+    else:
+        fix = (
+            "set the current password and restart this component (sasl.password is read once; name a "
+            "file with sasl.password.file to rotate without a restart)"
+        )
+    return (
+        f"Kafka at {settings.describe()} no longer accepts the credentials of {principal_of(settings)} "
+        f"(its password was changed or the user removed on the brokers, or its token expired); {fix}"
+    )
+
+
+def on_login_refused(client: Any, callback: Callable[[], None]) -> None:
+    """Call ``callback`` whenever the brokers refuse to authenticate a connection ``client`` (an aiokafka
+    producer, consumer or admin client) opens. aiokafka only logs that and retries with the credentials
+    it was built with; it does tell the connection's owner why the connection closed (its close
+    callback, ``CloseReason.AUTH_FAILURE``), which is what is hooked here."""
+    inner: Any = getattr(client, "_client", None) or getattr(client, "client", None)  # producer: .client
+    closed = getattr(inner, "_on_connection_closed", None)
+    if closed is None:  # not an aiokafka client (a test's stand-in): nothing to hook
+        return
+
+    def on_closed(conn: Any, reason: Any) -> None:
+        closed(conn, reason)
+        if reason == CloseReason.AUTH_FAILURE:
+            callback()
+
+    inner._on_connection_closed = on_closed
 
 
 def authorization_error(exc: BaseException) -> tuple[str, str] | None:
@@ -79,26 +133,43 @@ class BrokerAccess:
         self._log = log
         self._what = what
         self._clock = clock
-        self.ok = True
+        self.error: BrokerRefusedError | None = None
+        """The outage going on (None while the brokers accept this component)."""
         self.denials = 0
         self._denied_at = 0.0
         self._delay = RETRY_MIN_S
         self._denied_name = ""
 
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def login_refused(self) -> bool:
+        """Whether the outage going on is the brokers refusing this component's credentials."""
+        return self.error is not None and self._denied_name == _LOGIN
+
     def refused(self, operation: str, resource: str, name: str, consequence: str) -> float:
         """Record a denial; the first of an outage is logged as one error. Returns the delay to wait."""
+        return self._refuse(name, denial_message(self._settings, operation, resource, name), consequence)
+
+    def refused_login(self, consequence: str) -> float:
+        """Record the brokers refusing this component's credentials, as :meth:`refused`."""
+        return self._refuse(_LOGIN, login_message(self._settings), consequence)
+
+    def _refuse(self, name: str, message: str, consequence: str) -> float:
         self.denials += 1
         self._denied_at = self._clock()
-        self._denied_name = name
-        if self.ok:
-            self.ok = False
-            self._delay = RETRY_MIN_S
-            self._log.error(
-                "%s: %s. Not ready; %s, retrying with backoff until access is granted again",
-                self._what,
-                denial_message(self._settings, operation, resource, name),
-                consequence,
+        # one error per outage; a login refused during a denial (or the reverse) is a new one to tell
+        if self.error is None or (name == _LOGIN) != (self._denied_name == _LOGIN):
+            if self.error is None:
+                self._delay = RETRY_MIN_S
+            self.error = BrokerRefusedError(
+                f"{self._what}: {message}. Not ready; {consequence}, retrying with backoff until the "
+                "brokers accept it again"
             )
+            self._log.error("%s", self.error)
+        self._denied_name = name
         delay = self._delay
         self._delay = min(self._delay * 2, RETRY_MAX_S)
         return delay
@@ -110,10 +181,10 @@ class BrokerAccess:
     def accepted(self, names: Iterable[str] | None = None) -> None:
         """The brokers took a request that needs what was denied: ready again. ``names``: the topics or
         groups the request used; one that did not use the denied one proves nothing."""
-        if names is not None and self._denied_name not in names:
+        if names is not None and self._denied_name not in names and self._denied_name != _LOGIN:
             return
-        if not self.ok:
-            self.ok = True
+        if self.error is not None:
+            self.error = None
             self._log.info(
                 "%s: Kafka at %s accepts %s again; ready",
                 self._what,

@@ -46,7 +46,8 @@ def connection(settings: KafkaSettings) -> dict[str, Any]:
             kwargs["sasl_oauth_token_provider"] = _TokenFile(security.oauth_token_file)
         else:
             kwargs["sasl_plain_username"] = security.username
-            kwargs["sasl_plain_password"] = security.password.reveal() if security.password else None
+            password = security.current_password()  # re-read from sasl.password.file for each client
+            kwargs["sasl_plain_password"] = password.reveal() if password else None
     return kwargs
 
 

@@ -46,8 +46,9 @@ from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 from aiokafka.producer.message_accumulator import BatchBuilder
 
-from pipeline.io.kafka.access import BrokerAccess, authorization_error
+from pipeline.io.kafka.access import BrokerAccess, authorization_error, on_login_refused
 from pipeline.io.kafka.clients import new_producer
+from pipeline.io.kafka.diagnose import refusal
 from pipeline.io.kafka.headers import cluster_header
 from pipeline.io.kafka.message import Record
 from pipeline.io.kafka.settings import DEADLETTER_TOPIC, EVENTS_TOPIC, KafkaSettings
@@ -136,7 +137,9 @@ class KafkaPublisher:
         # events topic runs at most two batches ahead of the state and resume topics (bounded memory)
         self._second_phase: asyncio.Queue[tuple[list[Record], int]] = asyncio.Queue(1)
         self._max_batch = max_batch_records
-        self._producer = producer_factory(settings)
+        self._login_refused = False  # the brokers refused the credentials of the producer's connection
+        self._logging_in = asyncio.Lock()  # one sender checks the credentials, the other waits for it
+        self._producer = self._make_producer()
         self._tasks: list[asyncio.Task[None]] = []
         self._partitions: dict[str, list[int]] = {}
         self._partition_cache: dict[bytes, int] = {}  # key → murmur2 hash (pure Python, ~6 µs a key)
@@ -175,6 +178,36 @@ class KafkaPublisher:
             asyncio.create_task(self._send_second_phase_loop(), name="kubetape-publisher-state"),
         ]
 
+    def _make_producer(self) -> Any:
+        """A producer built with the credentials as they are now (the password file read again)."""
+        producer = self._new_producer(self._settings)
+
+        def refused() -> None:
+            if producer is self._producer and not self._login_refused:
+                self._login_refused = True
+                self.connected = False
+                self.access.refused_login(self._consequence())
+
+        on_login_refused(producer, refused)
+        return producer
+
+    def _consequence(self) -> str:
+        return f"{self._unfinished_units} changes wait for it (the watch pauses once the queue is full)"
+
+    async def _log_in_again(self) -> None:
+        """After the brokers refused the producer's credentials: once they take the credentials as they
+        are now (checked on one connection, after a growing delay), replace the producer with one built
+        with them; the failed batches are then sent again (see :mod:`pipeline.io.kafka.access`)."""
+        async with self._logging_in:
+            while self._login_refused:
+                await asyncio.sleep(self.access.refused_login(self._consequence()))
+                problem = await refusal(self._settings)
+                if problem is None:
+                    await self._renew_producer()
+                    self._login_refused = False  # after: the old producer's refusals while it stopped
+                else:
+                    log.debug("the brokers still refuse the producer's credentials: %s", problem)
+
     async def _connect(self) -> None:
         delay = _RETRY_MIN_S
         while True:
@@ -185,7 +218,7 @@ class KafkaPublisher:
                 self._count_error(exc)
                 log.warning("Kafka at %s unreachable (%s); retrying", self._settings.bootstrap, exc)
                 await self._producer.stop()
-                self._producer = self._new_producer(self._settings)
+                self._producer = self._make_producer()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _RETRY_MAX_S)
 
@@ -200,7 +233,7 @@ class KafkaPublisher:
         try:
             log.info("replacing the Kafka producer: its sequence numbers no longer match the broker's")
             await self._producer.stop()
-            self._producer = self._new_producer(self._settings)
+            self._producer = self._make_producer()
             await self._connect()
         finally:
             async with self._flight:
@@ -310,11 +343,11 @@ class KafkaPublisher:
             # at-least-once: the failed batches may have been written, so their records may repeat
             self._partitions.clear()  # partitions may have been added meanwhile
             self.connected = False
+            if self._login_refused:
+                await self._log_in_again()
+                continue
             if (denial := authorization_error(error)) is not None:
-                consequence = (
-                    f"{self._unfinished_units} changes wait for it (the watch pauses once the queue is full)"
-                )
-                self.access.refused("Write", *denial, consequence)
+                self.access.refused("Write", *denial, self._consequence())
                 log.debug("publishing %d records denied (%s); retrying in %.1fs", len(pending), error, delay)
             else:
                 log.warning(

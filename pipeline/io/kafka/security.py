@@ -4,7 +4,10 @@ environment, with the ecosystem's property names so a user's existing client fil
 
 Secrets (``sasl.password``, ``ssl.key.password``) come only from that file or the environment, never
 from a flag, and are held in :class:`Secret`, whose ``repr`` and ``str`` are masked: a settings object
-logged, printed in a report or shown in an error carries no password.
+logged, printed in a report or shown in an error carries no password. A password may also live in a file
+of its own (``sasl.password.file``, kubetape's name like ``sasl.oauthbearer.token.file``), read whenever a
+client is built: a password rotated in a Secret mounted as a file reaches the next connection without a
+restart (see :mod:`pipeline.io.kafka.access`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ _PROPERTIES = (
     "sasl.mechanism",
     "sasl.username",
     "sasl.password",
+    "sasl.password.file",
     "sasl.oauthbearer.token.file",
     "ssl.ca.location",
     "ssl.certificate.location",
@@ -37,6 +41,7 @@ _PROPERTIES = (
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
 )
+_EITHER = {"sasl.password": "sasl.password.file", "sasl.password.file": "sasl.password"}
 _ALIASES = {"sasl.mechanisms": "sasl.mechanism"}  # librdkafka's spelling
 _JAVA_ONLY = {
     "sasl.jaas.config": "set sasl.username and sasl.password instead",
@@ -77,6 +82,9 @@ class KafkaSecurity:
     mechanism: str | None = None
     username: str | None = None
     password: Secret | None = field(default=None, repr=False)
+    password_file: Path | None = None
+    """``sasl.password.file``: the password is read from it each time a client is built (see
+    :meth:`current_password`) instead of once."""
     oauth_token_file: Path | None = None
     ca_location: Path | None = None
     certificate_location: Path | None = None
@@ -93,6 +101,22 @@ class KafkaSecurity:
     @property
     def uses_sasl(self) -> bool:
         return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def current_password(self) -> Secret | None:
+        """The password to log in with now: read from ``password_file`` at each call (a rotated Secret
+        is picked up by the next client built), else the one given."""
+        if self.password_file is None:
+            return self.password
+        try:
+            text = self.password_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"sasl.password.file {self.password_file}: cannot read it ({exc.strerror or exc}); "
+                "mount the Secret holding the password there"
+            ) from None
+        if not text:
+            raise ConfigError(f"sasl.password.file {self.password_file} is empty; write the password there")
+        return Secret(text)
 
     def describe(self) -> str:
         """One line for logs and errors: protocol, mechanism and user, never a secret."""
@@ -163,6 +187,9 @@ def kafka_properties(config_file: Path | None, environ: Mapping[str, str]) -> di
         from_env = environ.get(env_name(name))
         if from_env:
             props[name] = from_env
+            other = _EITHER.get(name)
+            if other and not environ.get(env_name(other)):
+                props.pop(other, None)  # the environment's password wins over the file's, either way
     return props
 
 
@@ -180,6 +207,7 @@ def security_from_properties(props: Mapping[str, str], where: str) -> KafkaSecur
         mechanism=props["sasl.mechanism"].upper() if "sasl.mechanism" in props else None,
         username=props.get("sasl.username"),
         password=Secret(props["sasl.password"]) if "sasl.password" in props else None,
+        password_file=_path(props, "sasl.password.file"),
         oauth_token_file=_path(props, "sasl.oauthbearer.token.file"),
         ca_location=_path(props, "ssl.ca.location"),
         certificate_location=_path(props, "ssl.certificate.location"),
@@ -205,12 +233,18 @@ def _check(s: KafkaSecurity, where: str) -> None:
         if s.mechanism == "OAUTHBEARER":
             if s.oauth_token_file is None:
                 raise ConfigError(f"{where}: sasl.mechanism OAUTHBEARER needs sasl.oauthbearer.token.file")
-        elif not s.username or s.password is None:
+        elif not s.username or (s.password is None and s.password_file is None):
             raise ConfigError(
                 f"{where}: sasl.mechanism {s.mechanism} needs sasl.username and sasl.password (the password "
-                f"in the file or ${env_name('sasl.password')}, never on the command line)"
+                f"in the file or ${env_name('sasl.password')}, or in a file of its own named by "
+                "sasl.password.file; never on the command line)"
             )
-    elif s.mechanism or s.username or s.password:
+        elif s.password is not None and s.password_file is not None:
+            raise ConfigError(
+                f"{where}: both sasl.password and sasl.password.file are set; keep one (sasl.password.file "
+                "is re-read at each connection, so a rotated password needs no restart)"
+            )
+    elif s.mechanism or s.username or s.password or s.password_file:
         raise ConfigError(
             f"{where}: SASL settings are given but security.protocol is {s.protocol}; "
             "use SASL_SSL (or SASL_PLAINTEXT)"
@@ -224,6 +258,7 @@ def _check(s: KafkaSecurity, where: str) -> None:
     if (s.certificate_location is None) != (s.key_location is None):
         raise ConfigError(f"{where}: mutual TLS needs both ssl.certificate.location and ssl.key.location")
     tls_files["sasl.oauthbearer.token.file"] = s.oauth_token_file
+    tls_files["sasl.password.file"] = s.password_file
     for name, path in tls_files.items():
         if path is not None and not os.access(path, os.R_OK):
             raise ConfigError(f"{where}: {name} {path} does not exist or is not readable")

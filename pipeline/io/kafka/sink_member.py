@@ -17,8 +17,15 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import GroupAuthorizationFailedError, KafkaError, TopicAuthorizationFailedError
 from aiokafka.protocol.metadata import MetadataRequest
 
-from pipeline.io.kafka.access import RETRY_MAX_S, BrokerAccess, authorization_error, denied
+from pipeline.io.kafka.access import (
+    RETRY_MAX_S,
+    BrokerAccess,
+    authorization_error,
+    denied,
+    on_login_refused,
+)
 from pipeline.io.kafka.clients import ConsumerClient, new_consumer, new_producer
+from pipeline.io.kafka.diagnose import refusal
 from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.kafka.publisher import refused
 from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, KafkaSettings
@@ -91,10 +98,21 @@ class KafkaSinkSource(ConsumerClient):
         self.joined = False
         """Whether the group has assigned partitions to this member since its last (re)join."""
         self._ever_joined = False
+        self._login_refused = False
+        """The brokers refused the credentials of a connection this member's clients opened."""
+
+    def _watch_logins(self, client: AIOKafkaConsumer | AIOKafkaProducer) -> None:
+        def refused() -> None:
+            if client is self._consumer or client is self._producer:  # not a client being replaced
+                self._login_refused = True
+
+        on_login_refused(client, refused)
 
     async def start(self) -> None:
         consumer = new_consumer(self.settings, group_id=self.group_id)
         producer = new_producer(self.settings)
+        self._watch_logins(consumer)
+        self._watch_logins(producer)
         try:
             await producer.start()
             await consumer.start()
@@ -119,8 +137,9 @@ class KafkaSinkSource(ConsumerClient):
                 await self.on_revoked(sorted(self.assigned))  # open segments written; the commit is denied
             finally:
                 self.assigned = set()
-        if self._consumer is not None:
-            await self._consumer.stop()
+        old, self._consumer = self._consumer, None  # its refusals while it stops are not the new one's
+        if old is not None:
+            await old.stop()
         while True:
             consumer = new_consumer(self.settings, group_id=self.group_id)
             try:
@@ -130,8 +149,36 @@ class KafkaSinkSource(ConsumerClient):
                 await consumer.stop()
                 log.warning("rejoining the group failed (%s); retrying in %.0fs", exc, RETRY_MAX_S)
                 await asyncio.sleep(RETRY_MAX_S)
+        self._watch_logins(consumer)
         self._subscribe(consumer)
         self._consumer = consumer
+
+    async def _log_in_again(self) -> None:
+        """The brokers refused this member's credentials (see :mod:`pipeline.io.kafka.access`): not ready,
+        and after a growing delay one connection checks the credentials as they are now (the password
+        file read again); once the brokers take them, the consumer joins again and the dead-letter
+        producer is replaced, both built with them. What the member held is written first (as for a
+        group denial), so nothing is lost and the next assignment reads on from the store's end."""
+        delay = self.access.refused_login("nothing is consumed meanwhile (the topic keeps it) nor committed")
+        await asyncio.sleep(delay)
+        problem = await refusal(self.settings)
+        if problem is not None:
+            log.debug("the brokers still refuse this member's credentials: %s", problem)
+            return
+        self._login_refused = False
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
+        fresh = new_producer(self.settings)
+        self._watch_logins(fresh)
+        try:
+            await fresh.start()
+        except KafkaError:
+            await fresh.stop()
+            self._login_refused = True  # refused or unreachable again: the next round tries anew
+            return
+        self._producer = fresh
+        await self._rejoin()
 
     async def stop(self) -> None:
         """Leave the group and close the clients; safe to call twice."""
@@ -153,7 +200,11 @@ class KafkaSinkSource(ConsumerClient):
         sink runs): logged once, ``access.ok`` false, and retried with backoff; what the topic holds
         waits there, and nothing is committed past what the store holds. Access is back when a message
         arrives, or when fetches went ``SETTLE_S`` without a denial (after a group denial, once the group
-        assigned partitions again)."""
+        assigned partitions again). Credentials the brokers refuse are the same kind of outage, handled
+        by :meth:`_log_in_again`."""
+        if self._login_refused:
+            await self._log_in_again()
+            return []
         try:
             batches = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
         except (TopicAuthorizationFailedError, GroupAuthorizationFailedError) as exc:
@@ -185,6 +236,9 @@ class KafkaSinkSource(ConsumerClient):
                 "offset commit skipped: the consumer has stopped (this member left the group)",
                 extra={"ctx": {"offsets": str(dict(offsets))}},
             )
+            return False
+        if self._login_refused or self.access.login_refused:  # it would wait out its timeout in vain
+            log.debug("offset commit skipped: the brokers refuse this member's credentials")
             return False
         try:
             await asyncio.wait_for(
