@@ -841,3 +841,89 @@ async def test_a_running_sink_whose_password_is_rotated_is_not_ready_and_resumes
     assert "accepts User:sink again; ready" in text
     assert old_password not in text
     assert new_password not in text
+
+
+async def test_a_publisher_whose_password_is_rotated_logs_in_again_from_its_file_and_delivers_each_once(
+    secured: StackInfo, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The watcher's side of a rotation: its publisher stops counting as connected (the watch service's
+    /readyz) once the brokers refuse its password, keeps the changes, and once the new password is in
+    its file sends them with a new producer, each exactly once and in order."""
+    import logging
+
+    from pipeline.io.kafka.message import Record
+    from pipeline.io.kafka.publisher import KafkaPublisher
+    from pipeline.io.kafka.reader import TopicReader
+
+    files = _files(secured)
+    cluster = ClusterId(f"pubrot-{uuid.uuid4().hex[:6]}")
+    await ensure_topic(_settings(secured, "admin"), "kubetape.events", 3)
+    old_password, new_password = files.password("watcher"), f"rotated-{uuid.uuid4().hex}"
+    password_file = tmp_path / "watcher.password"
+    password_file.write_text(old_password)
+    security, _ = load_security(
+        None,
+        {
+            "KUBETAPE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "KUBETAPE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+            "KUBETAPE_KAFKA_SASL_USERNAME": "watcher",
+            "KUBETAPE_KAFKA_SASL_PASSWORD_FILE": str(password_file),
+            "KUBETAPE_KAFKA_SSL_CA_LOCATION": str(files.ca),
+        },
+    )
+    # batches the refused producer cannot send fail after 5 s instead of 30 s: the test's cost
+    settings = KafkaSettings(
+        secured.bootstrap, client_id="it-watcher", security=security, request_timeout_ms=5_000
+    )
+    t0 = int(time.time() * 1000)
+    keys = [f"core/ConfigMap/rotated/cm-{i % 7}" for i in range(60)]
+
+    def unit(i: int) -> list[Record]:
+        return [Record("kubetape.events", keys[i], f"change {i}".encode(), t0 + i)]
+
+    caplog.set_level(logging.INFO, logger="kubetape.publisher")
+    async with KafkaPublisher(settings, cluster=cluster) as publisher:
+        for i in range(20):
+            await publisher.submit(unit(i))
+        await asyncio.wait_for(publisher.flush(), 60)
+        try:
+            await _set_password(secured, "watcher", new_password)
+            submitted = 20
+
+            async def refused() -> bool:  # its session ends within seconds; the next send meets it
+                nonlocal submitted
+                if submitted < 40:
+                    await publisher.submit(unit(submitted))
+                    submitted += 1
+                return publisher.connected
+
+            await eventually(refused, lambda ok: not ok, "the publisher's password refused", timeout_s=60)
+            for i in range(submitted, 40):
+                await publisher.submit(unit(i))
+            password_file.write_text(new_password)
+            for i in range(40, 60):
+                await publisher.submit(unit(i))
+            await asyncio.wait_for(publisher.flush(), 90)
+            assert publisher.connected
+            assert publisher.access.ok
+        finally:
+            await _set_password(secured, "watcher", old_password)  # as the module found it
+    refusals = [
+        r.getMessage() for r in caplog.records if "no longer accepts the credentials" in r.getMessage()
+    ]
+    assert len(refusals) == 1, refusals
+    assert "User:watcher" in refusals[0]
+    assert f"sasl.password.file {password_file}" in refusals[0]
+    seen: list[bytes] = []
+    async with TopicReader(
+        _settings(secured, "replayer"), "kubetape.events", start=t0, end="current", cluster=cluster
+    ) as reader:
+        while not reader.finished():
+            seen += [m.value or b"" for m in await reader.fetch(500, 1000)]
+    assert sorted(seen) == sorted(f"change {i}".encode() for i in range(60))  # each once
+    for key in set(keys):  # each key's changes in the order they were made
+        mine = [int(v.split()[1]) for v in seen if keys[int(v.split()[1])] == key]
+        assert mine == sorted(mine), (key, mine)
+    logs = "\n".join(r.getMessage() for r in caplog.records)
+    assert old_password not in logs
+    assert new_password not in logs

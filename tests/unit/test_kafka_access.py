@@ -21,7 +21,9 @@ from pipeline.io.kafka.access import (
     denied,
     login_message,
     on_login_refused,
+    use_password,
 )
+from pipeline.io.kafka.clients import connection
 from pipeline.io.kafka.security import KafkaSecurity
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.model.errors import BrokerRefusedError
@@ -146,3 +148,18 @@ async def test_the_hook_tells_a_refused_login_from_other_closed_connections() ->
         producer.client._on_connection_closed(None, reason)
     assert seen == ["consumer", "producer"]
     on_login_refused(object(), lambda: seen.append("other"))  # a test's stand-in: nothing to hook
+
+
+async def test_a_running_client_is_given_the_password_as_its_file_holds_it_now(tmp_path: Path) -> None:
+    """What the watcher's producer gets once the brokers take the rotated password: the file's content,
+    for the connections it opens from then on (aiokafka keeps it in one attribute of its client)."""
+    password_file = tmp_path / "password"
+    password_file.write_text("old\n")
+    security = KafkaSecurity(
+        protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-256", username="watcher", password_file=password_file
+    )
+    producer = AIOKafkaProducer(**connection(KafkaSettings("localhost:9", security=security)))
+    assert producer.client._sasl_plain_password == "old"
+    password_file.write_text("rotated\n")
+    use_password(producer, security)
+    assert producer.client._sasl_plain_password == "rotated"

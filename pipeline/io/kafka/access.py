@@ -11,9 +11,11 @@ Credentials are checked when a connection opens: a password changed (or a user r
 shows when a client opens its next connection (a broker restart, a leader moved, an idle connection
 dropped, or the broker ending the session at ``connections.max.reauth.ms``). aiokafka neither
 re-authenticates nor raises then: it logs the refusal and retries with the password it was built with,
-for ever. :func:`on_login_refused` tells the component instead, which then builds its clients again:
-each build reads ``sasl.password.file`` (or the OAUTHBEARER token file) anew, so writing the current
-password there (a Secret mounted as a file is updated in place) is what ends the outage.
+for ever. :func:`on_login_refused` tells the component instead. It then tries the credentials as they
+are now on one connection (``sasl.password.file`` or the OAUTHBEARER token file read anew), with a growing
+delay, and once the brokers take them the watcher's producer gets them (:func:`use_password`: its batches
+stay in it) and the sink joins its group again with clients built with them. Writing the current
+password into the file (a Secret mounted as a file is updated in place) is what ends the outage.
 
 aiokafka reports the denials as exceptions of the request that met them: a producer's send as
 ``TopicAuthorizationFailedError(topic)``, a consumer's fetch the same, the group's join, heartbeat and
@@ -30,6 +32,7 @@ from typing import Any
 from aiokafka import errors as kafka_errors
 from aiokafka.conn import CloseReason
 
+from pipeline.io.kafka.security import KafkaSecurity
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.model.errors import BrokerRefusedError, ConfigError
 
@@ -102,6 +105,17 @@ def on_login_refused(client: Any, callback: Callable[[], None]) -> None:
             callback()
 
     inner._on_connection_closed = on_closed
+
+
+def use_password(client: Any, security: KafkaSecurity) -> None:
+    """Give a running aiokafka client the password as it is now (``sasl.password.file`` read again) for
+    the connections it opens from here on; what it holds (a producer's batches, a consumer's
+    membership) stays. aiokafka has no call for it: its client keeps the password it opens connections
+    with in one attribute. (An OAUTHBEARER token file is read at every login already.)"""
+    inner: Any = getattr(client, "_client", None) or getattr(client, "client", None)
+    password = security.current_password()
+    if inner is not None and password is not None and hasattr(inner, "_sasl_plain_password"):
+        inner._sasl_plain_password = password.reveal()
 
 
 def authorization_error(exc: BaseException) -> tuple[str, str] | None:

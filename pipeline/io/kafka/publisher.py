@@ -46,7 +46,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 from aiokafka.producer.message_accumulator import BatchBuilder
 
-from pipeline.io.kafka.access import BrokerAccess, authorization_error, on_login_refused
+from pipeline.io.kafka.access import BrokerAccess, authorization_error, on_login_refused, use_password
 from pipeline.io.kafka.clients import new_producer
 from pipeline.io.kafka.diagnose import refusal
 from pipeline.io.kafka.headers import cluster_header
@@ -138,7 +138,7 @@ class KafkaPublisher:
         self._second_phase: asyncio.Queue[tuple[list[Record], int]] = asyncio.Queue(1)
         self._max_batch = max_batch_records
         self._login_refused = False  # the brokers refused the credentials of the producer's connection
-        self._logging_in = asyncio.Lock()  # one sender checks the credentials, the other waits for it
+        self._logging_in: asyncio.Task[None] | None = None
         self._producer = self._make_producer()
         self._tasks: list[asyncio.Task[None]] = []
         self._partitions: dict[str, list[int]] = {}
@@ -183,10 +183,12 @@ class KafkaPublisher:
         producer = self._new_producer(self._settings)
 
         def refused() -> None:
-            if producer is self._producer and not self._login_refused:
+            if producer is self._producer and not self._login_refused and not self._closed:
                 self._login_refused = True
                 self.connected = False
-                self.access.refused_login(self._consequence())
+                self._logging_in = asyncio.get_running_loop().create_task(
+                    self._log_in_again(), name="kubetape-publisher-login"
+                )
 
         on_login_refused(producer, refused)
         return producer
@@ -196,17 +198,18 @@ class KafkaPublisher:
 
     async def _log_in_again(self) -> None:
         """After the brokers refused the producer's credentials: once they take the credentials as they
-        are now (checked on one connection, after a growing delay), replace the producer with one built
-        with them; the failed batches are then sent again (see :mod:`pipeline.io.kafka.access`)."""
-        async with self._logging_in:
-            while self._login_refused:
-                await asyncio.sleep(self.access.refused_login(self._consequence()))
-                problem = await refusal(self._settings)
-                if problem is None:
-                    await self._renew_producer()
-                    self._login_refused = False  # after: the old producer's refusals while it stopped
-                else:
-                    log.debug("the brokers still refuse the producer's credentials: %s", problem)
+        are now (the password file read again and tried on one connection, after a growing delay), the
+        producer gets them for its next connections (see :mod:`pipeline.io.kafka.access`). The producer
+        is kept, not replaced: its batches wait in it, and the idempotent producer retries them until
+        they are written (it never expires them), so each is written once, in order."""
+        while True:
+            await asyncio.sleep(self.access.refused_login(self._consequence()))
+            problem = await refusal(self._settings)
+            if problem is None:
+                use_password(self._producer, self._settings.security)
+                self._login_refused = False
+                return
+            log.debug("the brokers still refuse the producer's credentials: %s", problem)
 
     async def _connect(self) -> None:
         delay = _RETRY_MIN_S
@@ -283,6 +286,8 @@ class KafkaPublisher:
         if self._closed:
             return
         self._closed = True
+        if self._logging_in is not None:
+            self._logging_in.cancel()
         if self._tasks:
             try:
                 await asyncio.wait_for(self.flush(), deadline_s)
@@ -343,9 +348,6 @@ class KafkaPublisher:
             # at-least-once: the failed batches may have been written, so their records may repeat
             self._partitions.clear()  # partitions may have been added meanwhile
             self.connected = False
-            if self._login_refused:
-                await self._log_in_again()
-                continue
             if (denial := authorization_error(error)) is not None:
                 self.access.refused("Write", *denial, self._consequence())
                 log.debug("publishing %d records denied (%s); retrying in %.1fs", len(pending), error, delay)

@@ -47,11 +47,19 @@ async def _nothing(partitions: list[int]) -> None:
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka ships no type hints
-    def __init__(self, source: KafkaSinkSource) -> None:
+    def __init__(self, source: KafkaSinkSource, consumer: AIOKafkaConsumer) -> None:
         self._source = source
+        self._consumer = consumer
+
+    def _replaced(self) -> bool:
+        """Whether this listener's consumer is one being replaced (it may still rebalance while it
+        stops): the source has left its partitions already, and its calls are not the new consumer's."""
+        return self._consumer is not self._source._consumer
 
     # aiokafka swallows listener exceptions into its own (muted) logger; report them as ours.
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        if self._replaced():
+            return
         self._source.assigned -= {tp.partition for tp in revoked}
         try:
             await self._source.on_revoked(sorted(tp.partition for tp in revoked))
@@ -60,6 +68,8 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka sh
             raise
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        if self._replaced():
+            return
         self._source.assigned = {tp.partition for tp in assigned}
         self._source.joined = True
         try:
@@ -122,12 +132,12 @@ class KafkaSinkSource(ConsumerClient):
             raise TransientError(
                 f"cannot reach Kafka at {self.settings.bootstrap} ({exc}); is the broker up?"
             ) from exc
-        self._subscribe(consumer)
         self._consumer, self._producer = consumer, producer
+        self._subscribe(consumer)
 
     def _subscribe(self, consumer: AIOKafkaConsumer) -> None:
         self.joined = False
-        consumer.subscribe(topics=[self.topic], listener=_Listener(self))
+        consumer.subscribe(topics=[self.topic], listener=_Listener(self, consumer))
 
     async def _rejoin(self) -> None:
         """Leave with what this member holds made durable, and join again with a new consumer: aiokafka's
@@ -150,8 +160,8 @@ class KafkaSinkSource(ConsumerClient):
                 log.warning("rejoining the group failed (%s); retrying in %.0fs", exc, RETRY_MAX_S)
                 await asyncio.sleep(RETRY_MAX_S)
         self._watch_logins(consumer)
-        self._subscribe(consumer)
         self._consumer = consumer
+        self._subscribe(consumer)
 
     async def _log_in_again(self) -> None:
         """The brokers refused this member's credentials (see :mod:`pipeline.io.kafka.access`): not ready,
