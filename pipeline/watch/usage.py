@@ -57,6 +57,8 @@ log = logging.getLogger("kubetape.watcher.usage")
 
 DEFAULT_USAGE_EVERY_S = 15.0
 """metrics-server's resolution: it scrapes every 15 s, so sampling more often only repeats values."""
+STOP_GAPS_TIMEOUT_S = 5.0
+"""How long a stopping watcher waits for the bus to take its stop gaps (see UsageSampler.stopping)."""
 MAX_WARNED_PODS = 10_000
 """Pods whose skipped usage was already logged; beyond this the memory starts over (bounded)."""
 
@@ -211,15 +213,21 @@ class UsageSampler:
         of each owner is preceded by a gap at that time (see the module docstring)."""
         self._resumed_at_ms = at_ms
 
-    async def stopping(self) -> list[UsageSample]:
+    async def stopping(self, timeout_s: float = STOP_GAPS_TIMEOUT_S) -> list[UsageSample]:
         """The watcher stops: a gap for every owner with recorded load, so the recording says its load
-        is unknown from now on (published on the bus, which is flushed after). Idempotent."""
+        is unknown from now on (queued on the bus, which is flushed after). Idempotent. A bus that does
+        not take them within ``timeout_s`` (Kafka down and its queue full) does not hold the stop up."""
         ts = self._clock()
         gaps = [gap_of(ts, which) for which, gap in self.recorded.items() if not gap]
         try:
-            return await self._publish(gaps)
-        except Exception:  # stopping must go on: the resume gap of the next run still marks the outage
-            log.exception("the usage gaps of the watcher's stop could not be published")
+            async with asyncio.timeout(timeout_s):
+                return await self._publish(gaps)
+        except Exception as exc:  # stopping goes on: the resume gap of the next run still marks the outage
+            log.warning(
+                "the usage gaps of the watcher's stop were not published (%s); the next run's resume "
+                "gaps mark the outage",
+                type(exc).__name__,
+            )
             return []
 
     async def run(self) -> None:

@@ -389,6 +389,11 @@ async def test_the_usage_that_was_set_is_recorded_stored_and_exported(
                     )
                 await asyncio.sleep(2.0)
             assert await watcher.terminate() == 0
+        # a stopping watcher says the load is unknown from its stop on: the recording does not hold the
+        # last load across the time no watcher runs (docs/usage.md, the watcher's own outage)
+        samples = await recorded()
+        last_of_owner = max((s for s in samples if s.owner_key == owner), key=lambda s: s.ts_ms)
+        assert last_of_owner.gap, f"no stop gap after the watcher stopped; last samples: {samples[-3:]}"
         hashes = {
             p["metadata"]["labels"]["pod-template-hash"]
             for p in json.loads(

@@ -406,3 +406,19 @@ async def test_a_fresh_recording_starts_without_a_resume_gap() -> None:
     source.answers = [[metrics_of("web-a-1", "a", "100m")]]
     await sampler(shaper, source, bus, metrics).sample_once()
     assert [x.gap for x in published(bus)] == [False]
+
+
+async def test_a_bus_that_takes_nothing_does_not_hold_the_stop_up(caplog: pytest.LogCaptureFixture) -> None:
+    class FullBus(Bus):
+        async def submit(self, unit: Sequence[Record]) -> None:
+            await asyncio.Event().wait()  # Kafka down, its queue full: never returns
+
+    shaper = await shaped(pod("web-a-1", "a"))
+    source, bus, metrics = Source(), FullBus(), Metrics()
+    s = sampler(shaper, source, Bus(), metrics)
+    source.answers = [[metrics_of("web-a-1", "a", "100m")]]
+    await s.sample_once()
+    s._bus = bus
+    with caplog.at_level(logging.WARNING, "kubetape.watcher.usage"):
+        assert await s.stopping(timeout_s=0.01) == []
+    assert "stop were not published (TimeoutError)" in caplog.text
