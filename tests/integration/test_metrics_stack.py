@@ -267,9 +267,10 @@ def test_the_metrics_api_serves_annotated_usage_from_every_node_and_the_hpa_scal
 REPLAY_SPEED = 10.0
 REPLAY_SPAN_MS = 1_800_000
 """At most 180 wall seconds at x10; the replay is finished once the simulated HPA's decision has held
-for HELD_S. This cluster's controller and metrics-server run unscaled (the report says so): the new
-nodes' first scrapes, two 15 s scrapes of each new pod and a 15 s sync put the decision 45-70 wall s
-(450-700 trace s) after the start, measured on two cores."""
+for HELD_S. The cluster's controller-manager and metrics-server are restarted at x10 as `kubetape
+replay` does (sync 1.5 s, resolution 10 s): the new nodes' first scrapes, two scrapes of each new pod
+and a sync put the decision 30 wall s (296 trace s) after the start, measured under a load average of
+14 (45-70 wall s with the processes unscaled)."""
 HELD_S = 10.0
 RECORDED_SCALE_UP = (60_000, rec.MAX_REPLICAS)
 
@@ -300,7 +301,7 @@ class _FinishOnceHeld:
 
 @pytest.mark.timeout(600)  # a cluster of its own when run alone, and the replay's 180 s at most
 async def test_a_replay_with_the_hpa_deciding_scales_from_the_recorded_load(
-    metered: kwok.KwokCluster,
+    local_stack: LocalStack, metered: kwok.KwokCluster
 ) -> None:
     trace = rec.recording([RECORDED_SCALE_UP], span_ms=REPLAY_SPAN_MS)
     spec = ReplaySpec(
@@ -317,7 +318,8 @@ async def test_a_replay_with_the_hpa_deciding_scales_from_the_recorded_load(
         ),
     )
     beside = _FinishOnceHeld()
-    report = await ReplayRun(spec).run(beside=beside)
+    processes = LocalPodAutoscaler(local_stack.stack_dir, metered.kubeconfig)
+    report = await ReplayRun(spec, pod_autoscaler=processes).run(beside=beside)
     summary = f"{report.summary()}\nthe simulated HPA's last status: {beside.hpa_status}"
     assert report.failed == 0, summary
     # (not the cleanup: the module's cluster goes with it, and a loaded machine's garbage collector
@@ -329,6 +331,9 @@ async def test_a_replay_with_the_hpa_deciding_scales_from_the_recorded_load(
     assert owner["owner"] == str(rec.OWNER)
     assert owner["replica_writes_left_out"] == 1, "production's HPA's write was left to the simulated one"
     assert hpa["usage_writes"] > 0, summary
+    applied = {setting["name"]: setting["applied"] for setting in hpa["settings"]}
+    assert applied[f"{KUBE_CONTROLLER_MANAGER} --horizontal-pod-autoscaler-sync-period"] == "1s500ms", applied
+    assert applied["metrics-server --metric-resolution"] == "10s", applied
     assert f"the simulated HPA decides 1 owner(s) ({rec.OWNER})" in summary
     # the simulated HPA scaled the owner up to what the recorded one reached (its 4 pods then sharing
     # the recorded 360m at 90 %, above its 50 % target) and, from its reaction on, stayed within one
