@@ -111,3 +111,14 @@ def test_the_reaction_time_is_the_longer_hpas_in_trace_time() -> None:
     # at x1.5 every timer scales exactly: the simulated HPA reacts as fast as the recorded one
     assert reaction_time_ms(1.5, scale_hpa_process_timers(1.5)[0]) == 45_000
     assert reaction_time_ms(4.0, scale_hpa_process_timers(4.0)[0]) > 45_000
+
+
+def test_a_recorded_peak_the_simulated_hpa_never_reached_fails_however_short() -> None:
+    # production's HPA went to 4 for 30 s; the window of 45 s either side always holds a 2 as well
+    short_peak: Timeline = [(0, 2), (100_000, 4), (130_000, 2)]
+    never = [OwnerSample(t, {WEB: 2}) for t in range(0, 300_000, 5_000)]
+    [owner] = compare_owners({WEB: short_peak}, never, SETTLE_MS, {WEB: REACTION_MS})
+    assert owner.max_error == 2, "what the recording had, the replay never had within R"
+    reached = replay(shifted(short_peak, 30_000))
+    [owner] = compare_owners({WEB: short_peak}, reached, SETTLE_MS, {WEB: REACTION_MS})
+    assert owner.max_error == 0

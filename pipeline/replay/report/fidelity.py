@@ -29,13 +29,16 @@ recorded HPA chose, with the HPA's own reaction time ``R`` (trace ms, per owner,
 load decide at their own sync and scrape instants, so either may act up to ``R`` after the load
 changed, the simulated one *before* the recorded one as well as after it. A sample at ``t`` is right
 when it lies within :data:`BOUND_PODS` of the range the recording took over ``[t - R, t + R]`` (the
-settle, when longer, extends the past side); samples before ``R`` (the simulated HPA had no chance to
-act yet) are not judged.
+settle, when longer, extends the past side), *and* the count the recording had at ``t`` lies within
+:data:`BOUND_PODS` of the range the replay took over ``[t - R, t + R]``: the window forgives when a
+decision came, never whether it came, so a recorded peak shorter than ``2R`` the simulated HPA never
+reached is still a miss. Samples before ``R`` (the simulated HPA had no chance to act yet) are not
+judged.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -118,6 +121,7 @@ def compare_owners(
     preceding ``settle_ms`` of trace time; for an owner of ``hpa_reactions`` (owner → the simulated
     HPA's reaction time, trace ms), over ``[t - R, t + R]`` from ``R`` on (the module docstring)."""
     reactions = hpa_reactions or {}
+    times = [s.trace_ms for s in samples]
     owners = sorted(set(recorded) | {owner for s in samples for owner in s.running})
     out = []
     for owner in owners:
@@ -125,15 +129,21 @@ def compare_owners(
         reaction = reactions.get(owner)
         errors = []
         for sample in samples:
+            missed = 0
             if reaction is None:
                 start, end = sample.trace_ms - settle_ms, sample.trace_ms
             elif sample.trace_ms < reaction:
                 continue  # the simulated HPA cannot have acted yet
             else:
                 start, end = sample.trace_ms - max(settle_ms, reaction), sample.trace_ms + reaction
+                # and the other way: what the recording had then, the replay had within R of it
+                seen_low, seen_high = _replay_range(samples, times, owner, sample.trace_ms - reaction, end)
+                then = value_at(timeline, sample.trace_ms)
+                missed = max(0, seen_low - then, then - seen_high)
             low, high = range_over(timeline, start, end)
             count = sample.running.get(owner, 0)
-            errors.append(max(0, low - count, count - high))
+            error = max(0, low - count, count - high)
+            errors.append(max(error, missed))
         out.append(
             OwnerFidelity(
                 owner,
@@ -147,6 +157,16 @@ def compare_owners(
             )
         )
     return out
+
+
+def _replay_range(
+    samples: Sequence[OwnerSample], times: Sequence[float], owner: str, start_ms: float, end_ms: float
+) -> tuple[int, int]:
+    """(min, max) of the replay's count of ``owner`` over the samples in ``[start_ms, end_ms]``
+    (``times``: the samples' trace times, sorted as the samples are)."""
+    window = samples[bisect_left(times, start_ms) : bisect_right(times, end_ms)]
+    counts = [s.running.get(owner, 0) for s in window]
+    return (min(counts), max(counts)) if counts else (0, 0)
 
 
 # ---- the verdict ----------------------------------------------------------------------------------
