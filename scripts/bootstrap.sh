@@ -22,8 +22,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.kubetape-installed
-# Reinstall when the dependencies or the C extension's source change (the extension is built by pip).
-want=$(cat pyproject.toml setup.py pipeline/formats/wire/_wirescan.c | sha256sum | cut -d' ' -f1)
+# Reinstall when the dependencies or the C extensions' sources change (the extension is built by pip).
+want=$(cat pyproject.toml setup.py pipeline/formats/wire/_wirescan.c pipeline/formats/segment/_deltarows.c | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[bootstrap] installing kubetape and its Python dependencies into .venv (log: .venv/install.log)" >&2
   # pip and setuptools print pages of deprecation notices on success; they go to the log, and the log
