@@ -24,8 +24,8 @@ UIDS = st.sampled_from(
 )
 RVS = st.sampled_from(["", "0", "007", "12", "13", "99999999999999999999", "9223372036854775808", 5, None])
 TWINS = st.sampled_from([1, True, 1.0, 0.0, -0.0, float("nan"), {"a": 1, "b": 2}, {"b": 2, "a": 1}])
-OBJECTS = st.sampled_from([None, {"spec": {"r": 1}}, {"spec": {"r": 2}}, {"spec": {"r": True}}])
-OBJECTS = OBJECTS | TWINS | JSON
+VERSIONS: st.SearchStrategy[Any] = st.sampled_from([{"s": {"r": 1}}, {"s": {"r": 2}}, {"s": {"r": True}}])
+OBJECTS = VERSIONS | TWINS | JSON
 SPEC_HASHES = st.sampled_from([0, 1, True, 1.0, "h", None])
 TIMES = st.integers(min_value=START - 10, max_value=START + 10)
 TIMES = TIMES | st.sampled_from([None, (1 << 64) - 1, -(1 << 63)])
