@@ -9,11 +9,11 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pipeline.formats.segment import delta
-from tests.unit.test_model_events import JSON
+from tests.unit.test_model_events import JSON, JSON_SCALARS
 
 pytestmark = pytest.mark.skipif(not delta.NATIVE, reason="the C row encoder is not built")
 
@@ -98,3 +98,73 @@ def test_common_rows_are_taken_in_c_and_patches_left_to_python() -> None:
         values, 0, columns, t.key_index, t.keys, t.bases, t.spec_hash_index, t.prev_ts, t.prev_rv
     )
     assert stop == 3  # the scaled Deployment's object is a patch: Python's
+
+
+def _round_trips(blob: bytes, count: int) -> bool | None:
+    """Whether the values of ``blob`` pack back to it; None if they do not unpack (text not UTF-8)."""
+    try:
+        values = msgpack.unpackb(delta._array_header(count) + blob, raw=False, strict_map_key=False)
+    except Exception:
+        return None
+    return bool(msgpack.packb(values, use_bin_type=True) == delta._array_header(count) + blob)
+
+
+ANY_KEYS = st.text(max_size=3) | st.integers(min_value=-2, max_value=2) | st.booleans() | st.floats(0, 1)
+ODD = st.recursive(
+    JSON_SCALARS | st.binary(max_size=300) | st.text(min_size=30, max_size=300) | st.just(float("nan")),
+    lambda inner: st.lists(inner, max_size=20) | st.dictionaries(ANY_KEYS, inner, max_size=20),
+    max_leaves=40,
+)
+
+
+@given(st.lists(ODD, max_size=4), st.sampled_from(["bin", "str", "single"]))
+@settings(max_examples=400, deadline=None)
+def test_bytes_called_canonical_pack_back_to_themselves(values: list[Any], packer: str) -> None:
+    """Packed as the sink's events are (bin type on) or otherwise (raw strings, 32-bit floats): the C
+    check never calls canonical what unpacks and does not pack back to the same bytes, and calls
+    canonical what does (but maps with keys other than text, NaN: they go to Python's check)."""
+    options = {"bin": {}, "str": {"use_bin_type": False}, "single": {"use_single_float": True}}[packer]
+    try:
+        blob = b"".join(msgpack.packb(v, **({"use_bin_type": True} | options)) for v in values)
+    except OverflowError:  # a double too large for 32 bits
+        assume(False)
+    if _deltarows_module().canonical(blob, len(values)):  # text is checked by unpacking, after it
+        assert _round_trips(blob, len(values)) in (True, None)
+    elif packer == "bin" and _round_trips(blob, len(values)):
+        assert any(type(k) is not str for v in values for k in _map_keys(v)) or "nan" in repr(values), (
+            "canonical bytes called not canonical"
+        )
+
+
+def test_hand_made_forms_msgpack_does_not_write_are_not_canonical() -> None:
+    odd = [
+        b"\xcc\x05",  # 5 as a uint8
+        b"\xd0\x05",  # 5 as an int8
+        b"\xd1\xff\xf0",  # -16 as an int16
+        b"\xca\x3f\x80\x00\x00",  # 1.0 as a float32
+        b"\xd9\x01a",  # "a" as a str8
+        b"\xc5\x00\x01a",  # b"a" as a bin16
+        b"\xdc\x00\x01\x01",  # [1] as an array16
+        b"\x82\xa1a\x01\xa1a\x02",  # {"a": 1, "a": 2}
+        b"\x81\x01\x01",  # {1: 1}
+        b"\xd4\x01\x00",  # an ext
+        b"\x92\x01",  # truncated
+    ]
+    for blob in odd:
+        assert not _deltarows_module().canonical(blob, 1), blob
+    assert _deltarows_module().canonical(b"\x01\x02", 2)
+    assert not _deltarows_module().canonical(b"\x01\x02", 1)  # a value too many
+
+
+def _map_keys(value: Any) -> list[Any]:
+    if type(value) is dict:
+        return [*value, *(k for v in value.values() for k in _map_keys(v))]
+    if type(value) is list:
+        return [k for v in value for k in _map_keys(v)]
+    return []
+
+
+def _deltarows_module() -> Any:
+    from pipeline.formats.segment import _deltarows  # type: ignore[attr-defined]  # C, no stubs
+
+    return _deltarows

@@ -397,10 +397,144 @@ static PyObject *encode_rows(PyObject *self, PyObject *args) {
     return Py_BuildValue("nLL", i, prev_ts, prev_rv);
 }
 
+
+/* ---- canonical msgpack: bytes that msgpack-python unpacks and packs back to exactly themselves ---- */
+#define CANON_MAX_DEPTH 512 /* deeper values are left to Python's own check (msgpack stops at 1024) */
+
+typedef struct {
+    const uint8_t *s;
+    uint32_t n;
+} span;
+
+static int span_order(const void *x, const void *y) {
+    const span *a = x, *b = y;
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    return memcmp(a->s, b->s, a->n);
+}
+
+static uint64_t be_n(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = v << 8 | p[i];
+    return v;
+}
+
+static const uint8_t *canonical_value(const uint8_t *p, const uint8_t *end, int depth, span *key);
+
+/* Whether a length header of this tag is the smallest msgpack-python writes for n (the fix forms are
+ * checked by the caller). */
+static int smallest_len(uint8_t tag, uint64_t n) {
+    switch (tag) {
+        case 0xc4: return n < 256;                 /* bin 8 */
+        case 0xd9: return n >= 32 && n < 256;      /* str 8 */
+        case 0xc5: case 0xda: return n >= 256 && n < 65536;
+        case 0xdc: case 0xde: return n >= 16 && n < 65536; /* array 16, map 16 */
+        default: return n >= 65536;                /* bin, str, array, map 32 */
+    }
+}
+
+/* Map keys must be text without repeats (a repeated key collapses in a dict; keys of other types can
+ * be equal in Python with other bytes: 1, 1.0, True). */
+static const uint8_t *canonical_map(const uint8_t *p, const uint8_t *end, uint64_t n, int depth) {
+    span small[16];
+    if (n > (uint64_t)(end - p) / 2) return NULL; /* each pair takes 2 bytes at least */
+    span *keys = n <= 16 ? small : PyMem_Malloc(n * sizeof(span));
+    if (keys == NULL) return NULL;
+    for (uint64_t i = 0; i < n && p != NULL; i++) {
+        keys[i].s = NULL;
+        p = canonical_value(p, end, depth + 1, &keys[i]);
+        if (p != NULL && keys[i].s == NULL) p = NULL; /* not text */
+        if (p != NULL) p = canonical_value(p, end, depth + 1, NULL);
+    }
+    if (p != NULL && n > 1) {
+        if (n <= 16) {
+            for (uint64_t i = 0; i < n && p != NULL; i++)
+                for (uint64_t j = i + 1; j < n; j++)
+                    if (keys[i].n == keys[j].n && memcmp(keys[i].s, keys[j].s, keys[i].n) == 0) p = NULL;
+        } else {
+            qsort(keys, n, sizeof(span), span_order);
+            for (uint64_t i = 1; i < n && p != NULL; i++)
+                if (span_order(&keys[i - 1], &keys[i]) == 0) p = NULL;
+        }
+    }
+    if (keys != small) PyMem_Free(keys);
+    return p;
+}
+
+/* The end of the canonical value at p, or NULL. `key`, if given, receives the bytes of a text value. */
+static const uint8_t *canonical_value(const uint8_t *p, const uint8_t *end, int depth, span *key) {
+    if (p >= end || depth > CANON_MAX_DEPTH) return NULL;
+    uint8_t tag = *p++;
+    uint64_t n;
+    if (tag <= 0x7f || tag >= 0xe0 || tag == 0xc0 || tag == 0xc2 || tag == 0xc3) return p;
+    if ((tag & 0xe0) == 0xa0) { n = tag & 0x1f; goto text; }
+    if ((tag & 0xf0) == 0x90) { n = tag & 0x0f; goto array; }
+    if ((tag & 0xf0) == 0x80) return canonical_map(p, end, tag & 0x0f, depth);
+    static const int8_t widths[32] = {
+        /* c4 c5 c6 */ [4] = 1, [5] = 2, [6] = 4, /* cb: float 64 */ [11] = 8,
+        /* cc-cf */ [12] = 1, [13] = 2, [14] = 4, [15] = 8, /* d0-d3 */ [16] = 1, [17] = 2, [18] = 4, [19] = 8,
+        /* d9-db */ [25] = 1, [26] = 2, [27] = 4, /* dc dd */ [28] = 2, [29] = 4, /* de df */ [30] = 2, [31] = 4,
+    };
+    int w = tag >= 0xc0 ? widths[tag - 0xc0] : 0;
+    if (w == 0 || end - p < w) return NULL; /* ext, float 32, unused: not what Python packs */
+    n = be_n(p, w);
+    p += w;
+    switch (tag) {
+        case 0xcb: { /* NaN bits may not survive a trip through Python: left to Python's check */
+            uint64_t exponent = n >> 52 & 0x7ff, mantissa = n & ((1ULL << 52) - 1);
+            return exponent == 0x7ff && mantissa != 0 ? NULL : p;
+        }
+        case 0xcc: return n >= 0x80 ? p : NULL;
+        case 0xcd: return n >= 0x100 ? p : NULL;
+        case 0xce: return n >= 0x10000 ? p : NULL;
+        case 0xcf: return n >= 0x100000000ULL ? p : NULL;
+        case 0xd0: return (int8_t)n < -32 ? p : NULL;
+        case 0xd1: return (int16_t)n < -128 ? p : NULL;
+        case 0xd2: return (int32_t)n < -32768 ? p : NULL;
+        case 0xd3: return (int64_t)n < -2147483648LL ? p : NULL;
+        case 0xc4: case 0xc5: case 0xc6:
+            if (!smallest_len(tag, n) || (uint64_t)(end - p) < n) return NULL;
+            return p + n;
+        case 0xd9: case 0xda: case 0xdb:
+            if (!smallest_len(tag, n)) return NULL;
+            goto text;
+        case 0xdc: case 0xdd:
+            if (!smallest_len(tag, n)) return NULL;
+            goto array;
+        default: /* 0xde, 0xdf */
+            if (!smallest_len(tag, n)) return NULL;
+            return canonical_map(p, end, n, depth);
+    }
+text: /* its UTF-8 is checked by the unpacking that follows (which fails on invalid text) */
+    if ((uint64_t)(end - p) < n) return NULL;
+    if (key != NULL) {
+        key->s = p;
+        key->n = (uint32_t)n;
+    }
+    return p + n;
+array:
+    for (uint64_t i = 0; i < n && p != NULL; i++) p = canonical_value(p, end, depth + 1, NULL);
+    return p;
+}
+
+static PyObject *canonical(PyObject *self, PyObject *args) {
+    Py_buffer blob;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*n", &blob, &count)) return NULL;
+    const uint8_t *p = blob.buf, *end = p + blob.len;
+    for (Py_ssize_t i = 0; i < count && p != NULL; i++) p = canonical_value(p, end, 0, NULL);
+    int ok = p == end;
+    PyBuffer_Release(&blob);
+    if (PyErr_Occurred()) return NULL;
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef methods[] = {
     {"encode_rows", encode_rows, METH_VARARGS,
      "encode_rows(values, start, columns, key_index, keys, bases, spec_hashes, prev_ts, prev_rv) -> "
      "(stop, prev_ts, prev_rv): rows values[start:stop] appended; values[stop] is Python's to encode."},
+    {"canonical", canonical, METH_VARARGS,
+     "canonical(blob, count) -> bool: blob is exactly count msgpack values, each in the form msgpack-python "
+     "packs what it unpacks (smallest headers, double floats, text map keys without repeats, no ext)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -231,17 +231,18 @@ def _array_header(count: int) -> bytes:
 
 
 def _values_packing_back(blob: bytes, count: int) -> list[Any] | None:
-    """The ``count`` values of ``blob`` if each packs back to exactly its bytes (checked in one msgpack
-    call over the list: the common case, where every row's check of :func:`_encode_row` passes for
-    rows without a base), else None."""
-    framed = _array_header(count) + blob
+    """The ``count`` values of ``blob`` if each packs back to exactly its bytes (the common case, where
+    every row's check of :func:`_encode_row` passes for rows without a base), else None. The C side
+    checks the bytes are in the form msgpack packs (``canonical``, no object built) before they are
+    unpacked."""
+    assert _deltarows is not None
+    if not _deltarows.canonical(blob, count):
+        return None
     try:
-        values = msgpack.unpackb(framed, raw=False, strict_map_key=False)
-    except Exception:  # not count values, or text that is not UTF-8, keys Python cannot hash
+        values = msgpack.unpackb(_array_header(count) + blob, raw=False, strict_map_key=False)
+    except Exception:  # text that is not UTF-8
         return None
-    if type(values) is not list or _pack(values) != framed:
-        return None
-    return values
+    return values if type(values) is list else None
 
 
 _NATIVE_COLUMNS = _COLUMNS[:-1]  # every column but ``raw``, in the C encoder's order
