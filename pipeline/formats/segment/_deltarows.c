@@ -29,6 +29,7 @@
 #define F_RV_INT 4
 #define F_SH_SAME 8
 #define F_OBJ_SAME 16
+#define F_OBJ_PATCH 32
 #define F_EXT_SAME 64
 #define F_EXT_COLUMNS 256
 #define MAX_DEPTH 64
@@ -96,6 +97,163 @@ static int same_scalar(PyObject *a, PyObject *b) {
     if (Py_IS_TYPE(a, Py_TYPE(Py_None)) || t == &PyBool_Type) return 0; /* singletons, a != b */
     if (t == &PyList_Type || t == &PyDict_Type) return strict_equal(a, b, 0) ? 1 : -1;
     return -1;
+}
+
+/* delta._same(a, b) for the values of a patch: 1 same (and strictly: they pack the same), 0 not the
+ * same for Python, -1 unsure (Python calls them the same but they may pack differently). */
+static int same3(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    PyTypeObject *t = Py_TYPE(a);
+    if (t != Py_TYPE(b)) return 0;
+    if (t == &PyList_Type || t == &PyDict_Type) {
+        if (strict_equal(a, b, 0)) return 1;
+        int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+        if (eq < 0) {
+            PyErr_Clear();
+            return -1;
+        }
+        return eq ? -1 : 0;
+    }
+    return same_scalar(a, b);
+}
+
+#define REPLACE 0
+#define MAP_PATCH 1
+#define LIST_PATCH 2
+#define DIFF_MAX_DEPTH 60 /* deeper: Python's (apply_patch refuses past 64) */
+
+static PyObject *tagged(long tag, PyObject *a, PyObject *b) { /* steals a and b (b may be absent) */
+    PyObject *t = PyLong_FromLong(tag);
+    PyObject *out = (t == NULL || a == NULL) ? NULL : PyList_New(b == NULL ? 2 : 3);
+    if (out == NULL) {
+        Py_XDECREF(t);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return NULL;
+    }
+    PyList_SET_ITEM(out, 0, t);
+    PyList_SET_ITEM(out, 1, a);
+    if (b != NULL) PyList_SET_ITEM(out, 2, b);
+    return out;
+}
+
+static PyObject *NOT_MINE; /* diff's answer when the row is Python's */
+
+/* delta.diff(base, new): the same patch, or NOT_MINE (borrowed) where a sameness is unsure; new
+ * reference otherwise, NULL on error. */
+static PyObject *diff(PyObject *base, PyObject *new, int depth) {
+    if (depth > DIFF_MAX_DEPTH) return NOT_MINE;
+    if (PyDict_CheckExact(base) && PyDict_CheckExact(new)) {
+        PyObject *changed = PyDict_New(), *added = PyList_New(0), *deleted = PyList_New(0);
+        PyObject *k, *v, *result = NULL;
+        Py_ssize_t pos = 0;
+        if (changed == NULL || added == NULL || deleted == NULL) goto done;
+        while (PyDict_Next(new, &pos, &k, &v)) {
+            PyObject *old = PyDict_GetItemWithError(base, k);
+            if (old == NULL && PyErr_Occurred()) goto done;
+            PyObject *patch;
+            if (old != NULL) {
+                int same = same3(old, v);
+                if (same < 0) {
+                    result = NOT_MINE;
+                    goto done;
+                }
+                if (same) continue;
+                patch = diff(old, v, depth + 1);
+                if (patch == NOT_MINE || patch == NULL) {
+                    result = patch;
+                    goto done;
+                }
+            } else {
+                patch = tagged(REPLACE, Py_NewRef(v), NULL);
+                if (patch == NULL || PyList_Append(added, k) < 0) {
+                    Py_XDECREF(patch);
+                    goto done;
+                }
+            }
+            int failed = PyDict_SetItem(changed, k, patch);
+            Py_DECREF(patch);
+            if (failed) goto done;
+        }
+        pos = 0;
+        while (PyDict_Next(base, &pos, &k, &v)) {
+            int has = PyDict_Contains(new, k);
+            if (has < 0 || (!has && PyList_Append(deleted, k) < 0)) goto done;
+        }
+        /* kept (the base's keys in new) + added must be new's order, else the whole value */
+        Py_ssize_t i = 0, n = PyDict_GET_SIZE(new), a = 0;
+        PyObject *order = PyList_New(0);
+        if (order == NULL) goto done;
+        pos = 0;
+        while (PyDict_Next(base, &pos, &k, &v)) {
+            int in_new = PyDict_Contains(new, k);
+            if (in_new < 0 || (in_new && PyList_Append(order, k) < 0)) {
+                Py_DECREF(order);
+                goto done;
+            }
+        }
+        for (a = 0; a < PyList_GET_SIZE(added); a++) {
+            if (PyList_Append(order, PyList_GET_ITEM(added, a)) < 0) {
+                Py_DECREF(order);
+                goto done;
+            }
+        }
+        int in_order = PyList_GET_SIZE(order) == n;
+        pos = 0;
+        for (i = 0; in_order && PyDict_Next(new, &pos, &k, &v); i++) {
+            int eq = PyObject_RichCompareBool(PyList_GET_ITEM(order, i), k, Py_EQ);
+            if (eq < 0) {
+                Py_DECREF(order);
+                goto done;
+            }
+            in_order = eq;
+        }
+        Py_DECREF(order);
+        if (!in_order) {
+            result = tagged(REPLACE, Py_NewRef(new), NULL);
+        } else {
+            result = tagged(MAP_PATCH, changed, deleted);
+            changed = deleted = NULL; /* stolen */
+        }
+    done:
+        Py_XDECREF(changed);
+        Py_XDECREF(added);
+        Py_XDECREF(deleted);
+        return result;
+    }
+    if (PyList_CheckExact(base) && PyList_CheckExact(new) && PyList_GET_SIZE(base) == PyList_GET_SIZE(new)) {
+        Py_ssize_t n = PyList_GET_SIZE(new);
+        PyObject *items = PyDict_New();
+        if (items == NULL) return NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *a = PyList_GET_ITEM(base, i), *b = PyList_GET_ITEM(new, i);
+            int same = same3(a, b);
+            if (same < 0) {
+                Py_DECREF(items);
+                return NOT_MINE;
+            }
+            if (same) continue;
+            PyObject *patch = diff(a, b, depth + 1);
+            if (patch == NOT_MINE || patch == NULL) {
+                Py_DECREF(items);
+                return patch;
+            }
+            PyObject *index = PyLong_FromSsize_t(i);
+            int failed = index == NULL || PyDict_SetItem(items, index, patch) < 0;
+            Py_XDECREF(index);
+            Py_DECREF(patch);
+            if (failed) {
+                Py_DECREF(items);
+                return NULL;
+            }
+        }
+        if (2 * PyDict_GET_SIZE(items) > n + 1) {
+            Py_DECREF(items);
+            return tagged(REPLACE, Py_NewRef(new), NULL);
+        }
+        return tagged(LIST_PATCH, items, NULL);
+    }
+    return tagged(REPLACE, Py_NewRef(new), NULL);
 }
 
 /* An exact int that fits 64 bits. */
@@ -280,17 +438,26 @@ static int encode_row(PyObject *value, PyObject **cols, PyObject *key_index, PyO
     if (same < 0) goto python_row;
     if (same) flags |= F_SH_SAME;
     else r.items[C_SH] = Py_NewRef(sh);
-    /* obj: the same as the base's, or whole (a patch is Python's) */
+    /* obj: the same as the base's, a patch of it (the patch rebuilds it strictly: every part the
+     * patch leaves out is strictly the same), or whole */
+    same = 0;
     if (b != NULL) {
-        same = same_scalar(b[6], obj);
+        same = same3(b[6], obj);
         if (same < 0) goto python_row;
-        if (!same && Py_IS_TYPE(b[6], Py_TYPE(obj)) && (PyList_CheckExact(obj) || PyDict_CheckExact(obj)))
-            goto python_row;
-    } else {
-        same = 0;
+        if (!same && Py_IS_TYPE(b[6], Py_TYPE(obj)) && (PyList_CheckExact(obj) || PyDict_CheckExact(obj))) {
+            PyObject *patch = diff(b[6], obj, 0);
+            if (patch == NULL) goto error_row;
+            if (patch == NOT_MINE) goto python_row;
+            if (PyLong_AsLong(PyList_GET_ITEM(patch, 0)) != REPLACE) {
+                flags |= F_OBJ_PATCH;
+                r.items[C_OBJ] = patch;
+            } else {
+                Py_DECREF(patch);
+            }
+        }
     }
     if (same) flags |= F_OBJ_SAME;
-    else r.items[C_OBJ] = Py_NewRef(obj);
+    else if (r.items[C_OBJ] == NULL) r.items[C_OBJ] = Py_NewRef(obj);
     /* the event's own fields */
     if (len > 8) {
         if (code == 3) {
@@ -541,6 +708,8 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_deltarows", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__deltarows(void) {
+    NOT_MINE = PyLong_FromLong(-1);
+    if (NOT_MINE == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "DELTA_ROWS", 1) < 0) {

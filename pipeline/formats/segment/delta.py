@@ -36,6 +36,7 @@ FormatError before the patch is applied or the bytes grow further.
 
 from __future__ import annotations
 
+import gc
 import re
 from typing import Any
 
@@ -216,11 +217,19 @@ class _Columns:
 def encode_events(blob: bytes, count: int, start_ms: int) -> dict[str, Any] | None:
     """The delta table of a version-2 event list (``count`` events' wire bytes, concatenated), or None
     if it does not split into ``count`` msgpack values (the segment then holds the blob as it is)."""
-    if _deltarows is not None:
-        values = _values_packing_back(blob, count)
-        if values is not None:
-            return _encode_native(values, count, start_ms)
-    return _encode_python(blob, count, start_ms)
+    # Unpacking allocates many containers that all survive until the table is packed: the cyclic GC
+    # would rescan them again and again for nothing (as in decoding, see decode.decode_segment).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if _deltarows is not None:
+            values = _values_packing_back(blob, count)
+            if values is not None:
+                return _encode_native(values, count, start_ms)
+        return _encode_python(blob, count, start_ms)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def _array_header(count: int) -> bytes:
