@@ -18,8 +18,9 @@ Run: ``.venv/bin/python -m bench.bench_storage [--day-hours H] [--sizes]``. Prin
   fencing epoch each fenced write makes; GETs are made by readers, not by the recording);
 * ``sizes`` (with ``--sizes``): the same for 500, 5,000 and 50,000 pods (10, 100 and 1,000 changes a
   minute), for ``docs/storage-cost.md``;
-* ``encode_cpu``: the sink's encoding CPU per event (process time, best of 3) in either format, on the
-  day's segments: what the sink's writer threads pay for the smaller store.
+* ``encode_cpu``: the sink's encoding CPU per event (process time, best of 5) in either format, on the
+  day's segments, and a reader's decoding CPU: what the sink's writer threads pay for the smaller
+  store, and readers; ``native_row_encoder`` says whether format 3's C row encoder was built.
 
 The cluster model (:func:`cluster_events`): Deployments as the watcher publishes them (sanitized, with
 a status that follows their pods: replicas, ready and available counts, conditions), and their pods as
@@ -46,6 +47,8 @@ import zstandard
 
 from bench.bench_codec import workload
 from pipeline.formats.assemble import assemble_window, trace_to_simkube
+from pipeline.formats.segment import delta
+from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.segment.encode import encode_segment, encode_wire_segment
 from pipeline.formats.segment.header import BODY_PREAMBLE, split_header
 from pipeline.formats.simkube import write_simkube_trace
@@ -443,14 +446,28 @@ def day(pods: int, changes_per_minute: int, hours: float) -> dict[str, Any]:
     return out
 
 
-def encode_cpu(segments: list[ClosedSegment], events: int) -> dict[str, float]:
-    v2 = _best_cpu(lambda: [encode_wire_segment(s.wire, SINK_ZSTD_LEVEL, format_version=2) for s in segments])
-    v3 = _best_cpu(lambda: [encode_wire_segment(s.wire, SINK_ZSTD_LEVEL, format_version=3) for s in segments])
-    return {
-        "v2_us_per_event": round(v2 / events * 1e6, 2),
-        "v3_us_per_event": round(v3 / events * 1e6, 2),
-        "v3_vs_v2": round(v3 / v2, 2),
-    }
+def encode_cpu(segments: list[ClosedSegment], events: int) -> dict[str, Any]:
+    """CPU per event of encoding ``segments`` in either format (what the sink's writer threads pay) and
+    of decoding them back (what a reader pays), side by side in this run: best of 5 process times.
+    Absolute figures stretch with the machine's load; the ratios are the figures to keep."""
+    files: dict[int, list[bytes]] = {}
+
+    def encode(version: int) -> None:
+        files[version] = [
+            encode_wire_segment(s.wire, SINK_ZSTD_LEVEL, format_version=version) for s in segments
+        ]
+
+    out: dict[str, Any] = {"native_row_encoder": delta.NATIVE}
+    for v in (2, 3):
+        out[f"v{v}_encode_us_per_event"] = round(_best_cpu(lambda v=v: encode(v), 5) / events * 1e6, 2)
+    for v in (2, 3):
+        decode = [decode_segment(f) for f in files[v]]  # warm; also proves the files read
+        assert sum(d.header.counts.total for d in decode) == events
+        seconds = _best_cpu(lambda v=v: [decode_segment(f) for f in files[v]], 5)
+        out[f"v{v}_decode_us_per_event"] = round(seconds / events * 1e6, 2)
+    out["encode_v3_vs_v2"] = round(out["v3_encode_us_per_event"] / out["v2_encode_us_per_event"], 2)
+    out["decode_v3_vs_v2"] = round(out["v3_decode_us_per_event"] / out["v2_decode_us_per_event"], 2)
+    return out
 
 
 def codec(deployments: int) -> dict[str, Any]:
@@ -508,6 +525,7 @@ def main() -> None:
             "v3_vs_previous_format_at_default_settings"
         ]
         <= 0.1,
+        "v3_encode_cpu_at_most_2x_v2": report["encode_cpu"]["encode_v3_vs_v2"] <= 2,
     }
     print(json.dumps(report, indent=2))
 

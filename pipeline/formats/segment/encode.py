@@ -8,6 +8,7 @@ columns (one row per object: whole); version 2 (written on request) the events a
 from __future__ import annotations
 
 import dataclasses
+import gc
 import zlib
 from collections.abc import Iterable
 from typing import Any
@@ -120,10 +121,10 @@ def encode_wire_segment(
     h = dataclasses.replace(seg.header, usage_samples=len(seg.usage))
     events: dict[str, bytes] = {"events": seg.events}
     if format_version == SEGMENT_FORMAT_VERSION:
-        table = delta.encode_events(seg.events, h.counts.total, h.start_ms)
+        table = _packed_table(seg.events, h.counts.total, h.start_ms)
         if table is not None:
             # a bin of its own: the body's outer map stays small and a reader bounds its parse tightly
-            events = {"delta": msgpack.packb(table, use_bin_type=True)}
+            events = {"delta": table}
         keyframe_bytes = (
             len(seg.keyframe_objects) + len(seg.keyframe_lifecycles) + len(seg.keyframe_tombstones)
         )
@@ -144,11 +145,11 @@ def encode_wire_segment(
         for name, blob, count in lists:
             # Version 3 codes a keyframe's lists as the events (one row per key, so no row has a base:
             # every object stays whole), for the columns: binary UIDs, times as steps, keys apart.
-            table = delta.encode_events(blob, count, h.keyframe_at_ms) if h.format_version == 3 else None
+            table = _packed_table(blob, count, h.keyframe_at_ms) if h.format_version == 3 else None
             if table is None:
                 keyframe[name] = blob
             else:
-                keyframe[f"{name}_delta"] = msgpack.packb(table, use_bin_type=True)
+                keyframe[f"{name}_delta"] = table
     body = {
         **events,
         "keyframe": keyframe,
@@ -157,6 +158,21 @@ def encode_wire_segment(
     if seg.usage:  # a bin of its own, as the events: the outer map stays small (see decode)
         body["usage"] = msgpack.packb([s.to_wire() for s in seg.usage], use_bin_type=True)
     return _file_bytes(h, body, level)
+
+
+def _packed_table(blob: bytes, count: int, start_ms: int) -> bytes | None:
+    """The msgpack bytes of :func:`.delta.encode_events`'s table, or None. The cyclic GC stays paused
+    until the table is packed and gone: its many small containers all live until then, and a
+    collection on the way (one is due as soon as the GC is back on) would only walk them; the table is
+    freed when this returns, before any allocation after the GC is back on."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        table = delta.encode_events(blob, count, start_ms)
+        return None if table is None else msgpack.packb(table, use_bin_type=True)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def _file_bytes(h: SegmentHeader, body: dict[str, Any], level: int) -> bytes:
