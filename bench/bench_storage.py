@@ -20,7 +20,8 @@ Run: ``.venv/bin/python -m bench.bench_storage [--day-hours H] [--sizes]``. Prin
   minute), for ``docs/storage-cost.md``;
 * ``encode_cpu``: the sink's encoding CPU per event (process time, best of 5) in either format, on the
   day's segments, and a reader's decoding CPU: what the sink's writer threads pay for the smaller
-  store, and readers; ``native_row_encoder`` says whether format 3's C row encoder was built.
+  store, and readers; ``native_row_encoder`` says whether format 3's C row encoder was built, and
+  ``v3_python_rows_encode_us_per_event`` is format 3 encoded by the Python rows alone (as before it).
 
 The cluster model (:func:`cluster_events`): Deployments as the watcher publishes them (sanitized, with
 a status that follows their pods: replicas, ready and available counts, conditions), and their pods as
@@ -465,6 +466,10 @@ def encode_cpu(segments: list[ClosedSegment], events: int) -> dict[str, Any]:
         assert sum(d.header.counts.total for d in decode) == events
         seconds = _best_cpu(lambda v=v: [decode_segment(f) for f in files[v]], 5)
         out[f"v{v}_decode_us_per_event"] = round(seconds / events * 1e6, 2)
+    if delta.NATIVE:  # before the C row encoder: the same tables, every row in Python
+        with delta.python_rows_only():
+            seconds = _best_cpu(lambda: encode(3), 3)
+        out["v3_python_rows_encode_us_per_event"] = round(seconds / events * 1e6, 2)
     out["encode_v3_vs_v2"] = round(out["v3_encode_us_per_event"] / out["v2_encode_us_per_event"], 2)
     out["decode_v3_vs_v2"] = round(out["v3_decode_us_per_event"] / out["v2_decode_us_per_event"], 2)
     return out

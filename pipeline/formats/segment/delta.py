@@ -36,8 +36,10 @@ FormatError before the patch is applied or the bytes grow further.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import msgpack
@@ -51,7 +53,20 @@ except ImportError:  # pragma: no cover - only without a C compiler at install t
 
 NATIVE: bool = _deltarows is not None
 """Whether the C row encoder (``_deltarows.c``) is built; without it every row is encoded in Python
-(the same table, about 15 times the CPU)."""
+(the same table, several times the CPU)."""
+
+
+@contextlib.contextmanager
+def python_rows_only() -> Iterator[None]:
+    """Every row is encoded by the Python definition while inside (``bench/bench_storage.py`` compares
+    both in one run). Not for threads that encode meanwhile."""
+    global _deltarows  # noqa: PLW0603 - the one switch of the C encoder, for the benchmark
+    native, _deltarows = _deltarows, None
+    try:
+        yield
+    finally:
+        _deltarows = native
+
 
 _F_UID_SAME = 1
 _F_UID_BIN = 2
