@@ -51,6 +51,12 @@ try:
 except ImportError:  # pragma: no cover - only without a C compiler at install time
     _deltarows = None
 
+DELTA_ROWS = 1
+"""The version of the rules ``_deltarows.c`` implements (this module's format-3 rows): raise both
+together whenever a rule changes; a build from another version is not used."""
+if _deltarows is not None and getattr(_deltarows, "DELTA_ROWS", None) != DELTA_ROWS:  # pragma: no cover
+    _deltarows = None
+
 NATIVE: bool = _deltarows is not None
 """Whether the C row encoder (``_deltarows.c``) is built; without it every row is encoded in Python
 (the same table, several times the CPU)."""

@@ -30,9 +30,10 @@ READABLE_FORMAT_VERSIONS = (1, 2, 3)
 ENCODINGS = {1: "columns", 2: "wire rows", 3: "delta"}
 DEFAULT_WRITE_VERSION = 2
 """What writers write unless told otherwise (the sink's ``SinkSettings.segment_format``, export,
-``encode_segment``). Format 3 (delta-coded) is written on request: done in Python, it cost the sink 7x
-its rate (``bench/bench_sink.py``: 3,041 against 22,657 events/s, 3.6x the CPU) for 1-19 % fewer bytes
-at the default settings (``bench/bench_storage.py``, ``docs/storage-cost.md``). Readers take all."""
+``encode_segment``). Format 3 (delta-coded) is written on request: its rows encoded in C, it still costs
+the sink's writer RATIO_E the CPU of format 2 per event (``bench/bench_storage.py``'s ``encode_cpu``; 11-19x
+with the Python rows alone) for 1-19 % fewer bytes at the default settings (``docs/storage-cost.md``).
+Readers take all."""
 """How each format version stores its events (``kubetape inspect`` shows it)."""
 
 
