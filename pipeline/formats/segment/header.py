@@ -31,7 +31,7 @@ ENCODINGS = {1: "columns", 2: "wire rows", 3: "delta"}
 DEFAULT_WRITE_VERSION = 2
 """What writers write unless told otherwise (the sink's ``SinkSettings.segment_format``, export,
 ``encode_segment``). Format 3 (delta-coded) is written on request: its rows encoded in C, it still costs
-the sink's writer RATIO_E the CPU of format 2 per event (``bench/bench_storage.py``'s ``encode_cpu``; 11-19x
+the sink's writer about 3x the CPU of format 2 per event (``bench/bench_storage.py``'s ``encode_cpu``; 12-19x
 with the Python rows alone) for 1-19 % fewer bytes at the default settings (``docs/storage-cost.md``).
 Readers take all."""
 """How each format version stores its events (``kubetape inspect`` shows it)."""
