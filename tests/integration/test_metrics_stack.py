@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -467,6 +468,106 @@ async def _sink_until_stored(
         stop.set()
         await sink
     return held
+
+
+# ---- a sweep of the HPA's target --------------------------------------------------------------------
+SWEEP_TARGETS = (50, 150)
+"""Against 2 pods at 180 % of their 100m: 50 scales to the maximum 4 (90 % each: above the target,
+below the requests), 150 to 3 (120 % each: overloaded for the whole replay)."""
+SWEEP_SPAN_MS = 20_000
+"""The CI sweep's trace at x1: its four replays cost about a minute and a half, too short for the
+simulated HPA's first decision (45-70 wall s after a replay starts, longer under load), so it proves
+the plumbing: every point's replay applied its own target and measured the load it drove."""
+ORDER_SPAN_MS = 150_000
+"""The ordering sweep's trace at x1: the two targets run apart for a minute or more of each replay."""
+ORDER_ENV = "KUBETAPE_HPA_SWEEP_ORDER"
+"""Set to 1 to run the sweep that shows the order (about 12 minutes: four 150 s replays and the stack)."""
+
+
+def _busy_trace(path: Path, span_ms: int) -> Path:
+    """The HPA recording with the load at 180 % from the start, its usage carried by the trace file."""
+    from pipeline.formats.segment.content import build_segment
+    from pipeline.formats.segment.encode import encode_segment
+    from pipeline.formats.segment.header import SegmentKind
+
+    load = rec.rising_load(span_ms, rise_at_ms=0, every_ms=5_000)
+    events = rec.recording([], span_ms=span_ms).events
+    segment = build_segment(events, start_ms=0, end_ms=span_ms, kind=SegmentKind.TRACE, usage=load)
+    path.write_bytes(encode_segment(segment))
+    return path
+
+
+async def _sweep_targets(cluster: kwok.KwokCluster, tmp_path: Path, span_ms: int) -> tuple[Any, str]:
+    """``kubetape sweep --autoscaler hpa --hpa-target 50 --hpa-target 150 --repetitions 2`` at x1 on
+    two fixed nodes; the result, and what each run saw (for messages). Each run applied its target."""
+    from pipeline.replay.hpa.overrides import hpa_variants, parse_axis_value
+    from services.cli import main
+    from services.sweep import PodAutoscalerSweep, parse_node_option, run_sweep
+
+    out = tmp_path / "sweep"
+    targets = [parse_axis_value("target_utilization", str(t)) for t in SWEEP_TARGETS]
+    result = await run_sweep(
+        cluster.kubeconfig,
+        _busy_trace(tmp_path / "hpa-busy.ktrace", span_ms),
+        out,
+        speeds=[1.0],
+        nodes=[parse_node_option(f"{kwok.DEFAULT_NODE_SKELETON}:2")],
+        repetitions=2,
+        pod_autoscaler=PodAutoscalerSweep(hpa_variants(targets)),
+        reliability="overload_seconds",
+        cost="pod_hours",
+        say=print,
+    )
+    runs = {
+        run.info.name: (
+            run.info.labels.get("hpa_target"),
+            run.report["events"]["failed"],
+            (run.report.get("pod_autoscaling") or {}).get("pressure"),
+        )
+        for run in result.runs
+    }
+    seen = f"points {result.points}\nruns (target, failed writes, pressure): {runs}"
+    assert len(result.runs) == 4, seen
+    for target, failed, pressure in runs.values():
+        assert failed == 0, seen
+        assert pressure is not None, seen
+        owner = pressure["owners"][str(rec.OWNER)]
+        assert owner["target_utilization_percent"] == float(str(target)), f"its own target\n{seen}"
+        # two pods at 180 % from the start: overloaded at least until the HPA's first decision
+        assert owner["overload_seconds"] > 0, seen
+        assert owner["pod_hours"] > 0, seen
+        assert pressure["seconds"] >= 0.8 * span_ms / 1000, f"measured over the replay\n{seen}"
+    assert main(["compare", str(tmp_path / "sweep"), "--json"]) == 0  # compare reads the runs
+    return result, seen
+
+
+@pytest.mark.timeout(600)
+async def test_a_sweep_of_the_hpas_target_replays_each_target_and_measures_the_load(
+    metered: kwok.KwokCluster, tmp_path: Path
+) -> None:
+    result, seen = await _sweep_targets(metered, tmp_path, SWEEP_SPAN_MS)
+    # one point per target, each the mean of its two repetitions
+    assert sorted(c.rsplit("=", 1)[-1] for c in result.points) == sorted(map(str, SWEEP_TARGETS)), seen
+
+
+@pytest.mark.skipif(os.environ.get(ORDER_ENV) != "1", reason=f"about 12 minutes: set {ORDER_ENV}=1")
+@pytest.mark.timeout(1800)
+async def test_a_higher_hpa_target_runs_fewer_pod_hours_and_more_overload(
+    metered: kwok.KwokCluster, tmp_path: Path
+) -> None:
+    eventually_sync(
+        lambda: _usage(metered),
+        lambda usage: "<unavailable>" not in usage,
+        "the Metrics API to answer (the simulated HPA decides nothing without it)",
+        timeout_s=METRICS_TIMEOUT_S,
+        interval_s=3.0,
+    )
+    result, seen = await _sweep_targets(metered, tmp_path, ORDER_SPAN_MS)
+    low, high = (
+        result.points[next(c for c in result.points if c.endswith(f"hpa_target={t}"))] for t in SWEEP_TARGETS
+    )
+    assert high[0] < low[0], f"a higher target runs fewer pod-hours\n{seen}"
+    assert high[1] > low[1], f"a higher target leaves the pods overloaded longer\n{seen}"
 
 
 # ---- the HPA's process timers at a replay's speed (last: it restarts the module's processes) ---------

@@ -154,3 +154,24 @@ async def test_the_usage_driver_measures_the_load_it_writes_against_the_hpas_tar
     assert web["pending_pod_seconds"] == 10.0
     assert web["pod_hours"] == pytest.approx(30 / 3600, abs=1e-6)
     assert pressure["node_hours"] == pytest.approx(10 / 3600, abs=1e-6)
+
+
+def test_the_report_summary_gives_each_owners_pressure() -> None:
+    from pipeline.replay.report.report import ReplayReport
+
+    meter = PressureMeter({WEB: 50.0})
+    meter.observe(0, {WEB: OwnerTick(3, 1, 120.0, 100.0)}, 1)
+    meter.observe(36_000, {WEB: OwnerTick(3, 0, 120.0, 100.0)}, 1)
+    report = ReplayReport("r1", "trace", 1.0)
+    report.pod_autoscaling = {
+        "load_model": "conserve",
+        "owners": [],
+        "usage_writes": 0,
+        "usage_write_failures": 0,
+        "settings": [],
+        "pressure": meter.to_json(),
+    }
+    assert (
+        f"{WEB}: 0.0300 pod-hours; 36 s above its 50 % target, 36 s above its requests, 36 pending-pod "
+        "seconds (trace time)"
+    ) in report.summary()

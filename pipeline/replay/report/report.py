@@ -293,6 +293,15 @@ class ReplayReport:
                     f"    {owner['owner']}: {owner.get('gaps_held', 0)} gap(s) in the recorded load held "
                     f"the last load; {owner.get('gaps_before_any_load', 0)} before any load was known"
                 )
+        pressure = (hpa.get("pressure") or {}).get("owners") or {}
+        for owner, figures in pressure.items():
+            target = figures["target_utilization_percent"]
+            lines.append(
+                f"    {owner}: {figures['pod_hours']:.4f} pod-hours; "
+                + (f"{figures['above_target_seconds']:g} s above its {target:g} % target, " if target else "")
+                + f"{figures['overload_seconds']:g} s above its requests, {figures['pending_pod_seconds']:g} "
+                "pending-pod seconds (trace time)"
+            )
         for setting in hpa["settings"]:
             note = f" ({setting['note']})" if setting["note"] else ""
             lines.append(f"    {setting['name']}: {setting['given']} → {setting['applied']}{note}")
