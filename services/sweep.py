@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # the CLI imports the replay and Kubernetes modules only when
     from pipeline.model.usage import UsageSample
     from pipeline.replay.autoscale.settings import ScaledSetting
     from pipeline.replay.hpa.overrides import HpaVariant
-    from pipeline.replay.ports import AutoscalerProcess
+    from pipeline.replay.ports import AutoscalerProcess, PodAutoscalerProcess
     from pipeline.replay.replayer import Replayer
     from pipeline.replay.run import Autoscaling, PodAutoscaling
     from pipeline.replay.settings import ReplaySettings
@@ -109,6 +109,10 @@ class PodAutoscalerSweep:
     load_model: LoadModel = LoadModel.CONSERVE
     usage: tuple[UsageSample, ...] = ()
     """Recorded load beside the trace's own (a test's)."""
+    stack_dir: Path | None = None
+    """The local stack whose cluster's kube-controller-manager and metrics-server run at each replay's
+    speed, as ``kubetape replay --autoscaler hpa`` has them (None: ``$KUBETAPE_STACK_DIR`` or the
+    default stack; a cluster of no local stack runs as deployed, and the report says so)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +201,7 @@ async def replay_to_run(
     autoscaling: Autoscaling | None = None,
     autoscaler: AutoscalerProcess | None = None,
     pod_autoscaling: PodAutoscaling | None = None,
+    pod_autoscaler: PodAutoscalerProcess | None = None,
 ) -> Run:
     """Replay ``trace_path`` with ``settings`` (and ``autoscaling``, its process restarted by
     ``autoscaler``) while observing the simulated cluster; write and return the run directory. ``pool``
@@ -218,7 +223,7 @@ async def replay_to_run(
         autoscaling,
         pod_autoscaling=pod_autoscaling,
     )
-    replay = ReplayRun(spec, autoscaler=autoscaler)
+    replay = ReplayRun(spec, autoscaler=autoscaler, pod_autoscaler=pod_autoscaler)
     plan = await replay.prepare()
     assert replay.trace is not None
     end_ms = plan.start_ms + replay.span_ms
@@ -326,9 +331,12 @@ async def run_sweep(
     from pipeline.replay.run import Autoscaling, PodAutoscaling
     from pipeline.replay.settings import ReplaySettings
     from services.local_karpenter import LocalKarpenter
+    from services.local_pod_autoscaler import LocalPodAutoscaler
 
     runs: list[Run] = []
     options: list[NodeOption | AutoscalerVariant] = [*nodes, *(autoscaler.variants if autoscaler else ())]
+    # restarts the HPA's processes only when a replay's speed asks for other timers than they run with
+    hpa_processes = LocalPodAutoscaler(pod_autoscaler.stack_dir, kubeconfig) if pod_autoscaler else None
     hpa_options: list[HpaVariant | None] = list(pod_autoscaler.variants) if pod_autoscaler else [None]
     grid = list(itertools.product(speeds, options, hpa_options))
     karpenter = (
@@ -386,6 +394,7 @@ async def run_sweep(
                 autoscaling=autoscaling,
                 autoscaler=karpenter,
                 pod_autoscaling=pod_autoscaling,
+                pod_autoscaler=hpa_processes if pod_autoscaling is not None else None,
             )
             runs.append(run)
     return summarize_sweep(runs, reliability, cost)

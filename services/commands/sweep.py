@@ -138,7 +138,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--stack-dir",
         type=Path,
         default=None,
-        help="the local stack whose Karpenter runs beside --kubeconfig (restarted with scaled timers)",
+        help="the local stack whose Karpenter (and, with --autoscaler hpa, whose cluster's HPA "
+        "processes) run beside --kubeconfig, restarted with scaled timers",
     )
     pods = parser.add_argument_group(
         "HPA axes",
@@ -270,4 +271,4 @@ def _pod_autoscaler_sweep(args: SweepSettings) -> PodAutoscalerSweep | None:
             raise ConfigError("--load-model and the HPA axes (--hpa-*) vary the HPA: add --autoscaler hpa")
         return None
     model = LoadModel.parse(args.load_model or LoadModel.CONSERVE.value)
-    return PodAutoscalerSweep(hpa_variants(values), model)
+    return PodAutoscalerSweep(hpa_variants(values), model, stack_dir=args.stack_dir)

@@ -497,7 +497,9 @@ def _busy_trace(path: Path, span_ms: int) -> Path:
     return path
 
 
-async def _sweep_targets(cluster: kwok.KwokCluster, tmp_path: Path, span_ms: int) -> tuple[Any, str]:
+async def _sweep_targets(
+    stack: LocalStack, cluster: kwok.KwokCluster, tmp_path: Path, span_ms: int
+) -> tuple[Any, str]:
     """``kubetape sweep --autoscaler hpa --hpa-target 50 --hpa-target 150 --repetitions 2`` at x1 on
     two fixed nodes; the result, and what each run saw (for messages). Each run applied its target."""
     from pipeline.replay.hpa.overrides import hpa_variants, parse_axis_value
@@ -513,7 +515,7 @@ async def _sweep_targets(cluster: kwok.KwokCluster, tmp_path: Path, span_ms: int
         speeds=[1.0],
         nodes=[parse_node_option(f"{kwok.DEFAULT_NODE_SKELETON}:2")],
         repetitions=2,
-        pod_autoscaler=PodAutoscalerSweep(hpa_variants(targets)),
+        pod_autoscaler=PodAutoscalerSweep(hpa_variants(targets), stack_dir=stack.stack_dir),
         reliability="overload_seconds",
         cost="pod_hours",
         say=print,
@@ -543,9 +545,9 @@ async def _sweep_targets(cluster: kwok.KwokCluster, tmp_path: Path, span_ms: int
 
 @pytest.mark.timeout(600)
 async def test_a_sweep_of_the_hpas_target_replays_each_target_and_measures_the_load(
-    metered: kwok.KwokCluster, tmp_path: Path
+    local_stack: LocalStack, metered: kwok.KwokCluster, tmp_path: Path
 ) -> None:
-    result, seen = await _sweep_targets(metered, tmp_path, SWEEP_SPAN_MS)
+    result, seen = await _sweep_targets(local_stack, metered, tmp_path, SWEEP_SPAN_MS)
     # one point per target, each the mean of its two repetitions
     assert sorted(c.rsplit("=", 1)[-1] for c in result.points) == sorted(map(str, SWEEP_TARGETS)), seen
 
@@ -553,7 +555,7 @@ async def test_a_sweep_of_the_hpas_target_replays_each_target_and_measures_the_l
 @pytest.mark.skipif(os.environ.get(ORDER_ENV) != "1", reason=f"about 12 minutes: set {ORDER_ENV}=1")
 @pytest.mark.timeout(1800)
 async def test_a_higher_hpa_target_runs_fewer_pod_hours_and_more_overload(
-    metered: kwok.KwokCluster, tmp_path: Path
+    local_stack: LocalStack, metered: kwok.KwokCluster, tmp_path: Path
 ) -> None:
     eventually_sync(
         lambda: _usage(metered),
@@ -562,7 +564,7 @@ async def test_a_higher_hpa_target_runs_fewer_pod_hours_and_more_overload(
         timeout_s=METRICS_TIMEOUT_S,
         interval_s=3.0,
     )
-    result, seen = await _sweep_targets(metered, tmp_path, ORDER_SPAN_MS)
+    result, seen = await _sweep_targets(local_stack, metered, tmp_path, ORDER_SPAN_MS)
     low, high = (
         result.points[next(c for c in result.points if c.endswith(f"hpa_target={t}"))] for t in SWEEP_TARGETS
     )
