@@ -57,16 +57,23 @@ class WatcherProcess:
     reader: asyncio.Task[None] | None = None
 
     async def wait_ready(self) -> None:
-        async with asyncio.timeout(60):
-            while not self.port:
-                assert self.proc.returncode is None, f"watcher exited: {self.lines[-5:]}"
-                await asyncio.sleep(0.1)
-            async with aiohttp.ClientSession() as http:
-                while True:
-                    async with http.get(f"http://127.0.0.1:{self.port}/readyz") as resp:
-                        if resp.status == 200:
-                            return
-                    await asyncio.sleep(0.2)
+        # 120 s: a watcher's first lists took over 60 s at a load average of 16 on 2 cores
+        last = "no HTTP port yet"
+        try:
+            async with asyncio.timeout(120):
+                while not self.port:
+                    assert self.proc.returncode is None, f"watcher exited: {self.lines[-5:]}"
+                    await asyncio.sleep(0.1)
+                async with aiohttp.ClientSession() as http:
+                    while True:
+                        async with http.get(f"http://127.0.0.1:{self.port}/readyz") as resp:
+                            if resp.status == 200:
+                                return
+                            last = f"/readyz {resp.status}: {(await resp.text())[:300]}"
+                        await asyncio.sleep(0.2)
+        except TimeoutError:
+            lines = self.lines[-5:]
+            raise AssertionError(f"watcher not ready in 120 s ({last}); its last lines: {lines}") from None
 
     async def wait_readyz(self, status: int, why: str) -> None:
         """Poll /readyz until it answers ``status`` (60 s at most)."""
