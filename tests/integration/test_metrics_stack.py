@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import time
@@ -34,6 +35,7 @@ from pipeline.io.http import HttpSettings
 from pipeline.io.kafka.settings import USAGE_TOPIC, KafkaSettings
 from pipeline.io.kube.client import KubeClient
 from pipeline.model.errors import KubetapeError
+from pipeline.model.events import EventType
 from pipeline.model.keys import ClusterId
 from pipeline.model.timespec import parse_go_duration
 from pipeline.model.usage import UsageSample
@@ -739,8 +741,17 @@ async def test_a_real_hpa_recorded_under_rising_then_falling_load_replays_with_t
     [owner] = hpa["owners"]
     assert owner["owner"] == E2E_OWNER
     assert owner["readings"] > 10, f"the trace's own usage samples drove the load: {owner}"
-    assert owner["replica_writes_left_out"] >= 1, (
-        f"production's HPA's writes went to the simulated one: {owner}"
+    # the test's own count: every change of the recorded replicas is the real HPA's (nothing else scales
+    # this workload), and every one of them is left to the simulated HPA
+    versions = [
+        e.obj["spec"]["replicas"]
+        for e in decode_segment(trace_path.read_bytes()).events
+        if str(e.key) == E2E_OWNER and e.type is EventType.APPLIED and e.obj is not None
+    ]
+    recorded_writes = sum(1 for a, b in itertools.pairwise(versions) if a != b)
+    assert recorded_writes >= 2, f"the recording holds the HPA's rise and fall: {versions}"
+    assert owner["replica_writes_left_out"] == recorded_writes, (
+        f"production's HPA's writes went to the simulated one: {owner}; recorded replicas {versions}"
     )
     fidelity = doc["owner_fidelity"]
     [judged] = [o for o in fidelity["owners"] if o["owner"] == E2E_OWNER]

@@ -47,6 +47,33 @@ def test_replica_only_writes_are_left_out_and_a_write_that_changed_more_is_kept(
     ]
 
 
+def test_a_replica_write_the_recorder_annotated_is_left_out_too() -> None:
+    """A watcher that observed a write late annotates the event's time source: the write is still the
+    HPA's alone (a scale-down seen late under load was replayed, fighting the simulated HPA)."""
+    trace = rec.recording(WRITES, span_ms=300_000)
+    steps = steps_of(trace)
+    late = [i for i, s in enumerate(steps) if s.payload.key == rec.OWNER][-1]
+    event = steps[late].payload
+    assert event.obj is not None
+    obj = copy.deepcopy(event.obj)
+    obj["metadata"].setdefault("annotations", {})["kubetape.dev/time-source"] = "managedFields"
+    steps[late] = ScheduledStep(
+        steps[late].ts_ms,
+        steps[late].key,
+        Event.applied(
+            event.ts_ms,
+            event.key,
+            obj,
+            event.spec_hash,
+            uid=event.uid,
+            resource_version=event.resource_version,
+        ),
+    )
+    kept, dropped = without_replica_changes(steps, [rec.OWNER])
+    assert dropped == {rec.OWNER: 3}
+    assert [s.ts_ms for s in kept if s.payload.key == rec.OWNER] == [0]
+
+
 def test_the_plan_names_the_owner_and_every_hpa_setting_scaled() -> None:
     _, plan = plan_hpas(steps_of(rec.recording(WRITES, span_ms=300_000)), 10.0)
     assert plan.owners == (rec.OWNER,)

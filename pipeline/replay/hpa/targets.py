@@ -64,10 +64,19 @@ def hpa_targets(events: Iterable[Event]) -> dict[ObjectKey, ObjectKey]:
     return targets
 
 
+RECORDER_ANNOTATIONS = "kubetape.dev/"
+"""The prefix of the annotations the recorder itself adds (when an event's time came from the object's
+own evidence, say): they differ between versions the cluster wrote alike, so a write compares without
+them."""
+
+
 def _without_replicas(obj: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     spec = {k: v for k, v in (obj.get("spec") or {}).items() if k != "replicas"}
     meta = obj.get("metadata") or {}
-    return spec, meta.get("labels"), meta.get("annotations")
+    annotations = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(RECORDER_ANNOTATIONS)
+    }
+    return spec, meta.get("labels"), annotations
 
 
 def without_replica_changes(
