@@ -71,6 +71,22 @@ def test_kwokctl_config_binds_loopback_and_uses_local_binaries(tmp_path: Path) -
     assert "pod-complete-after-lifetime" in stages
 
 
+@pytest.mark.parametrize("profile", ["default", "large"])
+def test_the_scheduler_and_controller_manager_never_elect_a_leader(profile: str, tmp_path: Path) -> None:
+    # alone in their cluster; with election on, a starved scheduler lost its lease and exited for good
+    cluster = kwok.KwokCluster(
+        "sim", tmp_path / "kwok", tmp_path / "bin", profile=kwok.profile_named(profile)
+    )
+    config = next(yaml.safe_load_all(kwok.write_kwokctl_config(cluster).read_text()))
+    flags = {p["name"]: {a["key"]: a["value"] for a in p["extraArgs"]} for p in config["componentsPatches"]}
+    assert flags["kube-controller-manager"]["leader-elect"] == "false"
+    if "kubeSchedulerConfig" in config["options"]:
+        scheduler = yaml.safe_load(Path(config["options"]["kubeSchedulerConfig"]).read_text())
+        assert scheduler["leaderElection"] == {"leaderElect": False}
+    else:
+        assert flags["kube-scheduler"]["leader-elect"] == "false"
+
+
 def test_unreadable_state_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     path.write_text("{not json")
@@ -135,7 +151,14 @@ def test_the_default_profile_adds_nothing_to_the_cluster_config(tmp_path: Path) 
     documents = list(yaml.safe_load_all(kwok.write_kwokctl_config(cluster).read_text()))
     assert [d["kind"] for d in documents if d["kind"] != "Stage"] == ["KwokctlConfiguration"]
     assert "kubeSchedulerConfig" not in documents[0]["options"]
-    assert {p["name"] for p in documents[0]["componentsPatches"]} == {"etcd", "kube-apiserver"}
+    patches = {p["name"]: p["extraArgs"] for p in documents[0]["componentsPatches"]}
+    assert set(patches) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+    # beyond the stack's own settings, only no leader election (one of each, nobody to elect against)
+    assert (
+        patches["kube-controller-manager"]
+        == patches["kube-scheduler"]
+        == [{"key": "leader-elect", "value": "false"}]
+    )
 
 
 @pytest.mark.parametrize("name", ["large", "large-sampled"])

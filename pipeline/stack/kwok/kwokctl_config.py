@@ -19,6 +19,10 @@ KWOK_METRICS_RESOURCES = (RESOURCES / "metrics-resource.yaml", RESOURCES / "usag
 KWOK_METRICS_CRDS = ("Metric", "ClusterResourceUsage", "ResourceUsage")
 
 
+NO_LEADER_ELECTION = {"leader-elect": "false"}
+"""Every stack cluster's kube-controller-manager and kube-scheduler run alone: nobody to elect against."""
+
+
 def _args(values: dict[str, str]) -> list[dict[str, str]]:
     return [{"key": k, "value": v} for k, v in values.items()]
 
@@ -54,7 +58,9 @@ def write_kwokctl_config(cluster: KwokCluster) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if profile.scheduler_config:
         scheduler = cluster.workdir / f"kube-scheduler-{cluster.name}.yaml"
-        scheduler.write_text(json.dumps(scheduler_configuration(profile), indent=2) + "\n")
+        # a configuration file makes kube-scheduler ignore the flag: the file says it
+        configuration = {**scheduler_configuration(profile), "leaderElection": {"leaderElect": False}}
+        scheduler.write_text(json.dumps(configuration, indent=2) + "\n")
         options["kubeSchedulerConfig"] = str(scheduler)
     patches: list[dict[str, Any]] = [
         # Test clusters: durability is not the point, and fsync dominates etcd on small disks.
@@ -65,10 +71,17 @@ def write_kwokctl_config(cluster: KwokCluster) -> Path:
             "extraArgs": _args({"service-cluster-ip-range": "10.96.0.0/16", **profile.apiserver_args}),
         },
     ]
-    if profile.controller_manager_args:
-        patches.append(
-            {"name": "kube-controller-manager", "extraArgs": _args(profile.controller_manager_args)}
-        )
+    # One controller-manager and one scheduler per cluster: nobody to elect against. With election on,
+    # a starved machine (a load average of 16 on 2 cores) let the scheduler's lease renewal time out
+    # and it exited ("Leaderelection lost"), leaving every later pod Pending for good.
+    patches.append(
+        {
+            "name": "kube-controller-manager",
+            "extraArgs": _args({**NO_LEADER_ELECTION, **profile.controller_manager_args}),
+        }
+    )
+    if not profile.scheduler_config:  # a configuration file says it (above)
+        patches.append({"name": "kube-scheduler", "extraArgs": _args(NO_LEADER_ELECTION)})
     documents: list[dict[str, Any]] = [
         {
             "kind": "KwokctlConfiguration",
