@@ -3,7 +3,8 @@
 # dependencies, then the local stack's components built once into ~/.cache/kubetape (jars from Maven
 # Central, Kubernetes/etcd/KWOK from the Go module proxy). Safe to run again: it only redoes what changed.
 # `--for-tests` adds what only the test suite needs (Karpenter for the autoscaler tests, metrics-server
-# for the Metrics API test, headless Chromium for the HTML report test); the demo needs none of them, so
+# for the Metrics API test, headless Chromium for the HTML report test, promtool and the dashboard checker
+# for the monitoring test); the demo needs none of them, so
 # its first run does not wait for them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +58,11 @@ if $for_tests && ! command -v promtool >/dev/null && command -v apt-get >/dev/nu
     cat .venv/apt-prometheus.log >&2
     echo "[bootstrap] could not install promtool; the monitoring test will fail under CI=true" >&2
   fi
+fi
+# The monitoring test checks the Grafana dashboard with Grafana's Foundation SDK types (tools/dashboard-check).
+if $for_tests; then
+  echo "[bootstrap] checking the dashboard checker's build (Grafana's Foundation SDK; ~2 min of CPU the first time)" >&2
+  .venv/bin/python -m pipeline.stack.build dashboard-check >/dev/null
 fi
 echo "[bootstrap] checking the local stack's build cache (the first build takes ~15 minutes)" >&2
 if $for_tests; then

@@ -4,6 +4,8 @@
 * Kubernetes control plane and etcd: built from the Go module proxy through wrapper modules, because
   ``go install`` refuses modules whose go.mod carries ``replace`` lines (k8s staging, etcd server).
 * KWOK and metrics-server: ``go install`` works as is.
+* The dashboard checker (tools/dashboard-check, Grafana's Foundation SDK from the Go module proxy): built
+  from this checkout's source for the monitoring test, keyed by that source's hash.
 
 Nothing is downloaded from release pages. Each cache entry is written to a ``.partial`` directory and
 renamed when complete, so an interrupted build never looks finished.
@@ -12,6 +14,7 @@ renamed when complete, so an interrupted build never looks finished.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -35,6 +38,8 @@ from pipeline.stack.versions import (
 )
 
 _RESOURCES = Path(__file__).parent / "resources"
+# The checker's Go module lives in the checkout, not in the installed package: only tests use it.
+_DASHBOARD_CHECK_SOURCE = Path(__file__).resolve().parents[2] / "tools" / "dashboard-check"
 
 
 def ensure_kafka(versions: StackVersions, report: Reporter) -> Path:
@@ -276,3 +281,55 @@ def _build_kubernetes(work: GoWork, versions: StackVersions, out: Path) -> None:
         f"Kubernetes {versions.kubernetes}: compiling 4 binaries (the long step)",
         heartbeat_s=60.0,
     )
+
+
+def dashboard_checker_path() -> Path:
+    """Where the dashboard checker built from this checkout's tools/dashboard-check is cached (whether
+    or not it is built yet): the entry is named by the hash of its source, so an edit builds anew."""
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum", "main.go"):
+        digest.update(name.encode() + b"\0" + (_DASHBOARD_CHECK_SOURCE / name).read_bytes())
+    return cache_root() / "tools" / f"dashboard-check-{digest.hexdigest()[:16]}" / "dashboard-check"
+
+
+def ensure_dashboard_checker(report: Reporter) -> Path:
+    """Return the dashboard checker's binary, building it on first use (~2 min of CPU, cold)."""
+    binary = dashboard_checker_path()
+    build = functools.partial(_build_dashboard_checker, binary, report)
+    return build_once(binary.parent.name, binary.parent / ".complete", build, report, result=binary)
+
+
+def _build_dashboard_checker(binary: Path, report: Reporter) -> Path:
+    go = require_tool("go", "build the dashboard checker (Grafana's Foundation SDK) from the Go module proxy")
+    out = binary.parent
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    run_logged(
+        [go, "build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial / binary.name), "."],
+        step="dashboard checker (Grafana Foundation SDK; first use only)",
+        report=report,
+        log_file=cache_root() / "logs" / f"{out.name}.log",
+        cwd=_DASHBOARD_CHECK_SOURCE,
+        # readonly: the build never rewrites the checkout's go.mod or go.sum
+        env={**_go_env(), "GOFLAGS": "-mod=readonly"},
+        heartbeat_s=60.0,
+    )
+    if not (partial / binary.name).exists():
+        raise StackError(f"go build finished without {partial / binary.name}; see its log")
+    (partial / ".complete").write_text(json.dumps({"built": time.time()}))
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    report(f"dashboard checker cached in {out}")
+    return binary
+
+
+if __name__ == "__main__":
+    # scripts/bootstrap.sh --for-tests: `python -m pipeline.stack.build dashboard-check`
+    import sys
+
+    from pipeline.stack.progress import stderr_reporter
+
+    if sys.argv[1:] != ["dashboard-check"]:
+        raise SystemExit("usage: python -m pipeline.stack.build dashboard-check")
+    print(ensure_dashboard_checker(stderr_reporter))
