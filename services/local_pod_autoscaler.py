@@ -6,6 +6,8 @@ A replay with ``--autoscaler hpa`` at speed S restarts the simulated cluster's k
 and metrics-server with the HPA's timers divided by S (:func:`pipeline.replay.hpa.timing.process_flags`);
 a plain replay asks for speed 1, which puts back the defaults an earlier replay changed. A process
 already running with the wanted values is not restarted: repeated replays at one speed cost nothing.
+metrics-server is restarted with the stack's build (:func:`pipeline.stack.build.ensure_metrics_server`,
+whose resolution floor is 1 s, not upstream's 10 s) when it runs another binary.
 """
 
 from __future__ import annotations
@@ -91,13 +93,22 @@ class LocalPodAutoscaler:
             if argv is None:
                 not_running.append(component)
                 continue
-            if not needs_restart(kwok.flag_values(argv), flags, DEFAULT_FLAGS[component]):
+            # metrics-server runs the stack's build, whose resolution floor is 1 s (a cluster created
+            # before that build runs upstream's, which refuses a resolution under 10 s)
+            binary = stack.build_metrics_server() if component == METRICS_SERVER else None
+            other_binary = binary is not None and argv[0] != str(binary)
+            if not other_binary and not needs_restart(
+                kwok.flag_values(argv), flags, DEFAULT_FLAGS[component]
+            ):
                 continue
             self.report(
                 f"cluster {cluster.name!r}: restarting {component} with the HPA's timers at speed {speed:g}"
                 + (" (its defaults)" if speed == 1 else "")
+                + (f", running {binary}" if other_binary else "")
             )
-            kwok.restart_component(cluster, component, {**flags, **RESTART_ONLY_FLAGS.get(component, {})})
+            kwok.restart_component(
+                cluster, component, {**flags, **RESTART_ONLY_FLAGS.get(component, {})}, binary=binary
+            )
         return [_not_running(s, not_running) for s in settings]
 
 

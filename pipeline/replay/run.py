@@ -186,7 +186,7 @@ class ReplayRun:
         self.settings = dataclasses.replace(
             self.settings,
             pod_autoscaling=HpaReplay(
-                hpas, load, asked.load_model, tuple(process), reaction_time_ms(speed, applied)
+                hpas, load, asked.load_model, tuple(process), reaction_time_ms(speed, applied), speed
             ),
             duration_ms=self.settings.duration_ms
             if self.settings.duration_ms is not None

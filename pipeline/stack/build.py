@@ -3,7 +3,9 @@
 * Kafka: the broker's jars are collected from Maven Central with ``mvn dependency:copy-dependencies``.
 * Kubernetes control plane and etcd: built from the Go module proxy through wrapper modules, because
   ``go install`` refuses modules whose go.mod carries ``replace`` lines (k8s staging, etcd server).
-* KWOK and metrics-server: ``go install`` works as is.
+* KWOK: ``go install`` works as is.
+* metrics-server: built from a copy of its module with one documented patch (its resolution floor,
+  see :data:`_METRICS_SERVER_PATCHES`), with the module's own go.mod.
 * The dashboard checker (tools/dashboard-check, Grafana's Foundation SDK from the Go module proxy): built
   from this checkout's source for the monitoring test, keyed by that source's hash.
 
@@ -18,6 +20,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
@@ -202,9 +205,33 @@ def _build_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
     return bin_dir
 
 
+METRICS_SERVER_RESOLUTION_FLOOR_S = 1
+"""The lowest ``--metric-resolution`` the stack's metrics-server accepts (upstream: 10 s). A replay at
+speed S scrapes every 15/S s, as the recorded cluster's did every 15 s (``pipeline.replay.hpa.timing``)."""
+_METRICS_SERVER_PATCHES = (
+    # (file, upstream text, replacement, occurrences): each must match exactly, or the build stops.
+    # Only the validation floor: the scrape loop, the storage and the rule that the kubelet request
+    # timeout stays under 90 % of the resolution are upstream's. At the resolution kwokctl passes
+    # (15 s) the patched binary behaves as upstream's.
+    (
+        "cmd/metrics-server/app/options/options.go",
+        "if o.MetricResolution < 10*time.Second {",
+        f"if o.MetricResolution < {METRICS_SERVER_RESOLUTION_FLOOR_S}*time.Second {{ // kubetape: 10s",
+        1,
+    ),
+    (
+        "cmd/metrics-server/app/options/options.go",
+        "metric-resolution should be a time duration at least 10s,",
+        f"metric-resolution should be a time duration at least {METRICS_SERVER_RESOLUTION_FLOOR_S}s,",
+        1,
+    ),
+)
+
+
 def ensure_metrics_server(versions: StackVersions, report: Reporter) -> Path:
     """Return the metrics-server binary, building it on first use (~4 min on 2 cores). Only clusters
-    that serve the Metrics API need it (``kubetape stack up --metrics``), so the core build skips it."""
+    that serve the Metrics API need it (``kubetape stack up --metrics``), so the core build skips it.
+    It is built from a copy of the module with :data:`_METRICS_SERVER_PATCHES` applied."""
     out = metrics_server_dir(versions)
     build = functools.partial(_build_metrics_server, versions, report)
     return build_once(
@@ -216,24 +243,68 @@ def _build_metrics_server(versions: StackVersions, report: Reporter) -> Path:
     out = metrics_server_dir(versions)
     binary = out / "metrics-server"
     go = require_tool("go", "build metrics-server from the Go module proxy")
+    work_dir = cache_root() / "gowork" / versions.metrics_server_key
+    work_dir.mkdir(parents=True, exist_ok=True)
+    log = cache_root() / "logs" / f"{versions.metrics_server_key}.log"
+    env = _go_env()
+    record = GoWork(go, work_dir, env, report, log).download(
+        f"sigs.k8s.io/metrics-server@{versions.metrics_server}"
+    )
+    # the module cache is read-only and shared: the patch goes into a private copy, built with the
+    # module's own go.mod (the dependency versions upstream's release pins)
+    source = work_dir / "src"
+    shutil.rmtree(source, ignore_errors=True)
+    shutil.copytree(Path(record["Dir"]), source)
+    make_writable(source)
+    patch_source(source, _METRICS_SERVER_PATCHES, f"metrics-server {versions.metrics_server}")
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    run_logged(
-        [go, "install", f"sigs.k8s.io/metrics-server/cmd/metrics-server@{versions.metrics_server}"],
-        step=f"metrics-server {versions.metrics_server} (first use only; ~4 min on 2 cores)",
-        report=report,
-        log_file=cache_root() / "logs" / f"{versions.metrics_server_key}.log",
-        env={**_go_env(), "GOBIN": str(partial)},
+    GoWork(go, source, env, report, log).run(
+        [
+            "build",
+            "-trimpath",
+            "-ldflags",
+            "-s -w",
+            "-o",
+            str(partial / "metrics-server"),
+            "./cmd/metrics-server",
+        ],
+        f"metrics-server {versions.metrics_server}, patched (first use only; ~4 min on 2 cores)",
         heartbeat_s=60.0,
     )
     if not (partial / "metrics-server").exists():
-        raise StackError(f"go install finished without {partial / 'metrics-server'}; see its log")
+        raise StackError(f"go build finished without {partial / 'metrics-server'}; see {log}")
     (partial / ".complete").write_text(json.dumps({"built": time.time()}))
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
-    report(f"metrics-server {versions.metrics_server} cached in {out}")
+    shutil.rmtree(source, ignore_errors=True)
+    report(
+        f"metrics-server {versions.metrics_server} (resolution floor "
+        f"{METRICS_SERVER_RESOLUTION_FLOOR_S}s) cached in {out}"
+    )
     return binary
+
+
+def make_writable(tree: Path) -> None:
+    """Make a copy of a module from the (read-only) module cache editable and deletable."""
+    for path in [tree, *tree.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+
+
+def patch_source(source: Path, patches: tuple[tuple[str, str, str, int], ...], what: str) -> None:
+    """Apply ``(file, upstream text, replacement, occurrences)`` patches to a module's copy; a
+    StackError when a text is not found exactly that often (a new version must be looked at)."""
+    for relative, upstream, replacement, count in patches:
+        path = source / relative
+        text = path.read_text()
+        found = text.count(upstream)
+        if found != count:
+            raise StackError(
+                f"cannot patch {what}: expected {count} {upstream!r} in {relative}, found {found}; this "
+                "version needs the patches in pipeline/stack/build.py updated"
+            )
+        path.write_text(text.replace(upstream, replacement))
 
 
 def _build_etcd(work: GoWork, versions: StackVersions, out: Path) -> None:

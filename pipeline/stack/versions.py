@@ -28,6 +28,10 @@ S3PROXY_VERSION = "4.1.0"
 # The Metrics API over KWOK's emulated kubelet metrics; >= 0.7 reads a node's
 # metrics.k8s.io/resource-metrics-path annotation, which is how it finds KWOK's per-node paths.
 METRICS_SERVER_VERSION = "v0.8.0"
+# kubetape's patch to metrics-server's source (pipeline/stack/build.py, _METRICS_SERVER_PATCHES): its
+# --metric-resolution floor lowered from 10 s to 1 s, so a replay at speed S can scrape every 15/S s. A
+# change to the patch bumps this, so that a build with another patch is not taken for this one.
+METRICS_SERVER_PATCH_LEVEL = "kt1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +61,7 @@ class StackVersions:
 
     @property
     def metrics_server_key(self) -> str:
-        return f"metrics-server-{self.metrics_server}"
+        return f"metrics-server-{self.metrics_server}-{METRICS_SERVER_PATCH_LEVEL}"
 
 
 def cache_root() -> Path:

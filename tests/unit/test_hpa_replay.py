@@ -14,7 +14,13 @@ from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey
 from pipeline.replay.clock.schedule import ScheduledStep
 from pipeline.replay.hpa.load import CPU_ANNOTATION, LoadModel
-from pipeline.replay.hpa.replay import HpaReplay, HpaWrites, UsageDriver
+from pipeline.replay.hpa.replay import (
+    USAGE_INTERVAL_SETTING,
+    HpaReplay,
+    HpaWrites,
+    UsageDriver,
+    usage_interval,
+)
 from pipeline.replay.hpa.targets import hpa_targets, plan_hpas, without_replica_changes
 from pipeline.replay.rewrite import RECORDED_OWNER_ANNOTATION, REPLAY_LABEL, RESOURCE_METRICS_PATH_ANNOTATION
 from pipeline.replay.run import LoadedTrace, PodAutoscaling, ReplayRun, ReplaySpec, TopicFollow
@@ -276,3 +282,35 @@ def test_the_flags_ask_for_the_hpa_with_or_without_karpenter(tmp_path: Any) -> N
         spec("--load-model=per-pod")
     with pytest.raises(ConfigError, match=r"fixed speed|--speed max"):
         spec("--autoscaler=hpa", "--speed=max", "--max-lag=5")
+
+
+@pytest.mark.parametrize(
+    ("speed", "wall", "applied", "noted"),
+    [
+        (0.5, 1.0, "1s", True),
+        (1.0, 1.0, "1s", False),
+        (4.0, 0.25, "250ms", False),
+        (10.0, 0.1, "100ms", False),
+        (30.0, 0.1, "100ms", True),
+    ],
+)
+def test_the_usage_driver_updates_the_pods_once_per_trace_second_at_most_ten_times_a_wall_second(
+    speed: float, wall: float, applied: str, noted: bool
+) -> None:
+    """At x10 a scrape every 1.5 s must see the load of its moment: one update per wall second would
+    be 10 trace s stale. Above x10 the updates (a listing of the replay's pods and nodes each) stay
+    10 a second, and the report says how much trace each spans."""
+    interval_s, setting = usage_interval(speed)
+    assert interval_s == pytest.approx(wall)
+    assert (setting.given, setting.applied, bool(setting.note)) == ("1s", applied, noted)
+    if speed > 10:
+        assert "3s of trace each" in setting.note
+
+
+async def test_the_driver_runs_and_reports_its_interval_at_the_replays_speed() -> None:
+    import dataclasses
+
+    hpa = dataclasses.replace(hpa_replay(LoadModel.CONSERVE), speed=10.0)
+    driver = UsageDriver(Cluster([pod("web-a")]), hpa, "r1", lambda: 200_000.0, Clock())
+    [row] = [s for s in driver.report()["settings"] if s["name"] == USAGE_INTERVAL_SETTING]
+    assert (row["given"], row["applied"]) == ("1s", "100ms")

@@ -1,7 +1,7 @@
 """Time scaling of the HPA: every behavior window and policy period of an HPA is divided by the speed
 (whole seconds, within the API's bounds), defaults are written out scaled, the report lists each as
-given and applied; the process timers are divided too, metrics-server's resolution no lower than its
-floor."""
+given and applied; the process timers are divided too, metrics-server's resolution no lower than the
+stack's build's 1 s floor."""
 
 from __future__ import annotations
 
@@ -144,7 +144,8 @@ def test_process_timers_are_divided_and_the_metric_resolution_stops_at_its_floor
         given_timers.metric_resolution_s / speed, METRIC_RESOLUTION_FLOOR_S
     )
     floor_note = next(s for s in settings if s.name == "metrics-server --metric-resolution").note
-    assert ("refuses less than 10s" in floor_note) == (given_timers.metric_resolution_s / speed < 10)
+    floored = given_timers.metric_resolution_s / speed < METRIC_RESOLUTION_FLOOR_S
+    assert ("refuses less than 1s" in floor_note) == floored
     assert any(s.note.startswith("not scaled") for s in settings), "what cannot be scaled is named"
 
 
@@ -173,7 +174,9 @@ def test_every_process_flag_is_set_to_its_timer_divided_by_the_speed(speed: floa
     assert timeout <= 10.0
 
 
-def test_at_x10_the_flags_are_the_documented_ones_and_the_floors_are_named() -> None:
+def test_at_x10_the_flags_are_the_documented_ones_and_every_timer_scales_exactly() -> None:
+    """The stack's metrics-server takes 1.5 s (its floor is 1 s): at x10 every HPA timer is exactly
+    the recorded one divided by 10, and the scrape timeout comes down under 90 % of the resolution."""
     scaled, settings = scale_hpa_process_timers(10.0)
     assert process_flags(scaled) == {
         "kube-controller-manager": {
@@ -182,15 +185,36 @@ def test_at_x10_the_flags_are_the_documented_ones_and_the_floors_are_named() -> 
             "horizontal-pod-autoscaler-cpu-initialization-period": "30s",
             "horizontal-pod-autoscaler-initial-readiness-delay": "3s",
         },
-        "metrics-server": {"metric-resolution": "10s", "kubelet-request-timeout": "9s"},
+        "metrics-server": {"metric-resolution": "1s500ms", "kubelet-request-timeout": "1s350ms"},
     }
     by_name = {s.name: s for s in settings}
     resolution = by_name["metrics-server --metric-resolution"]
-    assert (resolution.given, resolution.applied) == ("15s", "10s")
-    assert "ideal 1.5s; metrics-server refuses less than 10s" in resolution.note
-    assert by_name["metrics-server --kubelet-request-timeout"].applied == "9s"
+    assert (resolution.given, resolution.applied, resolution.note) == ("15s", "1s500ms", "")
+    assert "90 %" in by_name["metrics-server --kubelet-request-timeout"].note
     tolerance = by_name["kube-controller-manager --horizontal-pod-autoscaler-tolerance"]
     assert tolerance.note.startswith("not scaled"), "what cannot be scaled is named"
+    not_scaled = [s.name for s in settings if s.note.startswith("not scaled")]
+    assert len(not_scaled) == 2, f"only what really cannot be scaled: {not_scaled}"
+
+
+def test_above_x15_the_resolution_stops_at_the_stacks_floor_and_says_so() -> None:
+    scaled, settings = scale_hpa_process_timers(30.0)
+    assert scaled.metric_resolution_s == METRIC_RESOLUTION_FLOOR_S == 1.0
+    resolution = next(s for s in settings if s.name == "metrics-server --metric-resolution")
+    assert resolution.applied == "1s"
+    assert resolution.note == "ideal 0.5s; the stack's metrics-server refuses less than 1s"
+    assert process_flags(scaled)["metrics-server"]["kubelet-request-timeout"] == "900ms"
+
+
+def test_the_floor_is_the_one_the_stacks_metrics_server_build_patches_in() -> None:
+    from pipeline.stack.build import _METRICS_SERVER_PATCHES, METRICS_SERVER_RESOLUTION_FLOOR_S
+
+    assert METRIC_RESOLUTION_FLOOR_S == METRICS_SERVER_RESOLUTION_FLOOR_S
+    [floor] = [p for p in _METRICS_SERVER_PATCHES if "MetricResolution <" in p[1]]
+    assert floor[2].startswith(f"if o.MetricResolution < {METRICS_SERVER_RESOLUTION_FLOOR_S}*time.Second {{")
+    assert not any("KubeletRequestTimeout" in p[1] for p in _METRICS_SERVER_PATCHES), (
+        "the timeout rule is upstream's"
+    )
 
 
 def test_at_speed_one_the_flags_are_the_defaults() -> None:

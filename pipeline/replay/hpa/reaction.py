@@ -9,9 +9,10 @@ delay both decisions equally and are not part of the difference.
 
 The recorded HPA ran with the process timers as given (Kubernetes' and metrics-server's defaults: the
 recording does not say otherwise), so it acted up to ``2 x 15 + 15 = 45`` s after a change. The
-simulated one runs with the timers applied (divided by the speed, metrics-server no lower than its
-10 s floor; as deployed when the replay restarts nothing), which in trace time take ``speed`` times
-as long. Either may act first, so the reaction time is the longer of the two.
+simulated one runs with the timers applied (divided by the speed, metrics-server no lower than the
+local stack's 1 s floor; as deployed when the replay restarts nothing), which in trace time take
+``speed`` times as long. Either may act first, so the reaction time is the longer of the two: on the
+local stack the same 45 s up to x15, where every timer scales exactly.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from typing import Any
 from pipeline.model.errors import KubetapeError
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey
+from pipeline.model.timespec import format_duration
 from pipeline.replay.autoscale.settings import ScaledSetting
 from pipeline.replay.clock.schedule import Clock, pause
 from pipeline.replay.hpa.load import LoadModel, RecordedLoad, pod_usage, usage_annotations
@@ -40,8 +41,30 @@ from pipeline.replay.rewrite import (
 log = logging.getLogger(__name__)
 
 USAGE_INTERVAL_S = 1.0
-"""Wall seconds between two updates of the pods' usage: well under metrics-server's 10 s floor, so
-each scrape sees the load of its moment."""
+"""Trace seconds between two updates of the pods' usage: a scrape sees the recorded load of its
+moment within a trace second, and the pressure measure has that resolution, at every speed."""
+USAGE_INTERVAL_FLOOR_S = 0.1
+"""The shortest wall interval between two updates: each lists the replay's pods and nodes, so above
+x10 the updates stay 10 a second and span more than a trace second each."""
+USAGE_INTERVAL_SETTING = "kubetape replay: the usage driver's update period"
+
+
+def usage_interval(speed: float) -> tuple[float, ScaledSetting]:
+    """Wall seconds between two usage updates at ``speed`` (one per trace second, at most 10 a wall
+    second), and the setting as given (trace) and applied (wall) for the report."""
+    ideal = USAGE_INTERVAL_S / speed
+    applied = min(max(ideal, USAGE_INTERVAL_FLOOR_S), USAGE_INTERVAL_S)
+    note = ""
+    if applied > ideal + 1e-9:
+        note = (
+            f"ideal {format_duration(ideal)}; at most {1 / USAGE_INTERVAL_FLOOR_S:g} updates a wall second "
+            f"(each lists the replay's pods and nodes): {format_duration(applied * speed)} of trace each"
+        )
+    elif applied < ideal - 1e-9:
+        note = f"ideal {format_duration(ideal)}; at least one update a wall second"
+    return applied, ScaledSetting(
+        USAGE_INTERVAL_SETTING, format_duration(USAGE_INTERVAL_S), format_duration(applied), note
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +79,9 @@ class HpaReplay:
     reaction_ms: float = 0.0
     """The HPA's reaction time in trace ms (:mod:`pipeline.replay.hpa.reaction`): the window its
     owners' replicas are judged over."""
+    speed: float = 1.0
+    """The replay's speed: the usage driver updates the pods once per trace second
+    (:func:`usage_interval`)."""
 
 
 @dataclass(slots=True)
@@ -97,7 +123,8 @@ class HpaWrites:
 
 class UsageDriver:
     """Writes each autoscaled owner's recorded load onto its running simulated pods, every
-    ``interval_s`` wall seconds, at the trace time ``trace_now_ms()`` says."""
+    ``interval_s`` wall seconds (default: once per trace second, :func:`usage_interval`), at the trace
+    time ``trace_now_ms()`` says."""
 
     def __init__(
         self,
@@ -107,14 +134,16 @@ class UsageDriver:
         trace_now_ms: Callable[[], float],
         clock: Clock,
         *,
-        interval_s: float = USAGE_INTERVAL_S,
+        interval_s: float | None = None,
     ) -> None:
         self._cluster = cluster
         self._hpa = hpa
         self._selector = f"{REPLAY_LABEL}={replay_name}"
         self._trace_now_ms = trace_now_ms
         self._clock = clock
-        self._interval_s = interval_s
+        self._interval_s, self._interval_setting = usage_interval(hpa.speed)
+        if interval_s is not None:
+            self._interval_s = interval_s
         self._owners = frozenset(hpa.plan.owners)
         self.figures = UsageFigures()
         self.pressure = PressureMeter(hpa.plan.cpu_targets)
@@ -216,7 +245,9 @@ class UsageDriver:
                 }
                 for owner in plan.owners
             ],
-            "settings": [s.to_json() for s in (*plan.settings, *self._hpa.process_settings)],
+            "settings": [
+                s.to_json() for s in (*plan.settings, *self._hpa.process_settings, self._interval_setting)
+            ],
             "usage_writes": self.figures.pod_writes,
             "node_annotations_written": self.figures.node_writes,
             "usage_write_failures": self.figures.failures,

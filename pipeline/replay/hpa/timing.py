@@ -11,7 +11,8 @@ Two kinds of timers decide when an HPA acts:
   the report shows both.
 * process flags: the controller's sync period (``--horizontal-pod-autoscaler-sync-period``, 15 s),
   its downscale stabilization, CPU initialization period and initial readiness delay, and
-  metrics-server's ``--metric-resolution`` (15 s, and never under 10 s: metrics-server refuses less).
+  metrics-server's ``--metric-resolution`` (15 s; upstream refuses less than 10 s, the local stack's
+  build (``pipeline.stack.build``) less than 1 s, so a replay up to x15 scrapes exactly 15/S s).
   They are the cluster's, not the replay's: :func:`process_flags` gives their values, which a
   :class:`~pipeline.replay.ports.PodAutoscalerProcess` (the local stack's:
   ``services.local_pod_autoscaler``) restarts the processes with; elsewhere they run as deployed.
@@ -146,11 +147,13 @@ class HpaProcessTimers:
     metric_resolution_s: float = 15.0
 
 
-METRIC_RESOLUTION_FLOOR_S = 10.0
-"""metrics-server refuses a ``--metric-resolution`` under 10 s (cmd/metrics-server/app/options)."""
+METRIC_RESOLUTION_FLOOR_S = 1.0
+"""The lowest ``--metric-resolution`` the local stack's metrics-server accepts: its build lowers
+upstream's 10 s floor to 1 s (``pipeline.stack.build.METRICS_SERVER_RESOLUTION_FLOOR_S``, the one
+patch), so a replay scrapes at exactly 15/S s up to x15. Upstream's binary would refuse under 10 s."""
 KUBELET_REQUEST_TIMEOUT_S = 10.0
 """metrics-server's ``--kubelet-request-timeout`` default. It refuses a resolution whose 90 % is under
-this timeout, so at its 10 s floor the timeout must come down to 9 s."""
+this timeout (kept in the patched build), so a resolution under 11.1 s brings the timeout down too."""
 
 KUBE_CONTROLLER_MANAGER = "kube-controller-manager"
 METRICS_SERVER = "metrics-server"
@@ -182,16 +185,17 @@ KUBELET_REQUEST_TIMEOUT_FLAG = ProcessFlag(METRICS_SERVER, "kubelet-request-time
 
 NOT_SCALABLE = (
     ScaledSetting(
-        "metrics-server: a CPU rate needs two scrapes of a new pod",
-        "2 scrapes",
-        "2 scrapes",
-        "not scaled: a new pod has CPU metrics only after two scrapes, at least 10 wall s apart",
-    ),
-    ScaledSetting(
         f"{KUBE_CONTROLLER_MANAGER} --{_HPA}tolerance",
         "0.1 (default)",
         "0.1",
         "not scaled: a ratio of the metric to its target, not a time",
+    ),
+    ScaledSetting(
+        "the machine's own pace: an API write, a scheduling, KWOK starting a pod, a scrape's answer",
+        "wall time",
+        "wall time",
+        "not scaled: it takes the time it takes, so at speed S it is S times as long in trace time "
+        "(tens of ms on an idle machine, a second or more under load)",
     ),
 )
 """HPA settings that the speed does not reach; named in every report of a replay with the HPA."""
@@ -239,7 +243,10 @@ def scale_hpa_process_timers(
         applied = applied_flags[flag.component][flag.flag]
         note = ""
         if getattr(scaled, flag.timer) > ideal + 1e-9:
-            note = f"ideal {ideal:g}s; metrics-server refuses less than {METRIC_RESOLUTION_FLOOR_S:g}s"
+            note = (
+                f"ideal {ideal:g}s; the stack's metrics-server refuses less than "
+                f"{METRIC_RESOLUTION_FLOOR_S:g}s"
+            )
         elif abs(parse_go_duration(applied, flag.label) - ideal) > 1e-9:
             note = f"ideal {ideal:g}s; flags are set to the millisecond"
         settings.append(ScaledSetting(flag.label, go_duration(getattr(given, flag.timer)), applied, note))

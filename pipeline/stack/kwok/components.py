@@ -122,8 +122,11 @@ def start_stopped_components(cluster: KwokCluster) -> None:
     cluster.kwokctl("start", "cluster", timeout_s=180.0)
 
 
-def restart_component(cluster: KwokCluster, component: str, flags: Mapping[str, str]) -> list[str]:
-    """Stop the cluster's running ``component`` and start it again with ``flags`` set; returns once
+def restart_component(
+    cluster: KwokCluster, component: str, flags: Mapping[str, str], *, binary: Path | None = None
+) -> list[str]:
+    """Stop the cluster's running ``component`` and start it again with ``flags`` set (and ``binary``
+    in place of the running one, when given: a build the cluster was not created with); returns once
     its port serves. Returns the new command line. StackError (with the log's tail) when it is not
     running, or exits or does not serve after the restart."""
     pid = component_pid(cluster, component)
@@ -138,7 +141,7 @@ def restart_component(cluster: KwokCluster, component: str, flags: Mapping[str, 
         cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
     except OSError:
         cwd = cluster.cluster_dir
-    wanted = with_flags(argv, flags)
+    wanted = with_flags([str(binary) if binary is not None else argv[0], *argv[1:]], flags)
     terminate_process_group(pid, grace_s=10.0)
     log_file = _log_file(cluster, component)
     new_pid = spawn_detached(wanted, log_file=log_file, cwd=cwd, env=cluster.env())
