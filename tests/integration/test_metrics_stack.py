@@ -345,6 +345,11 @@ async def test_a_replay_with_the_hpa_deciding_scales_from_the_recorded_load(
     running = [(round(s.trace_ms), s.running.get(str(rec.OWNER), 0)) for s in report.owner_samples]
     reacted = [i for i, (_, count) in enumerate(running) if count == rec.MAX_REPLICAS]
     assert reacted, f"the simulated HPA never scaled to {rec.MAX_REPLICAS}: {running}\n{summary}"
+    # docs/hpa-replay.md's figure: trace s from the load's rise (30 s) to the pods running
+    print(
+        f"x{REPLAY_SPEED:g}: {rec.MAX_REPLICAS} pods running "
+        f"{(running[reacted[0]][0] - 30_000) / 1000:.0f} trace s after the load rose"
+    )
     after = [count for _, count in running[reacted[0] :]]
     assert all(abs(count - rec.MAX_REPLICAS) <= 1 for count in after), f"{running}\n{summary}"
     assert after[-1] == rec.MAX_REPLICAS, f"{running}\n{summary}"
@@ -781,6 +786,41 @@ async def test_a_real_hpa_recorded_under_rising_then_falling_load_replays_with_t
     assert running[-1] == hpa_workload.MIN_REPLICAS, (
         f"the simulated HPA scaled back down as the load fell: {running}"
     )
+    recorded = [
+        (e.ts_ms - start_ms, e.obj["spec"]["replicas"])
+        for e in decode_segment(trace_path.read_bytes()).events
+        if str(e.key) == E2E_OWNER and e.type is EventType.APPLIED and e.obj is not None
+    ]
+    replayed = [(s.trace_ms, s.running.get(E2E_OWNER, 0)) for s in report.owner_samples]
+    print(f"x{E2E_SPEED:g}: {_reaction_figures(recorded, replayed)}")  # docs/hpa-replay.md's figures
+
+
+def _reaction_figures(recorded: list[tuple[float, int]], replayed: list[tuple[float, int]]) -> str:
+    """When each HPA reached the maximum and came back to the minimum, in trace s since the recording's
+    start: the recorded one's replica writes, the simulated one's running pods (sampled)."""
+
+    def up_down(timeline: list[tuple[float, int]]) -> tuple[float | None, float | None]:
+        up = next((t for t, n in timeline if n >= hpa_workload.MAX_REPLICAS), None)
+        down = next(
+            (t for t, n in timeline if up is not None and t > up and n <= hpa_workload.MIN_REPLICAS), None
+        )
+        return up, down
+
+    (rec_up, rec_down), (sim_up, sim_down) = up_down(recorded), up_down(replayed)
+
+    def late(sim: float | None, rec: float | None) -> str:
+        return "never" if sim is None or rec is None else f"{(sim - rec) / 1000:+.0f} s"
+
+    return (
+        f"recorded HPA at {MAX_REPLICAS} at {rec_up}, back to {hpa_workload.MIN_REPLICAS} at {rec_down} ms; "
+        f"simulated at {sim_up}, {sim_down} ms: scale-up {late(sim_up, rec_up)}, "
+        f"scale-down {late(sim_down, rec_down)} (sampled every {_sample_step_s(replayed)} trace s)"
+    )
+
+
+def _sample_step_s(timeline: list[tuple[float, int]]) -> str:
+    steps = [b[0] - a[0] for a, b in itertools.pairwise(timeline)]
+    return f"{sorted(steps)[len(steps) // 2] / 1000:.0f}" if steps else "?"
 
 
 async def _sink_both_until_stored(bootstrap: str, location: LocalLocation, cluster: ClusterId) -> None:
