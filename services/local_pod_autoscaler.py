@@ -96,7 +96,8 @@ class LocalPodAutoscaler:
             # metrics-server runs the stack's build, whose resolution floor is 1 s (a cluster created
             # before that build runs upstream's, which refuses a resolution under 10 s)
             binary = stack.build_metrics_server() if component == METRICS_SERVER else None
-            other_binary = binary is not None and argv[0] != str(binary)
+            # kwokctl runs it through a link in the cluster's bin/ to the binary it was created with
+            other_binary = binary is not None and Path(argv[0]).resolve() != binary.resolve()
             if not other_binary and not needs_restart(
                 kwok.flag_values(argv), flags, DEFAULT_FLAGS[component]
             ):

@@ -19,7 +19,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -622,9 +622,8 @@ def test_a_replay_at_x10_runs_the_clusters_hpa_processes_with_scaled_timers_and_
     assert server["metric-resolution"] == settings["metrics-server --metric-resolution"].applied == "1s500ms"
     timeout = settings["metrics-server --kubelet-request-timeout"].applied
     assert server["kubelet-request-timeout"] == timeout == "1s350ms", "under 90 % of the resolution"
-    assert (kwok.component_command(metered, METRICS_SERVER) or [""])[0] == str(
-        local_stack.build_metrics_server()
-    )
+    running = Path((kwok.component_command(metered, METRICS_SERVER) or [""])[0]).resolve()
+    assert running == local_stack.build_metrics_server().resolve(), "the stack's build, floor 1 s"
 
     # the restarted metrics-server really scrapes every 1.5 s: a pod's CPU rate spans one resolution
     metered.kubectl("create", "namespace", TIMERS_NAMESPACE)
@@ -786,20 +785,16 @@ async def test_a_real_hpa_recorded_under_rising_then_falling_load_replays_with_t
     assert running[-1] == hpa_workload.MIN_REPLICAS, (
         f"the simulated HPA scaled back down as the load fell: {running}"
     )
-    recorded = [
-        (e.ts_ms - start_ms, e.obj["spec"]["replicas"])
-        for e in decode_segment(trace_path.read_bytes()).events
-        if str(e.key) == E2E_OWNER and e.type is EventType.APPLIED and e.obj is not None
-    ]
+    # docs/hpa-replay.md's figures: the recorded pods (from their lifecycles) against the replayed ones
     replayed = [(s.trace_ms, s.running.get(E2E_OWNER, 0)) for s in report.owner_samples]
-    print(f"x{E2E_SPEED:g}: {_reaction_figures(recorded, replayed)}")  # docs/hpa-replay.md's figures
+    print(f"x{E2E_SPEED:g}: {_reaction_figures(report.recorded_by_owner[E2E_OWNER], replayed)}")
 
 
-def _reaction_figures(recorded: list[tuple[float, int]], replayed: list[tuple[float, int]]) -> str:
-    """When each HPA reached the maximum and came back to the minimum, in trace s since the recording's
-    start: the recorded one's replica writes, the simulated one's running pods (sampled)."""
+def _reaction_figures(recorded: Sequence[tuple[float, int]], replayed: Sequence[tuple[float, int]]) -> str:
+    """When each HPA's pods reached the maximum and came back to the minimum, in trace ms: the recorded
+    pods' lifecycles, the simulated ones sampled."""
 
-    def up_down(timeline: list[tuple[float, int]]) -> tuple[float | None, float | None]:
+    def up_down(timeline: Sequence[tuple[float, int]]) -> tuple[float | None, float | None]:
         up = next((t for t, n in timeline if n >= hpa_workload.MAX_REPLICAS), None)
         down = next(
             (t for t, n in timeline if up is not None and t > up and n <= hpa_workload.MIN_REPLICAS), None
@@ -812,13 +807,13 @@ def _reaction_figures(recorded: list[tuple[float, int]], replayed: list[tuple[fl
         return "never" if sim is None or rec is None else f"{(sim - rec) / 1000:+.0f} s"
 
     return (
-        f"recorded HPA at {MAX_REPLICAS} at {rec_up}, back to {hpa_workload.MIN_REPLICAS} at {rec_down} ms; "
-        f"simulated at {sim_up}, {sim_down} ms: scale-up {late(sim_up, rec_up)}, "
+        f"recorded pods at {hpa_workload.MAX_REPLICAS} at {rec_up}, back at {hpa_workload.MIN_REPLICAS} at "
+        f"{rec_down} ms; simulated at {sim_up}, {sim_down} ms: scale-up {late(sim_up, rec_up)}, "
         f"scale-down {late(sim_down, rec_down)} (sampled every {_sample_step_s(replayed)} trace s)"
     )
 
 
-def _sample_step_s(timeline: list[tuple[float, int]]) -> str:
+def _sample_step_s(timeline: Sequence[tuple[float, int]]) -> str:
     steps = [b[0] - a[0] for a, b in itertools.pairwise(timeline)]
     return f"{sorted(steps)[len(steps) // 2] / 1000:.0f}" if steps else "?"
 
