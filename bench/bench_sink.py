@@ -28,6 +28,13 @@ bytes and the sink's RSS after the first hour of the day and at its end (both mu
 state holds live objects and 10 minutes of churn, not history), and the sink's rate as a ratio of the
 raw consumer's in the same run.
 
+``--parts``: where the sink's own CPU goes, without a broker: the same workload's messages (split over
+the partitions by key) go through the sink's in-memory steps one batch at a time, each timed apart
+(process CPU per event): taking offsets and values from the records, the C check (scan), the C fold
+and the Python rules it leaves, closing segments (the wire segment built, the keyframes sorted, the
+state settled) and encoding them (msgpack and zstd, what the writer threads do). It is a profile, not a
+rate: compare parts within one run.
+
 ``--security-ratio``: the cost of TLS and SASL. Two private brokers, one plaintext and one secured
 (SASL_SSL with SCRAM-SHA-512, the local stack's ``--kafka-security sasl-ssl``), get the same N events; the
 raw consumer and the sink drain each in the same run, and the ratios secured / plaintext are printed.
@@ -37,6 +44,7 @@ Usage::
     .venv/bin/python -m bench.bench_sink                  # starts a private Kafka (~30 s)
     .venv/bin/python -m bench.bench_sink --bootstrap H:P  # reuse a running broker
     .venv/bin/python -m bench.bench_sink --churn          # a day of Job churn
+    .venv/bin/python -m bench.bench_sink --parts          # the sink's CPU per step, no broker
     .venv/bin/python -m bench.bench_sink --security-ratio # SASL_SSL beside plaintext (~2 min of brokers)
 """
 
@@ -51,9 +59,10 @@ import os
 import tempfile
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiokafka import TopicPartition
 
@@ -67,6 +76,7 @@ from pipeline.io.kafka.message import PartitionBatch
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
 from pipeline.io.metrics import Metrics
+from pipeline.sink import compactor as compactor_module
 from pipeline.sink import synthetic
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.service import tune_gc_for_throughput
@@ -76,6 +86,7 @@ from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, export_window
 from pipeline.store.local_store import LocalSegmentStore
 from pipeline.store.segment_store import SegmentStore
+from pipeline.store.state import ObjectState
 
 PARTITIONS = 6
 
@@ -464,6 +475,83 @@ async def _churn(bootstrap: Broker, minutes: int, per_minute: int) -> dict[str, 
     }
 
 
+class _Record(NamedTuple):
+    """What the sink reads of a fetched record (aiokafka's ConsumerRecord has these fields)."""
+
+    offset: int
+    key: bytes
+    value: bytes
+    timestamp: int
+    headers: tuple[tuple[str, bytes], ...]
+
+
+def parts_profile(n: int, *, window_ms: int = 60_000, batch: int = 10_000) -> dict[str, Any]:
+    """The sink's in-memory steps on ``n`` synthetic events, each step's process CPU per event."""
+    tune_gc_for_throughput()
+    synthetic.FAST_HASHES = True
+    start_ms = 1_700_000_000_000 - 1_700_000_000_000 % 60_000
+    by_partition: dict[int, list[_Record]] = {p: [] for p in range(PARTITIONS)}
+    for e in synthetic.synthetic_events(n, start_ms, 3_600_000):
+        records = by_partition[zlib.crc32(e.key.encode()) % PARTITIONS]
+        records.append(_Record(len(records), e.key.encode(), encode_event(e), e.ts_ms, ()))
+    cpu = dict.fromkeys(("records", "scan", "fold", "close", "build", "keyframe", "settle", "encode"), 0.0)
+
+    def timed(part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            began = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                cpu[part] += time.process_time() - began
+
+        return wrapper
+
+    settings = CompactionSettings(window_ms=window_ms, keyframe_every=10)  # as bench_sink's sink
+    compactors = {p: PartitionCompactor(p, settings) for p in range(PARTITIONS)}
+    for c in compactors.values():
+        c._settling.settle = timed("settle", c._settling.settle)  # type: ignore[method-assign]
+        c._close = timed("close", c._close)  # type: ignore[method-assign]
+    module = compactor_module.__dict__  # the compactor's own name for it: patched for this run only
+    build, keyframe_heads = module["build_wire_segment"], ObjectState.keyframe_heads
+    module["build_wire_segment"] = timed("build", build)
+    ObjectState.keyframe_heads = timed("keyframe", keyframe_heads)  # type: ignore[method-assign]
+    closed = []
+    per_round = max(batch // PARTITIONS, 1)
+    try:
+        for first in range(0, max(map(len, by_partition.values())), per_round):
+            for p, records in by_partition.items():
+                if not records[first : first + per_round]:
+                    continue
+                began = time.process_time()
+                batch_of = PartitionBatch.of(p, records[first : first + per_round])
+                cpu["records"] += time.process_time() - began
+                heads, undecided = timed("scan", native.scan)(batch_of.values)
+                assert not undecided, "the benchmark's events are all valid"
+                closed += timed("fold", compactors[p].add_batch)(batch_of.offsets, heads, 0.0)
+        closed += [seg for comp in compactors.values() if (seg := comp.flush()) is not None]
+    finally:
+        module["build_wire_segment"] = build
+        ObjectState.keyframe_heads = keyframe_heads  # type: ignore[method-assign]
+    for c in closed:
+        timed("encode", c.encode)(3, DEFAULT_WRITE_VERSION)
+    # add_batch opens (a keyframe: the state sorted) and closes segments too: each part counted once
+    cpu["fold"] -= cpu["close"] + cpu["keyframe"]
+    cpu["close"] -= cpu["build"] + cpu["settle"]
+    return {
+        "benchmark": "sink_parts",
+        "machine": machine(),
+        "events": n,
+        "partitions": PARTITIONS,
+        "segments": len(closed),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "cpu_us_per_event": {k: round(v / n * 1e6, 2) for k, v in cpu.items()},
+        "cpu_us_per_event_total": round(sum(cpu.values()) / n * 1e6, 2),
+        "note": "fold: the C fold and the Python rules it leaves; close: closing a segment minus "
+        "building it and settling the state; keyframe: the state sorted for a keyframe; encode runs on "
+        "the writer threads in the sink",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -474,9 +562,13 @@ def main() -> None:
     parser.add_argument(
         "--security-ratio", action="store_true", help="SASL_SSL beside plaintext: raw consumer and sink rates"
     )
+    parser.add_argument("--parts", action="store_true", help="the sink's CPU per step, no broker")
     parser.add_argument("--churn-minutes", type=int, default=1440, help="minutes of churn (1440: a day)")
     parser.add_argument("--pods-per-minute", type=int, default=50, help="short pods a minute (50)")
     args = parser.parse_args()
+    if args.parts:
+        print(json.dumps(parts_profile(args.events), indent=2))
+        return
     if args.security_ratio:
         print(json.dumps(_security_ratio(args.events), indent=2))
         return
