@@ -9,6 +9,8 @@ On a private local stack (Kafka and one KWOK cluster ``source`` of profile ``--p
    lifecycles) start and are ready;
 2. *ramp*: ``--deployments`` Deployments whose replicas add up to ``--pods`` are created
    (:mod:`bench.record_workload`, seeded); the controllers and the scheduler make the pods Running;
+   with ``--late-watcher``, a second watcher is then started on the ramped cluster and stopped once
+   ready: its peak RSS is the cost of a watcher's initial list (or a re-list) of every pod at once;
 3. *steady*: ``--changes-per-min`` changes for ``--steady`` seconds (scale, annotate, roll);
 4. the cluster settles (every Deployment's rollout done, no pod terminating), the recording catches up
    (the events topic's end stays still and the sink has committed it), the watcher and the sink stop
@@ -45,7 +47,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -446,7 +450,11 @@ def judge(
 
 # ---- the run --------------------------------------------------------------------------------------------
 async def drive(
-    kubeconfig: Path, args: argparse.Namespace, replicas: list[int], changes: list[Change]
+    kubeconfig: Path,
+    args: argparse.Namespace,
+    replicas: list[int],
+    changes: list[Change],
+    after_ramp: Callable[[], dict[str, Any]],
 ) -> tuple[dict[str, Any], tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
     deployment_names = names(args.deployments)
     phases: dict[str, Any] = {}
@@ -468,10 +476,9 @@ async def drive(
             "wall_s": round(settled_s + created_s, 1),
             "pods_per_s": round(args.pods / (settled_s + created_s), 1),
         }
-        say(
-            f"ramp done in {settled_s + created_s:.0f} s; "
-            f"steady: {len(changes)} changes over {args.steady:.0f} s"
-        )
+        say(f"ramp done in {settled_s + created_s:.0f} s")
+        phases["after_ramp"] = after_ramp()  # nothing else runs on this loop meanwhile
+        say(f"steady: {len(changes)} changes over {args.steady:.0f} s")
         phases["steady"] = await steady(cluster, deployment_names, changes)
         phases["steady"]["settle_s"] = round(
             await wait_settled(cluster, "after the steady phase", args.timeout), 1
@@ -491,6 +498,34 @@ async def drive(
 async def final_lists(kubeconfig: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     async with kube_api(kubeconfig) as api:
         return await live_state(KubeClient(api))
+
+
+def late_watcher(workdir: Path, info: Any, wanted: bool) -> dict[str, Any]:
+    """With ``wanted``: a second watcher (its own cluster id, which the sink does not record) started on
+    the ramped cluster and stopped once ready: its peak RSS is what listing every pod at once costs, as
+    a watcher starting on (or re-listing) a cluster of this size pays."""
+    if not wanted:
+        return {}
+    watcher = Measured(
+        "late watcher",
+        ["watch", "--config", str(TRACER_CONFIG), "--kubeconfig", str(info.kubeconfigs["source"]),
+         "--bootstrap", info.bootstrap, "--cluster-id", "bench-record-late"],
+        workdir / "late-watcher.log",
+        port=free_port(),
+    )  # fmt: skip
+    t0 = time.monotonic()
+    watcher.wait_ready(timeout_s=1800)
+    ready_s = time.monotonic() - t0
+    watcher.finish(terminate=True)
+    say(f"a watcher started on the ramped cluster: ready in {ready_s:.0f} s, peak {watcher.peak_rss_mib} MiB")
+    return {
+        "late_watcher": {
+            "ready_s": round(ready_s, 1),
+            "peak_rss_mib": watcher.peak_rss_mib,
+            "cpu_s": watcher.cpu_s,
+            "exit_code": watcher.exit_code,
+        }
+    }
 
 
 def measure(stack: Any, info: Any, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -541,7 +576,11 @@ def measure(stack: Any, info: Any, workdir: Path, args: argparse.Namespace) -> d
     watcher.wait_ready()
     start_ms = int(time.time() * 1000)
     try:
-        phases, _ = asyncio.run(drive(kubeconfig, args, replicas, changes))
+        phases, _ = asyncio.run(
+            drive(
+                kubeconfig, args, replicas, changes, partial(late_watcher, workdir, info, args.late_watcher)
+            )
+        )
         caught_up_s = asyncio.run(wait_recording_caught_up(info.bootstrap, args.still, args.timeout))
         end_ms = int(time.time() * 1000)
         live = asyncio.run(final_lists(kubeconfig))
@@ -600,6 +639,11 @@ def main() -> None:
     parser.add_argument("--profile", default="large", help="stack profile of the source cluster")
     parser.add_argument("--still", type=float, default=15.0, help="seconds the topic's end must stay still")
     parser.add_argument("--timeout", type=float, default=3600.0, help="limit of each wait, in seconds")
+    parser.add_argument(
+        "--late-watcher",
+        action="store_true",
+        help="after the ramp, start a second watcher on the full cluster and measure its initial list",
+    )
     parser.add_argument("--keep", type=Path, help="keep the run's directory (logs, segments, trace) here")
     args = parser.parse_args()
     args.deployments = args.deployments or max(args.pods // 50, 1)
