@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipeline.analytics.pod_requests import Requests
 from pipeline.analytics.timeline_rows import CLUSTER_OWNER, PHASES, PodTimes, TimelineRow
@@ -22,10 +22,10 @@ from pipeline.model.keys import parse_object_key
 ACTIVE_PHASES = ("Pending", "Running")
 """Phases in which a pod holds its requested resources (the scheduler's view)."""
 NODE_ADDED, NODE_GONE = "node+", "node-"  # transition "phases" of nodes
-DESIRED, GONE = "desired", -1  # a workload's desired pods change to ``count``; GONE: it was deleted
+DESIRED, GONE = "desired", -1  # a workload's desired pods change to ``pods``; GONE: it was deleted
 USAGE, USAGE_GAP = "usage", "usage-gap"
 """Transition "phases" of recorded load: ``owner``'s pods of template hash ``key`` used ``requests``
-(CPU millicores, memory bytes) over ``count`` pods from then on / their load is unknown from then on."""
+(CPU millicores, memory bytes) over ``pods`` pods from then on / their load is unknown from then on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,20 +37,22 @@ class Used:
     pods: int
 
 
-@dataclass(order=True, frozen=True, slots=True)
-class Transition:
-    """One change at ``at_ms``: a pod's new phase ("" = gone) or a node's arrival/departure."""
+class Transition(NamedTuple):
+    """One change at ``at_ms``: a pod's new phase ("" = gone) or a node's arrival/departure. Ordered in
+    the fold's queue by ``(at_ms, seq)`` (``seq`` is unique: ties keep arrival order). A named tuple: the
+    fold makes one or two per event, and a frozen dataclass cost 4x more to build."""
 
     at_ms: int
     seq: int
-    key: str = field(compare=False)
-    phase: str = field(compare=False)
-    owner: str = field(compare=False)
-    node: str | None = field(compare=False, default=None)
-    requests: Requests | None = field(compare=False, default=None)
-    from_lifecycle: bool = field(compare=False, default=False)
-    count: int = field(compare=False, default=0)
-    """For a ``desired`` change: the pods asked for (``GONE``: the workload was deleted)."""
+    key: str
+    phase: str
+    owner: str
+    node: str | None = None
+    requests: Requests | None = None
+    from_lifecycle: bool = False
+    pods: int = 0
+    """For a ``desired`` change: the pods asked for (``GONE``: the workload was deleted); for a ``usage``
+    one: the pods measured. (Named ``pods``: a tuple has a ``count`` method.)"""
 
     def to_json(self) -> list[Any]:
         """The transition as a JSON-able list (an entry of the fold's saved queue)."""
@@ -64,15 +66,18 @@ class Transition:
             self.node,
             requests,
             self.from_lifecycle,
-            self.count,
+            self.pods,
         ]
 
     @classmethod
     def from_json(cls, value: list[Any]) -> Transition:
-        """The transition :meth:`to_json` gave (``count`` is absent from states older than it)."""
+        """The transition :meth:`to_json` gave (its last field is absent from states older than it)."""
         at, seq, key, phase, owner, node, req, lifecycle, *count = value
         requests = None if req is None else Requests(float(req[0]), float(req[1]))
         return cls(at, seq, key, phase, owner, node, requests, lifecycle, *count)
+
+
+_NO_REQUESTS = Requests()
 
 
 @dataclass(slots=True)
@@ -123,10 +128,10 @@ class ClusterTally:
     def apply(self, t: Transition, templates: Mapping[str, Requests]) -> None:
         """Apply ``t``; a pod known only from its lifecycle requests what ``templates`` (per owner) say."""
         if t.phase == DESIRED:
-            if t.count == GONE:
+            if t.pods == GONE:
                 self._desired.pop(t.key, None)
             else:
-                self._desired[t.key] = t.count
+                self._desired[t.key] = t.pods
             return
         if t.phase in {USAGE, USAGE_GAP}:
             self._use(t)
@@ -151,8 +156,8 @@ class ClusterTally:
             self._count(pod, -1)
         if t.from_lifecycle:
             pod.from_lifecycle = True
-            if pod.requests == Requests():
-                pod.requests = templates.get(t.owner, Requests())
+            if pod.requests == _NO_REQUESTS:
+                pod.requests = templates.get(t.owner, _NO_REQUESTS)
         elif t.requests is not None:
             pod.requests = t.requests
         pod.owner = t.owner or pod.owner
@@ -169,11 +174,11 @@ class ClusterTally:
         hashes = self._usage.setdefault(t.owner, {})
         if t.phase == USAGE_GAP:
             hashes[t.key] = None
-        elif t.count == 0:  # the owner's pods of this template are gone: its load ended, it is not unknown
+        elif t.pods == 0:  # the owner's pods of this template are gone: its load ended, it is not unknown
             hashes.pop(t.key, None)
         else:
             requests = t.requests or Requests()
-            hashes[t.key] = Used(requests.cpu_m, requests.memory_bytes, t.count)
+            hashes[t.key] = Used(requests.cpu_m, requests.memory_bytes, t.pods)
         if not hashes:
             del self._usage[t.owner]
 
