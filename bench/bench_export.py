@@ -6,9 +6,18 @@ does) into a local segment store, exactly as the sink writes it, with no broker 
 one-hour window is exported from that store in both formats, ``--repeats`` times each, through
 :func:`~pipeline.store.export.export_window`.
 
-Target (issue 5): the export of 100k events < 2 s. The wall-clock median and minimum are printed beside
-the thread's CPU time and the load average: on a shared machine, wall-clock times stretch with the
-load, CPU much less.
+Beside the exports, in the same run, the same segments are read the two ways a reader of the store
+can (each ``--repeats`` times, from a fresh store object):
+
+* ``read``: each segment the export reads fetched from the store, its checksum checked and its body
+  inflated: the bytes, and nothing an export could leave out;
+* ``decode``: each decoded into events as the export decodes it (:func:`decode_segment`, the keyframe
+  of each partition's first segment only).
+
+Targets (issue 32): the export of 100k events <= 0.5 s, and at least 0.5 of the read's speed
+(``export_vs_read`` = read time / export time; ``export_vs_decode`` likewise). The wall-clock median and
+minimum are printed beside the thread's CPU time and the load average: on a shared machine, wall-clock
+times stretch with the load, CPU much less; the ratios use the least CPU time of each.
 
 Usage::
 
@@ -30,13 +39,18 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import zstandard
+
 from bench.environment import machine
+from pipeline.formats.segment.decode import decode_segment
+from pipeline.formats.segment.header import BODY_PREAMBLE, split_header
 from pipeline.formats.wire.probe import EventHead
 from pipeline.sink import synthetic
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, export_window
 from pipeline.store.local_store import LocalSegmentStore
+from pipeline.store.segment_store import SegmentName
 
 PARTITIONS = 6
 HOUR_MS = 3_600_000
@@ -85,6 +99,51 @@ def time_export(store_dir: Path, start_ms: int, fmt: ExportFormat, repeats: int)
     }
 
 
+def planned_segments(store_dir: Path, start_ms: int) -> list[tuple[SegmentName, bool]]:
+    """The segments an export of the hour reads, each with whether its keyframe is read (the first of
+    each partition), as :func:`~pipeline.store.history.rebuild_window` plans them."""
+    catalog = SegmentCatalog(LocalSegmentStore(store_dir))
+    catalog.refresh_window(start_ms, start_ms + HOUR_MS)
+    planned = []
+    for partition in catalog.partitions():
+        for index, entry in enumerate(catalog.plan(partition, start_ms, start_ms + HOUR_MS)):
+            planned.append((entry.name, index == 0 and entry.header.keyframe_at_ms is not None))
+    return planned
+
+
+def _inflated(data: bytes) -> int:
+    """Check a segment's body checksum and inflate it; the inflated size."""
+    _header, offset = split_header(data, "bench")
+    length, crc = BODY_PREAMBLE.unpack_from(data, offset)
+    body = data[offset + BODY_PREAMBLE.size : offset + BODY_PREAMBLE.size + length]
+    if zlib.crc32(body) != crc:
+        raise RuntimeError("corrupt segment in the benchmark's own store")
+    return len(zstandard.ZstdDecompressor().decompress(body))
+
+
+def time_read(store_dir: Path, planned: list[tuple[SegmentName, bool]], repeats: int) -> dict[str, Any]:
+    """``repeats`` reads of the planned segments: fetched and inflated (``read``), and decoded into
+    events as the export decodes them (``decode``)."""
+    reads, decodes = [], []
+    inflated = 0
+    for _ in range(repeats):
+        store = LocalSegmentStore(store_dir)
+        cpu = time.thread_time()
+        inflated = sum(_inflated(store.get(name)) for name, _ in planned)
+        reads.append(time.thread_time() - cpu)
+        store = LocalSegmentStore(store_dir)
+        cpu = time.thread_time()
+        for name, keyframe in planned:
+            decode_segment(store.get(name), with_keyframe=keyframe)
+        decodes.append(time.thread_time() - cpu)
+    return {
+        "segments": len(planned),
+        "inflated_bytes": inflated,
+        "read_min_cpu_seconds": round(min(reads), 3),
+        "decode_min_cpu_seconds": round(min(decodes), 3),
+    }
+
+
 def profile_export(store_dir: Path, start_ms: int, fmt: ExportFormat, top: int = 30) -> None:
     """Print the ``top`` functions by own time of one export (a profile only: no JSON is printed)."""
     catalog = SegmentCatalog(LocalSegmentStore(store_dir))
@@ -119,6 +178,8 @@ def main() -> None:
             profile_export(store_dir, start_ms, ExportFormat(args.profile))
             return
         export = {fmt.value: time_export(store_dir, start_ms, fmt, args.repeats) for fmt in ExportFormat}
+        read = time_read(store_dir, planned_segments(store_dir, start_ms), args.repeats)
+    export_cpu = export[ExportFormat.KUBETAPE.value]["min_cpu_seconds"]
     result = {
         "benchmark": "export",
         "machine": machine(),
@@ -129,6 +190,14 @@ def main() -> None:
         "repeats": args.repeats,
         "load_average_1m": round(os.getloadavg()[0], 2),
         "export_one_hour": export,
+        "read_same_segments": read,
+        "kubetape_export": {
+            "min_cpu_seconds": export_cpu,
+            "export_vs_read": round(read["read_min_cpu_seconds"] / export_cpu, 3),
+            "export_vs_decode": round(read["decode_min_cpu_seconds"] / export_cpu, 3),
+            "target_seconds": 0.5,
+            "target_vs_read": 0.5,
+        },
     }
     print(json.dumps(result, indent=2))
 
