@@ -19,9 +19,10 @@ from pipeline.formats.segment.content import Keyframe, Segment, consistency_prob
 from pipeline.formats.segment.delta import decode_events
 from pipeline.formats.segment.header import BODY_PREAMBLE, SegmentHeader, split_header
 from pipeline.formats.segment.limits import DecodeLimits, default_limits
+from pipeline.formats.wire import native
 from pipeline.formats.wire.codec import event_from_wire
 from pipeline.model.errors import ConfigError, FormatError
-from pipeline.model.events import Event
+from pipeline.model.events import Event, EventType, prechecked_event
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.model.usage import CONTAINERS_MAX, NAME_MAX, UsageSample, usage_from_wire
 
@@ -275,20 +276,44 @@ def _decode_wires(
         else msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(blob), 1))
     )
     unpacker.feed(blob)
+    values: list[Any] = []
+    too_many = False
     for value in unpacker:  # streaming is as fast as one unpackb and tells where each event ends
         if len(ends) == count:  # refused at once: a crafted list of many more values is never built
-            raise FormatError(f"{what}s: more events than the {count} the header counts")
+            too_many = True
+            break
         ends.append(unpacker.tell())
+        values.append(value)
+    pieces = [blob[a:b] for a, b in zip([0, *ends], ends, strict=False)]
+    # The C scan checks each event's bytes by the ingest rules, stricter than the Event's own: the
+    # events it accepts are built without checking them again; the rest as any decoded event.
+    heads = [None] * len(values) if tolerant else native.scan(pieces)[0]
+    for value, head in zip(values, heads, strict=True):
+        if head is not None:
+            out.append(_prechecked(head.type, value))
+            continue
         try:
             out.append(event_from_wire(value))
         except FormatError:
             event_from_wire(value, f"{what} #{len(out)}")  # raises again, naming the event
             raise
+    if too_many:
+        raise FormatError(f"{what}s: more events than the {count} the header counts")
     if len(out) != count or (ends[-1] if ends else 0) != len(blob):
         raise FormatError(f"{what}s: {len(out)} events where the header counts {count}")
     if wires is not None:
-        wires.add_all(out, [blob[a:b] for a, b in zip([0, *ends], ends, strict=False)])
+        wires.add_all(out, pieces)
     return out
+
+
+def _prechecked(event_type: EventType, value: list[Any]) -> Event:
+    """The event of a wire list the C scan accepted (``event_type`` is the one it read)."""
+    if len(value) == 8 or event_type is EventType.POD_LIFECYCLE:
+        return prechecked_event(event_type, *value[2:])
+    _, _, ts_ms, key, uid, rv, obj, spec_hash, from_rv, to_rv, reason = value
+    return prechecked_event(
+        event_type, ts_ms, key, uid, rv, obj, spec_hash, None, 0, None, None, from_rv, to_rv, reason
+    )
 
 
 def _tolerant_map(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
