@@ -9,7 +9,7 @@ import dataclasses
 import gc
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import zstandard
@@ -21,6 +21,7 @@ from pipeline.formats.segment.header import BODY_PREAMBLE, SegmentHeader, split_
 from pipeline.formats.segment.limits import DecodeLimits, default_limits
 from pipeline.formats.wire import native
 from pipeline.formats.wire.codec import event_from_wire
+from pipeline.formats.wire.probe import EventHead
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import Event, EventType, prechecked_event
 from pipeline.model.tracer_config import TracerConfig
@@ -287,7 +288,9 @@ def _decode_wires(
     pieces = [blob[a:b] for a, b in zip([0, *ends], ends, strict=False)]
     # The C scan checks each event's bytes by the ingest rules, stricter than the Event's own: the
     # events it accepts are built without checking them again; the rest as any decoded event.
-    heads = [None] * len(values) if tolerant else native.scan(pieces)[0]
+    heads: list[EventHead | None] = (
+        [None] * len(values) if tolerant else native.scan(cast("list[bytes | None]", pieces))[0]
+    )
     for value, head in zip(values, heads, strict=True):
         if head is not None:
             out.append(_prechecked(head.type, value))
