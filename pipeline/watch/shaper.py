@@ -27,7 +27,9 @@ status subresource, for a deleted one its ``deletionTimestamp`` — used when it
 :data:`LATE_AFTER_MS` before the observation (Kubernetes times have 1 s resolution, so a timely
 observation is never that far behind) and not before the key's previous event. Evidence up to one
 second (its resolution) before the previous event may still be of a later change: such an event takes the
-previous event's time, the earliest the change can have happened. The event then says so:
+previous event's time, the earliest the change can have happened. Evidence that cannot be of a change
+after the key's previous event is not used: an update's ``creationTimestamp``, and the managedFields
+time the watcher already saw on the previous version. The event then says so:
 its object carries the annotation :data:`TIME_SOURCE_ANNOTATION` naming the source (``managedFields``,
 ``creationTimestamp`` or ``deletionTimestamp``); without it the time is the observation's.
 
@@ -76,6 +78,9 @@ class Published:
     spec_hash: int
     obj: dict[str, Any]
     ts_ms: int = 0  # the event time of the last event published for the key
+    # the object's own evidence of its last change when the watcher last saw it (None once restored):
+    # evidence that has not moved since is not of a later change (see observe_object)
+    evidence: tuple[int, str] | None = None
 
 
 @dataclass(slots=True)
@@ -176,6 +181,21 @@ def event_time(
     return max(at, not_before_ms), source
 
 
+def _evidence_of_this_change(
+    evidence: tuple[int, str] | None, prev: Published | None
+) -> tuple[int, str] | None:
+    """The evidence, unless it cannot be of a change after ``prev``: an update's creationTimestamp is the
+    object's creation, and a managedFields time the watcher already saw on the previous version was
+    written before that version. Without this, an update seen in time, long after an object first seen
+    at its creation (an HPA's scaling of a Deployment whose latest managedFields time is its creation),
+    was dated back to that first event."""
+    if prev is None or evidence is None:
+        return evidence
+    if evidence[1] == "creationTimestamp" or evidence == prev.evidence:
+        return None
+    return evidence
+
+
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping):
@@ -268,16 +288,16 @@ class Shaper:
         if prev is not None and uid and prev.uid and prev.uid != uid:
             out.extend(self._delete(key, prev, ts_ms, prev.resource_version))  # replaced under the same name
             prev = None
+        evidence = change_evidence(obj, deleted=False)
         if prev is not None and prev.spec_hash == spec_hash:
             prev.resource_version = rv or prev.resource_version
+            prev.evidence = evidence
             return out  # status/metadata-only churn
-        ts_ms, source = event_time(
-            ts_ms, change_evidence(obj, deleted=False), prev.ts_ms if prev is not None else 0
-        )
+        ts_ms, source = event_time(ts_ms, _evidence_of_this_change(evidence, prev), prev.ts_ms if prev else 0)
         if source is not None:
             clean["metadata"]["annotations"][TIME_SOURCE_ANNOTATION] = source  # sanitize made both dicts
         event = Event.applied(ts_ms, key, clean, spec_hash, uid=uid, resource_version=rv)
-        self.index[key] = Published(uid, rv, spec_hash, clean, ts_ms)
+        self.index[key] = Published(uid, rv, spec_hash, clean, ts_ms, evidence)
         out.events.append(event)
         encoded = encode_event(event)
         out.records += [Record(EVENTS_TOPIC, key, encoded, ts_ms), Record(STATE_TOPIC, key, encoded, ts_ms)]

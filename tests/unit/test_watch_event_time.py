@@ -6,8 +6,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from pipeline.formats.wire.codec import encode_event
 from pipeline.io.metrics import Metrics
-from pipeline.model.events import EventType
+from pipeline.model.events import Event, EventType
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.watch.shaper import LATE_AFTER_MS, TIME_SOURCE_ANNOTATION, Shaper
 from pipeline.watch.watcher import Watcher
@@ -125,12 +126,70 @@ async def test_a_relist_after_a_restart_stamps_changes_with_their_evidence() -> 
     assert applied.obj["metadata"]["annotations"][TIME_SOURCE_ANNOTATION] == "managedFields"
 
 
+def restarted(shaper: Shaper) -> Shaper:
+    """A new watcher's shaper restored from what ``shaper`` published on the state topic."""
+    state = {
+        str(key): encode_event(
+            Event.applied(p.ts_ms, key, p.obj, p.spec_hash, uid=p.uid, resource_version=p.resource_version)
+        )
+        for key, p in shaper.index.items()
+    }
+    fresh = Shaper(CONFIG, GetOnlyCluster([]))
+    fresh.restore(state, {})
+    return fresh
+
+
 def test_evidence_in_the_same_second_as_the_last_event_dates_the_change_at_that_event() -> None:
-    # first seen at 00:00:30.700; scaled again at 00:00:30.900 while the watcher was away. The
+    # first seen at 00:00:30.700; scaled again at 00:00:30.900 while the watcher was down. The
     # managedFields time is truncated to 00:00:30, which reads as before the first event
     shaper = Shaper(CONFIG, GetOnlyCluster([]))
     shaper.observe_object("ADDED", deployment(5, 3), SCALED + 700)
-    [event] = shaper.observe_object("MODIFIED", deployment(6, 4), SCALED + 900_000).events
+    [event] = restarted(shaper).observe_object("MODIFIED", deployment(6, 4), SCALED + 900_000).events
     assert event.ts_ms == SCALED + 700, "not before the previous event, and not at the late observation"
+    assert event.obj is not None
+    assert event.obj["metadata"]["annotations"][TIME_SOURCE_ANNOTATION] == "managedFields"
+
+
+def test_a_value_only_write_seen_in_time_keeps_its_observed_time() -> None:
+    # An HPA scales through /scale: the apiserver moves a managedFields entry's time only when its set
+    # of fields changes, so the Deployment still shows the times the watcher saw on the last version.
+    # Seen in time, 46 s after that version, the change is at its observation, not dated back.
+    shaper = Shaper(CONFIG, GetOnlyCluster([]))
+    shaper.observe_object("ADDED", deployment(5, 3), SCALED + 300)
+    [event] = shaper.observe_object("MODIFIED", deployment(6, 4), SCALED + 46_000).events
+    assert event.ts_ms == SCALED + 46_000
+    assert event.obj is not None
+    assert TIME_SOURCE_ANNOTATION not in event.obj["metadata"]["annotations"]
+
+
+def test_an_update_is_never_dated_by_the_objects_creation() -> None:
+    # no managedFields at all (a client that strips them, an old apiserver): creationTimestamp is the
+    # only evidence, and it is of the creation, not of this later change
+    first, second = deployment(5, 3), deployment(6, 4)
+    del first["metadata"]["managedFields"], second["metadata"]["managedFields"]
+    shaper = Shaper(CONFIG, GetOnlyCluster([]))
+    shaper.observe_object("ADDED", first, CREATED + 400)
+    [event] = shaper.observe_object("MODIFIED", second, CREATED + 46_000).events
+    assert event.ts_ms == CREATED + 46_000
+    assert event.obj is not None
+    assert TIME_SOURCE_ANNOTATION not in event.obj["metadata"]["annotations"]
+    # and after a restart too: the restored state carries no evidence, the creation still is not one
+    third = deployment(7, 5)
+    del third["metadata"]["managedFields"]
+    [late] = restarted(shaper).observe_object("MODIFIED", third, CREATED + 900_000).events
+    assert late.ts_ms == CREATED + 900_000
+
+
+def test_a_new_managed_fields_time_still_dates_a_late_update() -> None:
+    # the watcher saw the version of 00:00:30; a new manager wrote at 00:01:00 while the watch was
+    # away and the change was observed 10 minutes later: the new entry is evidence of this change
+    shaper = Shaper(CONFIG, GetOnlyCluster([]))
+    shaper.observe_object("ADDED", deployment(5, 3), SCALED + 300)
+    later = deployment(6, 4)
+    later["metadata"]["managedFields"].append(
+        {"manager": "ops", "operation": "Update", "time": "2026-01-01T00:01:00Z"}
+    )
+    [event] = shaper.observe_object("MODIFIED", later, SCALED + 600_000).events
+    assert event.ts_ms == CREATED + 60_000
     assert event.obj is not None
     assert event.obj["metadata"]["annotations"][TIME_SOURCE_ANNOTATION] == "managedFields"
