@@ -124,3 +124,35 @@ def test_a_recorded_peak_the_simulated_hpa_never_reached_fails_however_short() -
     reached = replay(shifted(short_peak, 30_000))
     [owner] = compare_owners({WEB: short_peak}, reached, SETTLE_MS, {WEB: REACTION_MS})
     assert owner.max_error == 0
+
+
+def test_a_recorded_peak_wholly_before_the_reaction_time_is_never_called_held() -> None:
+    # the recorded HPA scaled 2 -> 6 -> 2 within the first 100 s; R is 215 s (a metrics pipeline that
+    # cannot keep the speed): no judged sample can see the peak, and a simulated HPA that never left 2
+    # was called held on every judged sample
+    early_peak: Timeline = [(0, 2), (40_000, 6), (100_000, 2)]
+    never_scaled = replay([(0, 2)])
+    result = judge(
+        {WEB: early_peak},
+        never_scaled,
+        SETTLE_MS,
+        resolution_wall_s=1.0,
+        lateness_p99_ms=0.0,
+        hpa_reactions={WEB: 215_000.0},
+    )
+    assert compare_owners({WEB: early_peak}, never_scaled, SETTLE_MS, {WEB: 215_000.0})[0].max_error == 0
+    assert result.verdict == "degraded"
+    assert any("from 2 to 6 pods before the simulated HPA's reaction time" in r for r in result.reasons)
+    # a one-pod wobble before R is within the bound and says nothing
+    wobble: Timeline = [(0, 2), (20_000, 3), (30_000, 2)]
+    assert (
+        judge(
+            {WEB: wobble},
+            never_scaled,
+            SETTLE_MS,
+            resolution_wall_s=1.0,
+            lateness_p99_ms=0.0,
+            hpa_reactions={WEB: 215_000.0},
+        ).verdict
+        == "held"
+    )

@@ -33,7 +33,8 @@ settle, when longer, extends the past side), *and* the count the recording had a
 :data:`BOUND_PODS` of the range the replay took over ``[t - R, t + R]``: the window forgives when a
 decision came, never whether it came, so a recorded peak shorter than ``2R`` the simulated HPA never
 reached is still a miss. Samples before ``R`` (the simulated HPA had no chance to act yet) are not
-judged.
+judged; a recording that moved more than :data:`BOUND_PODS` in that stretch had decisions nobody
+judged, so the verdict cannot be ``held`` (:func:`unjudged_decisions`).
 """
 
 from __future__ import annotations
@@ -193,13 +194,32 @@ def settle_needed(
     return None
 
 
+def unjudged_decisions(recorded: Mapping[str, Timeline], hpa_reactions: Mapping[str, float]) -> list[str]:
+    """A reason per autoscaled owner whose recording moved more than :data:`BOUND_PODS` from its count
+    at ``R`` before ``R``: samples there are not judged, so without this a replay whose simulated HPA
+    never made the recorded HPA's early decisions (a whole peak before ``R``) was called held."""
+    out = []
+    for owner, reaction in sorted(hpa_reactions.items()):
+        timeline = recorded.get(owner, ())
+        low, high = range_over(timeline, 0, reaction)
+        at_reaction = value_at(timeline, reaction)
+        if max(at_reaction - low, high - at_reaction) > BOUND_PODS:
+            out.append(
+                f"{owner}: the recording went from {low} to {high} pods before the simulated HPA's "
+                f"reaction time ({reaction / 1000:g} s of trace), where nothing is judged; replay from "
+                "earlier in the recording, or at a speed whose reaction time is shorter"
+            )
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class FidelityVerdict:
     """What a replay's fidelity figures mean, in one word and its reasons.
 
     * ``held``: every owner-instant within the bound at the stated settle, and the machine kept up;
     * ``degraded``: the machine did not keep up (the replayer's writes ran late, the samples were
-      further apart than the wall-time resolution), or the bound was missed at the stated settle but
+      further apart than the wall-time resolution), or an autoscaled owner's recording moved before
+      its HPA's reaction time, where nothing is judged, or the bound was missed at the stated settle but
       holds once the cluster is allowed longer to converge (an overloaded control plane). The figures
       stay those at the stated settle; the reasons say what fell behind;
     * ``failed``: the bound was missed, and allowing the cluster ten times the settle does not
@@ -248,6 +268,7 @@ def judge(
             f"between two samples, beyond the {resolution_wall_s:g} s resolution, so what happened in "
             "between was not seen"
         )
+    reasons += unjudged_decisions(recorded, hpa_reactions or {})
     needed = settle_needed(recorded, samples, settle_ms, hpa_reactions)
     if needed is None:
         return FidelityVerdict(
