@@ -47,7 +47,7 @@ import orjson
 
 from bench.environment import machine
 from pipeline.io.kafka.message import Record
-from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
+from pipeline.io.kube.types import ApiResource, ListPage, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
 from pipeline.model.keys import GroupVersionKind, ObjectKey
 from pipeline.model.tracer_config import TracerConfig
@@ -133,7 +133,7 @@ class OwnersCluster:
     async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return ApiResource(gvk.api_version, gvk.kind, gvk.kind.lower() + "s", True)
 
-    async def list_all(self, res: ApiResource) -> ListResult:
+    def list_pages(self, res: ApiResource) -> AsyncIterator[ListPage]:
         raise AssertionError("not listed here")
 
     async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:

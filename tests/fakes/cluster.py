@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from pipeline.io.kube.cluster import Cluster
-from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent, WatchEventType
+from pipeline.io.kube.types import ApiResource, ListPage, ResourceVersion, WatchEvent, WatchEventType
 from pipeline.model.errors import ConflictError, NotFoundError, UnknownKindError
 from pipeline.model.keys import GroupVersionKind
 
@@ -81,6 +81,8 @@ class MemoryCluster:
         self.unknown_kinds = unknown_kinds
         self.changes: list[tuple[str, WatchEvent]] = []
         """Every write as ``(api_version/kind label, WatchEvent)``, in order."""
+        self.list_page_size = 2
+        """Objects per page of :meth:`list_pages` (small: the watcher's tests list over several pages)."""
         self._versions = itertools.count(1)
         self._next_change = asyncio.Event()
 
@@ -231,9 +233,13 @@ class MemoryCluster:
             return None
         return await self.resource_for(gvk.api_version, gvk.kind)
 
-    async def list_all(self, res: ApiResource) -> ListResult:
+    async def list_pages(self, res: ApiResource) -> AsyncIterator[ListPage]:
+        """The objects of ``res`` in pages of :attr:`list_page_size`, every page at the current version."""
         items = await self.list_objects(res.api_version, res.kind)
-        return ListResult(items, ResourceVersion(str(self._current_version())))
+        version = ResourceVersion(str(self._current_version()))
+        size = self.list_page_size
+        for start in range(0, max(len(items), 1), size):
+            yield ListPage(items[start : start + size], version)
 
     async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         return await self.get(res.api_version, res.kind, namespace, name)

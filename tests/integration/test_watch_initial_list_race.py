@@ -19,7 +19,7 @@ from pipeline.io.kafka.message import Record
 from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC
 from pipeline.io.kube.client import KubeClient
 from pipeline.io.kube.connect import kube_api
-from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
+from pipeline.io.kube.types import ApiResource, ListPage, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import GroupVersionKind
@@ -45,10 +45,11 @@ class GatedCluster:
     async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return await self.real.resolve(gvk)
 
-    async def list_all(self, res: ApiResource) -> ListResult:
+    async def list_pages(self, res: ApiResource) -> AsyncIterator[ListPage]:
         if res.kind == self.held_kind:
             await self.release.wait()
-        return await self.real.list_all(res)
+        async for page in self.real.list_pages(res):
+            yield page
 
     async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         return await self.real.get_object(res, namespace, name)

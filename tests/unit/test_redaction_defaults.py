@@ -30,7 +30,7 @@ class NoCluster:
     async def resolve(self, gvk: GroupVersionKind) -> None:
         return None
 
-    async def list_all(self, res: Any) -> Any:
+    def list_pages(self, res: Any) -> Any:
         raise AssertionError("not used")
 
     async def get_object(self, res: Any, namespace: str | None, name: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka.settings import RESUME_TOPIC
-from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
+from pipeline.io.kube.types import ApiResource, ListPage, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import GroupVersionKind
@@ -69,11 +69,12 @@ class GatedCluster(FakeCluster):
     async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return REPLICASETS if gvk.kind == "ReplicaSet" else await super().resolve(gvk)
 
-    async def list_all(self, res: ApiResource) -> ListResult:
+    async def list_pages(self, res: ApiResource) -> AsyncIterator[ListPage]:
         gate = self.gates.get(res.kind)
         if gate is not None:
             await gate.wait()
-        return await super().list_all(res)
+        async for page in super().list_pages(res):
+            yield page
 
     async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         for obj in self.objects.get(res.kind, []):

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
-from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
+from pipeline.io.kube.types import ApiResource, ListPage, ResourceVersion, WatchEvent
 from pipeline.model.errors import FormatError
 from pipeline.model.events import EventType
 from pipeline.model.hashing import pod_spec_hash
@@ -41,7 +41,7 @@ class GetOnlyCluster:
     async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return ApiResource(gvk.api_version, gvk.kind, gvk.kind.lower() + "s", True)
 
-    async def list_all(self, res: ApiResource) -> ListResult:
+    def list_pages(self, res: ApiResource) -> AsyncIterator[ListPage]:
         raise AssertionError("the shaper never lists")
 
     async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:

@@ -16,7 +16,7 @@ import pytest
 from pipeline.formats.wire.usage import USAGE_MAX_BYTES, decode_usage, encode_usage
 from pipeline.io.kafka.message import Record
 from pipeline.io.kafka.settings import USAGE_TOPIC
-from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
+from pipeline.io.kube.types import ApiResource, ListPage, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
 from pipeline.model.errors import ApiUnavailableError, FormatError, NotFoundError, UnknownVersionError
 from pipeline.model.keys import GroupVersionKind, ObjectKey
@@ -44,7 +44,7 @@ class OwnersCluster:
     async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return ApiResource(gvk.api_version, gvk.kind, gvk.kind.lower() + "s", True)
 
-    async def list_all(self, res: ApiResource) -> ListResult:
+    def list_pages(self, res: ApiResource) -> AsyncIterator[ListPage]:
         raise AssertionError("the sampler never lists through the watch port")
 
     async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:

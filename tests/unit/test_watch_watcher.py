@@ -10,7 +10,7 @@ from typing import Any
 from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka.message import Record
 from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC
-from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
+from pipeline.io.kube.types import ApiResource, ListPage, ResourceVersion, WatchEvent
 from pipeline.io.metrics import Metrics
 from pipeline.model.errors import GoneError, WatchBrokenError
 from pipeline.model.events import Event, EventType
@@ -34,8 +34,8 @@ def deployment(name: str, rv: int, replicas: int = 1) -> dict[str, Any]:
 
 
 class FakeCluster:
-    """Objects per kind; each watch() call takes the next scripted outcome of that kind:
-    a list of WatchEvents (then the stream stays open), or an exception to raise."""
+    """Objects per kind, listed in pages of ``page_size``; each watch() call takes the next scripted
+    outcome of that kind: a list of WatchEvents (then the stream stays open), or an exception to raise."""
 
     def __init__(self) -> None:
         self.objects: dict[str, list[dict[str, Any]]] = {"Deployment": [], "Pod": []}
@@ -46,16 +46,37 @@ class FakeCluster:
         self.lists_of: dict[str, int] = {}
         # (kind, nth list of that kind) → the objects and resourceVersion the cluster has by then
         self.before_list: dict[tuple[str, int], tuple[list[dict[str, Any]], int]] = {}
+        # (kind, nth list) → after this many pages, the continue token expires and the list starts over
+        # on these objects at this resourceVersion
+        self.restart_list: dict[tuple[str, int], tuple[int, list[dict[str, Any]], int]] = {}
+        # (kind, nth list) → after this many pages, the connection drops
+        self.break_list: dict[tuple[str, int], int] = {}
+        self.page_size = 2
 
     async def resolve(self, gvk: GroupVersionKind) -> ApiResource | None:
         return {"Deployment": DEPLOY, "Pod": PODS}.get(gvk.kind)
 
-    async def list_all(self, res: ApiResource) -> ListResult:
+    async def list_pages(self, res: ApiResource) -> AsyncIterator[ListPage]:
         self.lists += 1
         nth = self.lists_of[res.kind] = self.lists_of.get(res.kind, 0) + 1
         if (res.kind, nth) in self.before_list:
             self.objects[res.kind], self.rv = self.before_list[res.kind, nth]
-        return ListResult([dict(o) for o in self.objects[res.kind]], ResourceVersion(str(self.rv)))
+        pages = self._pages(self.objects[res.kind], self.rv)
+        if (res.kind, nth) in self.restart_list:
+            after, self.objects[res.kind], self.rv = self.restart_list[res.kind, nth]
+            fresh = self._pages(self.objects[res.kind], self.rv)
+            pages = [*pages[:after], ListPage(fresh[0].items, fresh[0].resource_version, True), *fresh[1:]]
+        for n, page in enumerate(pages):
+            if self.break_list.get((res.kind, nth)) == n:
+                raise WatchBrokenError("connection reset mid-list")
+            yield page
+
+    def _pages(self, objects: list[dict[str, Any]], rv: int) -> list[ListPage]:
+        size = self.page_size
+        return [
+            ListPage([dict(o) for o in objects[i : i + size]], ResourceVersion(str(rv)))
+            for i in range(0, max(len(objects), 1), size)
+        ]
 
     async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         return None
@@ -162,6 +183,67 @@ async def test_expired_watch_relists_publishes_differences_and_a_gap() -> None:
         "apps/Deployment/default/change",
         "apps/Deployment/default/new",
     }
+
+
+async def test_a_relist_over_pages_is_one_unit_gap_first_deletions_and_resume_last() -> None:
+    cluster, bus = FakeCluster(), FakeBus()
+    cluster.objects["Deployment"] = [deployment(n, 90 + i) for i, n in enumerate("abcde")]
+    cluster.scripts["Deployment"] = [GoneError("too old resource version: 100 (400)")]
+    # five objects in pages of two: three pages; by the re-list c vanished and f appeared
+    now = [deployment(n, 90 + i) for i, n in enumerate("abde")] + [deployment("f", 125)]
+    cluster.before_list["Deployment", 2] = (now, 130)
+    watcher = Watcher(CONFIG, cluster, bus, Metrics(), settings=FAST)
+    await run_until(watcher, lambda: any(e.type is EventType.GAP for e in bus.events()))
+    [relist] = [u for u in bus.units if any(r.key == "apps/Deployment/*/*" for r in u)]
+    assert [(r.topic, r.key) for r in relist] == [
+        (EVENTS_TOPIC, "apps/Deployment/*/*"),
+        (EVENTS_TOPIC, "apps/Deployment/default/f"),
+        (STATE_TOPIC, "apps/Deployment/default/f"),
+        (EVENTS_TOPIC, "apps/Deployment/default/c"),
+        (STATE_TOPIC, "apps/Deployment/default/c"),
+        (RESUME_TOPIC, "rv/apps/Deployment/*/*"),
+    ]
+    assert relist[-1].value == b'{"v":1,"rv":"130"}'
+
+
+async def test_a_list_started_over_mid_way_finds_deletions_against_the_fresh_snapshot() -> None:
+    cluster, bus = FakeCluster(), FakeBus()
+    cluster.objects["Deployment"] = [deployment(n, 90 + i) for i, n in enumerate("abcde")]
+    # the first list's continue token expires after one page; meanwhile a was deleted and b changed
+    cluster.restart_list["Deployment", 1] = (
+        1,
+        [deployment("b", 120, 3), *cluster.objects["Deployment"][2:]],
+        130,
+    )
+    watcher = Watcher(CONFIG, cluster, bus, Metrics(), settings=FAST)
+    await run_until(watcher, lambda: ("Deployment", "130") in cluster.watched_from)
+    assert [(e.type.value, e.key.rsplit("/", 1)[1]) for e in bus.events()] == [
+        ("applied", "a"),
+        ("applied", "b"),
+        ("applied", "b"),
+        ("applied", "c"),
+        ("applied", "d"),
+        ("applied", "e"),
+        ("deleted", "a"),
+    ]
+    assert sorted(k.rsplit("/", 1)[1] for k in bus.compacted(STATE_TOPIC)) == ["b", "c", "d", "e"]
+    assert len([u for u in bus.units if any("Deployment" in r.key for r in u)]) == 1  # one unit
+
+
+async def test_a_list_broken_after_pages_publishes_what_they_showed_then_lists_again() -> None:
+    cluster, bus = FakeCluster(), FakeBus()
+    cluster.objects["Deployment"] = [deployment(n, 90 + i) for i, n in enumerate("abcde")]
+    cluster.break_list["Deployment", 1] = 2  # two pages shaped (a-d), then the connection drops
+    watcher = Watcher(CONFIG, cluster, bus, Metrics(), settings=FAST)
+    await run_until(watcher, lambda: ("Deployment", "100") in cluster.watched_from)
+    first, second = [u for u in bus.units if any("Deployment" in r.key for r in u)]
+    # what the shaper counted as published is published: nothing is lost to the de-duplication
+    assert [r.key.rsplit("/", 1)[1] for r in first if r.topic == EVENTS_TOPIC] == ["a", "b", "c", "d"]
+    assert not [r for r in first if r.topic == RESUME_TOPIC]  # no resume point from a partial list
+    # the next list owns up to what it may have missed since: a gap, then what the first did not show
+    assert [r.key.rsplit("/", 1)[1] for r in second if r.topic == EVENTS_TOPIC] == ["*", "e"]
+    assert sorted(k.rsplit("/", 1)[1] for k in bus.compacted(STATE_TOPIC)) == list("abcde")
+    assert bus.compacted(RESUME_TOPIC)["rv/apps/Deployment/*/*"] == b'{"v":1,"rv":"100"}'
 
 
 async def test_broken_watch_relists_with_a_gap() -> None:

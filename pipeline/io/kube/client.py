@@ -24,7 +24,7 @@ from kubernetes_asyncio import client
 from pipeline.io.kube.cluster import Cluster
 from pipeline.io.kube.discovery import Discovery
 from pipeline.io.kube.transport import JsonTransport
-from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
+from pipeline.io.kube.types import ApiResource, ListPage, ListResult, ResourceVersion, WatchEvent
 from pipeline.io.kube.watch import watch_events
 from pipeline.model.errors import (
     AccessDeniedError,
@@ -256,9 +256,25 @@ class KubeClient:
 
     async def list_all(self, res: ApiResource, *, label_selector: str = "") -> ListResult:
         """Every object of ``res`` cluster-wide (those matching ``label_selector``, if given), all pages,
-        with apiVersion/kind filled in."""
+        with apiVersion/kind filled in, held at once (for small lists; the watcher uses
+        :meth:`list_pages`)."""
         items: list[dict[str, Any]] = []
+        version = ResourceVersion("")
+        async for page in self.list_pages(res, label_selector=label_selector):
+            if page.restarted:
+                items = []
+            items += page.items
+            version = page.resource_version
+        return ListResult(items, version)
+
+    async def list_pages(self, res: ApiResource, *, label_selector: str = "") -> AsyncIterator[ListPage]:
+        """Every object of ``res`` cluster-wide (those matching ``label_selector``, if given), one page
+        of :data:`LIST_PAGE_SIZE` at a time as the server answers, with apiVersion/kind filled in.
+
+        A continue token that expires mid-list starts the list over from a fresh snapshot: the next page
+        says ``restarted``. A first page answered 410 Gone raises ``WatchBrokenError``."""
         cont = ""
+        restarted = False
         selector = [("labelSelector", label_selector)] if label_selector else []
         while True:
             query = [*selector, ("limit", str(LIST_PAGE_SIZE))] + ([("continue", cont)] if cont else [])
@@ -275,8 +291,9 @@ class KubeClient:
                 # the continue token expired mid-list: start the list over from a fresh snapshot
                 if not cont:
                     raise WatchBrokenError(f"listing {res.label} answered 410 Gone: {exc}") from None
-                items, cont = [], ""
+                cont, restarted = "", True
                 continue
+            items: list[dict[str, Any]] = []
             for item in doc.get("items") or []:
                 if isinstance(item, dict):
                     item["apiVersion"] = res.api_version
@@ -284,8 +301,11 @@ class KubeClient:
                     items.append(item)
             meta = doc.get("metadata") or {}
             cont = meta.get("continue") or ""
+            del doc  # the page's items only, while the reader shapes them
+            yield ListPage(items, ResourceVersion(str(meta.get("resourceVersion", ""))), restarted)
+            restarted = False
             if not cont:
-                return ListResult(items, ResourceVersion(str(meta.get("resourceVersion", ""))))
+                return
 
     async def get_object(self, res: ApiResource, namespace: str | None, name: str) -> dict[str, Any] | None:
         """One object, or None if it does not exist (used to follow owner chains)."""

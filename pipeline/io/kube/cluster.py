@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from pipeline.io.kube.types import ApiResource, ListResult, ResourceVersion, WatchEvent
+from pipeline.io.kube.types import ApiResource, ListPage, ResourceVersion, WatchEvent
 from pipeline.model.keys import GroupVersionKind
 
 
@@ -96,8 +96,9 @@ class ClusterReads(Protocol):
         """The listable resource serving ``gvk``, or None if there is none."""
         ...
 
-    async def list_all(self, res: ApiResource) -> ListResult:
-        """Every object of ``res`` cluster-wide, all pages, with apiVersion/kind filled in."""
+    def list_pages(self, res: ApiResource) -> AsyncIterator[ListPage]:
+        """Every object of ``res`` cluster-wide, page by page as the server answers, with apiVersion/kind
+        filled in; the last page's resourceVersion is the list's."""
         ...
 
     async def get_object(

@@ -57,6 +57,19 @@ class WatchEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of a paged list of one kind, as it arrives: a reader keeps only what it must remember
+    across pages, so a list of 50,000 pods is never held whole. Every page of one snapshot carries the
+    snapshot's ``resource_version``; the last page's is where a watch continues."""
+
+    items: list[dict[str, Any]]
+    resource_version: ResourceVersion
+    restarted: bool = False
+    """The list started over from a fresh snapshot (the continue token expired mid-list): what the
+    earlier pages showed is superseded, and objects they listed may be gone from the new snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
 class ListResult:
     """A complete (all pages) list of one kind, consistent at ``resource_version``."""
 
