@@ -303,8 +303,9 @@ class Watcher:
                 if to_rv is None:  # the first page: the time and the gap as when the list was whole
                     ts = self._clock()
                     gap_due = old_rv is not None or (s.tracked and self._has_published(s.res))
-                if page.restarted:  # a fresh snapshot: deletions are judged against it alone
+                if page.restarted:  # a fresh snapshot: deletions are judged against it alone, at its time
                     present = []
+                    ts = self._clock()
                 to_rv = page.resource_version
                 for item in page.items:
                     with contextlib.suppress(FormatError):  # counted and logged by _shape below

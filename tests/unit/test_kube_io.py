@@ -227,6 +227,29 @@ async def test_a_full_list_follows_pages_and_starts_over_when_its_continue_token
     assert [q.get("continue", "") for _, _, q in api.calls] == ["", "t1", "", "t2"]
 
 
+async def test_a_paged_list_yields_each_page_and_says_where_it_started_over() -> None:
+    def page(names: list[str], cont: str, rv: str) -> tuple[int, Any]:
+        items = [{"metadata": {"name": n}} for n in names]
+        return (200, {"items": items, "metadata": {"continue": cont, "resourceVersion": rv}})
+
+    kube, _ = client_for(
+        {
+            ("GET", "/api/v1/pods"): [
+                page(["a"], "t1", "5"),
+                (410, {"reason": "Expired", "message": "continue token too old"}),
+                page(["a", "b"], "t2", "9"),
+                page(["c"], "", "9"),
+            ]
+        }
+    )
+    pages = [page async for page in kube.list_pages(PODS)]
+    assert [([o["metadata"]["name"] for o in p.items], p.resource_version, p.restarted) for p in pages] == [
+        (["a"], "5", False),
+        (["a", "b"], "9", True),
+        (["c"], "9", False),
+    ]
+
+
 async def test_one_watch_stream_serves_the_watcher_and_the_controllers_change_feed() -> None:
     lines = [
         {"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "11"}}},
