@@ -1,7 +1,8 @@
 """What the watcher holds while it lists every pod of a cluster (its start, or a re-list after 410 Gone),
 by structure, with tracemalloc: the parsed list items, then the records and shaper state shaping them
-adds. ``Watcher._relist`` keeps every item of every page until the last is shaped, so the items are what
-grows with the cluster. Prints one JSON document.
+adds. ``Watcher._relist`` kept every item of every page until the last was shaped, so the items were what
+grew with the cluster; it now shapes each page as it arrives (:mod:`bench.relist_heap` measures its peak
+both ways). Prints one JSON document.
 
 Input: the pods and their owners of a real cluster, as kubectl writes them::
 
@@ -54,7 +55,7 @@ async def measure(pods_json: bytes, owners: list[dict[str, Any]]) -> dict[str, A
     gc.collect()
     tracemalloc.start()
     items = orjson.loads(pods_json)["items"]
-    for item in items:  # as list_all fills them in
+    for item in items:  # as the client fills them in
         item["apiVersion"], item["kind"] = "v1", "Pod"
     listed, _ = tracemalloc.get_traced_memory()
     out = Shaped()
