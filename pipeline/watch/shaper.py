@@ -28,8 +28,8 @@ status subresource, for a deleted one its ``deletionTimestamp`` — used when it
 observation is never that far behind) and not before the key's previous event. Evidence up to one
 second (its resolution) before the previous event may still be of a later change: such an event takes the
 previous event's time, the earliest the change can have happened. Evidence that cannot be of a change
-after the key's previous event is not used: an update's ``creationTimestamp``, and the managedFields
-time the watcher already saw on the previous version. The event then says so:
+after the key's previous event is not used: evidence the watcher already saw on the previous
+version (its creation, or a managedFields time that has not moved since). The event then says so:
 its object carries the annotation :data:`TIME_SOURCE_ANNOTATION` naming the source (``managedFields``,
 ``creationTimestamp`` or ``deletionTimestamp``); without it the time is the observation's.
 
@@ -184,16 +184,14 @@ def event_time(
 def _evidence_of_this_change(
     evidence: tuple[int, str] | None, prev: Published | None
 ) -> tuple[int, str] | None:
-    """The evidence, unless it cannot be of a change after ``prev``: an update's creationTimestamp is the
-    object's creation, and a managedFields time the watcher already saw on the previous version was
-    written before that version. Without this, an update seen in time, long after an object first seen
-    at its creation (an HPA's scaling of a Deployment whose latest managedFields time is its creation),
-    was dated back to that first event."""
-    if prev is None or evidence is None:
+    """The evidence, unless the watcher already saw it on the previous version: then it was written
+    before that version and says nothing of this change. Without this, an update seen in time, long
+    after an object first seen at its creation (an HPA scaling a Deployment whose latest evidence is its
+    creation), was dated back to that first event. After a restart the previous version's evidence is
+    not known, and the rules of :func:`event_time` alone apply."""
+    if prev is None or evidence is None or evidence != prev.evidence:
         return evidence
-    if evidence[1] == "creationTimestamp" or evidence == prev.evidence:
-        return None
-    return evidence
+    return None
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
