@@ -156,3 +156,19 @@ def test_a_recorded_peak_wholly_before_the_reaction_time_is_never_called_held() 
         ).verdict
         == "held"
     )
+
+
+def test_a_rise_just_before_the_reaction_time_that_lasts_past_it_is_judged_and_may_hold() -> None:
+    # the end-to-end recording at x10: the recorded HPA scaled 2 -> 4 at 44.9 s, R 45 s, back at 105 s;
+    # the samples after R ask the replay for the 4, so nothing went unjudged
+    rise: Timeline = [(0, 2), (44_900, 4), (105_700, 2)]
+    samples = replay(shifted(rise, 10_000))
+    result = judge(
+        {WEB: rise},
+        samples,
+        SETTLE_MS,
+        resolution_wall_s=1.0,
+        lateness_p99_ms=0.0,
+        hpa_reactions={WEB: 45_000.0},
+    )
+    assert result.verdict == "held", result.reasons

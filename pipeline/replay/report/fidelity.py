@@ -33,8 +33,8 @@ settle, when longer, extends the past side), *and* the count the recording had a
 :data:`BOUND_PODS` of the range the replay took over ``[t - R, t + R]``: the window forgives when a
 decision came, never whether it came, so a recorded peak shorter than ``2R`` the simulated HPA never
 reached is still a miss. Samples before ``R`` (the simulated HPA had no chance to act yet) are not
-judged; a recording that moved more than :data:`BOUND_PODS` in that stretch had decisions nobody
-judged, so the verdict cannot be ``held`` (:func:`unjudged_decisions`).
+judged; a count the recording took only in that stretch, more than :data:`BOUND_PODS` from any it
+takes later, is a decision nobody judged, so the verdict cannot be ``held`` (:func:`unjudged_decisions`).
 """
 
 from __future__ import annotations
@@ -195,19 +195,22 @@ def settle_needed(
 
 
 def unjudged_decisions(recorded: Mapping[str, Timeline], hpa_reactions: Mapping[str, float]) -> list[str]:
-    """A reason per autoscaled owner whose recording moved more than :data:`BOUND_PODS` from its count
-    at ``R`` before ``R``: samples there are not judged, so without this a replay whose simulated HPA
-    never made the recorded HPA's early decisions (a whole peak before ``R``) was called held."""
+    """A reason per autoscaled owner whose recording, before ``R``, went more than :data:`BOUND_PODS`
+    beyond every count it has from ``R`` on. Samples before ``R`` are not judged and a sample at ``t``
+    asks the replay for what the recording had at ``t``, so such a count (a whole peak before ``R``) is
+    asked of no sample: without this, a simulated HPA that never made it was called held. A change
+    before ``R`` whose count lasts past ``R`` is judged by the samples after it, and says nothing."""
     out = []
     for owner, reaction in sorted(hpa_reactions.items()):
         timeline = recorded.get(owner, ())
         low, high = range_over(timeline, 0, reaction)
-        at_reaction = value_at(timeline, reaction)
-        if max(at_reaction - low, high - at_reaction) > BOUND_PODS:
+        after_low, after_high = range_over(timeline, reaction, float("inf"))
+        if low < after_low - BOUND_PODS or high > after_high + BOUND_PODS:
             out.append(
                 f"{owner}: the recording went from {low} to {high} pods before the simulated HPA's "
-                f"reaction time ({reaction / 1000:g} s of trace), where nothing is judged; replay from "
-                "earlier in the recording, or at a speed whose reaction time is shorter"
+                f"reaction time ({reaction / 1000:g} s of trace), where nothing is judged, and never "
+                "again after it; replay from earlier in the recording, or at a speed whose reaction "
+                "time is shorter"
             )
     return out
 
@@ -218,10 +221,10 @@ class FidelityVerdict:
 
     * ``held``: every owner-instant within the bound at the stated settle, and the machine kept up;
     * ``degraded``: the machine did not keep up (the replayer's writes ran late, the samples were
-      further apart than the wall-time resolution), or an autoscaled owner's recording moved before
-      its HPA's reaction time, where nothing is judged, or the bound was missed at the stated settle but
-      holds once the cluster is allowed longer to converge (an overloaded control plane). The figures
-      stay those at the stated settle; the reasons say what fell behind;
+      further apart than the wall-time resolution), or an autoscaled owner's recording took a count
+      only before its HPA's reaction time, where nothing is judged, or the bound was missed at the
+      stated settle but holds once the cluster is allowed longer to converge (an overloaded control
+      plane). The figures stay those at the stated settle; the reasons say what fell behind;
     * ``failed``: the bound was missed, and allowing the cluster ten times the settle does not
       explain it;
     * ``unmeasured``: the recording has no pod counts to compare with.
