@@ -6,6 +6,8 @@ and SASL apply to all of them alike."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -30,6 +32,24 @@ class _TokenFile(AbstractTokenProvider):  # type: ignore[misc]
             return self._path.read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise ConfigError(f"sasl.oauthbearer.token.file {self._path}: {exc.strerror or exc}") from None
+
+
+log = logging.getLogger("kubetape.kafka")
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """Stop ``consumer`` without taking a cancellation that is not ours: aiokafka 0.14's
+    ``Fetcher.close`` cancels its fetch tasks and awaits them, and a fetch task sleeping in its retry
+    backoff (the brokers refused it) ends by raising that CancelledError, which ``close`` lets out. The
+    caller's task was not cancelled, yet it saw a CancelledError: the sink's loop ended there, after a
+    rotated password, when it replaced its consumer. A cancellation of the caller itself still goes on."""
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        log.debug("a fetch task's cancellation escaped aiokafka's consumer close; the consumer is stopped")
 
 
 def connection(settings: KafkaSettings) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from aiokafka.errors import GroupAuthorizationFailedError, KafkaConnectionError,
 
 from pipeline.io.kafka.access import denied
 from pipeline.io.kafka.admin import topic_partitions
-from pipeline.io.kafka.clients import ConsumerClient, new_consumer, offsets_at
+from pipeline.io.kafka.clients import ConsumerClient, new_consumer, offsets_at, stop_consumer
 from pipeline.io.kafka.headers import ClusterFilter
 from pipeline.io.kafka.message import Message
 from pipeline.io.kafka.settings import KafkaSettings
@@ -91,7 +91,7 @@ class TopicReader(ConsumerClient):
         try:
             await consumer.start()
         except KafkaConnectionError as exc:
-            await consumer.stop()
+            await stop_consumer(consumer)
             raise TransientError(
                 f"cannot reach Kafka at {self.settings.bootstrap} ({exc}); check --bootstrap and the broker"
             ) from None
@@ -137,7 +137,7 @@ class TopicReader(ConsumerClient):
         """Close the client (committed offsets stay with the group); safe to call twice."""
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await consumer.stop()
+            await stop_consumer(consumer)
 
     async def fetch(self, timeout_ms: int, max_records: int) -> list[Message]:
         """The next messages of the chosen cluster; TransientError when the fetch fails, ConfigError

@@ -18,7 +18,7 @@ from typing import Protocol
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from pipeline.io.kafka.admin import topic_partitions
-from pipeline.io.kafka.clients import new_consumer
+from pipeline.io.kafka.clients import new_consumer, stop_consumer
 from pipeline.io.kafka.headers import ClusterFilter, cluster_named, is_from_cluster
 from pipeline.io.kafka.message import Message
 from pipeline.io.kafka.reader import Start, TopicMissingError, TopicReader
@@ -167,4 +167,4 @@ async def latest_clusters(settings: KafkaSettings, topic: str) -> set[str]:
             f"reading the last records of {topic!r} from {settings.bootstrap} failed: {exc}"
         ) from None
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)

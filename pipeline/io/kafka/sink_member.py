@@ -24,7 +24,7 @@ from pipeline.io.kafka.access import (
     denied,
     on_login_refused,
 )
-from pipeline.io.kafka.clients import ConsumerClient, new_consumer, new_producer
+from pipeline.io.kafka.clients import ConsumerClient, new_consumer, new_producer, stop_consumer
 from pipeline.io.kafka.diagnose import refusal
 from pipeline.io.kafka.message import Message, PartitionBatch
 from pipeline.io.kafka.publisher import refused
@@ -128,7 +128,7 @@ class KafkaSinkSource(ConsumerClient):
             await consumer.start()
         except KafkaError as exc:
             await producer.stop()
-            await consumer.stop()
+            await stop_consumer(consumer)
             raise TransientError(
                 f"cannot reach Kafka at {self.settings.bootstrap} ({exc}); is the broker up?"
             ) from exc
@@ -149,14 +149,14 @@ class KafkaSinkSource(ConsumerClient):
                 self.assigned = set()
         old, self._consumer = self._consumer, None  # its refusals while it stops are not the new one's
         if old is not None:
-            await old.stop()
+            await stop_consumer(old)
         while True:
             consumer = new_consumer(self.settings, group_id=self.group_id)
             try:
                 await consumer.start()
                 break
             except KafkaError as exc:  # the brokers unreachable meanwhile: not a reason to stop
-                await consumer.stop()
+                await stop_consumer(consumer)
                 log.warning("rejoining the group failed (%s); retrying in %.0fs", exc, RETRY_MAX_S)
                 await asyncio.sleep(RETRY_MAX_S)
         self._watch_logins(consumer)
@@ -195,7 +195,7 @@ class KafkaSinkSource(ConsumerClient):
         consumer, producer = self._consumer, self._producer
         self._consumer = self._producer = None
         if consumer is not None:
-            await consumer.stop()
+            await stop_consumer(consumer)
         if producer is not None:
             await producer.stop()
 
