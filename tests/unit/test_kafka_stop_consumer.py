@@ -18,6 +18,11 @@ class BackoffFetchConsumer:
 
     def __init__(self) -> None:
         self.stopped = False
+        self._client = self  # aiokafka's close never reaches its client's close in that case
+        self.connections_closed = False
+
+    async def close(self) -> None:
+        self.connections_closed = True
 
     async def stop(self) -> None:
         async def fetch() -> None:
@@ -37,8 +42,10 @@ async def test_a_fetch_tasks_cancellation_does_not_end_the_caller() -> None:
     consumer = BackoffFetchConsumer()
     with pytest.raises(asyncio.CancelledError):
         await consumer.stop()  # what the sink's loop met: a CancelledError nobody asked for
+    assert not consumer.connections_closed
     await stop_consumer(cast(Any, consumer))
     assert consumer.stopped
+    assert consumer.connections_closed, "the rest of the close is done: no connection of it lingers"
 
 
 async def test_a_cancellation_of_the_caller_still_goes_on() -> None:

@@ -49,6 +49,14 @@ async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
+        # close stopped at that task (the group was already left): the rest of it is done here, the
+        # other fetch tasks cancelled and the connections closed, so nothing of the old consumer lingers
+        fetcher = getattr(consumer, "_fetcher", None)
+        for fetch in list(getattr(fetcher, "_pending_tasks", ())):
+            fetch.cancel()
+        client = getattr(consumer, "_client", None)
+        if client is not None:
+            await client.close()
         log.debug("a fetch task's cancellation escaped aiokafka's consumer close; the consumer is stopped")
 
 
