@@ -107,7 +107,14 @@ def make_materials(files: SecurityFiles, broker_port: int, mtls_port: int) -> No
          "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"]
     )  # fmt: skip
     for principal in ("broker", *PRINCIPALS):
-        _sign(openssl, files, ca_key, principal, server=principal == "broker")
+        _issue(
+            openssl,
+            files,
+            principal,
+            files.certificate(principal),
+            files.key(principal),
+            server=principal == "broker",
+        )
     files.broker_keystore.write_text(
         files.key("broker").read_text() + files.certificate("broker").read_text()
     )
@@ -119,9 +126,29 @@ def make_materials(files: SecurityFiles, broker_port: int, mtls_port: int) -> No
     )
 
 
-def _sign(openssl: str, files: SecurityFiles, ca_key: Path, principal: str, *, server: bool) -> None:
-    key, cert, csr = files.key(principal), files.certificate(principal), files.root / f"{principal}.csr"
-    ext = files.root / f"{principal}.ext"
+def issue_client_certificate(
+    files: SecurityFiles, principal: str, certificate: Path, key: Path, *, expired: bool = False
+) -> None:
+    """A new certificate and key for ``principal`` signed by the stack's CA, written to ``certificate``
+    and ``key`` (not the stack's own files, which other clients use); ``expired``: its validity ended a
+    day before it was made (notBefore now, notAfter a day earlier), what the brokers refuse as expired.
+    Renewing a client certificate while a component runs is tested with these."""
+    openssl = require_tool("openssl", "make the secured broker's certificates")
+    _issue(openssl, files, principal, certificate, key, server=False, days=-1 if expired else 3650)
+
+
+def _issue(
+    openssl: str,
+    files: SecurityFiles,
+    principal: str,
+    cert: Path,
+    key: Path,
+    *,
+    server: bool,
+    days: int = 3650,
+) -> None:
+    ca_key = files.root / "ca.key"  # made by make_materials
+    csr, ext = cert.with_suffix(".csr"), cert.with_suffix(".ext")
     names = f"subjectAltName=DNS:{BROKER_HOST}\n" if server else ""
     ext.write_text(f"{names}authorityKeyIdentifier=keyid\nbasicConstraints=CA:FALSE\n")
     _run(
@@ -130,7 +157,7 @@ def _sign(openssl: str, files: SecurityFiles, ca_key: Path, principal: str, *, s
     )  # fmt: skip
     _run(
         [openssl, "x509", "-req", "-in", str(csr), "-CA", str(files.ca), "-CAkey", str(ca_key),
-         "-CAcreateserial", "-out", str(cert), "-days", "3650", "-extfile", str(ext)]
+         "-CAcreateserial", "-out", str(cert), "-days", str(days), "-extfile", str(ext)]
     )  # fmt: skip
     key.chmod(0o600)
     csr.unlink()

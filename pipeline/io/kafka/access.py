@@ -17,6 +17,12 @@ delay, and once the brokers take them the watcher's producer gets them (:func:`u
 stay in it) and the sink joins its group again with clients built with them. Writing the current
 password into the file (a Secret mounted as a file is updated in place) is what ends the outage.
 
+Mutual TLS is the same outage by other means: a client certificate that expired, was revoked or was
+renewed by a CA the brokers do not trust is refused at the TLS handshake of the next connection, which
+aiokafka also only logs. The client's TLS context tells the component (:func:`on_tls_refused`, with what
+TLS said: :mod:`pipeline.io.kafka.tls`), which turns not ready with :func:`tls_message` and retries as
+above; the context reads a renewed certificate and key again for its next connections by itself.
+
 aiokafka reports the denials as exceptions of the request that met them: a producer's send as
 ``TopicAuthorizationFailedError(topic)``, a consumer's fetch the same, the group's join, heartbeat and
 commits as ``GroupAuthorizationFailedError(group)`` (raised by every later ``getmany``: its consumer
@@ -34,6 +40,7 @@ from aiokafka.conn import CloseReason
 
 from pipeline.io.kafka.security import KafkaSecurity
 from pipeline.io.kafka.settings import KafkaSettings
+from pipeline.io.kafka.tls import ClientTLS, certificate_validity
 from pipeline.model.errors import BrokerRefusedError, ConfigError
 
 RETRY_MIN_S = 0.5
@@ -87,6 +94,53 @@ def login_message(settings: KafkaSettings) -> str:
         f"Kafka at {settings.describe()} no longer accepts the credentials of {principal_of(settings)} "
         f"(its password was changed or the user removed on the brokers, or its token expired); {fix}"
     )
+
+
+def tls_message(settings: KafkaSettings, problem: str) -> str:
+    """The brokers refusing this client's TLS connection (``problem``: :func:`~.tls.refusal_words`) after
+    start, the file concerned and what to do about it."""
+    return (
+        f"Kafka at {settings.describe()} refuses the TLS connection of {principal_of(settings)}: "
+        f"{problem}; {tls_fix(settings, problem)}"
+    )
+
+
+def tls_fix(settings: KafkaSettings, problem: str) -> str:
+    """What to do about a refused TLS connection, naming the file concerned."""
+    security = settings.security
+    certificate = security.certificate_location
+    if problem.startswith("this client does not trust"):
+        fix = (
+            "set ssl.ca.location to the CA that signed the brokers' certificate (now "
+            f"{security.ca_location or 'the system CAs'}; read at start, so restart after changing it), or "
+            "have the brokers' certificate renewed"
+        )
+    elif certificate is not None:
+        validity = certificate_validity(certificate)
+        fix = (
+            f"write a renewed certificate, signed by a CA the brokers trust, into ssl.certificate.location "
+            f"{certificate} and its key into ssl.key.location {security.key_location} (read again when "
+            "they change and at every retry: a Secret renewed by cert-manager is picked up without a "
+            "restart)"
+        ) + (f"; that file now holds a certificate {validity}" if validity else "")
+    else:
+        fix = (
+            "set ssl.certificate.location and ssl.key.location to a client certificate the brokers trust "
+            "and restart"
+        )
+    return fix
+
+
+def on_tls_refused(client: Any, callback: Callable[[str], None]) -> None:
+    """Call ``callback`` with what TLS said whenever a handshake of a connection ``client`` (an aiokafka
+    producer, consumer or admin client) opens is refused: an expired or revoked client certificate, one
+    the brokers' CA did not sign, a broker's certificate this client does not trust. aiokafka only logs
+    that and retries; the client's :class:`~.tls.ClientTLS` context sees each connection's handshake and
+    first reads, which is what is hooked here (it also reads a renewed certificate again by itself)."""
+    inner: Any = getattr(client, "_client", None) or getattr(client, "client", None)
+    context = getattr(inner, "_ssl_context", None)
+    if isinstance(context, ClientTLS):
+        context.on_refused(callback)
 
 
 def on_login_refused(client: Any, callback: Callable[[], None]) -> None:
@@ -153,6 +207,7 @@ class BrokerAccess:
         self._denied_at = 0.0
         self._delay = RETRY_MIN_S
         self._denied_name = ""
+        self._message = ""
 
     @property
     def ok(self) -> bool:
@@ -167,15 +222,19 @@ class BrokerAccess:
         """Record a denial; the first of an outage is logged as one error. Returns the delay to wait."""
         return self._refuse(name, denial_message(self._settings, operation, resource, name), consequence)
 
-    def refused_login(self, consequence: str) -> float:
-        """Record the brokers refusing this component's credentials, as :meth:`refused`."""
-        return self._refuse(_LOGIN, login_message(self._settings), consequence)
+    def refused_login(self, consequence: str, tls: str | None = None) -> float:
+        """Record the brokers refusing this component's credentials, as :meth:`refused`: its password or
+        token, or with ``tls`` (what TLS said, :func:`~.tls.refusal_words`) its TLS connection."""
+        message = login_message(self._settings) if tls is None else tls_message(self._settings, tls)
+        return self._refuse(_LOGIN, message, consequence)
 
     def _refuse(self, name: str, message: str, consequence: str) -> float:
         self.denials += 1
         self._denied_at = self._clock()
-        # one error per outage; a login refused during a denial (or the reverse) is a new one to tell
-        if self.error is None or (name == _LOGIN) != (self._denied_name == _LOGIN):
+        # one error per outage; a login refused during a denial (or the reverse), or refused for another
+        # reason (a renewed certificate the brokers refuse too, but otherwise), is a new one to tell
+        login_changed = name == _LOGIN and self._denied_name == _LOGIN and message != self._message
+        if self.error is None or (name == _LOGIN) != (self._denied_name == _LOGIN) or login_changed:
             if self.error is None:
                 self._delay = RETRY_MIN_S
             self.error = BrokerRefusedError(
@@ -184,6 +243,7 @@ class BrokerAccess:
             )
             self._log.error("%s", self.error)
         self._denied_name = name
+        self._message = message
         delay = self._delay
         self._delay = min(self._delay * 2, RETRY_MAX_S)
         return delay

@@ -12,8 +12,10 @@ import ssl
 from aiokafka import errors
 from aiokafka.conn import create_conn
 
+from pipeline.io.kafka.access import tls_fix
 from pipeline.io.kafka.clients import connection
 from pipeline.io.kafka.settings import KafkaSettings
+from pipeline.io.kafka.tls import refusal_words
 
 
 async def refusal(settings: KafkaSettings, timeout_s: float = 15.0) -> str | None:
@@ -39,6 +41,9 @@ async def refusal(settings: KafkaSettings, timeout_s: float = 15.0) -> str | Non
             f"signed it (now {security.ca_location or 'the system CAs'}), or renew an expired certificate"
         )
     except ssl.SSLError as exc:
+        words = refusal_words(exc)
+        if words is not None:  # a certificate alert from the broker
+            return f"{words}; {tls_fix(settings, words)}"
         return (
             f"the TLS handshake failed ({exc.reason or exc}); check security.protocol ({security.protocol}) "
             "against the listener, and whether it requires a client certificate (ssl.certificate.location)"
@@ -47,6 +52,9 @@ async def refusal(settings: KafkaSettings, timeout_s: float = 15.0) -> str | Non
         return f"the broker does not accept sasl.mechanism {security.mechanism} ({exc}); set one it enables"
     except errors.KafkaConnectionError as exc:
         cause = exc.__cause__ or exc.__context__
+        words = refusal_words(cause) if cause is not None else None
+        if words is not None:  # TLS 1.3: the broker's alert arrives after the client's handshake
+            return f"{words}; {tls_fix(settings, words)}"
         if isinstance(cause, ssl.SSLError):
             return f"the TLS handshake failed ({cause}); check security.protocol and the TLS files"
         return None

@@ -46,7 +46,13 @@ from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 from aiokafka.producer.message_accumulator import BatchBuilder
 
-from pipeline.io.kafka.access import BrokerAccess, authorization_error, on_login_refused, use_password
+from pipeline.io.kafka.access import (
+    BrokerAccess,
+    authorization_error,
+    on_login_refused,
+    on_tls_refused,
+    use_password,
+)
 from pipeline.io.kafka.clients import new_producer
 from pipeline.io.kafka.diagnose import refusal
 from pipeline.io.kafka.headers import cluster_header
@@ -138,6 +144,7 @@ class KafkaPublisher:
         self._second_phase: asyncio.Queue[tuple[list[Record], int]] = asyncio.Queue(1)
         self._max_batch = max_batch_records
         self._login_refused = False  # the brokers refused the credentials of the producer's connection
+        self._tls_refusal: str | None = None  # what TLS said when the refusal was of a TLS connection
         self._logging_in: asyncio.Task[None] | None = None
         self._producer = self._make_producer()
         self._tasks: list[asyncio.Task[None]] = []
@@ -182,15 +189,17 @@ class KafkaPublisher:
         """A producer built with the credentials as they are now (the password file read again)."""
         producer = self._new_producer(self._settings)
 
-        def refused() -> None:
+        def refused(tls: str | None = None) -> None:
             if producer is self._producer and not self._login_refused and not self._closed:
                 self._login_refused = True
+                self._tls_refusal = tls
                 self.connected = False
                 self._logging_in = asyncio.get_running_loop().create_task(
                     self._log_in_again(), name="kubetape-publisher-login"
                 )
 
         on_login_refused(producer, refused)
+        on_tls_refused(producer, refused)
         return producer
 
     def _consequence(self) -> str:
@@ -201,9 +210,11 @@ class KafkaPublisher:
         are now (the password file read again and tried on one connection, after a growing delay), the
         producer gets them for its next connections (see :mod:`pipeline.io.kafka.access`). The producer
         is kept, not replaced: its batches wait in it, and the idempotent producer retries them until
-        they are written (it never expires them), so each is written once, in order."""
+        they are written (it never expires them), so each is written once, in order. A refused TLS
+        connection is the same outage: the producer's TLS context reads a renewed client certificate
+        again for its next connections by itself (:mod:`pipeline.io.kafka.tls`)."""
         while True:
-            await asyncio.sleep(self.access.refused_login(self._consequence()))
+            await asyncio.sleep(self.access.refused_login(self._consequence(), self._tls_refusal))
             problem = await refusal(self._settings)
             if problem is None:
                 use_password(self._producer, self._settings.security)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.io.kafka.tls import ClientTLS
 from pipeline.model.errors import ConfigError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -127,28 +128,25 @@ class KafkaSecurity:
             parts.append(f"client certificate {self.certificate_location}")
         return ", ".join(parts)
 
-    def ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS context of a client (None without TLS); a bad CA or key file is a ConfigError."""
+    def ssl_context(self) -> ClientTLS | None:
+        """The TLS context of a client (None without TLS); a bad CA or key file is a ConfigError. The
+        client certificate is read again when its files change (:class:`~.tls.ClientTLS`)."""
         if not self.uses_tls:
             return None
         try:
-            context = ssl.create_default_context(
-                ssl.Purpose.SERVER_AUTH, cafile=str(self.ca_location) if self.ca_location else None
+            return ClientTLS.create(
+                ca=self.ca_location,
+                certificate=self.certificate_location,
+                key=self.key_location,
+                key_password=self.key_password.reveal() if self.key_password else None,
+                check_hostname=self.check_hostname,
             )
-            if self.certificate_location is not None:
-                context.load_cert_chain(
-                    str(self.certificate_location),
-                    str(self.key_location) if self.key_location else None,
-                    password=self.key_password.reveal() if self.key_password else None,
-                )
         except (ssl.SSLError, OSError) as exc:
             raise ConfigError(
                 f"cannot load the Kafka TLS files (ssl.ca.location {self.ca_location}, "
                 f"ssl.certificate.location {self.certificate_location}, ssl.key.location "
                 f"{self.key_location}): {exc}; check that they are PEM and the key password is right"
             ) from None
-        context.check_hostname = self.check_hostname
-        return context
 
 
 PLAINTEXT = KafkaSecurity()

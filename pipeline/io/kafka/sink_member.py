@@ -23,6 +23,7 @@ from pipeline.io.kafka.access import (
     authorization_error,
     denied,
     on_login_refused,
+    on_tls_refused,
 )
 from pipeline.io.kafka.clients import ConsumerClient, new_consumer, new_producer, stop_consumer
 from pipeline.io.kafka.diagnose import refusal
@@ -110,13 +111,17 @@ class KafkaSinkSource(ConsumerClient):
         self._ever_joined = False
         self._login_refused = False
         """The brokers refused the credentials of a connection this member's clients opened."""
+        self._tls_refusal: str | None = None
+        """What TLS said, when that refusal was of a TLS connection (a client certificate refused)."""
 
     def _watch_logins(self, client: AIOKafkaConsumer | AIOKafkaProducer) -> None:
-        def refused() -> None:
+        def refused(tls: str | None = None) -> None:
             if client is self._consumer or client is self._producer:  # not a client being replaced
                 self._login_refused = True
+                self._tls_refusal = tls
 
         on_login_refused(client, refused)
+        on_tls_refused(client, refused)
 
     async def start(self) -> None:
         consumer = new_consumer(self.settings, group_id=self.group_id)
@@ -168,8 +173,13 @@ class KafkaSinkSource(ConsumerClient):
         and after a growing delay one connection checks the credentials as they are now (the password
         file read again); once the brokers take them, the consumer joins again and the dead-letter
         producer is replaced, both built with them. What the member held is written first (as for a
-        group denial), so nothing is lost and the next assignment reads on from the store's end."""
-        delay = self.access.refused_login("nothing is consumed meanwhile (the topic keeps it) nor committed")
+        group denial), so nothing is lost and the next assignment reads on from the store's end. A refused
+        TLS connection (a client certificate expired, revoked, or not signed by a CA the brokers trust)
+        is handled alike: the check's connection and the new clients read the certificate files as they
+        are now."""
+        delay = self.access.refused_login(
+            "nothing is consumed meanwhile (the topic keeps it) nor committed", self._tls_refusal
+        )
         await asyncio.sleep(delay)
         problem = await refusal(self.settings)
         if problem is not None:
