@@ -5,16 +5,20 @@ its partition), never the records other partitions already acknowledged."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
+import pytest
 from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, OutOfOrderSequenceNumber
 
 from pipeline.io.kafka.headers import CLUSTER_HEADER
 from pipeline.io.kafka.message import Record
 from pipeline.io.kafka.publisher import KafkaPublisher
 from pipeline.io.kafka.settings import DEADLETTER_TOPIC, EVENTS_TOPIC, STATE_TOPIC, KafkaSettings
+from pipeline.io.kafka.tls import ClientTLS
 from pipeline.io.metrics import Metrics
 from pipeline.model.keys import DEFAULT_CLUSTER, ClusterId
 
@@ -58,6 +62,7 @@ class FakeProducer:
         self.starts = 0
         self.gaps: set[tuple[str, int]] = set()
         self.fail: Callable[[str, int, FakeBatch], Exception | None] = lambda _t, _p, _b: None
+        self.client: object = None  # aiokafka's producer keeps its TLS context there (a test sets one)
 
     async def start(self) -> None:
         self.starts += 1
@@ -211,3 +216,40 @@ async def test_the_default_cluster_publishes_as_before_fleets() -> None:
     await publish(await publisher_with(producer), [unit("apps/Deployment/ns/web")])
     assert producer.delivered(EVENTS_TOPIC) == ["apps/Deployment/ns/web"]
     assert producer.headers == [[], []]
+
+
+async def test_a_refused_tls_connection_makes_it_not_ready_until_the_brokers_take_it_and_loses_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client certificate the brokers refuse after start: the producer's TLS context tells it (as its
+    connections' handshakes do, see tests/unit/test_kafka_tls.py); sends fail meanwhile. Not ready with
+    what TLS said, then ready again once the brokers take the (renewed) certificate; every change is
+    delivered once."""
+    context = ClientTLS.create(ca=None, certificate=None, key=None, key_password=None, check_hostname=True)
+    producer = FakeProducer()
+    producer.client = SimpleNamespace(_ssl_context=context)  # where aiokafka's producer keeps it
+    still_refused = True
+    producer.fail = lambda _t, _p, _b: KafkaTimeoutError() if still_refused else None
+    checked = asyncio.Event()
+
+    async def brokers_say(_settings: KafkaSettings) -> str | None:  # the publisher's one-connection check
+        checked.set()
+        return "refused" if still_refused else None
+
+    monkeypatch.setattr("pipeline.io.kafka.publisher.refusal", brokers_say)
+    pub = await publisher_with(producer)
+    async with pub:
+        context.met(ssl.SSLError(1, "[SSL: SSLV3_ALERT_CERTIFICATE_EXPIRED] sslv3 alert certificate expired"))
+        for i in range(20):
+            await pub.submit(unit(f"pod-{i}"))
+        async with asyncio.timeout(10):
+            await checked.wait()
+        assert pub.access.error is not None  # not ready
+        assert "refuses the TLS connection" in str(pub.access.error)
+        assert "the brokers refuse this client's certificate: expired" in str(pub.access.error)
+        still_refused = False  # the renewed certificate is written
+        async with asyncio.timeout(30):
+            await pub.flush()
+        assert pub.access.ok  # the first batch the brokers took since
+    assert producer.delivered(EVENTS_TOPIC) == sorted(f"pod-{i}" for i in range(20))
+    assert producer.delivered(STATE_TOPIC) == sorted(f"pod-{i}" for i in range(20))
