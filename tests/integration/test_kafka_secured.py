@@ -924,3 +924,94 @@ async def test_a_publisher_whose_password_is_rotated_logs_in_again_from_its_file
     logs = "\n".join(r.getMessage() for r in caplog.records)
     assert old_password not in logs
     assert new_password not in logs
+
+
+async def test_a_running_sink_whose_client_certificate_expires_is_not_ready_and_resumes_once_renewed(
+    secured: StackInfo, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Mutual TLS: the sink's certificate and key files are replaced by an expired pair while it runs,
+    and its connections break (as a broker restart or a moved leader breaks them): it is not ready
+    (``access.ok``, what /readyz answers) and says once that the brokers refuse the certificate, naming
+    the file; events arrive meanwhile. Once a valid pair is written into the same files (as cert-manager
+    renews a mounted Secret), it is ready again without a restart and the export holds every event once,
+    byte-identical to the direct fold. (A certificate of the stack's super user, on the test's own
+    topic: what is tested is the certificate, not the ACLs.)"""
+    import logging
+
+    from aiokafka.conn import CloseReason
+
+    from pipeline.stack.kafka_security import issue_client_certificate
+
+    files = _files(secured)
+    tag = uuid.uuid4().hex[:8]
+    topic, dlq, group = f"it.cert.{tag}", f"it.cert.dlq.{tag}", f"it.cert.group.{tag}"
+    admin = _settings(secured, "admin")
+    await ensure_topic(admin, topic, 3)
+    await ensure_topic(admin, dlq, 1)
+    t0 = _t0()
+    events = synthetic_events(300, t0, 30_000)
+    live = tmp_path / "mounted"  # the files the sink is configured with
+    live.mkdir()
+    certificate, key = live / "tls.crt", live / "tls.key"
+    issue_client_certificate(files, "admin", certificate, key)
+
+    def swap_in(*, expired: bool) -> None:
+        """A new pair made aside and moved over the configured files, each whole (new inodes)."""
+        staged = tmp_path / f"staged-{uuid.uuid4().hex[:6]}"
+        staged.mkdir()
+        issue_client_certificate(files, "admin", staged / "tls.crt", staged / "tls.key", expired=expired)
+        os.replace(staged / "tls.key", key)
+        os.replace(staged / "tls.crt", certificate)
+
+    settings = _settings(
+        secured,
+        "admin",
+        "mtls",
+        KUBETAPE_KAFKA_SSL_CERTIFICATE_LOCATION=str(certificate),
+        KUBETAPE_KAFKA_SSL_KEY_LOCATION=str(key),
+    )
+    store = tmp_path / "segments"
+
+    def exported() -> bytes:
+        return export_window(SegmentCatalog(LocalSegmentStore(store)), ExportRequest(t0, t0 + 30_000)).data
+
+    async def export_now() -> bytes | str:
+        try:
+            return await asyncio.to_thread(exported)
+        except KubetapeError as exc:
+            return str(exc)
+
+    caplog.set_level(logging.INFO, logger="kubetape")
+    await _produce(admin, topic, events[:150])
+    async with _sink(settings, topic, group, dlq, store) as sink:
+        source = sink.source
+        assert isinstance(source, KafkaSinkSource)
+        first = direct_trace(events[:150], t0, t0 + 30_000)
+        await eventually(export_now, lambda data: data == first, "the first half exported", timeout_s=90)
+        swap_in(expired=True)
+
+        async def refused() -> str | None:
+            if source.access.ok:  # break the member's connections until a new one meets the expired pair
+                for client in (source.consumer._client, source._producer and source._producer.client):
+                    for conn in list(getattr(client, "_conns", {}).values()):
+                        conn.close(reason=CloseReason.CONNECTION_BROKEN)
+                return None
+            return str(source.access.error)
+
+        said = await eventually(refused, lambda error: error is not None, "the sink not ready", timeout_s=60)
+        await _produce(admin, topic, events[150:])  # arriving while the sink is refused
+        swap_in(expired=False)
+
+        async def ready() -> bool | str:
+            return source.access.ok or str(source.access.error)
+
+        await eventually(ready, lambda ok: ok is True, "the sink ready with the renewed pair", timeout_s=90)
+        whole = direct_trace(events, t0, t0 + 30_000)
+        await eventually(export_now, lambda data: data == whole, "every event exported", timeout_s=90)
+    assert said is not None
+    assert "refuses the TLS connection" in said
+    assert f"ssl.certificate.location {certificate}" in said
+    assert "expired" in said
+    refusals = [r.getMessage() for r in caplog.records if "refuses the TLS connection" in r.getMessage()]
+    assert len(refusals) == 1, refusals  # one clear error, not one per retry
+    assert any("accepts" in r.getMessage() and "again; ready" in r.getMessage() for r in caplog.records)
