@@ -16,6 +16,7 @@ import ssl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -304,3 +305,82 @@ async def test_the_hook_reaches_the_context_of_an_aiokafka_client(materials: Sec
     assert "expired" in told[0]
     on_tls_refused(object(), told.append)  # a test's stand-in: nothing to hook
     await consumer.stop()
+
+
+class _FakeClient:
+    """What an aiokafka consumer or producer is to the sink's member here: started, stopped, and the
+    client holding the TLS context its connections use."""
+
+    def __init__(self, context: ClientTLS, batches: list[dict[object, list[object]]]) -> None:
+        self._client = SimpleNamespace(_ssl_context=context)
+        self.client = self._client
+        self._batches = batches
+        self.started = self.stopped = 0
+        self.subscribed: list[str] = []
+
+    async def start(self) -> None:
+        self.started += 1
+
+    async def stop(self) -> None:
+        self.stopped += 1
+
+    def subscribe(self, *, topics: list[str], listener: object) -> None:
+        self.subscribed += topics
+
+    async def getmany(self, *, timeout_ms: int, max_records: int) -> dict[object, list[object]]:
+        return self._batches.pop(0) if self._batches else {}
+
+
+async def test_the_sinks_member_is_not_ready_while_its_certificate_is_refused_and_joins_again_once_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sink's side over stand-in clients: a refused handshake on its consumer's connection makes
+    it not ready with what TLS said; while the brokers still refuse the certificate it consumes nothing;
+    once they take it (the renewed files) it joins again with new clients, built with the files as they
+    are now, and a message read makes it ready."""
+    from aiokafka import TopicPartition
+    from aiokafka.structs import ConsumerRecord
+
+    import pipeline.io.kafka.sink_member as member_module
+    from pipeline.io.kafka.sink_member import KafkaSinkSource
+
+    context = ClientTLS.create(ca=None, certificate=None, key=None, key_password=None, check_hostname=True)
+    record = ConsumerRecord("kubetape.events", 0, 7, 0, 0, b"k", b"v", None, 1, 1, ())
+    consumers = [
+        _FakeClient(context, []),
+        _FakeClient(context, [{TopicPartition("kubetape.events", 0): [record]}]),
+    ]
+    made = iter(consumers)
+    monkeypatch.setattr(member_module, "new_consumer", lambda *_a, **_k: next(made))
+    monkeypatch.setattr(member_module, "new_producer", lambda _s: _FakeClient(context, []))
+    answers = iter(["refused", None])  # the one-connection check: still refused, then taken
+
+    async def check(_settings: KafkaSettings) -> str | None:
+        return next(answers)
+
+    monkeypatch.setattr(member_module, "refusal", check)
+    sleeps: list[float] = []
+
+    async def no_wait(delay: float) -> None:
+        sleeps.append(delay)
+
+    monkeypatch.setattr(asyncio, "sleep", no_wait)  # the member waits out its backoff with it
+    source = KafkaSinkSource(KafkaSettings("localhost:9094"), "kubetape.events")
+    await source.start()
+    context.met(ssl.SSLError(1, "[SSL: SSLV3_ALERT_CERTIFICATE_EXPIRED] sslv3 alert certificate expired"))
+    assert await source.getmany(1000, 100) == []  # refused: not ready, nothing read
+    assert source.access.error is not None
+    assert "refuses the TLS connection" in str(source.access.error)
+    assert "(TLS alert certificate expired)" in str(source.access.error)
+    assert consumers[0].stopped == 0
+    context.met(ssl.SSLError(1, "[SSL: SSLV3_ALERT_CERTIFICATE_EXPIRED] sslv3 alert certificate expired"))
+    assert await source.getmany(1000, 100) == []  # taken now: joins again with a new consumer
+    assert consumers[0].stopped == 1
+    assert consumers[1].started == 1
+    assert consumers[1].subscribed == ["kubetape.events"]
+    assert source.access.error is not None  # not ready until the brokers are seen to deliver
+    batches = await source.getmany(1000, 100)
+    assert [b.partition for b in batches] == [0]
+    assert source.access.ok
+    assert sleeps == sorted(sleeps)  # the retries' delays grow
+    await source.stop()
