@@ -223,6 +223,27 @@ async def test_a_refused_client_stops_at_start_saying_why(secured: StackInfo, ca
     assert _files(secured).password("sink") not in str(caught.value)
 
 
+async def test_an_expired_client_certificate_stops_at_start_naming_the_file(
+    secured: StackInfo, tmp_path: Path
+) -> None:
+    from pipeline.stack.kafka_security import issue_client_certificate
+
+    certificate, key = tmp_path / "sink.crt", tmp_path / "sink.key"
+    issue_client_certificate(_files(secured), "sink", certificate, key, expired=True)
+    settings = _settings(
+        secured,
+        "sink",
+        "mtls",
+        KUBETAPE_KAFKA_SSL_CERTIFICATE_LOCATION=str(certificate),
+        KUBETAPE_KAFKA_SSL_KEY_LOCATION=str(key),
+    )
+    with pytest.raises(ConfigError, match="refuses this client") as caught:
+        await asyncio.wait_for(topic_partitions(settings, "kubetape.events"), 90)
+    assert "the brokers refuse this client's certificate" in str(caught.value)
+    assert f"ssl.certificate.location {certificate}" in str(caught.value)
+    assert ": expired" in str(caught.value)  # the file's own dates say so
+
+
 async def test_an_acl_denial_names_the_principal_the_operation_and_the_topic(secured: StackInfo) -> None:
     with pytest.raises(
         ConfigError, match=r"denies User:replayer the operation Describe on topic 'kubetape\.state'"

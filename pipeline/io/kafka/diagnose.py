@@ -43,7 +43,7 @@ async def refusal(settings: KafkaSettings, timeout_s: float = 15.0) -> str | Non
     except ssl.SSLError as exc:
         words = refusal_words(exc)
         if words is not None:  # a certificate alert from the broker
-            return f"{words}; {tls_fix(settings, words)}"
+            return f"the TLS handshake failed: {words}; {tls_fix(settings, words)}"
         return (
             f"the TLS handshake failed ({exc.reason or exc}); check security.protocol ({security.protocol}) "
             "against the listener, and whether it requires a client certificate (ssl.certificate.location)"
@@ -54,7 +54,7 @@ async def refusal(settings: KafkaSettings, timeout_s: float = 15.0) -> str | Non
         cause = exc.__cause__ or exc.__context__
         words = refusal_words(cause) if cause is not None else None
         if words is not None:  # TLS 1.3: the broker's alert arrives after the client's handshake
-            return f"{words}; {tls_fix(settings, words)}"
+            return f"the TLS handshake failed: {words}; {tls_fix(settings, words)}"
         if isinstance(cause, ssl.SSLError):
             return f"the TLS handshake failed ({cause}); check security.protocol and the TLS files"
         return None
