@@ -260,13 +260,13 @@ def test_only_certificate_alerts_and_untrusted_brokers_are_refusals(
 
 
 def test_a_tls_refusal_is_one_error_until_its_reason_changes_and_ends_when_accepted(
-    materials: SecurityFiles, caplog: pytest.LogCaptureFixture
+    materials: SecurityFiles, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The message tells the certificate file's dates as they are at each retry: a renewal the brokers
+    still refuse for the same reason is no new outage to tell; another reason is."""
+    certificate, key = client_files(materials, tmp_path, expired=True)
     security = KafkaSecurity(
-        protocol="SSL",
-        ca_location=materials.ca,
-        certificate_location=materials.certificate("sink"),
-        key_location=materials.key("sink"),
+        protocol="SSL", ca_location=materials.ca, certificate_location=certificate, key_location=key
     )
     log = logging.getLogger("test.tls.access")
     access = BrokerAccess(KafkaSettings("localhost:9094", security=security), log, "the sink's consumer")
@@ -274,6 +274,7 @@ def test_a_tls_refusal_is_one_error_until_its_reason_changes_and_ends_when_accep
     unknown = "the brokers do not trust the CA that signed this client's certificate (TLS alert unknown ca)"
     with caplog.at_level(logging.INFO, "test.tls.access"):
         access.refused_login("waiting", expired)
+        client_files(materials, tmp_path, expired=False)  # renewed: the file's dates change
         access.refused_login("waiting", expired)
         assert [access.ok, access.login_refused] == [False, True]
         access.refused_login("waiting", unknown)  # renewed, but by another CA: told again
@@ -281,8 +282,9 @@ def test_a_tls_refusal_is_one_error_until_its_reason_changes_and_ends_when_accep
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 2
     assert "the sink's consumer: Kafka at localhost:9094" in errors[0]
-    assert "expired" in errors[0]
+    assert ": expired. Not ready" in errors[0]
     assert "unknown ca" in errors[1]
+    assert ": valid now. Not ready" in errors[1]
     assert access.ok
     assert any("accepts" in r.getMessage() for r in caplog.records if r.levelno == logging.INFO)
 

@@ -207,7 +207,7 @@ class BrokerAccess:
         self._denied_at = 0.0
         self._delay = RETRY_MIN_S
         self._denied_name = ""
-        self._message = ""
+        self._cause = ""
 
     @property
     def ok(self) -> bool:
@@ -226,14 +226,16 @@ class BrokerAccess:
         """Record the brokers refusing this component's credentials, as :meth:`refused`: its password or
         token, or with ``tls`` (what TLS said, :func:`~.tls.refusal_words`) its TLS connection."""
         message = login_message(self._settings) if tls is None else tls_message(self._settings, tls)
-        return self._refuse(_LOGIN, message, consequence)
+        return self._refuse(_LOGIN, message, consequence, cause=tls or "credentials")
 
-    def _refuse(self, name: str, message: str, consequence: str) -> float:
+    def _refuse(self, name: str, message: str, consequence: str, cause: str = "") -> float:
+        """``cause``: what a login refusal is about (the credentials, or what TLS said); the message may
+        say more that changes between retries (the certificate file's dates), which is no new outage."""
         self.denials += 1
         self._denied_at = self._clock()
         # one error per outage; a login refused during a denial (or the reverse), or refused for another
         # reason (a renewed certificate the brokers refuse too, but otherwise), is a new one to tell
-        login_changed = name == _LOGIN and self._denied_name == _LOGIN and message != self._message
+        login_changed = name == _LOGIN and self._denied_name == _LOGIN and cause != self._cause
         if self.error is None or (name == _LOGIN) != (self._denied_name == _LOGIN) or login_changed:
             if self.error is None:
                 self._delay = RETRY_MIN_S
@@ -243,7 +245,7 @@ class BrokerAccess:
             )
             self._log.error("%s", self.error)
         self._denied_name = name
-        self._message = message
+        self._cause = cause
         delay = self._delay
         self._delay = min(self._delay * 2, RETRY_MAX_S)
         return delay
