@@ -25,10 +25,12 @@ import logging
 import os
 import re
 import ssl
-import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from pipeline.io.kafka.certificate_dates import CertificateDatesError, read_validity
 
 log = logging.getLogger("kubetape.kafka")
 
@@ -71,24 +73,20 @@ def refusal_words(exc: BaseException) -> str | None:
     return f"{_ALERT_WORDS[alert.group(1)]} (TLS alert {alert.group(1).lower().replace('_', ' ')})"
 
 
-def certificate_validity(path: Path, now: float | None = None) -> str:
+def certificate_validity(path: Path, now: datetime | None = None) -> str:
     """``valid from … until …`` of the certificate the file holds now, and whether it is expired or not
-    yet valid at ``now``; empty when the file cannot be read as one."""
+    yet valid at ``now``; empty when the file cannot be read as one (the message then goes without)."""
     try:
-        # the standard library decodes a PEM certificate's dates only through this (private, long-lived)
-        # helper; without it the message just leaves the dates out
-        decoded: dict[str, Any] = getattr(ssl, "_ssl")._test_decode_cert(str(path))  # noqa: B009
-        begins, ends = decoded["notBefore"], decoded["notAfter"]
-        begins_s, ends_s = ssl.cert_time_to_seconds(begins), ssl.cert_time_to_seconds(ends)
-    except (AttributeError, KeyError, OSError, ValueError, ssl.SSLError):
+        validity = read_validity(path)
+    except (OSError, CertificateDatesError) as exc:
+        log.debug("the dates of the Kafka client certificate %s are left out: %s", path, exc)
         return ""
-    now = time.time() if now is None else now
-    state = "expired" if now > ends_s else "not yet valid" if now < begins_s else "valid now"
-    return f"valid from {_utc(begins_s)} until {_utc(ends_s)}: {state}"
+    state = validity.state(datetime.now(UTC) if now is None else now)
+    return f"valid from {_utc(validity.not_before)} until {_utc(validity.not_after)}: {state}"
 
 
-def _utc(seconds: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+def _utc(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class _WatchedTLS(ssl.SSLObject):
