@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import ssl
+import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from aiokafka import AIOKafkaConsumer
 
 from pipeline.io.kafka.access import BrokerAccess, on_tls_refused, tls_message
 from pipeline.io.kafka.clients import connection
+from pipeline.io.kafka.diagnose import certificate_refusal, refusal
 from pipeline.io.kafka.security import KafkaSecurity
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kafka.tls import ClientTLS, certificate_validity, refusal_words
@@ -50,7 +52,22 @@ def foreign(tmp_path_factory: pytest.TempPathFactory) -> SecurityFiles:
 def server(materials: SecurityFiles) -> Iterator[int]:
     """A TLS server on loopback that requires a client certificate of the stack's CA and answers ``ok``
     to each 4 bytes read. Blocking sockets in a thread: OpenSSL then sends its alert on a refused
-    certificate, as a broker does (asyncio's server drops the connection without it)."""
+    certificate, as a broker does (asyncio's server drops the connection without it). A refused client
+    is read until it closes, which spares it a reset."""
+    with tls_server(materials, reset=False) as port:
+        yield port
+
+
+@pytest.fixture
+def resetting_server(materials: SecurityFiles) -> Iterator[int]:
+    """The same server, but a refused client's connection is reset right after the alert (what a broker
+    that closes with the client's bytes unread does: the rest of its handshake, or its first request)."""
+    with tls_server(materials, reset=True) as port:
+        yield port
+
+
+@contextlib.contextmanager
+def tls_server(materials: SecurityFiles, *, reset: bool) -> Iterator[int]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(materials.certificate("broker"), materials.key("broker"))
     context.load_verify_locations(materials.ca)
@@ -70,8 +87,11 @@ def server(materials: SecurityFiles) -> Iterator[int]:
             with tls, contextlib.suppress(OSError):
                 try:
                     tls.do_handshake()
-                except ssl.SSLError:  # a refused client: the alert is sent; reading what it sent
-                    socket.socket.shutdown(tls, socket.SHUT_WR)  # until it closes spares it a reset
+                except ssl.SSLError:  # a refused client: the alert is sent
+                    if reset:  # linger 0: the close is a reset, whatever the client sent
+                        tls.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        continue
+                    socket.socket.shutdown(tls, socket.SHUT_WR)
                     while socket.socket.recv(tls, 4096):
                         pass
                     continue
@@ -386,3 +406,40 @@ async def test_the_sinks_member_is_not_ready_while_its_certificate_is_refused_an
     assert source.access.ok
     assert sleeps == sorted(sleeps)  # the retries' delays grow
     await source.stop()
+
+
+async def test_a_refusal_followed_by_a_reset_is_read_by_a_connection_that_sends_nothing(
+    materials: SecurityFiles, resetting_server: int, tmp_path: Path
+) -> None:
+    """The diagnosis's race (see pipeline.io.kafka.diagnose): a broker that resets the connection right
+    after its alert. A client that writes at once loses the alert whenever its write meets the reset;
+    the connection that writes nothing reads it every time, before the reset."""
+    certificate, key = client_files(materials, tmp_path / "expired", expired=True)
+    context = context_for(materials, certificate, key)
+    said = [await certificate_refusal("localhost", resetting_server, context, 10) for _ in range(20)]
+    assert all(words is not None and "refuse this client's certificate" in words for words in said), said
+
+
+async def test_a_certificate_the_broker_takes_is_no_refusal_and_tls_1_2_is_judged_in_the_handshake(
+    materials: SecurityFiles, resetting_server: int, tmp_path: Path
+) -> None:
+    good = context_for(materials, *client_files(materials, tmp_path / "good", expired=False))
+    assert await certificate_refusal("localhost", resetting_server, good, 10) is None
+    old = context_for(materials, *client_files(materials, tmp_path / "expired", expired=True))
+    old.maximum_version = ssl.TLSVersion.TLSv1_2
+    words = await certificate_refusal("localhost", resetting_server, old, 10)
+    assert words is not None
+    assert "refuse this client's certificate" in words
+
+
+async def test_the_start_time_diagnosis_names_a_refused_certificate_despite_the_reset(
+    materials: SecurityFiles, resetting_server: int, tmp_path: Path
+) -> None:
+    certificate, key = client_files(materials, tmp_path / "expired", expired=True)
+    security = KafkaSecurity(
+        protocol="SSL", ca_location=materials.ca, certificate_location=certificate, key_location=key
+    )
+    problem = await refusal(KafkaSettings(f"localhost:{resetting_server}", security=security))
+    assert problem is not None
+    assert problem.startswith("the TLS handshake failed: the brokers refuse this client's certificate")
+    assert f"ssl.certificate.location {certificate}" in problem

@@ -1,7 +1,17 @@
 """Why the brokers refuse a client, in words: aiokafka reports a refused TLS handshake or SASL
 authentication only as "unable to bootstrap" and logs the cause. When a client cannot start, one direct
 connection to the first bootstrap server finds the cause, so the component stops with one clear error
-(what, and what to change) instead of retrying a password that will never work."""
+(what, and what to change) instead of retrying a password that will never work.
+
+A client certificate is judged by its own connection first (:func:`certificate_refusal`), one that
+sends nothing: with TLS 1.3 the broker judges the client's certificate after the client's handshake has
+ended, and a client that sends a request at once (aiokafka sends ApiVersions) races the broker's refusal.
+The broker sends its alert and closes; with bytes of the client still unread (the rest of the client's
+handshake, or that request) its close is a reset. If the client's request is written after the reset
+arrived, the write fails and asyncio drops the connection without reading the alert already received:
+the refusal looks like a broken connection (in a reproduction with a server that closes so, 135 of 200
+connections). A connection that writes nothing only reads, and reads the alert before the reset.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +24,7 @@ from aiokafka.conn import create_conn
 
 from pipeline.io.kafka.access import tls_fix
 from pipeline.io.kafka.clients import connection
+from pipeline.io.kafka.security import KafkaSecurity
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kafka.tls import refusal_words
 
@@ -25,6 +36,10 @@ async def refusal(settings: KafkaSettings, timeout_s: float = 15.0) -> str | Non
     first = str(kwargs.pop("bootstrap_servers")).split(",")[0].strip()
     host, _, port = first.rpartition(":")
     security = settings.security
+    if judges_certificate(security):
+        words = await certificate_refusal(host, int(port), kwargs["ssl_context"], timeout_s)
+        if words is not None:
+            return f"the TLS handshake failed: {words}; {tls_fix(settings, words)}"
     try:
         conn = await asyncio.wait_for(
             create_conn(host, int(port), client_id=settings.client_id, **kwargs), timeout_s
@@ -70,3 +85,56 @@ async def refusal(settings: KafkaSettings, timeout_s: float = 15.0) -> str | Non
     with contextlib.suppress(Exception):
         conn.close()
     return None
+
+
+# How long a connection that sends nothing waits for the broker's verdict on its client certificate:
+# a broker judges it as soon as the handshake's last flight arrives, in milliseconds; a verdict later
+# than this is missed here and left to the request's connection (which may or may not see it).
+CERTIFICATE_VERDICT_S = 3.0
+_TICKET_LOOK_S = 0.05
+
+
+def judges_certificate(security: KafkaSecurity) -> bool:
+    """Whether the brokers judge this client by a certificate after the TLS handshake (TLS 1.3): it
+    presents one, or it uses TLS without SASL (a listener that requires one says so by an alert)."""
+    return security.uses_tls and (security.certificate_location is not None or not security.uses_sasl)
+
+
+async def certificate_refusal(
+    host: str, port: int, context: ssl.SSLContext, timeout_s: float, verdict_s: float = CERTIFICATE_VERDICT_S
+) -> str | None:
+    """What the broker at ``host:port`` says of this client's certificate (:func:`~.tls.refusal_words`
+    of its alert), on a connection that sends nothing (see the module docstring); None when it accepts
+    the certificate or says nothing about it. A Kafka broker never speaks first, so what arrives is an
+    alert, a TLS 1.3 session ticket (sent once the broker has accepted the client's handshake: no need
+    to wait on) or nothing until ``verdict_s``. Anything else (unreachable, a broker this client does not
+    trust) is left to the request's connection, which says it better."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), timeout_s)
+    except ssl.SSLCertVerificationError:
+        return None
+    except ssl.SSLError as exc:  # TLS 1.2: the broker judges the certificate within the handshake
+        return refusal_words(exc)
+    except (OSError, TimeoutError):
+        return None
+    try:
+        tls = writer.get_extra_info("ssl_object")
+        deadline = asyncio.get_running_loop().time() + verdict_s
+        while asyncio.get_running_loop().time() < deadline:
+            try:  # an alert that came with the handshake's end is raised by the first read
+                await asyncio.wait_for(reader.read(1), _TICKET_LOOK_S)
+                return None  # closed without a word (or spoke, which no Kafka broker does first)
+            except TimeoutError:  # a ticket is consumed by the TLS layer, not returned: looked for here
+                if not isinstance(tls, ssl.SSLObject) or tls.version() != "TLSv1.3":
+                    return None  # TLS 1.2: the verdict was part of the handshake, which passed
+                if tls.session is not None and tls.session.has_ticket:
+                    return None
+            except ssl.SSLError as exc:
+                return refusal_words(exc)
+            except OSError:
+                return None
+        return None
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError, ssl.SSLError):
+            await writer.wait_closed()
