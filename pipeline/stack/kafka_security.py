@@ -5,13 +5,23 @@ properties files a kubetape component is given with ``--kafka-config``.
 One secured broker serves both ways in: SASL_SSL with SCRAM on the client port, and mutual TLS (the
 certificate's CN is the principal) on a second port, so one broker start proves both. The controller
 listener stays PLAINTEXT on loopback, so the controller's own principal (ANONYMOUS) is a super user.
+
+The client port also takes OAUTHBEARER, checked by Kafka's own unsecured-token validator (its default
+without an identity provider): it takes any unsigned token whose ``exp`` is to come, for the principal
+its ``sub`` names (:func:`unsecured_token`). That proves what a client does with its token (read from
+its file at each login, refused once it expired, renewed while running), not how tokens are validated;
+and any local process can log in as any principal that way, so this stack protects nothing.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import secrets
 import subprocess
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +37,8 @@ in it, so a client that dials the address instead of the name sees a host name m
 SCRAM = "SCRAM-SHA-512"
 REAUTH_SHA256_MS = 8_000
 """How long the secured broker's SCRAM-SHA-256 sessions last (see :func:`server_properties`)."""
+REAUTH_OAUTH_MS = 8_000
+"""How long the secured broker's OAUTHBEARER sessions last at most (a token's ``exp`` ends them sooner)."""
 _EVENTS, _STATE, _RESUME, _USAGE, _DEADLETTER = (
     "kubetape.events",
     "kubetape.state",
@@ -137,6 +149,19 @@ def issue_client_certificate(
     _issue(openssl, files, principal, certificate, key, server=False, days=-1 if expired else 3650)
 
 
+def unsecured_token(principal: str, lifetime_s: float, now: float | None = None) -> str:
+    """An OAUTHBEARER token the secured broker takes for ``principal`` (see the module docstring) until
+    ``lifetime_s`` from ``now``; a negative lifetime makes one that expired that long ago."""
+    now = time.time() if now is None else now
+    header = {"alg": "none"}
+    claims = {"sub": principal, "iat": min(now, now + lifetime_s) - 60, "exp": now + lifetime_s}
+    return f"{_b64url(header)}.{_b64url(claims)}."
+
+
+def _b64url(value: Mapping[str, object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+
 def _issue(
     openssl: str,
     files: SecurityFiles,
@@ -204,7 +229,7 @@ def server_properties(
         f"advertised.listeners=CLIENT://{BROKER_HOST}:{broker_port},MTLS://{BROKER_HOST}:{mtls_port}",
         "inter.broker.listener.name=CLIENT",
         "listener.security.protocol.map=CONTROLLER:PLAINTEXT,CLIENT:SASL_SSL,MTLS:SSL",
-        "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
         f"sasl.mechanism.inter.broker.protocol={SCRAM}",
         # every enabled mechanism needs its login module on the listener, not only the inter-broker one
         f"listener.name.client.scram-sha-512.sasl.jaas.config={admin_jaas}",
@@ -214,6 +239,12 @@ def server_properties(
         # takes effect. Only SCRAM-SHA-256 sessions are bounded here: kubetape's clients use SCRAM-SHA-512,
         # and a test that rotates a password logs in with SCRAM-SHA-256 to see it within seconds.
         f"listener.name.client.scram-sha-256.connections.max.reauth.ms={REAUTH_SHA256_MS}",
+        # OAUTHBEARER with the unsecured-token validator (module docstring); the login module is the
+        # broker's own, needed for every enabled mechanism. Sessions end when the token expires or after
+        # REAUTH_OAUTH_MS, so a token that expires while a client runs is met within seconds.
+        "listener.name.client.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer."
+        f'OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="{ADMIN}";',
+        f"listener.name.client.oauthbearer.connections.max.reauth.ms={REAUTH_OAUTH_MS}",
         "ssl.keystore.type=PEM",
         f"ssl.keystore.location={files.broker_keystore}",
         "ssl.truststore.type=PEM",

@@ -1036,3 +1036,88 @@ async def test_a_running_sink_whose_client_certificate_expires_is_not_ready_and_
     refusals = [r.getMessage() for r in caplog.records if "refuses the TLS connection" in r.getMessage()]
     assert len(refusals) == 1, refusals  # one clear error, not one per retry
     assert any("accepts" in r.getMessage() and "again; ready" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_publisher_whose_oauth_token_expires_is_refused_once_and_resumes_from_its_renewed_file(
+    secured: StackInfo, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """OAUTHBEARER after start (the stack's broker takes unsigned tokens it can check the expiry of): the
+    watcher's publisher logs in with the token its file holds. Once the file holds only an expired
+    token and the broker ends the session (it bounds them), the brokers refuse the next login: not
+    connected, one error naming the token file and that its token expired. Once a current token is in
+    the file, it sends every change, each once and in order, without a restart. Before kubetape answered
+    the broker's error challenge, aiokafka took the refused login as done and the refusal went unseen."""
+    import logging
+
+    from pipeline.io.kafka.message import Record
+    from pipeline.io.kafka.publisher import KafkaPublisher
+    from pipeline.io.kafka.reader import TopicReader
+    from pipeline.stack.kafka_security import unsecured_token
+
+    files = _files(secured)
+    cluster = ClusterId(f"puboauth-{uuid.uuid4().hex[:6]}")
+    await ensure_topic(_settings(secured, "admin"), "kubetape.events", 3)
+    token_file = tmp_path / "watcher.token"
+    token_file.write_text(unsecured_token("watcher", 3600))
+    security, _ = load_security(
+        None,
+        {
+            "KUBETAPE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "KUBETAPE_KAFKA_SASL_MECHANISM": "OAUTHBEARER",
+            "KUBETAPE_KAFKA_SASL_OAUTHBEARER_TOKEN_FILE": str(token_file),
+            "KUBETAPE_KAFKA_SSL_CA_LOCATION": str(files.ca),
+        },
+    )
+    settings = KafkaSettings(secured.bootstrap, client_id="it-watcher-oauth", security=security)
+    t0 = int(time.time() * 1000)
+    keys = [f"core/ConfigMap/oauth/cm-{i % 7}" for i in range(60)]
+    tokens: list[str] = [token_file.read_text()]
+
+    def unit(i: int) -> list[Record]:
+        return [Record("kubetape.events", keys[i], f"change {i}".encode(), t0 + i)]
+
+    caplog.set_level(logging.INFO, logger="kubetape.publisher")
+    async with KafkaPublisher(settings, cluster=cluster) as publisher:
+        for i in range(20):
+            await publisher.submit(unit(i))
+        await asyncio.wait_for(publisher.flush(), 60)
+        tokens.append(unsecured_token("watcher", -60))
+        token_file.write_text(tokens[-1])
+        submitted = 20
+
+        async def refused() -> bool:  # its session ends within seconds; the next send meets it
+            nonlocal submitted
+            if submitted < 40:
+                await publisher.submit(unit(submitted))
+                submitted += 1
+            return publisher.connected
+
+        await eventually(refused, lambda ok: not ok, "the publisher's token refused", timeout_s=60)
+        for i in range(submitted, 40):
+            await publisher.submit(unit(i))
+        tokens.append(unsecured_token("watcher", 3600))
+        token_file.write_text(tokens[-1])
+        for i in range(40, 60):
+            await publisher.submit(unit(i))
+        await asyncio.wait_for(publisher.flush(), 90)
+        assert publisher.connected
+        assert publisher.access.ok
+    refusals = [
+        r.getMessage() for r in caplog.records if "no longer accepts the credentials" in r.getMessage()
+    ]
+    assert len(refusals) == 1, refusals
+    assert f"the principal of the token in {token_file}" in refusals[0]
+    assert f"sasl.oauthbearer.token.file {token_file}" in refusals[0]
+    assert ": expired. Not ready" in refusals[0], refusals[0]  # the token's own exp claim
+    seen: list[bytes] = []
+    async with TopicReader(
+        _settings(secured, "replayer"), "kubetape.events", start=t0, end="current", cluster=cluster
+    ) as reader:
+        while not reader.finished():
+            seen += [m.value or b"" for m in await reader.fetch(500, 1000)]
+    assert sorted(seen) == sorted(f"change {i}".encode() for i in range(60))  # each once
+    for key in set(keys):  # each key's changes in the order they were made
+        mine = [int(v.split()[1]) for v in seen if keys[int(v.split()[1])] == key]
+        assert mine == sorted(mine), (key, mine)
+    logs = "\n".join(r.getMessage() for r in caplog.records)
+    assert not any(token in logs for token in tokens)

@@ -38,6 +38,7 @@ from typing import Any
 from aiokafka import errors as kafka_errors
 from aiokafka.conn import CloseReason
 
+from pipeline.io.kafka.oauth import token_expiry
 from pipeline.io.kafka.security import KafkaSecurity
 from pipeline.io.kafka.settings import KafkaSettings
 from pipeline.io.kafka.tls import ClientTLS, certificate_validity
@@ -51,6 +52,8 @@ _LOGIN = "\0login"  # the refused "resource" of a login: never a topic's or a gr
 def principal_of(settings: KafkaSettings) -> str:
     """The principal the brokers know this client as, as ACLs name it (``User:sink``)."""
     security = settings.security
+    if security.mechanism == "OAUTHBEARER" and security.oauth_token_file is not None:
+        return f"the principal of the token in {security.oauth_token_file}"  # sasl.username is unused
     if security.username:
         return f"User:{security.username}"
     if security.certificate_location:
@@ -81,10 +84,7 @@ def login_message(settings: KafkaSettings) -> str:
             "at every retry: a Secret mounted as a file is picked up without a restart)"
         )
     elif security.oauth_token_file is not None:
-        fix = (
-            f"renew the token in sasl.oauthbearer.token.file {security.oauth_token_file} (read again at "
-            "every retry)"
-        )
+        fix = token_fix(security)
     else:
         fix = (
             "set the current password and restart this component (sasl.password is read once; name a "
@@ -129,6 +129,16 @@ def tls_fix(settings: KafkaSettings, problem: str) -> str:
             "and restart"
         )
     return fix
+
+
+def token_fix(security: KafkaSecurity) -> str:
+    """What to do about a refused OAUTHBEARER token, with its expiry when the file holds a JWT."""
+    path = security.oauth_token_file
+    expiry = token_expiry(path) if path is not None else ""
+    return (
+        f"write a current token into sasl.oauthbearer.token.file {path} (read again at every login and "
+        "retry: a token refreshed on disk is picked up without a restart)"
+    ) + (f"; the token that file now holds {expiry}" if expiry else "")
 
 
 def on_tls_refused(client: Any, callback: Callable[[str], None]) -> None:

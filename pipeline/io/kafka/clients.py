@@ -8,31 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.abc import AbstractTokenProvider
 from aiokafka.admin import AIOKafkaAdminClient
 
+from pipeline.io.kafka.oauth import TokenFile
 from pipeline.io.kafka.settings import KafkaSettings
-from pipeline.model.errors import ConfigError
-
-
-class _TokenFile(AbstractTokenProvider):  # type: ignore[misc]
-    """OAUTHBEARER: the token is read from its file at every authentication, so a token refreshed on
-    disk (a projected service-account token, a sidecar) is picked up without a restart."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-
-    async def token(self) -> str:
-        try:
-            return self._path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(f"sasl.oauthbearer.token.file {self._path}: {exc.strerror or exc}") from None
-
 
 log = logging.getLogger("kubetape.kafka")
 
@@ -71,7 +54,7 @@ def connection(settings: KafkaSettings) -> dict[str, Any]:
     if security.uses_sasl:
         kwargs["sasl_mechanism"] = security.mechanism
         if security.mechanism == "OAUTHBEARER" and security.oauth_token_file is not None:
-            kwargs["sasl_oauth_token_provider"] = _TokenFile(security.oauth_token_file)
+            kwargs["sasl_oauth_token_provider"] = TokenFile(security.oauth_token_file)
         else:
             kwargs["sasl_plain_username"] = security.username
             password = security.current_password()  # re-read from sasl.password.file for each client

@@ -22,7 +22,7 @@ import ssl
 from aiokafka import errors
 from aiokafka.conn import create_conn
 
-from pipeline.io.kafka.access import tls_fix
+from pipeline.io.kafka.access import tls_fix, token_fix
 from pipeline.io.kafka.clients import connection
 from pipeline.io.kafka.security import KafkaSecurity
 from pipeline.io.kafka.settings import KafkaSettings
@@ -75,6 +75,10 @@ async def refusal(settings: KafkaSettings, timeout_s: float = 15.0) -> str | Non
         return None
     except errors.KafkaError as exc:
         if "Authentication" in type(exc).__name__ or "uthentication" in str(exc):
+            if security.oauth_token_file is not None:
+                return (
+                    f"the brokers refuse the OAUTHBEARER token ({type(exc).__name__}); {token_fix(security)}"
+                )
             return (
                 f"authentication as {security.username!r} with {security.mechanism} failed "
                 f"({type(exc).__name__}); check sasl.username and sasl.password"
