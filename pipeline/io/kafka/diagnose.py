@@ -94,7 +94,7 @@ async def refusal(settings: KafkaSettings, timeout_s: float = 15.0) -> str | Non
 # How long a connection that sends nothing waits for the broker's verdict on its client certificate:
 # a broker judges it as soon as the handshake's last flight arrives, in milliseconds; a verdict later
 # than this is missed here and left to the request's connection (which may or may not see it).
-CERTIFICATE_VERDICT_S = 3.0
+CERTIFICATE_VERDICT_S = 5.0
 _TICKET_LOOK_S = 0.05
 
 
@@ -105,14 +105,15 @@ def judges_certificate(security: KafkaSecurity) -> bool:
 
 
 async def certificate_refusal(
-    host: str, port: int, context: ssl.SSLContext, timeout_s: float, verdict_s: float = CERTIFICATE_VERDICT_S
+    host: str, port: int, context: ssl.SSLContext, timeout_s: float, verdict_s: float | None = None
 ) -> str | None:
     """What the broker at ``host:port`` says of this client's certificate (:func:`~.tls.refusal_words`
     of its alert), on a connection that sends nothing (see the module docstring); None when it accepts
     the certificate or says nothing about it. A Kafka broker never speaks first, so what arrives is an
     alert, a TLS 1.3 session ticket (sent once the broker has accepted the client's handshake: no need
-    to wait on) or nothing until ``verdict_s``. Anything else (unreachable, a broker this client does not
-    trust) is left to the request's connection, which says it better."""
+    to wait on) or nothing until ``verdict_s`` (default :data:`CERTIFICATE_VERDICT_S`). Anything else
+    (unreachable, a broker this client does not trust) is left to the request's connection, which says
+    it better."""
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), timeout_s)
     except ssl.SSLCertVerificationError:
@@ -123,13 +124,18 @@ async def certificate_refusal(
         return None
     try:
         tls = writer.get_extra_info("ssl_object")
-        deadline = asyncio.get_running_loop().time() + verdict_s
-        while asyncio.get_running_loop().time() < deadline:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (CERTIFICATE_VERDICT_S if verdict_s is None else verdict_s)
+        while loop.time() < deadline:
             try:  # an alert that came with the handshake's end is raised by the first read
                 await asyncio.wait_for(reader.read(1), _TICKET_LOOK_S)
                 return None  # closed without a word (or spoke, which no Kafka broker does first)
             except TimeoutError:  # a ticket is consumed by the TLS layer, not returned: looked for here
-                if not isinstance(tls, ssl.SSLObject) or tls.version() != "TLSv1.3":
+                failed = reader.exception()  # the alert arrived as the wait ended
+                if failed is not None:
+                    return refusal_words(failed)
+                version = tls.version() if isinstance(tls, ssl.SSLObject) else None
+                if version is not None and version != "TLSv1.3":
                     return None  # TLS 1.2: the verdict was part of the handshake, which passed
                 if tls.session is not None and tls.session.has_ticket:
                     return None
