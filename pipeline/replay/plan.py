@@ -59,6 +59,20 @@ class ReplayPlan:
     """Pods the trace applies whose lifecycles were recorded under another owner (a SparkApplication):
     the replayed pod names that owner, so it is counted with the owner's recorded lifecycles."""
 
+    @property
+    def span_ms(self) -> int:
+        """Trace time from the replay's start to the trace's end (the end of the range it was exported
+        from, or a SimKube trace's last second), not to its last event: a range whose last change came
+        early still simulates the quiet rest of it (pods ending by themselves, the autoscalers at work).
+        Never short of the last step, whatever a trace's header says."""
+        last = self.steps[-1].ts_ms if self.steps else self.start_ms
+        return max(self.end_ms, last) - self.start_ms
+
+    @property
+    def last_step_ms(self) -> int | None:
+        """The last step's offset from the start (None: no step)."""
+        return self.steps[-1].ts_ms - self.start_ms if self.steps else None
+
 
 def plan_replay(trace: Segment, speed: float) -> ReplayPlan:
     """Scheduler steps, scaled lifetimes and recorded timelines for ``trace`` (see the module docstring)."""

@@ -64,8 +64,11 @@ def _new_report(name: str, source: str, plan: ReplayPlan, settings: ReplaySettin
     hpa = settings.pod_autoscaling
     if hpa is not None:  # judged over the HPA's reaction time (pipeline.replay.report.fidelity)
         report.hpa_reactions = {str(owner): hpa.reaction_ms for owner in hpa.plan.owners}
-    span = plan.end_ms - plan.start_ms
-    report.trace_span_ms = settings.duration_ms if settings.duration_ms is not None else span
+    if settings.duration_ms is not None:
+        report.trace_span_ms, report.trace_end = settings.duration_ms, "--duration"
+    else:
+        report.trace_span_ms, report.trace_end = plan.span_ms, "the trace's end"
+    report.last_event_ms = plan.last_step_ms
     return report
 
 
@@ -260,6 +263,11 @@ class Replayer:
             try:
                 if stream is not None:
                     self.report.steps = 0  # counted as the stream yields them
+                    self.report.trace_end, self.report.last_event_ms = "the live topic's end", None
+                elif self.settings.duration_ms is None:
+                    # a trace runs to its end, not to its last event (ReplayPlan.span_ms); a live
+                    # stream has no end of its own, and --duration says where to end itself
+                    self._scheduler.duration_ms = self._plan.span_ms
                 steps = self._plan.steps if stream is None else self._until_stopped(stream)
                 stats = await self._scheduler.run(steps, first_due_at=first_due_at)
             finally:

@@ -132,7 +132,7 @@ class ReplayRun:
         assert self.plan is not None, "prepare() first"
         if self.settings.duration_ms is not None:
             return self.settings.duration_ms
-        return self.plan.end_ms - self.plan.start_ms
+        return self.plan.span_ms
 
     async def prepare(self) -> ReplayPlan:
         """Read the source and plan the replay; scale the autoscaler's pools and restart its process."""
@@ -169,7 +169,8 @@ class ReplayRun:
     async def _hand_to_the_hpa(self, trace: Segment, plan: ReplayPlan, asked: PodAutoscaling) -> ReplayPlan:
         """The plan without the recorded HPAs' replica writes; the settings with the HPAs' plan, the
         recorded load and the process timers (restarted at the speed by ``pod_autoscaler``). The
-        replay runs to the trace's end: the load goes on after the last recorded write."""
+        replay runs to the trace's end, as every replay of a trace does (``ReplayPlan.span_ms``): the
+        load goes on after the last recorded write."""
         speed = self.settings.speed
         steps, hpas = plan_hpas(plan.steps, speed, asked.overrides)
         load = RecordedLoad.from_samples(recorded_usage(trace, asked.usage), hpas.owners)
@@ -188,9 +189,6 @@ class ReplayRun:
             pod_autoscaling=HpaReplay(
                 hpas, load, asked.load_model, tuple(process), reaction_time_ms(speed, applied), speed
             ),
-            duration_ms=self.settings.duration_ms
-            if self.settings.duration_ms is not None
-            else plan.end_ms - plan.start_ms,
         )
         return dataclasses.replace(plan, steps=steps)
 

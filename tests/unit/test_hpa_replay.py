@@ -251,7 +251,8 @@ async def test_prepare_hands_the_owner_to_the_hpa_and_runs_to_the_traces_end() -
     assert hpa is not None
     assert hpa.model is LoadModel.PER_POD
     assert hpa.load.samples_of(rec.OWNER) == 20
-    assert run.settings.duration_ms == 300_000
+    assert run.settings.duration_ms is None  # every replay of a trace runs to its end
+    assert run.span_ms == plan.span_ms == 300_000
     assert any(s.applied == "as deployed" for s in hpa.process_settings), "the controller's timers say so"
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from pipeline.formats.segment.content import build_segment
+from pipeline.formats.segment.header import SegmentKind
 from pipeline.model.errors import ApiUnavailableError, ConfigError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
@@ -18,7 +20,7 @@ from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
 from pipeline.replay.setup import PROFILE_CONFIGMAP, note_zoned_nodes, read_cluster_profile
 from tests.unit.test_replay_replayer import KwokLikeCluster, MemoryCluster, applied, fast, pod, trace
-from tests.unit.test_replay_schedule import FakeClock
+from tests.unit.test_replay_schedule import FakeClock, VirtualClock
 
 ZONE_CHANGE = "kube-scheduler default topology spreading by hostname only"
 
@@ -205,3 +207,53 @@ async def test_a_replay_expecting_a_profile_the_cluster_does_not_state_stops_bef
         await Replayer(cluster, plan_replay(trace([applied(0, pod("a"))]), 1000), settings).run()
     assert not [key for key in cluster.objects if key[0] == "Pod"]
     assert not [key for key in cluster.objects if key[0] == "ReplayRoot"]  # cleaned up all the same
+
+
+def _early_ending_trace(end_ms: int) -> Any:
+    """One bare pod at 0 s, its lifecycle recorded, and nothing more until the range ends at ``end_ms``."""
+    events = [applied(0, pod("p0")), _lifecycle(0, "p0")]
+    return build_segment(events, start_ms=0, end_ms=end_ms, kind=SegmentKind.TRACE)
+
+
+async def test_a_replay_runs_to_the_ranges_end_not_to_its_last_event() -> None:
+    plan = plan_replay(_early_ending_trace(20_000), speed=1000)
+    assert (plan.last_step_ms, plan.span_ms) == (0, 20_000)
+    report = await Replayer(KwokLikeCluster(), plan, fast(keep=True)).run()
+
+    assert report.failed == 0
+    # the simulated cluster ran, and was sampled, until the range's end: 20 s of trace, 20 ms of wall
+    assert report.replay_timeline[-1][0] >= 20_000, report.replay_timeline[-3:]
+    assert (report.trace_span_ms, report.trace_end, report.last_event_ms) == (20_000, "the trace's end", 0)
+    as_json = report.to_json()
+    assert (as_json["trace_span_ms"], as_json["trace_end"], as_json["last_event_ms"]) == (
+        20_000,
+        "the trace's end",
+        0,
+    )
+    assert "for 20.0 s of trace (to the trace's end; last event at 0.0 s)" in report.summary()
+
+
+async def test_a_duration_still_says_where_the_replay_ends() -> None:
+    plan = plan_replay(_early_ending_trace(20_000), speed=1000)
+    report = await Replayer(KwokLikeCluster(), plan, fast(keep=True, duration_ms=5_000)).run()
+    assert 5_000 <= report.replay_timeline[-1][0] < 20_000, report.replay_timeline[-3:]
+    assert (report.trace_span_ms, report.trace_end) == (5_000, "--duration")
+
+
+async def test_at_speed_max_the_quiet_rest_of_the_range_is_covered_by_the_clock_not_waited_for() -> None:
+    """Nothing changes after the last event: the governor finds nothing behind, the seeker speeds the
+    clock up, and the range's end is reached in far less than its trace time (virtual time here)."""
+    clock = VirtualClock()
+    plan = plan_replay(_early_ending_trace(600_000), speed=1)
+    settings = replace(fast(keep=True), speed=1, sample_interval_s=0.5, max_lag_s=5.0, max_speed=True)
+    started = clock.now()
+    report = await Replayer(KwokLikeCluster(), plan, settings, clock=clock).run()
+
+    assert report.failed == 0
+    assert report.replay_timeline[-1][0] == pytest.approx(600_000), report.replay_timeline[-3:]
+    assert report.clock_path is not None
+    assert report.clock_path[-1][1] == pytest.approx(600_000)
+    assert report.verdict().verdict == "held", report.verdict()
+    # 600 s of trace: the clock sped up from 1 (a fixed speed 1 would have taken 600 s)
+    assert clock.now() - started < 120, (clock.now() - started, report.clock_path[-5:])
+    assert report.speed > 5, report.speed

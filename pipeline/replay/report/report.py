@@ -74,6 +74,12 @@ class ReplayReport:
     setup_seconds: float = 0.0
     """Creating the root, the virtual nodes and the namespaces, before trace time starts."""
     trace_span_ms: int = 0
+    """Trace time the replay ran for: to :attr:`trace_end`, past its last event if that came earlier."""
+    trace_end: str = "the trace's end"
+    """Where the run's trace time ended: ``the trace's end`` (of the range exported or read),
+    ``--duration``, or ``the live topic's end`` (following it, until stopped)."""
+    last_event_ms: int | None = None
+    """The last step's trace offset (None: no step, or following a live topic)."""
     stopped_early: bool = False
     largest_sample_gap_s: float = 0.0
     """The longest wall time between two samples of the replay's pods (a busy machine stretches it)."""
@@ -169,6 +175,8 @@ class ReplayReport:
             "wall_seconds": round(self.wall_seconds, 3),
             "setup_seconds": round(self.setup_seconds, 3),
             "trace_span_ms": self.trace_span_ms,
+            "trace_end": self.trace_end,
+            "last_event_ms": self.last_event_ms,
             "stopped_early": self.stopped_early,
             "largest_sample_gap_seconds": round(self.largest_sample_gap_s, 3),
             "convergence": self.convergence,
@@ -228,7 +236,7 @@ class ReplayReport:
         lines = [
             f"replay {self.replay_name} of {self.source} at {speed}: "
             f"{self.wall_seconds:.1f} s wall for {self.trace_span_ms / 1000:.1f} s of trace"
-            + (" (stopped early)" if self.stopped_early else ""),
+            + (" (stopped early)" if self.stopped_early else self._end_words()),
             *self._profile_lines(),
             *self._fidelity_lines(),
             *self._convergence_lines(),
@@ -251,6 +259,12 @@ class ReplayReport:
         if len(self.failures) > 20:
             lines.append(f"  … and {len(self.failures) - 20} more failures (see the JSON report)")
         return "\n".join(lines)
+
+    def _end_words(self) -> str:
+        """Where trace time ended, when that was not at the last event."""
+        if self.last_event_ms is None or self.last_event_ms >= self.trace_span_ms:
+            return ""
+        return f" (to {self.trace_end}; last event at {self.last_event_ms / 1000:.1f} s)"
 
     def _profile_lines(self) -> list[str]:
         if self.cluster_profile is None:
