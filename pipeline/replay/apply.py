@@ -160,7 +160,7 @@ class StepWriter:
             body = rewrite_object(
                 obj, self._rewrite, self.root, namespaced=resource.namespaced, lifetime_ms=lifetime
             )
-            own_by_replayed(body, await self._live.owners_of(obj))
+            own_by_replayed(body, await self._live.owners_of(obj, namespaced=resource.namespaced))
             recorded_owner = self._plan.recorded_owners.get(event.key)
             if recorded_owner is not None:
                 name_recorded_owner(body, recorded_owner)
@@ -174,7 +174,7 @@ class StepWriter:
                 await self._ensure_namespace(body["metadata"]["namespace"])
             elif str(event.key) not in self._report.cluster_scoped:
                 self._report.cluster_scoped.append(str(event.key))
-        written, uid = self._live.writing(event.key), None
+        written, uid = self._live.writing(event.key, namespaced=resource.namespaced), None
         try:
             uid = live_uid(await self._retrying(lambda: self._cluster.apply(body)))
         finally:

@@ -61,28 +61,40 @@ class LiveUids:
 
     An owner whose write has started is waited for (the plan starts owners before what they own at the
     same instant, and a step in flight always finishes); one not written yet is not, and its dependent
-    goes without the reference rather than stall the scheduler."""
+    goes without the reference rather than stall the scheduler.
+
+    A cluster-scoped object is never given a namespaced owner: Kubernetes does not allow it (the garbage
+    collector treats the reference as unresolvable, and reports OwnerRefInvalidNamespace). A recorded
+    key names no namespace for a namespaced object recorded without one, so the scope is the one the
+    owner was written with."""
 
     def __init__(self) -> None:
         self._uids: dict[ObjectKey, asyncio.Future[str | None]] = {}
+        self._namespaced: dict[ObjectKey, bool] = {}
 
-    def writing(self, key: ObjectKey) -> asyncio.Future[str | None]:
-        """Call when the write of ``key`` starts; resolve the future with its live uid (None if it failed)."""
+    def writing(self, key: ObjectKey, *, namespaced: bool) -> asyncio.Future[str | None]:
+        """Call when the write of ``key`` (of a ``namespaced`` kind or not) starts; resolve the future
+        with its live uid (None if it failed)."""
         future = self._uids.get(key)
         if future is None or future.done():
             future = self._uids[key] = asyncio.get_running_loop().create_future()
+        self._namespaced[key] = namespaced
         return future
 
     def forget(self, key: ObjectKey) -> None:
         """``key`` was deleted: later dependents must not name its old uid."""
         self._uids.pop(key, None)
+        self._namespaced.pop(key, None)
 
-    async def owners_of(self, obj: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], str]]:
-        """The recorded owner references of ``obj`` whose objects the replay wrote, with their live uids."""
+    async def owners_of(
+        self, obj: Mapping[str, Any], *, namespaced: bool
+    ) -> list[tuple[Mapping[str, Any], str]]:
+        """The recorded owner references of ``obj`` (of a ``namespaced`` kind or not) whose objects the
+        replay wrote, with their live uids; namespaced owners only for a namespaced ``obj``."""
         out = []
         for key, ref in recorded_owner_keys(obj):
             future = self._uids.get(key)
-            if future is None:
+            if future is None or (not namespaced and self._namespaced.get(key, True)):
                 continue
             uid = await asyncio.shield(future)
             if uid:
