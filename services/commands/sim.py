@@ -20,7 +20,9 @@ import yaml
 from pipeline.model.errors import ConfigError
 from pipeline.model.lifecycle_delays import SPEC_FIELDS as DELAY_SPEC_FIELDS
 from pipeline.model.timespec import format_duration
+from pipeline.model.tracer_config import TracerConfig, load_tracer_config
 from pipeline.replay.inputs import parse_nodes
+from pipeline.replay.rbac import replayer_cluster_role
 from services.flags import add_kubeconfig_flags, add_lifecycle_delay_flags
 from services.settings import from_flags
 from services.simulation_api import API_VERSION, KIND, call_simulation_api, simulation_cluster
@@ -75,6 +77,13 @@ class SimNamedSettings(SimClusterSettings):
     name: str = ""
     paused: bool = False
     wait: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SimRbacSettings:
+    """``kubetape sim rbac``: the tracer config whose kinds the replayer writes (None: the default)."""
+
+    config: Path | None = None
 
 
 # ---- argument parsing ------------------------------------------------------------------------------
@@ -135,6 +144,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         sub.add_argument("name")
         _simulation_cluster_flags(sub)
         sub.set_defaults(settings=from_flags(SimNamedSettings), func=_sim_pause, paused=paused)
+
+    rbac = verbs.add_parser(
+        "rbac",
+        help="print the replayer's ClusterRole for the kinds a tracer config tracks (kubectl apply -f -)",
+    )
+    rbac.add_argument(
+        "--config",
+        metavar="TRACER.yaml",
+        type=Path,
+        default=None,
+        help="the tracer config the traces were recorded with (default: kubetape's default one)",
+    )
+    rbac.set_defaults(settings=from_flags(SimRbacSettings), func=_sim_rbac)
 
     delete = verbs.add_parser("delete", help="stop a Simulation and remove everything it created")
     delete.add_argument("name")
@@ -301,6 +323,18 @@ def _sim_delete(args: SimNamedSettings) -> int:
     if not asyncio.run(run()):
         raise ConfigError(f"there is no Simulation named {args.name!r}; `kubetape sim list` shows them")
     print(f"simulation {args.name} deleted" + (" and cleaned up" if args.wait else " (cleanup in progress)"))
+    return 0
+
+
+def _sim_rbac(args: SimRbacSettings) -> int:
+    config = TracerConfig.default() if args.config is None else load_tracer_config(args.config)
+    where = args.config or "kubetape's default tracer config"
+    print(
+        f"# The replayer's ClusterRole for traces recorded with {where}:\n"
+        "# apply it over k8s/sim's (kubectl apply -f -). A kind whose resource name is not its English\n"
+        "# plural needs its rule edited (docs/simulation-rbac.md).\n---"
+    )
+    print(yaml.safe_dump(replayer_cluster_role(config), sort_keys=False), end="")
     return 0
 
 
