@@ -8,6 +8,7 @@ import contextlib
 import json
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -316,3 +317,181 @@ def test_the_apiserver_takes_a_fleet_clusters_name_and_refuses_one_the_sink_coul
         result = kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(bad))
         assert result.returncode != 0, name
         assert "spec.source.topic.cluster" in result.stderr, result.stderr
+
+
+REPLAYER = "system:serviceaccount:kubetape:kubetape-replayer"
+
+
+def test_the_replayer_may_write_the_tracked_kinds_and_what_a_replay_makes_and_no_more(
+    rendered: dict[str, str], kubectl: Kubectl, target_cluster: None
+) -> None:
+    _apply_controller_rbac(rendered, kubectl)
+    allowed = [
+        ("create", "replayroots.kubetape.dev", None),
+        ("delete", "replayroots.kubetape.dev", None),
+        ("create", "namespaces", None),
+        ("delete", "namespaces", None),
+        ("create", "nodes", None),
+        ("watch", "pods", None),
+        ("create", "customresourcedefinitions.apiextensions.k8s.io", None),
+        ("create", "deployments.apps", "kubetape-shop"),
+        ("delete", "jobs.batch", "kubetape-shop"),
+        ("patch", "horizontalpodautoscalers.autoscaling", "kubetape-shop"),
+        ("create", "pods", "kubetape-shop"),
+        ("get", "configmaps/kubetape-cluster-profile", "kube-system"),
+    ]
+    refused = [
+        ("get", "secrets", "kubetape"),
+        ("list", "secrets", None),
+        ("get", "configmaps", "kube-system"),  # the profile's, by name, and no other
+        ("create", "clusterroles.rbac.authorization.k8s.io", None),
+        ("create", "rolebindings.rbac.authorization.k8s.io", "kubetape"),
+        ("create", "priorityclasses.scheduling.k8s.io", None),  # not a tracked kind of the shipped config
+        ("delete", "customresourcedefinitions.apiextensions.k8s.io", None),  # nor are CRDs
+        ("delete", "nodes", None),
+        ("create", "simulations.kubetape.dev", None),
+    ]
+    for verb, resource, namespace in [*allowed, *refused]:
+        scope = ["-n", namespace] if namespace else []
+        answer = kubectl("auth", "can-i", verb, resource, "--as", REPLAYER, *scope).stdout.strip()
+        expected = "yes" if (verb, resource, namespace) in allowed else "no"
+        assert answer == expected, f"{REPLAYER} {verb} {resource} in {namespace}: {answer}"
+
+
+def _service_account_kubeconfig(kubectl: Kubectl, admin: Path, account: str, out: Path) -> Path:
+    """A kubeconfig holding a token of ``account`` (namespace kubetape), as a replayer Job's pod has."""
+    token = kubectl("create", "token", account, "-n", "kubetape", "--duration", "10m")
+    assert token.returncode == 0, token.stderr
+    config = yaml.safe_load(admin.read_text())
+    (context,) = [c for c in config["contexts"] if c["name"] == config["current-context"]]
+    (cluster,) = [c for c in config["clusters"] if c["name"] == context["context"]["cluster"]]
+    out.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [{"name": account, "user": {"token": token.stdout.strip()}}],
+                "contexts": [{"name": account, "context": {"cluster": cluster["name"], "user": account}}],
+                "current-context": account,
+            }
+        )
+    )
+    return out
+
+
+def _rbac_trace() -> Any:
+    """A Deployment and a bare pod (tracked kinds of the shipped config), and a PriorityClass (not one)."""
+    from pipeline.formats.segment.content import build_segment
+    from pipeline.formats.segment.header import SegmentKind
+    from pipeline.model.events import Event
+    from pipeline.model.keys import key_of
+    from pipeline.replay.workload_manifests import deployment
+
+    web = deployment("web", "shop", 2, cpu="100m", memory="64Mi")
+    bare = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "batch", "namespace": "shop"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]},
+    }
+    priority = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "kubetape-rbac-high"},
+        "value": 1000,
+    }
+    events = [Event.applied(ts, key_of(o), o, 0) for ts, o in ((0, web), (0, bare), (1_000, priority))]
+    return build_segment(events, start_ms=0, end_ms=3_000, kind=SegmentKind.TRACE)
+
+
+async def test_a_replay_runs_as_the_replayer_and_a_widened_role_writes_cluster_scoped_kinds_owned_by_the_root(
+    rendered: dict[str, str], kubectl: Kubectl, target_cluster: None, sim_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """As a replayer Job runs: with a token of kubetape-replayer. Under the shipped role the tracked kinds
+    replay and the PriorityClass is refused (reported, the rest goes on); under the role `kubetape sim
+    rbac` prints for a config tracking it too, it is written owned by the cluster-scoped root alone,
+    and the cleanup deletes it."""
+    from functools import partial
+
+    from pipeline.io.kube.client import KubeClient
+    from pipeline.io.kube.connect import kube_api
+    from pipeline.io.kube.pod_watch import PodWatch
+    from pipeline.model.tracer_config import load_tracer_config
+    from pipeline.replay.plan import plan_replay
+    from pipeline.replay.rbac import replayer_cluster_role
+    from pipeline.replay.replayer import Replayer
+    from pipeline.replay.settings import ReplaySettings
+    from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
+
+    def granted(verb: str, resource: str) -> None:
+        """Wait until the apiserver's authorizer (fed by a watch) answers as the role now says."""
+
+        def answer() -> str:
+            return kubectl("auth", "can-i", verb, resource, "--as", REPLAYER).stdout.strip()
+
+        eventually_sync(
+            answer,
+            lambda said: said == "yes",
+            f"{REPLAYER} may {verb} {resource}",
+            timeout_s=30,
+        )
+
+    _apply_controller_rbac(rendered, kubectl)
+    granted("create", "replayroots.kubetape.dev")
+    kubeconfig = _service_account_kubeconfig(kubectl, sim_kubeconfig, "kubetape-replayer", tmp_path / "kc")
+    skeleton = yaml.safe_load(DEFAULT_NODE_SKELETON.read_text())
+
+    def settings(name: str) -> ReplaySettings:
+        return ReplaySettings(speed=10, replay_name=name, namespace_prefix=name, node_pools=((skeleton, 1),))
+
+    async def replay(name: str, *, keep: bool = False) -> Replayer:
+        async with kube_api(kubeconfig) as api:
+            replayer = Replayer(
+                KubeClient(api),
+                plan_replay(_rbac_trace(), 10),
+                replace(settings(name), keep=keep),
+                pod_watch=partial(PodWatch, api),
+            )
+            await replayer.run()
+            if keep:
+                live = await KubeClient(api).get(
+                    "scheduling.k8s.io/v1", "PriorityClass", None, "kubetape-rbac-high"
+                )
+                assert live is not None, replayer.report.summary()
+                root = await KubeClient(api).get("kubetape.dev/v1", "ReplayRoot", None, f"kubetape-{name}")
+                assert root is not None
+                refs = [(r["kind"], r["name"], r["uid"]) for r in live["metadata"]["ownerReferences"]]
+                assert refs == [("ReplayRoot", f"kubetape-{name}", root["metadata"]["uid"])], refs
+                await replayer.cleanup()
+            return replayer
+
+    try:
+        narrow = await replay("rbac-narrow")
+        report = narrow.report
+        assert report.applied == 2, report.summary()
+        assert [f.key for f in report.failures] == ["scheduling.k8s.io/PriorityClass/_/kubetape-rbac-high"]
+        assert "HTTP 403" in report.failures[0].reason, report.failures[0].reason
+        assert report.cleanup.startswith("done"), report.cleanup
+
+        config = tmp_path / "tracer.yaml"
+        tracer = yaml.safe_load((K8S / "prod" / "tracer.yaml").read_text())
+        tracer["trackedObjects"]["scheduling.k8s.io/v1.PriorityClass"] = {}
+        config.write_text(yaml.safe_dump(tracer))
+        role = yaml.safe_dump(replayer_cluster_role(load_tracer_config(config)))  # `kubetape sim rbac`'s
+        applied = kubectl("apply", "-f", "-", stdin=role)
+        assert applied.returncode == 0, applied.stderr
+        granted("create", "priorityclasses.scheduling.k8s.io")
+
+        wide = await replay("rbac-wide", keep=True)
+        assert wide.report.failed == 0, wide.report.summary()
+        assert wide.report.cleanup.startswith("done"), wide.report.cleanup
+        gone = kubectl("get", "priorityclass", "kubetape-rbac-high", "--ignore-not-found", "-o", "name")
+        assert gone.stdout.strip() == "", "the cleanup deletes what the root owns, cluster-scoped too"
+        invalid = kubectl(
+            "get", "events", "-A", "--field-selector", "reason=OwnerRefInvalidNamespace", "-o", "name"
+        )
+        assert invalid.stdout.strip() == "", invalid.stdout
+    finally:
+        _apply_controller_rbac(rendered, kubectl)  # the shipped role again, for the module's other tests
+        kubectl("delete", "priorityclass", "kubetape-rbac-high", "--ignore-not-found")
