@@ -8,7 +8,6 @@ import contextlib
 import json
 import subprocess
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 import yaml
 
 from pipeline.stack.stack import StackInfo
-from tests.polling import crd_established, eventually_sync
+from tests.polling import crd_established, eventually, eventually_sync
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 K8S = REPO_ROOT / "k8s"
@@ -320,42 +319,66 @@ def test_the_apiserver_takes_a_fleet_clusters_name_and_refuses_one_the_sink_coul
 
 
 REPLAYER = "system:serviceaccount:kubetape:kubetape-replayer"
+Access = tuple[str, str, str, str | None, str | None]
+"""(verb, group, resource, namespace, name) of one request."""
 
 
-def test_the_replayer_may_write_the_tracked_kinds_and_what_a_replay_makes_and_no_more(
-    rendered: dict[str, str], kubectl: Kubectl, target_cluster: None
+async def _may(kube: Any, user: str, access: Access) -> bool:
+    """The apiserver's own answer (a SubjectAccessReview, as ``kubectl auth can-i`` asks it, without
+    starting a kubectl per question): whether ``user``, a service account, may make the request."""
+    verb, group, resource, namespace, name = access
+    attributes = {"verb": verb, "group": group, "resource": resource, "namespace": namespace, "name": name}
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "metadata": {"name": "replayer"},
+        "spec": {
+            "user": user,
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:kubetape", "system:authenticated"],
+            "resourceAttributes": {k: v for k, v in attributes.items() if v is not None},
+        },
+    }
+    answer = await kube.create(review)
+    return bool((answer.get("status") or {}).get("allowed"))
+
+
+async def test_the_replayer_may_write_the_tracked_kinds_and_what_a_replay_makes_and_no_more(
+    rendered: dict[str, str], kubectl: Kubectl, target_cluster: None, sim_kubeconfig: Path
 ) -> None:
+    from pipeline.io.kube.client import KubeClient
+    from pipeline.io.kube.connect import kube_api
+
     _apply_controller_rbac(rendered, kubectl)
-    allowed = [
-        ("create", "replayroots.kubetape.dev", None),
-        ("delete", "replayroots.kubetape.dev", None),
-        ("create", "namespaces", None),
-        ("delete", "namespaces", None),
-        ("create", "nodes", None),
-        ("watch", "pods", None),
-        ("create", "customresourcedefinitions.apiextensions.k8s.io", None),
-        ("create", "deployments.apps", "kubetape-shop"),
-        ("delete", "jobs.batch", "kubetape-shop"),
-        ("patch", "horizontalpodautoscalers.autoscaling", "kubetape-shop"),
-        ("create", "pods", "kubetape-shop"),
-        ("get", "configmaps/kubetape-cluster-profile", "kube-system"),
+    allowed: list[Access] = [
+        ("create", "kubetape.dev", "replayroots", None, None),
+        ("delete", "kubetape.dev", "replayroots", None, None),
+        ("create", "", "namespaces", None, None),
+        ("delete", "", "namespaces", None, None),
+        ("create", "", "nodes", None, None),
+        ("watch", "", "pods", None, None),
+        ("create", "apiextensions.k8s.io", "customresourcedefinitions", None, None),
+        ("create", "apps", "deployments", "kubetape-shop", None),
+        ("delete", "batch", "jobs", "kubetape-shop", None),
+        ("patch", "autoscaling", "horizontalpodautoscalers", "kubetape-shop", None),
+        ("create", "", "pods", "kubetape-shop", None),
+        ("get", "", "configmaps", "kube-system", "kubetape-cluster-profile"),
     ]
-    refused = [
-        ("get", "secrets", "kubetape"),
-        ("list", "secrets", None),
-        ("get", "configmaps", "kube-system"),  # the profile's, by name, and no other
-        ("create", "clusterroles.rbac.authorization.k8s.io", None),
-        ("create", "rolebindings.rbac.authorization.k8s.io", "kubetape"),
-        ("create", "priorityclasses.scheduling.k8s.io", None),  # not a tracked kind of the shipped config
-        ("delete", "customresourcedefinitions.apiextensions.k8s.io", None),  # nor are CRDs
-        ("delete", "nodes", None),
-        ("create", "simulations.kubetape.dev", None),
+    refused: list[Access] = [
+        ("get", "", "secrets", "kubetape", None),
+        ("list", "", "secrets", None, None),
+        ("get", "", "configmaps", "kube-system", "kubeadm-config"),  # the profile's, by name, no other
+        ("create", "rbac.authorization.k8s.io", "clusterroles", None, None),
+        ("create", "rbac.authorization.k8s.io", "rolebindings", "kubetape", None),
+        ("create", "scheduling.k8s.io", "priorityclasses", None, None),  # not a kind the config tracks
+        ("delete", "apiextensions.k8s.io", "customresourcedefinitions", None, None),  # nor are CRDs
+        ("delete", "", "nodes", None, None),
+        ("create", "kubetape.dev", "simulations", None, None),
     ]
-    for verb, resource, namespace in [*allowed, *refused]:
-        scope = ["-n", namespace] if namespace else []
-        answer = kubectl("auth", "can-i", verb, resource, "--as", REPLAYER, *scope).stdout.strip()
-        expected = "yes" if (verb, resource, namespace) in allowed else "no"
-        assert answer == expected, f"{REPLAYER} {verb} {resource} in {namespace}: {answer}"
+    async with kube_api(sim_kubeconfig) as api:
+        kube = KubeClient(api)
+        answers = {access: await _may(kube, REPLAYER, access) for access in [*allowed, *refused]}
+    wrong = {access: may for access, may in answers.items() if may != (access in allowed)}
+    assert wrong == {}, f"{REPLAYER}: allowed or refused contrary to the role: {wrong}"
 
 
 def _service_account_kubeconfig(kubectl: Kubectl, admin: Path, account: str, out: Path) -> Path:
@@ -424,74 +447,64 @@ async def test_a_replay_runs_as_the_replayer_and_a_widened_role_writes_cluster_s
     from pipeline.replay.settings import ReplaySettings
     from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 
-    def granted(verb: str, resource: str) -> None:
-        """Wait until the apiserver's authorizer (fed by a watch) answers as the role now says."""
-
-        def answer() -> str:
-            return kubectl("auth", "can-i", verb, resource, "--as", REPLAYER).stdout.strip()
-
-        eventually_sync(
-            answer,
-            lambda said: said == "yes",
-            f"{REPLAYER} may {verb} {resource}",
-            timeout_s=30,
-        )
-
     _apply_controller_rbac(rendered, kubectl)
-    granted("create", "replayroots.kubetape.dev")
     kubeconfig = _service_account_kubeconfig(kubectl, sim_kubeconfig, "kubetape-replayer", tmp_path / "kc")
     skeleton = yaml.safe_load(DEFAULT_NODE_SKELETON.read_text())
+    priority_class = ("scheduling.k8s.io/v1", "PriorityClass", None, "kubetape-rbac-high")
 
-    def settings(name: str) -> ReplaySettings:
-        return ReplaySettings(speed=10, replay_name=name, namespace_prefix=name, node_pools=((skeleton, 1),))
-
-    async def replay(name: str, *, keep: bool = False) -> Replayer:
+    async def replay(name: str, **settings: Any) -> Replayer:
         async with kube_api(kubeconfig) as api:
             replayer = Replayer(
                 KubeClient(api),
                 plan_replay(_rbac_trace(), 10),
-                replace(settings(name), keep=keep),
+                ReplaySettings(
+                    speed=10, replay_name=name, namespace_prefix=name, node_pools=((skeleton, 1),), **settings
+                ),
                 pod_watch=partial(PodWatch, api),
             )
             await replayer.run()
-            if keep:
-                live = await KubeClient(api).get(
-                    "scheduling.k8s.io/v1", "PriorityClass", None, "kubetape-rbac-high"
-                )
-                assert live is not None, replayer.report.summary()
-                root = await KubeClient(api).get("kubetape.dev/v1", "ReplayRoot", None, f"kubetape-{name}")
-                assert root is not None
-                refs = [(r["kind"], r["name"], r["uid"]) for r in live["metadata"]["ownerReferences"]]
-                assert refs == [("ReplayRoot", f"kubetape-{name}", root["metadata"]["uid"])], refs
-                await replayer.cleanup()
             return replayer
 
-    try:
-        narrow = await replay("rbac-narrow")
-        report = narrow.report
-        assert report.applied == 2, report.summary()
-        assert [f.key for f in report.failures] == ["scheduling.k8s.io/PriorityClass/_/kubetape-rbac-high"]
-        assert "HTTP 403" in report.failures[0].reason, report.failures[0].reason
-        assert report.cleanup.startswith("done"), report.cleanup
+    async with kube_api(sim_kubeconfig) as admin_api:
+        admin = KubeClient(admin_api)
 
-        config = tmp_path / "tracer.yaml"
-        tracer = yaml.safe_load((K8S / "prod" / "tracer.yaml").read_text())
-        tracer["trackedObjects"]["scheduling.k8s.io/v1.PriorityClass"] = {}
-        config.write_text(yaml.safe_dump(tracer))
-        role = yaml.safe_dump(replayer_cluster_role(load_tracer_config(config)))  # `kubetape sim rbac`'s
-        applied = kubectl("apply", "-f", "-", stdin=role)
-        assert applied.returncode == 0, applied.stderr
-        granted("create", "priorityclasses.scheduling.k8s.io")
+        async def granted(access: Access) -> None:
+            """Wait until the apiserver's authorizer (fed by a watch) answers as the role now says."""
+            await eventually(
+                lambda: _may(admin, REPLAYER, access), bool, f"{REPLAYER} may {access}", timeout_s=30
+            )
 
-        wide = await replay("rbac-wide", keep=True)
-        assert wide.report.failed == 0, wide.report.summary()
-        assert wide.report.cleanup.startswith("done"), wide.report.cleanup
-        gone = kubectl("get", "priorityclass", "kubetape-rbac-high", "--ignore-not-found", "-o", "name")
-        assert gone.stdout.strip() == "", "the cleanup deletes what the root owns, cluster-scoped too"
-        invalid = kubectl(
-            "get", "events", "-A", "--field-selector", "reason=OwnerRefInvalidNamespace", "-o", "name"
-        )
-        assert invalid.stdout.strip() == "", invalid.stdout
-    finally:
-        _apply_controller_rbac(rendered, kubectl)  # the shipped role again, for the module's other tests
-        kubectl("delete", "priorityclass", "kubetape-rbac-high", "--ignore-not-found")
+        try:
+            await granted(("create", "kubetape.dev", "replayroots", None, None))
+            report = (await replay("rbac-narrow")).report
+            assert report.applied == 2, report.summary()
+            assert [f.key for f in report.failures] == [
+                "scheduling.k8s.io/PriorityClass/_/kubetape-rbac-high"
+            ]
+            assert "HTTP 403" in report.failures[0].reason, report.failures[0].reason
+            assert report.cleanup.startswith("done"), report.cleanup
+
+            config = tmp_path / "tracer.yaml"
+            tracer = yaml.safe_load((K8S / "prod" / "tracer.yaml").read_text())
+            tracer["trackedObjects"]["scheduling.k8s.io/v1.PriorityClass"] = {}
+            config.write_text(yaml.safe_dump(tracer))
+            await admin.apply(replayer_cluster_role(load_tracer_config(config)))  # `kubetape sim rbac`'s
+            await granted(("create", "scheduling.k8s.io", "priorityclasses", None, None))
+
+            wide = await replay("rbac-wide", keep=True)
+            assert wide.report.failed == 0, wide.report.summary()
+            live = await admin.get(*priority_class)
+            root = await admin.get("kubetape.dev/v1", "ReplayRoot", None, "kubetape-rbac-wide")
+            assert live is not None, wide.report.summary()
+            assert root is not None, wide.report.summary()
+            refs = [(r["kind"], r["name"], r["uid"]) for r in live["metadata"]["ownerReferences"]]
+            assert refs == [("ReplayRoot", "kubetape-rbac-wide", root["metadata"]["uid"])], refs
+            await wide.cleanup()
+            assert wide.report.cleanup.startswith("done"), wide.report.cleanup
+            assert await admin.get(*priority_class) is None, "the cleanup deletes what the root owns"
+            events = await admin.list_objects("v1", "Event")
+            invalid = [e["metadata"]["name"] for e in events if e.get("reason") == "OwnerRefInvalidNamespace"]
+            assert invalid == [], invalid
+        finally:
+            await admin.apply(replayer_cluster_role(load_tracer_config(K8S / "prod" / "tracer.yaml")))
+            await admin.delete(*priority_class)
