@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -323,29 +323,32 @@ Access = tuple[str, str, str, str | None, str | None]
 """(verb, group, resource, namespace, name) of one request."""
 
 
-async def _may(kube: Any, user: str, access: Access) -> bool:
+async def _may(api: Any, user: str, access: Access) -> bool:
     """The apiserver's own answer (a SubjectAccessReview, as ``kubectl auth can-i`` asks it, without
     starting a kubectl per question): whether ``user``, a service account, may make the request."""
+    from kubernetes_asyncio import client
+
+    from pipeline.io.kube.connect import body
+
     verb, group, resource, namespace, name = access
     attributes = {"verb": verb, "group": group, "resource": resource, "namespace": namespace, "name": name}
     review = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SubjectAccessReview",
-        "metadata": {"name": "replayer"},
         "spec": {
             "user": user,
             "groups": ["system:serviceaccounts", "system:serviceaccounts:kubetape", "system:authenticated"],
             "resourceAttributes": {k: v for k, v in attributes.items() if v is not None},
         },
     }
-    answer = await kube.create(review)
-    return bool((answer.get("status") or {}).get("allowed"))
+    # kubernetes-asyncio's own call: a review's metadata must stay empty (no fieldManager)
+    answer = await client.AuthorizationV1Api(api).create_subject_access_review(body(review))
+    return bool(answer.status.allowed)
 
 
 async def test_the_replayer_may_write_the_tracked_kinds_and_what_a_replay_makes_and_no_more(
     rendered: dict[str, str], kubectl: Kubectl, target_cluster: None, sim_kubeconfig: Path
 ) -> None:
-    from pipeline.io.kube.client import KubeClient
     from pipeline.io.kube.connect import kube_api
 
     _apply_controller_rbac(rendered, kubectl)
@@ -375,8 +378,7 @@ async def test_the_replayer_may_write_the_tracked_kinds_and_what_a_replay_makes_
         ("create", "kubetape.dev", "simulations", None, None),
     ]
     async with kube_api(sim_kubeconfig) as api:
-        kube = KubeClient(api)
-        answers = {access: await _may(kube, REPLAYER, access) for access in [*allowed, *refused]}
+        answers = {access: await _may(api, REPLAYER, access) for access in [*allowed, *refused]}
     wrong = {access: may for access, may in answers.items() if may != (access in allowed)}
     assert wrong == {}, f"{REPLAYER}: allowed or refused contrary to the role: {wrong}"
 
@@ -434,7 +436,8 @@ async def test_a_replay_runs_as_the_replayer_and_a_widened_role_writes_cluster_s
     """As a replayer Job runs: with a token of kubetape-replayer. Under the shipped role the tracked kinds
     replay and the PriorityClass is refused (reported, the rest goes on); under the role `kubetape sim
     rbac` prints for a config tracking it too, it is written owned by the cluster-scoped root alone,
-    and the cleanup deletes it."""
+    and the cleanup deletes it. No virtual nodes (their writes are among the reviews above): the pods
+    stay Pending, and the cleanup takes no pod termination time."""
     from functools import partial
 
     from pipeline.io.kube.client import KubeClient
@@ -445,24 +448,29 @@ async def test_a_replay_runs_as_the_replayer_and_a_widened_role_writes_cluster_s
     from pipeline.replay.rbac import replayer_cluster_role
     from pipeline.replay.replayer import Replayer
     from pipeline.replay.settings import ReplaySettings
-    from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 
     _apply_controller_rbac(rendered, kubectl)
     kubeconfig = _service_account_kubeconfig(kubectl, sim_kubeconfig, "kubetape-replayer", tmp_path / "kc")
-    skeleton = yaml.safe_load(DEFAULT_NODE_SKELETON.read_text())
     priority_class = ("scheduling.k8s.io/v1", "PriorityClass", None, "kubetape-rbac-high")
 
-    async def replay(name: str, **settings: Any) -> Replayer:
+    async def replay(name: str, before_cleanup: Callable[[], Awaitable[None]] | None = None) -> Replayer:
+        """A replay as the replayer; ``before_cleanup`` looks at what it wrote before the cleanup."""
         async with kube_api(kubeconfig) as api:
             replayer = Replayer(
                 KubeClient(api),
                 plan_replay(_rbac_trace(), 10),
                 ReplaySettings(
-                    speed=10, replay_name=name, namespace_prefix=name, node_pools=((skeleton, 1),), **settings
+                    speed=10,
+                    replay_name=name,
+                    namespace_prefix=name,
+                    keep=before_cleanup is not None,
                 ),
                 pod_watch=partial(PodWatch, api),
             )
             await replayer.run()
+            if before_cleanup is not None:
+                await before_cleanup()
+                await replayer.cleanup()
             return replayer
 
     async with kube_api(sim_kubeconfig) as admin_api:
@@ -471,7 +479,7 @@ async def test_a_replay_runs_as_the_replayer_and_a_widened_role_writes_cluster_s
         async def granted(access: Access) -> None:
             """Wait until the apiserver's authorizer (fed by a watch) answers as the role now says."""
             await eventually(
-                lambda: _may(admin, REPLAYER, access), bool, f"{REPLAYER} may {access}", timeout_s=30
+                lambda: _may(admin_api, REPLAYER, access), bool, f"{REPLAYER} may {access}", timeout_s=30
             )
 
         try:
@@ -491,15 +499,16 @@ async def test_a_replay_runs_as_the_replayer_and_a_widened_role_writes_cluster_s
             await admin.apply(replayer_cluster_role(load_tracer_config(config)))  # `kubetape sim rbac`'s
             await granted(("create", "scheduling.k8s.io", "priorityclasses", None, None))
 
-            wide = await replay("rbac-wide", keep=True)
+            async def owned_by_the_root_alone() -> None:
+                live = await admin.get(*priority_class)
+                root = await admin.get("kubetape.dev/v1", "ReplayRoot", None, "kubetape-rbac-wide")
+                assert live is not None, "the PriorityClass was not written"
+                assert root is not None
+                refs = [(r["kind"], r["name"], r["uid"]) for r in live["metadata"]["ownerReferences"]]
+                assert refs == [("ReplayRoot", "kubetape-rbac-wide", root["metadata"]["uid"])], refs
+
+            wide = await replay("rbac-wide", before_cleanup=owned_by_the_root_alone)
             assert wide.report.failed == 0, wide.report.summary()
-            live = await admin.get(*priority_class)
-            root = await admin.get("kubetape.dev/v1", "ReplayRoot", None, "kubetape-rbac-wide")
-            assert live is not None, wide.report.summary()
-            assert root is not None, wide.report.summary()
-            refs = [(r["kind"], r["name"], r["uid"]) for r in live["metadata"]["ownerReferences"]]
-            assert refs == [("ReplayRoot", "kubetape-rbac-wide", root["metadata"]["uid"])], refs
-            await wide.cleanup()
             assert wide.report.cleanup.startswith("done"), wide.report.cleanup
             assert await admin.get(*priority_class) is None, "the cleanup deletes what the root owns"
             events = await admin.list_objects("v1", "Event")
