@@ -481,3 +481,59 @@ def test_a_lone_broker_keeps_one_replica_and_votes_alone(tmp_path: Path) -> None
     assert props["default.replication.factor"] == props["offsets.topic.replication.factor"] == "1"
     assert props["min.insync.replicas"] == "1"
     assert "broker.session.timeout.ms" not in props
+
+
+_FAKE_GO = """#!/usr/bin/env python3
+# A stand-in for the go command: records each call, answers `mod download -json` with a go.mod that
+# has a staging replace, and makes the binaries `go build -o DIR/ PKG...` would, named as go names them.
+import json, os, sys
+from pathlib import Path
+args = sys.argv[1:]
+with open(os.environ["FAKE_GO_CALLS"], "a") as calls:
+    calls.write(json.dumps(args) + "\\n")
+if args[:3] == ["mod", "download", "-json"]:
+    gomod = Path(os.environ["FAKE_GO_CALLS"]).with_name("upstream.mod")
+    staging = "\\tk8s.io/api => ./staging/src/k8s.io/api\\n"
+    gomod.write_text("module k8s.io/kubernetes\\nreplace (\\n" + staging + ")\\n")
+    print(json.dumps({"GoMod": str(gomod)}))
+elif args[:1] == ["build"]:
+    out = Path(args[args.index("-o") + 1])
+    for package in [a for a in args if "/" in a and not a.startswith("-") and a != str(out) + "/"]:
+        parts = package.split("/")
+        name = parts[-2] if parts[-1][:1] == "v" and parts[-1][1:].isdigit() else parts[-1]
+        (out / name).write_text("binary")
+"""
+
+
+def test_the_cluster_binaries_come_from_one_go_build_under_the_names_the_stack_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.stack.build import ensure_kube_binaries
+    from pipeline.stack.versions import ALL_KUBE_BINARIES
+
+    fake_bin = tmp_path / "fakebin"
+    fake_bin.mkdir()
+    (fake_bin / "go").write_text(_FAKE_GO)
+    (fake_bin / "go").chmod(0o755)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("PATH", f"{fake_bin}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_GO_CALLS", str(calls))
+    monkeypatch.setenv("KUBETAPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("GOGC", raising=False)
+    versions = StackVersions()
+
+    bin_dir = ensure_kube_binaries(versions, lambda _: None)
+
+    assert sorted(p.name for p in bin_dir.iterdir() if not p.name.startswith(".")) == sorted(
+        ALL_KUBE_BINARIES
+    )
+    invoked = [json.loads(line) for line in calls.read_text().splitlines()]
+    builds = [args for args in invoked if args[:1] == ["build"]]
+    assert len(builds) == 1, f"one go build for every cluster binary, not {len(builds)}: {builds}"
+    assert "-trimpath" in builds[0]
+    # the staging modules are pinned to their published tags
+    assert [
+        "mod",
+        "edit",
+        f"-replace=k8s.io/api=k8s.io/api@v0.{versions.kubernetes.removeprefix('v1.')}",
+    ] in invoked
