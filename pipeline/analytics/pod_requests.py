@@ -36,6 +36,8 @@ def is_map(value: object) -> TypeGuard[Mapping[Any, Any]]:
 
 def parse_quantity(value: object) -> float | None:
     """A Kubernetes quantity (``"250m"``, ``"1.5"``, ``"128Mi"``, ``2``) as a number; None if malformed."""
+    if type(value) is str:  # nearly always: answered before the isinstance checks
+        return _parse_text_quantity(value)
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
@@ -69,7 +71,9 @@ def pod_spec_requests(spec: Mapping[str, Any] | None) -> Requests:
     """The sum of the main containers' requests (limits stand in for missing requests, as the API does)."""
     cpu = memory = 0.0
     containers = (spec or {}).get("containers")
-    for container in containers if isinstance(containers, list) else []:
+    if not isinstance(containers, list):
+        return Requests(cpu, memory)
+    for container in containers:
         resources = container.get("resources") if is_map(container) else None
         if not is_map(resources):
             continue

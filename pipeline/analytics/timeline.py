@@ -78,6 +78,10 @@ from pipeline.model.usage import UsageSample
 
 log = logging.getLogger("kubetape.analytics")
 
+_LIFECYCLE, _APPLIED, _DELETED = EventType.POD_LIFECYCLE, EventType.APPLIED, EventType.DELETED
+_new_tuple = tuple.__new__  # builds a Transition without its Python-level __new__ (all fields given)
+_MAX_PARENT_KEYS = 100_000
+
 STATE_VERSION = 1
 """Version of :meth:`TimelineFolder.to_state`'s document."""
 FUTURE_HORIZON_MS = 3_600_000
@@ -112,9 +116,11 @@ class TimelineFolder:
         self._tally = ClusterTally()
         self._parents: dict[str, str] = {}
         self._templates: dict[str, Requests] = {}
-        # (at_ms, seq, transition): the heap compares the unique (time, seq) prefix in C; comparing
-        # the ordered dataclass itself ran its Python __lt__ a dozen times per event
-        self._queue: list[tuple[int, int, Transition]] = []
+        # transitions are tuples that start with the unique (time, seq): the heap orders them in C
+        self._queue: list[Transition] = []
+        # (namespace, apiVersion, kind, name) of a controller reference → its owner's key: few owners
+        # have many pods, and building a key (checked part by part) each time was a tenth of the fold
+        self._parent_keys: dict[tuple[str, str, str, str], str] = {}
         self._seq = 0
         self._next_second = 0
         self._watermark_ms: int | None = None
@@ -138,11 +144,14 @@ class TimelineFolder:
         try:
             self._add(event)
         except (AttributeError, TypeError, ValueError, FormatError) as exc:
-            self.skipped += 1
-            log.warning(
-                "timeline skipped an event of unexpected shape",
-                extra={"ctx": {"key": event.key, "error": f"{type(exc).__name__}: {exc}"}},
-            )
+            self._skip(event, exc)
+
+    def _skip(self, event: Event, exc: Exception) -> None:
+        self.skipped += 1
+        log.warning(
+            "timeline skipped an event of unexpected shape",
+            extra={"ctx": {"key": event.key, "error": f"{type(exc).__name__}: {exc}"}},
+        )
 
     def _beyond_horizon(self, key: str, what: str, ts_ms: int, latest_ms: int) -> bool:
         """Whether a live fold sets this input aside as dated beyond its clock's horizon (logged)."""
@@ -186,54 +195,93 @@ class TimelineFolder:
             Requests(cpu, memory),
             pods=sample.pods,
         )
-        heapq.heappush(self._queue, (transition.at_ms, transition.seq, transition))
+        heapq.heappush(self._queue, transition)
 
     def add_all_usage(self, samples: Iterable[UsageSample]) -> None:
         for sample in samples:
             self.add_usage(sample)
 
     def _add(self, event: Event) -> None:
-        self._watermark_ms = max(self._watermark_ms or event.ts_ms, event.ts_ms)
-        key = _group_kind(event.key)
-        if event.type is EventType.POD_LIFECYCLE:
+        ts_ms, key = event.ts_ms, event.key
+        watermark = self._watermark_ms
+        if not watermark or ts_ms > watermark:
+            self._watermark_ms = ts_ms
+        kind = _kind_of(key)
+        event_type = event.type
+        if event_type is _LIFECYCLE:
             self._lifecycle(event)
-        elif event.type is EventType.APPLIED and event.obj is not None:
-            if key.kind == "Node" and key.group == "":
-                self._queue_node(event.ts_ms, event.key, present=True)
-            elif key.kind == "Pod" and key.group == "":
-                self._remember(event.key, event.obj)
-                self._pod_applied(event.ts_ms, event.key, event.obj)
-                self._queue_desired(event.ts_ms, event.key, desired_pods(key.group, key.kind, event.obj))
-            else:
-                self._remember(event.key, event.obj)
-                self._queue_desired(event.ts_ms, event.key, desired_pods(key.group, key.kind, event.obj))
-        elif event.type is EventType.DELETED:
-            if key.kind == "Node" and key.group == "":
-                self._queue_node(event.ts_ms, event.key, present=False)
+        elif event_type is _APPLIED:
+            obj = event.obj
+            if obj is None:
                 return
-            if key.kind == "Pod" and key.group == "":
-                self._push(event.ts_ms, event.key, "", "")
-            if desired_pods(key.group, key.kind, None) is not None:
-                self._queue_desired(event.ts_ms, event.key, GONE)
+            if kind.is_node:
+                self._queue_node(ts_ms, key, present=True)
+                return
+            self._remember(key, obj)
+            if kind.is_pod:
+                self._pod_applied(ts_ms, key, obj)
+            if kind.may_ask:
+                self._queue_desired(ts_ms, key, desired_pods(kind.group, kind.kind, obj))
+        elif event_type is _DELETED:
+            if kind.is_node:
+                self._queue_node(ts_ms, key, present=False)
+                return
+            if kind.is_pod:
+                self._push(ts_ms, key, "", "")
+            if kind.may_ask:
+                self._queue_desired(ts_ms, key, GONE)
 
     def add_all(self, events: Iterable[Event]) -> None:
-        for event in events:
-            self.add(event)
+        if self.clock_ms is not None:  # a live fold: each event meets the horizon first
+            for event in events:
+                self.add(event)
+            return
+        add = self._add
+        for event in events:  # what add does without a clock, without a call per event
+            try:
+                add(event)
+            except (AttributeError, TypeError, ValueError, FormatError) as exc:
+                self._skip(event, exc)
 
     def _remember(self, key: ObjectKey, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        for ref in meta.get("ownerReferences") or []:
+        for ref in meta.get("ownerReferences") or ():
             if is_map(ref) and ref.get("controller") and ref.get("kind") and ref.get("name"):
-                parsed = parse_object_key(key)
-                self._parents[key] = object_key(
-                    str(ref.get("apiVersion") or "v1"), str(ref["kind"]), parsed.namespace, str(ref["name"])
-                )
+                self._parents[key] = self._parent_key(key, ref)
+        spec = obj.get("spec")
+        if spec is None or (type(spec) is dict and "template" not in spec and "jobTemplate" not in spec):
+            return  # no pod template (a pod, a ConfigMap...): what template_requests finds at once
         requests = template_requests(obj)
         if requests is not None:
             self._templates[key] = requests
 
+    def _parent_key(self, key: ObjectKey, ref: Mapping[str, Any]) -> str:
+        """The key of the object ``ref`` (a controller reference of ``key``'s object) names."""
+        api_version, kind, name = ref.get("apiVersion") or "v1", ref["kind"], ref["name"]
+        if type(api_version) is not str or type(kind) is not str or type(name) is not str:
+            namespace = parse_object_key(key).namespace
+            return object_key(str(api_version), str(kind), namespace, str(name))
+        # the namespace part as the key spells it (a cluster-scoped "_" builds the same key as None)
+        memo = (key.split("/", 3)[2], api_version, kind, name)
+        found = self._parent_keys.get(memo)
+        if found is None:
+            found = object_key(api_version, kind, parse_object_key(key).namespace, name)
+            if len(self._parent_keys) >= _MAX_PARENT_KEYS:
+                self._parent_keys.clear()  # bounded: keys are simply built again
+            self._parent_keys[memo] = found
+        return found
+
     def owner_of(self, key: str) -> str:
         """The top of ``key``'s controller chain among the objects seen (``key`` itself without one)."""
+        parents = self._parents
+        parent = parents.get(key)
+        if parent is None or parent == key:
+            return key
+        top = parents.get(parent)
+        if top is None or top in (parent, key):
+            return parent  # the usual chains: a pod's owner, or a Deployment's ReplicaSet's
+        if parents.get(top) is None:
+            return top
         seen = {key}
         while key in self._parents and self._parents[key] not in seen:
             key = self._parents[key]
@@ -253,22 +301,37 @@ class TimelineFolder:
             phase = "Pending"
         raw_spec = obj.get("spec")
         spec: Mapping[str, Any] = raw_spec if is_map(raw_spec) else {}
-        self._push(
+        owner = self.owner_of(key)
+        node = spec.get("nodeName")
+        requests = pod_spec_requests(spec)
+        self._seq = seq = self._seq + 1  # what _push does, without the call
+        transition = (
             ts_ms,
+            seq,
             key,
             str(phase),
-            self.owner_of(key),
-            node=spec.get("nodeName"),
-            requests=pod_spec_requests(spec),
+            owner,
+            node if isinstance(node, str) else None,
+            requests,
+            False,
+            0,
         )
+        heapq.heappush(self._queue, _new_tuple(Transition, transition))
 
     def _lifecycle(self, event: Event) -> None:
         assert event.owner_key is not None
         assert event.pod_start_ms is not None
         owner = self.owner_of(event.owner_key)
-        self._push(event.pod_start_ms, event.key, "Running", owner, lifecycle=True)
+        key, queue = event.key, self._queue
+        self._seq = seq = self._seq + 1  # what _push does, without the call
+        heapq.heappush(
+            queue,
+            _new_tuple(Transition, (event.pod_start_ms, seq, key, "Running", owner, None, None, True, 0)),
+        )
         if event.pod_end_ms is not None:
-            self._push(event.pod_end_ms, event.key, "Succeeded", owner, lifecycle=True)
+            self._seq = seq = seq + 1
+            ended = (event.pod_end_ms, seq, key, "Succeeded", owner, None, None, True, 0)
+            heapq.heappush(queue, _new_tuple(Transition, ended))
 
     def _queue_desired(self, ts_ms: int, key: ObjectKey, count: int | None) -> None:
         """A change of what ``key`` asks for, if the rule says and ``key`` heads its controller chain
@@ -276,8 +339,7 @@ class TimelineFolder:
         if count is None or self.owner_of(key) != key:
             return
         self._seq += 1
-        transition = Transition(ts_ms, self._seq, key, DESIRED, key, pods=count)
-        heapq.heappush(self._queue, (ts_ms, self._seq, transition))
+        heapq.heappush(self._queue, Transition(ts_ms, self._seq, key, DESIRED, key, pods=count))
 
     def _queue_node(self, ts_ms: int, key: ObjectKey, *, present: bool) -> None:
         self._push(ts_ms, key, NODE_ADDED if present else NODE_GONE, "")
@@ -293,10 +355,12 @@ class TimelineFolder:
         requests: Requests | None = None,
         lifecycle: bool = False,
     ) -> None:
-        self._seq += 1  # ties keep arrival order
+        self._seq = seq = self._seq + 1  # ties keep arrival order
         node_name = node if isinstance(node, str) else None
-        transition = Transition(at_ms, self._seq, key, phase, owner, node_name, requests, lifecycle)
-        heapq.heappush(self._queue, (at_ms, self._seq, transition))
+        heapq.heappush(
+            self._queue,
+            _new_tuple(Transition, (at_ms, seq, key, phase, owner, node_name, requests, lifecycle, 0)),
+        )
 
     @property
     def watermark_ms(self) -> int | None:
@@ -311,22 +375,23 @@ class TimelineFolder:
         if until is None:
             return []
         if self.origin_ms is None:
-            earliest = min([self._watermark_ms or until, *(at_ms for at_ms, _, _ in self._queue)])
+            earliest = min([self._watermark_ms or until, *(t.at_ms for t in self._queue)])
             self.origin_ms = earliest - earliest % 1000
         origin = self.origin_ms
         complete = (until - origin) // 1000  # seconds 0 .. complete-1 end at or before ``until``
         rows: list[TimelineRow] = []
+        queue, apply, templates, pop = self._queue, self._tally.apply, self._templates, heapq.heappop
         while self._next_second < complete:
             end_ms = origin + (self._next_second + 1) * 1000
             changed = False
-            while self._queue and self._queue[0][0] < end_ms:
-                self._tally.apply(heapq.heappop(self._queue)[2], self._templates)
+            while queue and queue[0][0] < end_ms:
+                apply(pop(queue), templates)
                 changed = True
             if changed:
                 self._quiet = 0
             elif self._quiet >= self.max_idle_s:
                 # quiet for long enough: skip to the second of the next change (or past ``until``)
-                next_change = (self._queue[0][0] - origin) // 1000 if self._queue else complete
+                next_change = (queue[0][0] - origin) // 1000 if queue else complete
                 self._next_second = min(max(next_change, self._next_second + 1), complete)
                 continue
             else:
@@ -337,7 +402,7 @@ class TimelineFolder:
 
     def finish(self, end_ms: int | None = None) -> list[TimelineRow]:
         """Rows up to ``end_ms`` (default: one second after the last queued transition or event)."""
-        last = max([at_ms for at_ms, _, _ in self._queue] + [self._watermark_ms or 0])
+        last = max([t.at_ms for t in self._queue] + [self._watermark_ms or 0])
         return self.advance(end_ms if end_ms is not None else last + 1000)
 
     def pod_times(self) -> list[PodTimes]:
@@ -356,7 +421,7 @@ class TimelineFolder:
             **self._tally.to_state(),
             "parents": self._parents,
             "templates": {k: [r.cpu_m, r.memory_bytes] for k, r in self._templates.items()},
-            "queue": [t.to_json() for _, _, t in self._queue],
+            "queue": [t.to_json() for t in self._queue],
         }
 
     @classmethod
@@ -385,30 +450,40 @@ class TimelineFolder:
             folder._tally = ClusterTally.from_state(state)
             folder._parents = dict(state["parents"])
             folder._templates = {k: Requests(cpu, mem) for k, (cpu, mem) in state["templates"].items()}
-            folder._queue = [(t.at_ms, t.seq, t) for t in map(Transition.from_json, state["queue"])]
+            folder._queue = [Transition.from_json(t) for t in state["queue"]]
             heapq.heapify(folder._queue)
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"{where}: malformed timeline state ({type(exc).__name__}: {exc})") from None
         return folder
 
 
-class _GroupKind(NamedTuple):
+class _Kind(NamedTuple):
+    """What the fold needs to know of an event's kind, worked out once per kind."""
+
     group: str
     kind: str
+    is_node: bool
+    is_pod: bool
+    may_ask: bool
+    """Whether :func:`desired_pods` can say anything of this kind (it says None, whatever the object,
+    of every kind but a pod and a replicated workload): if not, the fold does not ask it."""
 
 
-_GROUP_KINDS: dict[str, _GroupKind] = {}
+_KINDS: dict[str, _Kind] = {}
 
 
-def _group_kind(key: ObjectKey) -> _GroupKind:
+def _kind_of(key: ObjectKey) -> _Kind:
     """The API group (``""`` for core) and kind of an event's key, as :func:`parse_object_key` gives
     them; an event's key is valid by construction, so only its kind prefix is split off (parsing the
     whole key was a tenth of the fold's time). Few prefixes exist: each is kept."""
     prefix = key[: key.index("/", key.index("/") + 1)]
-    found = _GROUP_KINDS.get(prefix)
+    found = _KINDS.get(prefix)
     if found is None:
         parsed = parse_object_key(key)
-        found = _GROUP_KINDS[prefix] = _GroupKind(parsed.group, parsed.kind)
+        group, kind = parsed.group, parsed.kind
+        core = group == ""
+        asks = desired_pods(group, kind, None) is not None
+        found = _KINDS[prefix] = _Kind(group, kind, core and kind == "Node", core and kind == "Pod", asks)
     return found
 
 

@@ -78,6 +78,7 @@ class Transition(NamedTuple):
 
 
 _NO_REQUESTS = Requests()
+_POD_PHASES = frozenset(PHASES)
 
 
 @dataclass(slots=True)
@@ -115,48 +116,58 @@ class ClusterTally:
 
     def apply(self, t: Transition, templates: Mapping[str, Requests]) -> None:
         """Apply ``t``; a pod known only from its lifecycle requests what ``templates`` (per owner) say."""
-        if t.phase == DESIRED:
+        at_ms, _seq, key, phase, owner, node, requests, from_lifecycle, _pods = t
+        if phase not in _POD_PHASES and self._applied_other(t):  # rarely: what is not a pod's change
+            return
+        pod = self._pods.get(key)
+        if pod is None:
+            pod = self._pods[key] = _Pod(owner)
+            if key not in self._created:
+                self._created[key] = (owner, at_ms)
+        else:
+            self._count(pod, -1)
+        if from_lifecycle:
+            pod.from_lifecycle = True
+            if pod.requests == _NO_REQUESTS:
+                pod.requests = templates.get(owner, _NO_REQUESTS)
+        elif requests is not None:
+            pod.requests = requests
+        if owner:
+            pod.owner = owner
+        # a recorded pod object keeps the status of its creation (the watcher publishes spec changes):
+        # its "Pending" says nothing against the pod's lifecycle, which knows when it ran
+        if from_lifecycle or not (pod.from_lifecycle and phase == "Pending"):
+            pod.phase = phase
+        if node:
+            pod.node = node
+        self._count(pod, +1)
+        if phase == "Running" and key not in self._running:
+            self._running[key] = at_ms
+
+    def _applied_other(self, t: Transition) -> bool:
+        """Apply a transition that is not a pod's new phase; False if it is none of those either (a
+        hand-edited state), which then fails as a pod's would."""
+        key, phase = t.key, t.phase
+        if phase == DESIRED:
             if t.pods == GONE:
-                self._desired.pop(t.key, None)
+                self._desired.pop(key, None)
             else:
-                self._desired[t.key] = t.pods
-            return
-        if t.phase in {USAGE, USAGE_GAP}:
+                self._desired[key] = t.pods
+        elif phase in {USAGE, USAGE_GAP}:
             self._use(t)
-            return
-        if t.phase in {NODE_ADDED, NODE_GONE}:
-            name = parse_object_key(t.key).name
-            if t.phase == NODE_ADDED:
+        elif phase in {NODE_ADDED, NODE_GONE}:
+            name = parse_object_key(key).name
+            if phase == NODE_ADDED:
                 self._nodes.add(name)
             else:
                 self._nodes.discard(name)
-            return
-        if not t.phase:
-            gone = self._pods.pop(t.key, None)
+        elif not phase:
+            gone = self._pods.pop(key, None)
             if gone is not None:
                 self._count(gone, -1)
-            return
-        pod = self._pods.get(t.key)
-        if pod is None:
-            pod = self._pods[t.key] = _Pod(t.owner)
-            self._created.setdefault(t.key, (t.owner, t.at_ms))
         else:
-            self._count(pod, -1)
-        if t.from_lifecycle:
-            pod.from_lifecycle = True
-            if pod.requests == _NO_REQUESTS:
-                pod.requests = templates.get(t.owner, _NO_REQUESTS)
-        elif t.requests is not None:
-            pod.requests = t.requests
-        pod.owner = t.owner or pod.owner
-        # a recorded pod object keeps the status of its creation (the watcher publishes spec changes):
-        # its "Pending" says nothing against the pod's lifecycle, which knows when it ran
-        if t.from_lifecycle or not (pod.from_lifecycle and t.phase == "Pending"):
-            pod.phase = t.phase
-        pod.node = t.node or pod.node
-        self._count(pod, +1)
-        if t.phase == "Running":
-            self._running.setdefault(t.key, t.at_ms)
+            return False
+        return True
 
     def _use(self, t: Transition) -> None:
         hashes = self._usage.setdefault(t.owner, {})
@@ -188,78 +199,87 @@ class ClusterTally:
         )
 
     def _count(self, pod: _Pod, sign: int) -> None:
-        """Add (``sign`` +1) or take away (-1) the pod in its owner's and the cluster's running sums: it
-        runs twice for nearly every transition, so it is one loop without calls."""
-        phase, node = pod.phase, pod.node
+        """Add (``sign`` +1) or take away (-1) the pod in its owner's and then the cluster's running
+        sums: it runs twice for nearly every transition, so it is written out for both, without calls."""
+        phase, node, owner, requests = pod.phase, pod.node, pod.owner, pod.requests
         active = phase in ACTIVE_PHASES
         running_on = node if phase == "Running" and node else None
         all_totals = self._totals
-        for owner in (pod.owner, CLUSTER_OWNER):
-            totals = all_totals.get(owner)
-            if totals is None:
-                totals = all_totals[owner] = _Totals()
-            phases = totals.phases
-            phases[phase] += sign
-            if active:
-                totals.cpu_m += sign * pod.requests.cpu_m
-                totals.memory_bytes += sign * pod.requests.memory_bytes
-            if running_on is not None:
-                per_node = totals.running_per_node
-                left = per_node.get(running_on, 0) + sign
-                if left:
-                    per_node[running_on] = left
-                else:
-                    per_node.pop(running_on, None)
-            if sign < 0 and owner != CLUSTER_OWNER and not any(phases.values()):
-                del all_totals[owner]  # an owner without pods has no rows; keep the scan short
+        totals = all_totals.get(owner)
+        if totals is None:
+            totals = all_totals[owner] = _Totals()
+        phases = totals.phases
+        phases[phase] += sign
+        if active:
+            totals.cpu_m += sign * requests.cpu_m
+            totals.memory_bytes += sign * requests.memory_bytes
+        if running_on is not None:
+            per_node = totals.running_per_node
+            left = per_node.get(running_on, 0) + sign
+            if left:
+                per_node[running_on] = left
+            else:
+                per_node.pop(running_on, None)
+        if sign < 0 and owner != CLUSTER_OWNER and not any(phases.values()):
+            del all_totals[owner]  # an owner without pods has no rows; keep the scan short
+        # the same for the cluster (the same object if the owner is spelled "*": counted twice, as before)
+        totals = all_totals.get(CLUSTER_OWNER)
+        if totals is None:
+            totals = all_totals[CLUSTER_OWNER] = _Totals()
+        totals.phases[phase] += sign
+        if active:
+            totals.cpu_m += sign * requests.cpu_m
+            totals.memory_bytes += sign * requests.memory_bytes
+        if running_on is not None:
+            per_node = totals.running_per_node
+            left = per_node.get(running_on, 0) + sign
+            if left:
+                per_node[running_on] = left
+            else:
+                per_node.pop(running_on, None)
 
     def rows(self, second: int) -> list[TimelineRow]:
         """The rows of ``second``: one per owner with pods or asking for some, and the cluster's."""
-        self._totals.setdefault(CLUSTER_OWNER, _Totals())
+        all_totals = self._totals
+        if CLUSTER_OWNER not in all_totals:
+            all_totals[CLUSTER_OWNER] = _Totals()
         nodes = len(self._nodes)
-        # an owner asking for pods has a row even when none of them were recorded (SimKube traces)
-        asking = {owner for owner, count in self._desired.items() if count and owner not in self._totals}
-        # and so does one whose load is recorded while its pods are not (filtered, or not seen yet)
-        loaded = {owner for owner in self._usage if owner not in self._totals}
-        owners = sorted({*self._totals, *asking, *loaded})
+        desired, usage = self._desired, self._usage
+        owners = all_totals.keys() | {
+            # an owner asking for pods has a row even when none of them were recorded (SimKube traces)
+            *(owner for owner, count in desired.items() if count),
+            # and so does one whose load is recorded while its pods are not (filtered, or not seen yet)
+            *usage,
+        }
         none = _Totals()
-        return [
-            self._row(
-                second,
-                owner,
-                self._totals.get(owner, none),
-                nodes,
-                self._desired_of(owner),
-                used=self._used_of(owner),
+        out = []
+        for owner in sorted(owners):
+            totals = all_totals.get(owner, none)
+            phases = totals.phases
+            if owner == CLUSTER_OWNER:
+                wants = sum(desired.values()) if desired else None
+            else:
+                wants = desired.get(owner)
+            used = self._used_of(owner) if usage else None  # nothing recorded: no sum to make
+            out.append(
+                TimelineRow(
+                    second,
+                    owner,
+                    phases["Pending"],
+                    phases["Running"],
+                    phases["Succeeded"],
+                    phases["Failed"],
+                    round(totals.cpu_m, 3),
+                    round(totals.memory_bytes),
+                    nodes,
+                    len(totals.running_per_node),
+                    wants,
+                    None if used is None else float(used.cpu_m),
+                    None if used is None else float(used.memory_bytes),
+                    None if used is None else used.pods,
+                )
             )
-            for owner in owners
-        ]
-
-    def _desired_of(self, owner: str) -> int | None:
-        if owner != CLUSTER_OWNER:
-            return self._desired.get(owner)
-        return sum(self._desired.values()) if self._desired else None
-
-    @staticmethod
-    def _row(
-        second: int, owner: str, totals: _Totals, nodes: int, desired: int | None, *, used: Used | None
-    ) -> TimelineRow:
-        return TimelineRow(
-            second=second,
-            owner=owner,
-            pending=totals.phases["Pending"],
-            running=totals.phases["Running"],
-            succeeded=totals.phases["Succeeded"],
-            failed=totals.phases["Failed"],
-            cpu_requested_m=round(totals.cpu_m, 3),
-            memory_requested_bytes=round(totals.memory_bytes),
-            nodes=nodes,
-            nodes_used=len(totals.running_per_node),
-            desired=desired,
-            cpu_used_m=None if used is None else float(used.cpu_m),
-            memory_used_bytes=None if used is None else float(used.memory_bytes),
-            usage_pods=None if used is None else used.pods,
-        )
+        return out
 
     def pod_times(self, origin_ms: int) -> list[PodTimes]:
         """Per pod: when it was first seen and first seen running (seconds since ``origin_ms``)."""
