@@ -5,7 +5,8 @@
   per-second timeline (what the ``timeline`` consumer does per message). Figures: events/s of each and
   the fold's share of the decode-only rate (1.0 = folding is free; issue 32's target: >= 0.5). Each is
   run ``--repeats`` times in turn and the least thread CPU time of each is kept (a shared machine
-  stretches wall-clock times unevenly).
+  stretches wall-clock times unevenly). ``rows_digest`` covers every value of every row: a change that
+  only makes the fold faster leaves it as it was.
 
   The pods name their Deployment as controller (``ownerReferences``), as a Deployment's pods do.
   ``--bare-pods`` leaves that out, as this benchmark did before: every pod is then a bare pod that asks
@@ -19,6 +20,8 @@ Usage: ``.venv/bin/python -m bench.bench_analytics [--pods 20000] [--repeats 3] 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import os
 import tempfile
@@ -70,6 +73,14 @@ def synthetic_recording(pods: int, *, owned: bool = True) -> list[Event]:
     return events
 
 
+def rows_digest(rows: list[TimelineRow]) -> str:
+    """A digest of every row's every value: equal digests, equal rows (compare runs of two versions)."""
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(repr(dataclasses.astuple(row)).encode())
+    return digest.hexdigest()[:16]
+
+
 def _fold(wire: list[bytes]) -> list[TimelineRow]:
     """Decode and fold ``wire`` as the timeline consumer does, in the runner's batches of 1,000."""
     folder = TimelineFolder()
@@ -116,6 +127,7 @@ def main() -> None:
         "pods_owned": not args.bare_pods,
         "repeats": args.repeats,
         "timeline_rows": len(rows),
+        "rows_digest": rows_digest(rows),
         "fold": {
             "decode_only_events_per_s": round(events / decode_s),
             "decode_and_fold_events_per_s": round(events / fold_s),

@@ -206,7 +206,6 @@ class TimelineFolder:
         watermark = self._watermark_ms
         if not watermark or ts_ms > watermark:
             self._watermark_ms = ts_ms
-        kind = _kind_of(key)
         event_type = event.type
         if event_type is _LIFECYCLE:
             self._lifecycle(event)
@@ -214,6 +213,7 @@ class TimelineFolder:
             obj = event.obj
             if obj is None:
                 return
+            kind = _kind_of(key)
             if kind.is_node:
                 self._queue_node(ts_ms, key, present=True)
                 return
@@ -223,6 +223,7 @@ class TimelineFolder:
             if kind.may_ask:
                 self._queue_desired(ts_ms, key, desired_pods(kind.group, kind.kind, obj))
         elif event_type is _DELETED:
+            kind = _kind_of(key)
             if kind.is_node:
                 self._queue_node(ts_ms, key, present=False)
                 return
