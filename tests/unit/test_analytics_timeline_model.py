@@ -206,5 +206,5 @@ class FoldAgainstReference(RuleBasedStateMachine):
         assert self.fast.pod_times() == self.reference.pod_times()
 
 
-FoldAgainstReference.TestCase.settings = settings(max_examples=100, stateful_step_count=25)
+FoldAgainstReference.TestCase.settings = settings(max_examples=60, stateful_step_count=25)
 test_the_fast_fold_gives_the_references_rows = FoldAgainstReference.TestCase
