@@ -490,7 +490,7 @@ import json, os, sys
 from pathlib import Path
 args = sys.argv[1:]
 with open(os.environ["FAKE_GO_CALLS"], "a") as calls:
-    calls.write(json.dumps(args) + "\\n")
+    calls.write(json.dumps(args + ["GOGC=" + os.environ.get("GOGC", "")]) + "\\n")
 if args[:3] == ["mod", "download", "-json"]:
     gomod = Path(os.environ["FAKE_GO_CALLS"]).with_name("upstream.mod")
     staging = "\\tk8s.io/api => ./staging/src/k8s.io/api\\n"
@@ -520,6 +520,7 @@ def test_the_cluster_binaries_come_from_one_go_build_under_the_names_the_stack_r
     monkeypatch.setenv("FAKE_GO_CALLS", str(calls))
     monkeypatch.setenv("KUBETAPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("GOGC", raising=False)
+    monkeypatch.delenv("GOMEMLIMIT", raising=False)
     versions = StackVersions()
 
     bin_dir = ensure_kube_binaries(versions, lambda _: None)
@@ -527,7 +528,9 @@ def test_the_cluster_binaries_come_from_one_go_build_under_the_names_the_stack_r
     assert sorted(p.name for p in bin_dir.iterdir() if not p.name.startswith(".")) == sorted(
         ALL_KUBE_BINARIES
     )
-    invoked = [json.loads(line) for line in calls.read_text().splitlines()]
+    invoked = [json.loads(line)[:-1] for line in calls.read_text().splitlines()]
+    gogc = {json.loads(line)[-1] for line in calls.read_text().splitlines()}
+    assert gogc == {"GOGC=off"}, "the compiler's garbage collection is held off (bounded by GOMEMLIMIT)"
     builds = [args for args in invoked if args[:1] == ["build"]]
     assert len(builds) == 1, f"one go build for every cluster binary, not {len(builds)}: {builds}"
     assert "-trimpath" in builds[0]
