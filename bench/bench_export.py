@@ -4,7 +4,9 @@ N synthetic events spread over one hour of event time are compacted by the sink'
 :class:`~pipeline.sink.compactor.PartitionCompactor` (6 partitions, split by a hash of the key, as Kafka
 does) into a local segment store, exactly as the sink writes it, with no broker involved. Then the
 one-hour window is exported from that store in both formats, ``--repeats`` times each, through
-:func:`~pipeline.store.export.export_window`.
+:func:`~pipeline.store.export.export_window`; the kubetape one also as it was before the splice path,
+decoding every object body (``kubetape_decoding_bodies``: the same file, checked by its digest here and
+byte for byte by tests/unit/test_export_splice.py).
 
 Beside the exports, in the same run, the same segments are read the two ways a reader of the store
 can (each ``--repeats`` times, from a fresh store object):
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import hashlib
 import json
 import os
 import pstats
@@ -78,17 +81,22 @@ def build_store(store_dir: Path, n: int, start_ms: int) -> int:
     return written
 
 
-def time_export(store_dir: Path, start_ms: int, fmt: ExportFormat, repeats: int) -> dict[str, Any]:
-    """``repeats`` exports of the hour from a fresh catalog each (as a request to the sink would)."""
+def time_export(
+    store_dir: Path, start_ms: int, fmt: ExportFormat, repeats: int, *, decode_bodies: bool = False
+) -> dict[str, Any]:
+    """``repeats`` exports of the hour from a fresh catalog each (as a request to the sink would);
+    ``decode_bodies``: the kubetape export decoding every object body (as before the splice path)."""
     walls, cpus = [], []
     events = size = 0
+    digest = ""
     for _ in range(repeats):
         catalog = SegmentCatalog(LocalSegmentStore(store_dir))
         began, cpu = time.perf_counter(), time.thread_time()
-        result = export_window(catalog, ExportRequest(start_ms, start_ms + HOUR_MS, fmt))
+        request = ExportRequest(start_ms, start_ms + HOUR_MS, fmt)
+        result = export_window(catalog, request, decode_bodies=decode_bodies)
         walls.append(time.perf_counter() - began)
         cpus.append(time.thread_time() - cpu)
-        events, size = result.events, len(result.data)
+        events, size, digest = result.events, len(result.data), hashlib.sha256(result.data).hexdigest()
     return {
         "median_seconds": round(statistics.median(walls), 3),
         "min_seconds": round(min(walls), 3),
@@ -96,6 +104,7 @@ def time_export(store_dir: Path, start_ms: int, fmt: ExportFormat, repeats: int)
         "min_cpu_seconds": round(min(cpus), 3),
         "events": events,
         "bytes": size,
+        "sha256": digest[:16],
     }
 
 
@@ -144,12 +153,14 @@ def time_read(store_dir: Path, planned: list[tuple[SegmentName, bool]], repeats:
     }
 
 
-def profile_export(store_dir: Path, start_ms: int, fmt: ExportFormat, top: int = 30) -> None:
+def profile_export(
+    store_dir: Path, start_ms: int, fmt: ExportFormat, *, decode_bodies: bool = False, top: int = 30
+) -> None:
     """Print the ``top`` functions by own time of one export (a profile only: no JSON is printed)."""
     catalog = SegmentCatalog(LocalSegmentStore(store_dir))
     profiler = cProfile.Profile()
     profiler.enable()
-    export_window(catalog, ExportRequest(start_ms, start_ms + HOUR_MS, fmt))
+    export_window(catalog, ExportRequest(start_ms, start_ms + HOUR_MS, fmt), decode_bodies=decode_bodies)
     profiler.disable()
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
 
@@ -166,6 +177,11 @@ def main() -> None:
         default=None,
         help="print a cProfile of one export in this format instead of timing",
     )
+    parser.add_argument(
+        "--decode-bodies",
+        action="store_true",
+        help="with --profile kubetape: the export that decodes every object body",
+    )
     args = parser.parse_args()
     now = int(time.time() * 1000) - HOUR_MS
     start_ms = now - now % 60_000
@@ -175,11 +191,16 @@ def main() -> None:
         segments = build_store(store_dir, args.events, start_ms)
         build_seconds = time.perf_counter() - built
         if args.profile is not None:
-            profile_export(store_dir, start_ms, ExportFormat(args.profile))
+            profile_export(store_dir, start_ms, ExportFormat(args.profile), decode_bodies=args.decode_bodies)
             return
         export = {fmt.value: time_export(store_dir, start_ms, fmt, args.repeats) for fmt in ExportFormat}
+        export["kubetape_decoding_bodies"] = time_export(
+            store_dir, start_ms, ExportFormat.KUBETAPE, args.repeats, decode_bodies=True
+        )
         read = time_read(store_dir, planned_segments(store_dir, start_ms), args.repeats)
     export_cpu = export[ExportFormat.KUBETAPE.value]["min_cpu_seconds"]
+    if export[ExportFormat.KUBETAPE.value]["sha256"] != export["kubetape_decoding_bodies"]["sha256"]:
+        raise RuntimeError("the splice export and the export decoding every body wrote different files")
     result = {
         "benchmark": "export",
         "machine": machine(),
@@ -195,6 +216,10 @@ def main() -> None:
             "min_cpu_seconds": export_cpu,
             "export_vs_read": round(read["read_min_cpu_seconds"] / export_cpu, 3),
             "export_vs_decode": round(read["decode_min_cpu_seconds"] / export_cpu, 3),
+            "decoding_bodies_min_cpu_seconds": export["kubetape_decoding_bodies"]["min_cpu_seconds"],
+            "speedup_vs_decoding_bodies": round(
+                export["kubetape_decoding_bodies"]["min_cpu_seconds"] / export_cpu, 2
+            ),
             "target_seconds": 0.5,
             "target_vs_read": 0.5,
         },

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pipeline.formats.segment.content import Keyframe, Segment, build_segment
+from pipeline.formats.segment.decode import EventWires
 from pipeline.formats.segment.header import PartitionRange, SegmentKind
 from pipeline.formats.simkube import SIMKUBE_TRACE_VERSION, SimkubeEvent, SimkubeLifecycle, SimkubeTrace
 from pipeline.formats.usage_window import usage_window
@@ -123,10 +124,13 @@ def assemble_window(
     partitions: Iterable[PartitionRange] = (),
     suppress_owned: bool = True,
     usage: Iterable[UsageSample] = (),
+    wires: EventWires | None = None,
 ) -> Segment:
     """The trace of ``[start_ms, end_ms)`` from the state at ``keyframe.at_ms`` and the events after it;
     with the recorded load of ``usage`` in the window and each owner's at its start
-    (:func:`~pipeline.formats.usage_window.usage_window`).
+    (:func:`~pipeline.formats.usage_window.usage_window`). ``wires``: the stored bytes of the events
+    (see :class:`~pipeline.formats.segment.decode.EventWires`); an event without its body is moved to
+    the window start with them.
 
     ``events`` may come in any order (they are stably sorted by time); events before the keyframe time
     are ignored (the keyframe already holds them), events at or after ``end_ms`` too. Without a keyframe
@@ -191,8 +195,9 @@ def assemble_window(
             return False
         return not any(recreated(owner) for owner in _owner_keys(e.obj))
 
+    move = moved_to if wires is None else _mover(wires)
     initial = [
-        moved_to(state[key], start_ms)
+        move(state[key], start_ms)
         for key in sorted(state)
         if kept(state[key]) and not finished_pod(state[key])
     ]
@@ -209,6 +214,15 @@ def assemble_window(
         kind=SegmentKind.TRACE,
         usage=usage_window(usage, start_ms, end_ms),
     )
+
+
+def _mover(wires: EventWires) -> Callable[[Event, int], Event]:
+    """:func:`moved_to` for events that hold their body, :meth:`EventWires.moved` for the others."""
+
+    def move(e: Event, ts_ms: int) -> Event:
+        return wires.moved(e, ts_ms) or moved_to(e, ts_ms)
+
+    return move
 
 
 def _clipped_lifecycles(

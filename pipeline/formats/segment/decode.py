@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import operator
 import zlib
 from pathlib import Path
 from typing import Any, cast
@@ -20,8 +21,9 @@ from pipeline.formats.segment.delta import decode_events
 from pipeline.formats.segment.header import BODY_PREAMBLE, SegmentHeader, split_header
 from pipeline.formats.segment.limits import DecodeLimits, default_limits
 from pipeline.formats.wire import native
-from pipeline.formats.wire.codec import event_from_wire
+from pipeline.formats.wire.codec import event_from_wire, with_time
 from pipeline.formats.wire.probe import EventHead
+from pipeline.formats.wire.skeleton import BodySkeleton
 from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.events import Event, EventType, prechecked_event
 from pipeline.model.tracer_config import TracerConfig
@@ -166,11 +168,18 @@ def _body_from_wire(
             objects = events_from_columns(kf.get("objects"), at_ms, f"{source}: keyframe object")
             lifecycles = events_from_columns(kf.get("lifecycles"), at_ms, f"{source}: keyframe lifecycle")
         else:
+            # without bodies, keyframe objects need their bytes too: they are written moved
+            kf_wires = wires if wires is not None and not wires.bodies else None
             objects = _keyframe_list(
-                kf, "objects", header.keyframe_objects, header, f"{source}: keyframe object"
+                kf, "objects", header.keyframe_objects, header, f"{source}: keyframe object", wires=kf_wires
             )
             lifecycles = _keyframe_list(
-                kf, "lifecycles", header.keyframe_lifecycles, header, f"{source}: keyframe lifecycle"
+                kf,
+                "lifecycles",
+                header.keyframe_lifecycles,
+                header,
+                f"{source}: keyframe lifecycle",
+                wires=kf_wires,
             )
         tombstones = (
             _keyframe_list(
@@ -225,14 +234,20 @@ def _usage_from_body(raw: dict[str, Any], header: SegmentHeader, source: str) ->
 
 
 def _keyframe_list(
-    kf: dict[Any, Any], name: str, count: int, header: SegmentHeader, what: str
+    kf: dict[Any, Any],
+    name: str,
+    count: int,
+    header: SegmentHeader,
+    what: str,
+    *,
+    wires: EventWires | None = None,
 ) -> list[Event]:
     """One of a keyframe's event lists: its wire bytes, or (version 3) its delta table rebuilt to them."""
     coded = kf.get(f"{name}_delta") if header.format_version >= 3 else None
     if coded is None:
-        return _events_from_wires(kf.get(name), count, what)
+        return _events_from_wires(kf.get(name), count, what, wires)
     blob = decode_events(coded, count, header.keyframe_at_ms or 0, header.keyframe_bytes or 0, what)
-    return _events_from_wires(blob, count, what)
+    return _events_from_wires(blob, count, what, wires)
 
 
 def _events_from_wires(blob: Any, count: int, what: str, wires: EventWires | None = None) -> list[Event]:
@@ -246,6 +261,10 @@ def _events_from_wires(blob: Any, count: int, what: str, wires: EventWires | Non
     list is read again tolerantly: invalid text with U+FFFD, unhashable keys as their ``repr``."""
     if type(blob) is not bytes:
         raise FormatError(f"{what}s: malformed (expected the events' bytes)")
+    if wires is not None and not wires.bodies:
+        events = _light_events(blob, count, wires)
+        if events is not None:
+            return events
     try:
         return _decode_wires(blob, count, what, wires, tolerant=False)
     except FormatError:
@@ -258,6 +277,43 @@ def _events_from_wires(blob: Any, count: int, what: str, wires: EventWires | Non
         raise
     except Exception as exc:  # msgpack raises several unrelated types for corrupt data
         raise FormatError(f"{what}s: undecodable ({type(exc).__name__}: {exc})") from None
+
+
+def _light_events(blob: bytes, count: int, wires: EventWires) -> list[Event] | None:
+    """The events of a list with skeletons for bodies where the C scan vouches for the bytes (see
+    :class:`EventWires`); the others decoded whole, each as :func:`_decode_wires` decodes it. None when
+    the list or any of its events is not valid: the caller decodes it all again, which says what is
+    wrong exactly as before."""
+    result = native.light(blob, count, wires.labels)
+    if result is None:
+        return None
+    events, pieces, undecided = result
+    for i in undecided:
+        try:
+            events[i] = _decoded_whole(pieces[i])
+        except Exception:  # FormatError or msgpack's: the full decoding reports it
+            return None
+    decoded = cast("list[Event]", events)  # no None left
+    wires.add_all(decoded, pieces)
+    return decoded
+
+
+def _decoded_whole(piece: bytes) -> Event:
+    """One event's bytes decoded whole, as :func:`_decode_wires` decodes an event of its list: strictly
+    (by the C scan's head when it accepts the event), else tolerantly."""
+    try:
+        value = msgpack.unpackb(piece, raw=False, strict_map_key=False)
+    except Exception:  # see _events_from_wires: read again tolerantly
+        value = msgpack.unpackb(
+            piece,
+            raw=False,
+            strict_map_key=False,
+            unicode_errors="replace",
+            object_pairs_hook=_tolerant_map,
+        )
+        return event_from_wire(value)
+    head = native.scan([piece])[0][0]
+    return event_from_wire(value) if head is None else _prechecked(head.type, value)
 
 
 def _decode_wires(
@@ -326,9 +382,16 @@ def _tolerant_map(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
 class EventWires:
     """The wire bytes of decoded events, by identity, so that an encoder can reuse what a decoder read
     (an export writes most events exactly as the segments held them; re-encoding their object bodies
-    was a third of an export's time). Holds the events, so an identity is never reused meanwhile."""
+    was a third of an export's time). Holds the events, so an identity is never reused meanwhile.
 
-    def __init__(self) -> None:
+    ``bodies=False``: the events the C scan vouches for are built with a
+    :class:`~pipeline.formats.wire.skeleton.BodySkeleton` instead of their body (``labels``: with the
+    labels in it), keyframe events included, for a reader that only copies bodies (the export). Such
+    an event is written from its bytes; :meth:`moved` moves one to another time with its bytes."""
+
+    def __init__(self, *, bodies: bool = True, labels: bool = True) -> None:
+        self.bodies = bodies
+        self.labels = labels
         self._by_id: dict[int, bytes] = {}
         self._alive: list[Event] = []
 
@@ -339,6 +402,19 @@ class EventWires:
 
     def get(self, e: Event) -> bytes | None:
         return self._by_id.get(id(e))
+
+    def moved(self, e: Event, ts_ms: int) -> Event | None:
+        """``e`` moved to ``ts_ms`` with its bytes (the time spliced into them) if it holds a skeleton,
+        else None (it holds its body: move it as any event)."""
+        if type(e.obj) is not BodySkeleton:
+            return None
+        moved = prechecked_event(e.type, ts_ms, *_fields_after_time(e))
+        self.add_all([moved], [with_time(self._by_id[id(e)], ts_ms)])
+        return moved
+
+
+_fields_after_time = operator.attrgetter(*(f.name for f in dataclasses.fields(Event)[2:]))
+"""An event's fields after ``type`` and ``ts_ms``, in the order :func:`prechecked_event` takes them."""
 
 
 def read_segment(path: Path) -> Segment:

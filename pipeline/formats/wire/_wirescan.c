@@ -21,6 +21,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h>
 
 #define MAX_DEPTH 64 /* deeper bodies go to the Python probe (msgpack has its own limit) */
 
@@ -597,9 +598,341 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     return Py_BuildValue("nnLLii", i, duplicates, min_ts, last_ts, ordered, why);
 }
 
+/* ---- the export's decoding without object bodies (pipeline.formats.segment.decode) ------------ */
+/* An export writes most events as the segments stored them and reads only a few fields of a body: the
+ * owners, the namespace, the labels. light() splits a segment's event list into each event's bytes and,
+ * for the events it can vouch for, builds the Event with a BodySkeleton (those few fields) instead of
+ * the body. It vouches only for bytes in the one form msgpack packs their decoded value in (checked by
+ * canonical() below), so the stored bytes are exactly what re-encoding the decoded event would give,
+ * and an event moved to another time is its bytes with the time spliced in. Everything else is None:
+ * the Python decoder decodes those events whole, as before. */
+static PyObject *event_class = NULL;     /* pipeline.model.events.Event (a slotted dataclass) */
+static Py_ssize_t event_offsets[14];     /* its slots' offsets, in the order of the EventHead fields + obj */
+static PyObject *skeleton_class = NULL;  /* pipeline.formats.wire.skeleton.BodySkeleton (a dict) */
+static PyObject *empty_tuple = NULL;
+static PyObject *s_metadata = NULL, *s_namespace = NULL, *s_owner_refs = NULL, *s_labels = NULL, *s_wire = NULL;
+
+#define MAP_KEYS_MAX 64 /* a bigger map is left to the Python decoder (its duplicate keys are not checked here) */
+
+static inline int64_t sbe(const uint8_t *p, int n) {
+    uint64_t v = be(p, n);
+    int shift = 64 - 8 * n;
+    return shift ? ((int64_t)(v << shift)) >> shift : (int64_t)v;
+}
+
+/* Whether the next value is in msgpack's own form (msgpack.packb(value, use_bin_type=True) of what
+ * msgpack.unpackb(raw=False) makes of it): the shortest int, str, bin, array and map headers, strs of
+ * valid UTF-8, floats of 64 bits and not NaN, map keys strs without repeats; no ext, no float32. */
+static int canonical(reader *r, int depth) {
+    if (depth > MAX_DEPTH || !need(r, 1)) return 0;
+    uint8_t b = *r->p;
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) { r->p += 1; return 1; }
+    if ((b & 0xe0) == 0xa0 || b == 0xd9 || b == 0xda || b == 0xdb) {
+        const uint8_t *s;
+        Py_ssize_t n;
+        if (!read_str(r, &s, &n)) return 0;
+        if ((b == 0xd9 && n < 32) || (b == 0xda && n < 256) || (b == 0xdb && n < 65536)) return 0;
+        return utf8_ok(s, n);
+    }
+    uint64_t items = 0;
+    int map = 0;
+    if ((b & 0xf0) == 0x80) { items = b & 0x0f; map = 1; r->p += 1; }
+    else if ((b & 0xf0) == 0x90) { items = b & 0x0f; r->p += 1; }
+    else {
+        Py_ssize_t h, n = 0;
+        switch (b) {
+            case 0xc4: h = 2; break;
+            case 0xc5: h = 3; break;
+            case 0xc6: h = 5; break;
+            case 0xcc: case 0xd0: h = 2; break;
+            case 0xcd: case 0xd1: h = 3; break;
+            case 0xce: case 0xd2: h = 5; break;
+            case 0xcf: case 0xd3: case 0xcb: h = 9; break;
+            case 0xdc: case 0xde: h = 3; break;
+            case 0xdd: case 0xdf: h = 5; break;
+            default: return 0; /* float32, ext, 0xc1 */
+        }
+        if (!need(r, h)) return 0;
+        const uint8_t *p = r->p + 1;
+        switch (b) {
+            case 0xc4: n = p[0]; break;
+            case 0xc5: n = (Py_ssize_t)be(p, 2); if (n < 256) return 0; break;
+            case 0xc6: n = (Py_ssize_t)be(p, 4); if (n < 65536) return 0; break;
+            case 0xcc: if (p[0] < 0x80) return 0; break;
+            case 0xcd: if (be(p, 2) < 0x100) return 0; break;
+            case 0xce: if (be(p, 4) < 0x10000) return 0; break;
+            case 0xcf: if (be(p, 8) < 0x100000000ULL) return 0; break;
+            case 0xd0: if (sbe(p, 1) >= -32) return 0; break;
+            case 0xd1: if (sbe(p, 2) >= -128) return 0; break;
+            case 0xd2: if (sbe(p, 4) >= -32768) return 0; break;
+            case 0xd3: if (sbe(p, 8) >= -2147483648LL) return 0; break;
+            case 0xcb: if ((be(p, 8) & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL &&
+                           (be(p, 8) & 0x000fffffffffffffULL) != 0) return 0; /* NaN */
+                       break;
+            case 0xdc: items = be(p, 2); if (items < 16) return 0; break;
+            case 0xdd: items = be(p, 4); if (items < 65536) return 0; break;
+            case 0xde: items = be(p, 2); map = 1; if (items < 16) return 0; break;
+            case 0xdf: items = be(p, 4); map = 1; if (items < 65536) return 0; break;
+            default: break;
+        }
+        if (!need(r, h + n)) return 0;
+        r->p += h + n;
+    }
+    if (items > (uint64_t)(r->end - r->p)) return 0; /* every entry takes at least one byte */
+    if (!map) {
+        for (uint64_t i = 0; i < items; i++)
+            if (!canonical(r, depth + 1)) return 0;
+        return 1;
+    }
+    if (items > MAP_KEYS_MAX) return 0;
+    const uint8_t *keys[MAP_KEYS_MAX];
+    Py_ssize_t lens[MAP_KEYS_MAX];
+    for (uint64_t i = 0; i < items; i++) {
+        uint8_t kb = need(r, 1) ? *r->p : 0;
+        if (!read_str(r, &keys[i], &lens[i])) return 0;
+        if ((kb == 0xd9 && lens[i] < 32) || (kb == 0xda && lens[i] < 256) || (kb == 0xdb && lens[i] < 65536)) return 0;
+        if (!utf8_ok(keys[i], lens[i])) return 0;
+        for (uint64_t j = 0; j < i; j++)
+            if (lens[j] == lens[i] && memcmp(keys[j], keys[i], lens[i]) == 0) return 0; /* a dict keeps one */
+        if (!canonical(r, depth + 1)) return 0;
+    }
+    return 1;
+}
+
+/* The Python value of a value canonical() accepted, as msgpack.unpackb(raw=False) builds it; NULL on
+ * a Python error. */
+static PyObject *build(reader *r) {
+    uint8_t b = *r->p;
+    if (b <= 0x7f) { r->p += 1; return PyLong_FromLong(b); }
+    if (b >= 0xe0) { r->p += 1; return PyLong_FromLong((int8_t)b); }
+    if (b == 0xc0) { r->p += 1; Py_RETURN_NONE; }
+    if (b == 0xc2) { r->p += 1; Py_RETURN_FALSE; }
+    if (b == 0xc3) { r->p += 1; Py_RETURN_TRUE; }
+    if ((b & 0xe0) == 0xa0 || b == 0xd9 || b == 0xda || b == 0xdb) {
+        const uint8_t *s;
+        Py_ssize_t n;
+        read_str(r, &s, &n);
+        return PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    }
+    const uint8_t *p = r->p + 1;
+    uint64_t items;
+    switch (b) {
+        case 0xc4: r->p += 2 + p[0]; return PyBytes_FromStringAndSize((const char *)p + 1, p[0]);
+        case 0xc5: { Py_ssize_t n = (Py_ssize_t)be(p, 2); r->p += 3 + n; return PyBytes_FromStringAndSize((const char *)p + 2, n); }
+        case 0xc6: { Py_ssize_t n = (Py_ssize_t)be(p, 4); r->p += 5 + n; return PyBytes_FromStringAndSize((const char *)p + 4, n); }
+        case 0xcc: r->p += 2; return PyLong_FromUnsignedLongLong(be(p, 1));
+        case 0xcd: r->p += 3; return PyLong_FromUnsignedLongLong(be(p, 2));
+        case 0xce: r->p += 5; return PyLong_FromUnsignedLongLong(be(p, 4));
+        case 0xcf: r->p += 9; return PyLong_FromUnsignedLongLong(be(p, 8));
+        case 0xd0: r->p += 2; return PyLong_FromLongLong(sbe(p, 1));
+        case 0xd1: r->p += 3; return PyLong_FromLongLong(sbe(p, 2));
+        case 0xd2: r->p += 5; return PyLong_FromLongLong(sbe(p, 4));
+        case 0xd3: r->p += 9; return PyLong_FromLongLong(sbe(p, 8));
+        case 0xcb: {
+            uint64_t bits = be(p, 8);
+            double d;
+            memcpy(&d, &bits, 8);
+            r->p += 9;
+            return PyFloat_FromDouble(d);
+        }
+        default: break;
+    }
+    int map;
+    if ((b & 0xf0) == 0x80) { items = b & 0x0f; map = 1; r->p += 1; }
+    else if ((b & 0xf0) == 0x90) { items = b & 0x0f; map = 0; r->p += 1; }
+    else if (b == 0xdc || b == 0xde) { items = be(p, 2); map = b == 0xde; r->p += 3; }
+    else { items = be(p, 4); map = b == 0xdf; r->p += 5; }
+    if (!map) {
+        PyObject *list = PyList_New((Py_ssize_t)items);
+        if (list == NULL) return NULL;
+        for (uint64_t i = 0; i < items; i++) {
+            PyObject *item = build(r);
+            if (item == NULL) { Py_DECREF(list); return NULL; }
+            PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+        }
+        return list;
+    }
+    PyObject *dict = PyDict_New();
+    if (dict == NULL) return NULL;
+    for (uint64_t i = 0; i < items; i++) {
+        PyObject *k = build(r);
+        PyObject *v = k == NULL ? NULL : build(r);
+        int failed = v == NULL || PyDict_SetItem(dict, k, v) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (failed) { Py_DECREF(dict); return NULL; }
+    }
+    return dict;
+}
+
+/* The BodySkeleton of the body at ``r`` (a canonical map whose metadata is a map, as scan_one has
+ * checked): {"metadata": {namespace, ownerReferences, and labels if asked, those present}}, the last of
+ * repeated keys winning as in a dict. NULL on a Python error. */
+static PyObject *skeleton(reader *r, PyObject *wire, int labels) {
+    uint64_t entries, meta_entries;
+    PyObject *meta = NULL;
+    read_map(r, &entries);
+    for (uint64_t i = 0; i < entries; i++) {
+        const uint8_t *k;
+        Py_ssize_t kn;
+        read_str(r, &k, &kn);
+        if (!is_key(k, kn, "metadata") || !read_map(r, &meta_entries)) {
+            skip(r, 1);
+            continue;
+        }
+        Py_XSETREF(meta, PyDict_New());
+        if (meta == NULL) return NULL;
+        for (uint64_t j = 0; j < meta_entries; j++) {
+            const uint8_t *mk;
+            Py_ssize_t mkn;
+            read_str(r, &mk, &mkn);
+            PyObject *name = is_key(mk, mkn, "namespace") ? s_namespace
+                : is_key(mk, mkn, "ownerReferences") ? s_owner_refs
+                : labels && is_key(mk, mkn, "labels") ? s_labels : NULL;
+            if (name == NULL) { skip(r, 2); continue; }
+            PyObject *value = build(r);
+            int failed = value == NULL || PyDict_SetItem(meta, name, value) < 0;
+            Py_XDECREF(value);
+            if (failed) { Py_DECREF(meta); return NULL; }
+        }
+    }
+    if (meta == NULL) meta = PyDict_New(); /* not reached: scan_one requires a metadata map */
+    PyObject *sk = meta == NULL ? NULL : ((PyTypeObject *)skeleton_class)->tp_new((PyTypeObject *)skeleton_class, empty_tuple, NULL);
+    int failed = sk == NULL || PyDict_SetItem(sk, s_metadata, meta) < 0 || PyObject_SetAttr(sk, s_wire, wire) < 0;
+    Py_XDECREF(meta);
+    if (failed) { Py_XDECREF(sk); return NULL; }
+    return sk;
+}
+
+/* The Event of an accepted head and its body (a new reference to obj is taken), built as
+ * pipeline.model.events.prechecked_event builds it. */
+static PyObject *make_event(PyObject *head, PyObject *obj) {
+    PyObject *e = ((PyTypeObject *)event_class)->tp_alloc((PyTypeObject *)event_class, 0);
+    if (e == NULL) return NULL;
+    for (int i = 0; i < 14; i++) {
+        /* slots in Event's order: type ts key uid rv obj spec_hash owner pod_hash start end from to reason */
+        PyObject *v = i < 5 ? F(head, i) : i == 5 ? obj : F(head, i - 1);
+        *(PyObject **)((char *)e + event_offsets[i]) = Py_NewRef(v);
+    }
+    return e;
+}
+
+/* One event's bytes: its Event, or Py_None (new ref) when the Python decoder must decode it. */
+static PyObject *light_one(PyObject *piece, int labels) {
+    PyObject *head = scan_one(piece);
+    if (head == NULL || head == Py_None) return head;
+    const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(piece);
+    reader r = {data, data + PyBytes_GET_SIZE(piece)};
+    reader all = r;
+    if (!canonical(&all, 0) || all.p != all.end) { Py_DECREF(head); Py_RETURN_NONE; }
+    PyObject *obj = Py_NewRef(Py_None);
+    if (F(head, TYPE) == event_types[1] || F(head, TYPE) == event_types[2]) {
+        r.p += 1; /* the fixarray header, then version, code, ts, key, uid, rv: the body follows */
+        for (int i = 0; i < 6; i++) skip(&r, 1);
+        Py_SETREF(obj, skeleton(&r, piece, labels));
+    }
+    PyObject *e = obj == NULL ? NULL : make_event(head, obj);
+    Py_XDECREF(obj);
+    Py_DECREF(head);
+    return e;
+}
+
+/* light(blob, count, labels) -> (events, pieces, undecided) or None.
+ * ``pieces``: the bytes of each of the ``count`` msgpack values of ``blob``; ``events``: for each, its
+ * Event with a BodySkeleton (labels in it if ``labels``), or None for the Python decoder; ``undecided``
+ * the indexes of those Nones. None overall
+ * when ``blob`` is not exactly ``count`` well-formed values: the Python decoder reports what is wrong. */
+static PyObject *light(PyObject *self, PyObject *args) {
+    PyObject *blob;
+    Py_ssize_t count;
+    int labels;
+    if (!PyArg_ParseTuple(args, "O!np", &PyBytes_Type, &blob, &count, &labels)) return NULL;
+    if (!configured()) return NULL;
+    if (count < 0) Py_RETURN_NONE;
+    if (event_class == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_wirescan.configure_light() was not called");
+        return NULL;
+    }
+    const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(blob);
+    reader r = {data, data + PyBytes_GET_SIZE(blob)};
+    /* the count comes from a header: a list is built only as far as values are really there */
+    PyObject *pieces = PyList_New(0), *events = PyList_New(0), *undecided = NULL;
+    if (pieces == NULL || events == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const uint8_t *start = r.p;
+        if (r.p == r.end || !skip(&r, 0)) {
+            Py_DECREF(pieces);
+            Py_DECREF(events);
+            Py_RETURN_NONE;
+        }
+        PyObject *piece = PyBytes_FromStringAndSize((const char *)start, r.p - start);
+        int failed = piece == NULL || PyList_Append(pieces, piece) < 0;
+        Py_XDECREF(piece);
+        if (failed) goto fail;
+    }
+    if (r.p != r.end) {
+        Py_DECREF(pieces);
+        Py_DECREF(events);
+        Py_RETURN_NONE;
+    }
+    undecided = PyList_New(0);
+    if (undecided == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *e = light_one(PyList_GET_ITEM(pieces, i), labels);
+        int failed = e == NULL || PyList_Append(events, e) < 0;
+        if (!failed && e == Py_None) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            failed = index == NULL || PyList_Append(undecided, index) < 0;
+            Py_XDECREF(index);
+        }
+        Py_XDECREF(e);
+        if (failed) goto fail;
+    }
+    return Py_BuildValue("(NNN)", events, pieces, undecided);
+fail:
+    Py_XDECREF(pieces);
+    Py_XDECREF(events);
+    Py_XDECREF(undecided);
+    return NULL;
+}
+
+/* configure_light(Event, field_names, BodySkeleton): the Event class, its slot names in the order
+ * type ts key uid rv obj spec_hash owner pod_hash start end from to reason, and the skeleton class. */
+static PyObject *configure_light(PyObject *self, PyObject *args) {
+    PyObject *cls, *names, *sk;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &cls, &PyTuple_Type, &names, &PyType_Type, &sk))
+        return NULL;
+    if (PyTuple_GET_SIZE(names) != 14 || !PyType_IsSubtype((PyTypeObject *)sk, &PyDict_Type)) {
+        PyErr_SetString(PyExc_TypeError, "configure_light: 14 field names and a dict subclass expected");
+        return NULL;
+    }
+    for (int i = 0; i < 14; i++) {
+        PyObject *d = PyObject_GetAttr(cls, PyTuple_GET_ITEM(names, i));
+        if (d == NULL) return NULL;
+        int slot = Py_TYPE(d) == &PyMemberDescr_Type &&
+                   ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        if (slot) event_offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!slot) {
+            PyErr_Format(PyExc_TypeError, "configure_light: %R is not a slot of %R", PyTuple_GET_ITEM(names, i), cls);
+            return NULL;
+        }
+    }
+    if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL) return NULL;
+    const char *texts[5] = {"metadata", "namespace", "ownerReferences", "labels", "wire"};
+    PyObject **slots[5] = {&s_metadata, &s_namespace, &s_owner_refs, &s_labels, &s_wire};
+    for (int i = 0; i < 5; i++)
+        if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(texts[i])) == NULL) return NULL;
+    Py_XSETREF(event_class, Py_NewRef(cls));
+    Py_XSETREF(skeleton_class, Py_NewRef(sk));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, "configure(EventHead, APPLIED, DELETED, POD_LIFECYCLE, GAP)"},
     {"scan", scan, METH_O, "scan(values) -> (heads, undecided indexes): EventHead or None (the Python probe decides)"},
+    {"light", light, METH_VARARGS, "light(blob, count, labels) -> (events, pieces, undecided) or None: decoding without bodies"},
+    {"configure_light", configure_light, METH_VARARGS, "configure_light(Event, field_names, BodySkeleton)"},
     {"fold", fold, METH_VARARGS, "fold(heads, start, objects, tombstones, lifecycles, gaps, window_end, room, kept, last_ts)"},
     {NULL, NULL, 0, NULL},
 };

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgpack
 
+from pipeline.formats.wire.skeleton import BodySkeleton
 from pipeline.model.errors import FormatError, UnknownVersionError
 from pipeline.model.events import Event, EventType, decoded_event
 
@@ -63,12 +64,30 @@ def wire_type(where: str, version: object, code: object, length: int) -> EventTy
 
 def event_to_wire(e: Event) -> list[Any]:
     """The event as the plain list that :func:`encode_event` packs (also used inside segments)."""
+    if type(e.obj) is BodySkeleton:  # a stand-in: packing it would lose the body
+        raise ValueError(f"the event of {e.key} at {e.ts_ms} holds a body skeleton: write its stored bytes")
     head = [WIRE_VERSION, WIRE_CODE[e.type], e.ts_ms, e.key, e.uid, e.resource_version, e.obj, e.spec_hash]
     if e.type is EventType.POD_LIFECYCLE:
         head += [e.owner_key, e.pod_spec_hash, e.pod_start_ms, e.pod_end_ms]
     elif e.type is EventType.GAP:
         head += [e.gap_from_rv, e.gap_to_rv, e.gap_reason]
     return head
+
+
+_TIME_AT = 3
+"""Where the time starts in an event's bytes: after the fixarray header, the version and the type code
+(one byte each: an event has at most 12 fields, version and codes are below 128)."""
+_INT_LENGTH = {0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9}
+
+
+def with_time(wire: bytes, ts_ms: int) -> bytes:
+    """``wire`` (an event's bytes, in msgpack's own form) with its time replaced by ``ts_ms``: the
+    bytes :func:`encode_event` gives for the event moved to that time, without packing its body
+    again (msgpack writes an int in its shortest form, so the rest of the bytes does not move)."""
+    first = wire[_TIME_AT]
+    length = 1 if first < 0x80 else _INT_LENGTH[first]
+    time: bytes = msgpack.packb(ts_ms)
+    return b"".join((wire[:_TIME_AT], time, wire[_TIME_AT + length :]))
 
 
 def event_from_wire(value: Any, where: str = "event") -> Event:

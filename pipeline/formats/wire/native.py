@@ -14,11 +14,13 @@ which path it runs.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any
 
 from pipeline.formats.wire.probe import EventHead
-from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, EventType
+from pipeline.formats.wire.skeleton import BodySkeleton
+from pipeline.model.events import RV_MAX_DIGITS, TS_MAX_MS, Event, EventType
 
 try:
     from pipeline.formats.wire import _wirescan  # type: ignore[attr-defined]  # a C extension, no stubs
@@ -49,6 +51,11 @@ if _wirescan is not None:
     _wirescan.configure(
         EventHead, EventType.APPLIED, EventType.DELETED, EventType.POD_LIFECYCLE, EventType.GAP
     )
+_light = getattr(_wirescan, "light", None)  # a build from before it has none: bodies are decoded
+if _light is not None:
+    _wirescan.configure_light(Event, tuple(f.name for f in dataclasses.fields(Event)), BodySkeleton)
+LIGHT: bool = _light is not None
+"""Whether :func:`light` can build events without their bodies."""
 
 
 def scan(values: list[bytes | None]) -> tuple[list[EventHead | None], list[int]]:
@@ -57,4 +64,16 @@ def scan(values: list[bytes | None]) -> tuple[list[EventHead | None], list[int]]
     if _wirescan is None:
         return [None] * len(values), list(range(len(values)))
     result: tuple[list[EventHead | None], list[int]] = _wirescan.scan(values)
+    return result
+
+
+def light(blob: bytes, count: int, labels: bool) -> tuple[list[Event | None], list[bytes], list[int]] | None:
+    """The ``count`` events of a segment's event list without their bodies: for each the Event with a
+    :class:`~.skeleton.BodySkeleton` (with the labels if ``labels``) where the C scan accepts it and
+    its bytes are in msgpack's own form, else None (decode it whole); each event's bytes; the indexes
+    of the Nones. None overall when the list is not ``count`` well-formed values, or without the C
+    extension."""
+    if _light is None:
+        return None
+    result: tuple[list[Event | None], list[bytes], list[int]] | None = _light(blob, count, labels)
     return result
