@@ -46,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,6 +101,8 @@ class Measured:
     argv: list[str]
     log: Path
     port: int | None = None
+    runner: list[str] = field(default_factory=lambda: ["-m", "services.cli"])
+    """How the command is run by this interpreter: the CLI, or :mod:`bench.traced_watch` around it."""
     proc: subprocess.Popen[bytes] = field(init=False)
     peak_rss_mib: float | None = None
     cpu_s: float | None = None
@@ -109,7 +112,7 @@ class Measured:
         http = ["--http-port", str(self.port)] if self.port is not None else []
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "services.cli", *self.argv, *http],
+                [sys.executable, *self.runner, *self.argv, *http],
                 cwd=REPO_ROOT,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -147,6 +150,40 @@ class Measured:
         self.peak_rss_mib = round(usage.ru_maxrss * 1024 / MIB, 1)  # KiB on Linux
         self.cpu_s = round(usage.ru_utime + usage.ru_stime, 1)
         return self.exit_code
+
+
+def resident_mib(pid: int) -> dict[str, float]:
+    """A live process's resident memory now and its peak so far (VmRSS, VmHWM) in MiB; empty once gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return {
+        name: round(int(fields[field].split()[0]) / 1024, 1)
+        for name, field in (("rss_mib", "VmRSS"), ("peak_mib", "VmHWM"))
+        if field in fields
+    }
+
+
+WATCHER_COUNTERS = ("relists_total", "watch_errors_total", "events_published_total", "publish_pending_units")
+
+
+def scrape_counters(port: int | None, names: tuple[str, ...] = WATCHER_COUNTERS) -> dict[str, float]:
+    """The service's ``/metrics`` lines of ``names`` (every label set), as ``name{labels}`` → value."""
+    if port is None:
+        return {}
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    except OSError:  # the figures are missing from the report, the run still counts
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(names):
+            series, _, value = line.rpartition(" ")
+            out[series] = float(value)
+    return out
 
 
 def proc_peak(pid: int) -> tuple[float, float] | None:
@@ -455,6 +492,8 @@ async def drive(
     replicas: list[int],
     changes: list[Change],
     after_ramp: Callable[[], dict[str, Any]],
+    *,
+    mark: Callable[[str], None],
 ) -> tuple[dict[str, Any], tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
     deployment_names = names(args.deployments)
     phases: dict[str, Any] = {}
@@ -477,12 +516,14 @@ async def drive(
             "pods_per_s": round(args.pods / (settled_s + created_s), 1),
         }
         say(f"ramp done in {settled_s + created_s:.0f} s")
+        mark("ramp_settled")
         phases["after_ramp"] = after_ramp()  # nothing else runs on this loop meanwhile
         say(f"steady: {len(changes)} changes over {args.steady:.0f} s")
         phases["steady"] = await steady(cluster, deployment_names, changes)
         phases["steady"]["settle_s"] = round(
             await wait_settled(cluster, "after the steady phase", args.timeout), 1
         )
+        mark("steady_settled")
         # pods deleted by rollouts leave once KWOK has finished them: none may be left terminating
         t1 = time.monotonic()
         while True:
@@ -528,9 +569,48 @@ def late_watcher(workdir: Path, info: Any, wanted: bool) -> dict[str, Any]:
     }
 
 
-def measure(stack: Any, info: Any, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, cluster_processes
+def recorder(info: Any, workdir: Path, segments: Path, *, trace_watcher: bool) -> tuple[Measured, Measured]:
+    """The sink and the watcher started (not yet ready) on the stack; the watcher under tracemalloc
+    (:mod:`bench.traced_watch`, its report ``watcher-heap.json`` in ``workdir``) with ``trace_watcher``."""
+    sink = Measured(
+        "sink",
+        ["sink", "--bootstrap", info.bootstrap, "--segment-dir", str(segments), "--group", GROUP,
+         "--cluster", CLUSTER_ID, "--window", "10s", "--idle-close", "2s"],
+        workdir / "sink.log",
+        port=free_port(),
+    )  # fmt: skip
+    traced = ["-m", "bench.traced_watch", str(workdir / "watcher-heap.json"), "--"]
+    watcher = Measured(
+        "watcher",
+        ["watch", "--config", str(TRACER_CONFIG), "--kubeconfig", str(info.kubeconfigs["source"]),
+         "--bootstrap", info.bootstrap, "--cluster-id", CLUSTER_ID],
+        workdir / "watcher.log",
+        port=free_port(),
+        runner=traced if trace_watcher else ["-m", "services.cli"],
+    )  # fmt: skip
+    return sink, watcher
+
+
+def start_stack_sampler(stack: Any, info: Any) -> StackSampler:
+    """Sampling the source cluster's processes and Kafka's, their CPU counted from now (the stack's
+    start-up and the nodes' are not in it)."""
+    from pipeline.stack.kwok import cluster_processes
     from pipeline.stack.stack import StackState
+
+    source = stack.cluster("source", info.bin_dir)
+    kafka = StackState.load(stack.state_path).kafka
+    pids = {pid: process_name(pid) for pid in cluster_processes(source)}
+    for node in kafka.nodes if kafka else []:
+        if node.pid:
+            pids[node.pid] = "kafka"
+    sampler = StackSampler(pids)
+    sampler.sample()
+    sampler.start()
+    return sampler
+
+
+def measure(stack: Any, info: Any, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    from pipeline.stack.kwok import DEFAULT_NODE_SKELETON
 
     kubeconfig = info.kubeconfigs["source"]
     t0 = time.monotonic()
@@ -542,15 +622,7 @@ def measure(stack: Any, info: Any, workdir: Path, args: argparse.Namespace) -> d
 
     asyncio.run(ready())
     nodes_s = time.monotonic() - t0
-    source = stack.cluster("source", info.bin_dir)
-    kafka = StackState.load(stack.state_path).kafka
-    pids = {pid: process_name(pid) for pid in cluster_processes(source)}
-    for node in kafka.nodes if kafka else []:
-        if node.pid:
-            pids[node.pid] = "kafka"
-    sampler = StackSampler(pids)
-    sampler.sample()  # the stack's CPU is counted from here: its start-up and the nodes' are not
-    sampler.start()
+    sampler = start_stack_sampler(stack, info)
 
     replicas = initial_replicas(args.pods, args.deployments, args.seed)
     changes = steady_changes(
@@ -558,32 +630,34 @@ def measure(stack: Any, info: Any, workdir: Path, args: argparse.Namespace) -> d
     )
     expected = expected_spec_changes(args.deployments, changes, replicas)
     segments = workdir / "segments"
-    sink = Measured(
-        "sink",
-        ["sink", "--bootstrap", info.bootstrap, "--segment-dir", str(segments), "--group", GROUP,
-         "--cluster", CLUSTER_ID, "--window", "10s", "--idle-close", "2s"],
-        workdir / "sink.log",
-        port=free_port(),
-    )  # fmt: skip
-    watcher = Measured(
-        "watcher",
-        ["watch", "--config", str(TRACER_CONFIG), "--kubeconfig", str(kubeconfig), "--bootstrap",
-         info.bootstrap, "--cluster-id", CLUSTER_ID],
-        workdir / "watcher.log",
-        port=free_port(),
-    )  # fmt: skip
+    sink, watcher = recorder(info, workdir, segments, trace_watcher=args.trace_watcher)
     sink.wait_ready()
     watcher.wait_ready()
+    marks: dict[str, dict[str, dict[str, float]]] = {}
+
+    def mark(phase: str) -> None:
+        """The watcher's and the sink's resident memory at the end of ``phase`` (and their peak so far)."""
+        marks[phase] = {m.name: resident_mib(m.proc.pid) for m in (watcher, sink)}
+
+    mark("ready")
     start_ms = int(time.time() * 1000)
+    counters: dict[str, float] = {}
     try:
         phases, _ = asyncio.run(
             drive(
-                kubeconfig, args, replicas, changes, partial(late_watcher, workdir, info, args.late_watcher)
+                kubeconfig,
+                args,
+                replicas,
+                changes,
+                partial(late_watcher, workdir, info, args.late_watcher),
+                mark=mark,
             )
         )
         caught_up_s = asyncio.run(wait_recording_caught_up(info.bootstrap, args.still, args.timeout))
+        mark("caught_up")
         end_ms = int(time.time() * 1000)
         live = asyncio.run(final_lists(kubeconfig))
+        counters = scrape_counters(watcher.port)
     finally:
         watcher_code = watcher.finish(terminate=True)
         sink_code = sink.finish(terminate=True)
@@ -615,6 +689,9 @@ def measure(stack: Any, info: Any, workdir: Path, args: argparse.Namespace) -> d
     return {
         "recording": verdict,
         "memory_and_cpu": {**kubetape, **components},
+        "memory_by_phase": marks,
+        "watcher_counters": counters,
+        "watcher_traced": args.trace_watcher,
         "within_512_mib": {
             name: (kubetape[name]["peak_rss_mib"] or 0) <= 512 for name in ("watcher", "sink")
         },
@@ -643,6 +720,12 @@ def main() -> None:
         "--late-watcher",
         action="store_true",
         help="after the ramp, start a second watcher on the full cluster and measure its initial list",
+    )
+    parser.add_argument(
+        "--trace-watcher",
+        action="store_true",
+        help="run the watcher under tracemalloc (bench.traced_watch): watcher-heap.json in the run's "
+        "directory says where its memory went (slower, and its peak is not the untraced one's)",
     )
     parser.add_argument("--keep", type=Path, help="keep the run's directory (logs, segments, trace) here")
     args = parser.parse_args()

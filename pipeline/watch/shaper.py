@@ -39,6 +39,7 @@ one unit.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,7 +89,8 @@ class PodTrack:
     """What the watcher knows about one live pod."""
 
     uid: str
-    chain: tuple[Owner, ...] | None = None  # None until looked up (restored pods)
+    # None until looked up (restored pods), and again once the owner is chosen: it is not needed then
+    chain: tuple[Owner, ...] | None = None
     owner: ObjectKey | None = None  # the owner its lifecycles are published under, once chosen
     pod_spec_hash: int = 0
     lifecycle: PodLifecycle | None = None  # the last one published
@@ -117,13 +119,22 @@ TEMPLATE_HASH_LABELS = ("pod-template-hash", "controller-revision-hash")
 
 
 def template_hash_of(labels: object) -> str:
-    """The pod-template hash in a pod's ``labels``, empty when it carries none."""
+    """The pod-template hash in a pod's ``labels``, empty when it carries none; one string shared by
+    every pod of the template (interned), not one kept per pod."""
     if isinstance(labels, Mapping):
         for name in TEMPLATE_HASH_LABELS:
             value = labels.get(name)
             if isinstance(value, str):
-                return value[:253]
+                return sys.intern(value[:253])
     return ""
+
+
+def _choose_owner(track: PodTrack, owner: ObjectKey) -> None:
+    """The pod's lifecycles go under ``owner`` from now on. Its owner chain is never looked at again,
+    so it is dropped (its hops' keys and kinds were ~0.6 KiB a pod), and the owner's key is one string
+    shared by all its pods (interned) rather than a copy per pod."""
+    track.owner = ObjectKey(sys.intern(owner))
+    track.chain = None
 
 
 def rv_older(candidate: str, published: str) -> bool:
@@ -374,7 +385,7 @@ class Shaper:
                     track.waiting_for = wait_for
                     self.waiting.setdefault(wait_for, set()).add(key)
                 return out
-            track.owner = owner
+            _choose_owner(track, owner)
         lifecycle = _keep_first_start(derive_lifecycle(pod), track.lifecycle or track.seen)
         track.seen = None
         if lifecycle is None or not lifecycle.supersedes(track.lifecycle):
@@ -409,7 +420,7 @@ class Shaper:
                         track.waiting_for = wait_for
                         self.waiting.setdefault(wait_for, set()).add(key)
                     continue
-                track.owner = owner
+                _choose_owner(track, owner)
                 seen, track.seen = track.seen, None
                 if seen is not None:
                     out.extend(self._lifecycle(key, track, seen, ts_ms, track.seen_rv))
