@@ -631,8 +631,13 @@ def measure(stack: Any, info: Any, workdir: Path, args: argparse.Namespace) -> d
     expected = expected_spec_changes(args.deployments, changes, replicas)
     segments = workdir / "segments"
     sink, watcher = recorder(info, workdir, segments, trace_watcher=args.trace_watcher)
-    sink.wait_ready()
-    watcher.wait_ready()
+    try:
+        sink.wait_ready()
+        watcher.wait_ready(timeout_s=900.0 if args.trace_watcher else 120.0)  # traced: imports are slow
+    except SystemExit:  # neither may outlive the run (the stack goes down next)
+        watcher.finish(terminate=True, timeout_s=30.0)
+        sink.finish(terminate=True, timeout_s=30.0)
+        raise
     marks: dict[str, dict[str, dict[str, float]]] = {}
 
     def mark(phase: str) -> None:
