@@ -23,7 +23,8 @@ class ControllerSettings:
     """The kubetape image the replayer Jobs run."""
     image_pull_policy: str = "IfNotPresent"
     service_account: str = DEFAULT_SERVICE_ACCOUNT
-    """Service account of the replayer Jobs: it needs to write every replayed kind (k8s/sim/rbac.yaml)."""
+    """Service account of the replayer Jobs, bound to the kubetape-replayer role (k8s/sim/rbac.yaml): the
+    kinds the shipped tracer config tracks; `kubetape sim rbac --config` makes the role for another."""
     lease_name: str = DEFAULT_LEASE_NAME
     lease_duration_s: int = 15
     """A holder that has not renewed for this long has lost the Lease."""
