@@ -166,7 +166,13 @@ def resident_mib(pid: int) -> dict[str, float]:
     }
 
 
-WATCHER_COUNTERS = ("relists_total", "watch_errors_total", "events_published_total", "publish_pending_units")
+WATCHER_COUNTERS = (
+    "kubetape_relists_total",
+    "kubetape_watch_errors_total",
+    "kubetape_events_published_total",
+)
+"""The watcher's counters the report gives: its re-lists and broken or expired watches say whether it
+listed every pod again during the run."""
 
 
 def scrape_counters(port: int | None, names: tuple[str, ...] = WATCHER_COUNTERS) -> dict[str, float]:
