@@ -136,13 +136,20 @@ def start_server(jar: Path, layout: S3Layout) -> int:
 
 def wait_ready(layout: S3Layout, pid: int, timeout_s: float = 60.0) -> None:
     """Wait until the server answers HTTP (any S3 reply below 500, an anonymous 403 included: a
-    signed-request error is an S3 server answering)."""
+    signed-request error is an S3 server answering). ``timeout_s`` counts from the log's last growth:
+    on a machine at load 15-50 the JVM took longer than 60 s to start, while still going on."""
     answers = http_probe(f"{layout.endpoint}/", ready_below=500)
 
     def probe() -> str | None:
         return answers() if port_open(layout.port) else f"port {layout.port} not open yet"
 
-    wait_until_ready("s3proxy", pid, probe, log_file=layout.log_file, timeout_s=timeout_s)
+    def log_size() -> int:
+        try:
+            return layout.log_file.stat().st_size
+        except OSError:
+            return 0
+
+    wait_until_ready("s3proxy", pid, probe, log_file=layout.log_file, timeout_s=timeout_s, progress=log_size)
 
 
 def stop_server(pid: int) -> None:
@@ -188,6 +195,11 @@ def ensure_running(home: Path, state: S3State | None, versions: StackVersions, r
     report(f"s3proxy {versions.s3proxy}: starting on {layout.endpoint} (bucket {BUCKET!r})")
     started = time.monotonic()
     state.pid = start_server(jar, layout)
-    wait_ready(layout, state.pid)
+    try:
+        wait_ready(layout, state.pid)
+    except StackError:
+        # The stack saves this state only once the server is ready, so nothing else would stop it.
+        stop_server(state.pid)
+        raise
     report(f"s3proxy {versions.s3proxy}: ready in {time.monotonic() - started:.1f}s")
     return state

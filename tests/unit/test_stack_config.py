@@ -540,3 +540,27 @@ def test_the_cluster_binaries_come_from_one_go_build_under_the_names_the_stack_r
         "edit",
         f"-replace=k8s.io/api=k8s.io/api@v0.{versions.kubernetes.removeprefix('v1.')}",
     ] in invoked
+
+
+def test_an_s3_server_that_never_gets_ready_is_stopped_not_left_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.stack import s3
+    from pipeline.stack.processes import pid_alive, spawn_detached
+
+    started: list[int] = []
+
+    def start_a_server_that_never_answers(jar: Path, layout: s3.S3Layout) -> int:
+        started.append(spawn_detached(["sleep", "300"], log_file=layout.log_file, cwd=layout.home))
+        return started[-1]
+
+    monkeypatch.setattr(s3, "ensure_s3proxy", lambda versions, report: tmp_path / "s3proxy.jar")
+    monkeypatch.setattr(s3, "start_server", start_a_server_that_never_answers)
+    monkeypatch.setattr(s3, "wait_ready", lambda layout, pid: (_ for _ in ()).throw(StackError("not ready")))
+    (tmp_path / "s3").mkdir()
+
+    with pytest.raises(StackError, match="not ready"):
+        s3.ensure_running(tmp_path / "s3", None, StackVersions(), lambda _: None)
+
+    assert len(started) == 1
+    assert not pid_alive(started[0]), "the server that failed to start must not outlive the error"
