@@ -19,7 +19,7 @@ import pytest
 
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.wire.codec import decode_event
-from pipeline.io.kafka.admin import admin_client
+from pipeline.io.kafka.admin import admin_client, topic_partitions
 from pipeline.io.kafka.settings import EVENTS_TOPIC, KafkaSettings
 from pipeline.io.kafka.topics import create_topics, describe_topics, topic_set
 from pipeline.model.errors import KubetapeError, StackError
@@ -121,6 +121,11 @@ async def test_a_broker_killed_during_recording_and_brought_back_loses_and_dupli
                     assert isinstance(status, dict)
                     os.kill(status["brokers"][node - 1]["pid"], signal.SIGKILL)
                     killed.append(node)
+                    # until the controller fences it, the dead broker is still in the metadata every new
+                    # client gets; a request naming no node must still reach one of the two that answer
+                    settings = KafkaSettings(bootstrap)
+                    for _ in range(6):
+                        assert len(await topic_partitions(settings, EVENTS_TOPIC)) == 3
                 if step == 1:  # the scale-up is recorded while a broker is down: two replicas take writes
                     events = await wait_events(
                         bootstrap, NS, lambda ev: len(deployment_history(ev, "web", NS)) >= 2

@@ -62,8 +62,28 @@ def connection(settings: KafkaSettings) -> dict[str, Any]:
     return kwargs
 
 
+class _ReadyNodeAdmin(AIOKafkaAdminClient):  # type: ignore[misc]
+    """aiokafka's admin client sends a request that names no node (describe a topic, its configs) to a
+    random broker of its metadata. Just after a broker dies the metadata still lists it, so one request
+    in three failed with NodeNotReadyError while two brokers answered (a replay of a topic range, the
+    topic checks at start). This one sends such a request to the first broker that accepts a connection."""
+
+    async def _send_request(self, request: Any, node_id: int | None = None) -> Any:
+        if node_id is None:
+            node_id = await self._ready_node()
+        return await super()._send_request(request, node_id)
+
+    async def _ready_node(self) -> int | None:
+        client = self._client
+        first: int | None = client.get_random_node()
+        for node in dict.fromkeys([first, *(b.nodeId for b in client.cluster.brokers())]):
+            if node is not None and await client.ready(node):
+                return int(node)
+        return first  # none answers: the request fails with the client's own error, naming that node
+
+
 def new_admin(settings: KafkaSettings) -> AIOKafkaAdminClient:
-    return AIOKafkaAdminClient(
+    return _ReadyNodeAdmin(
         **connection(settings),
         client_id=settings.client_id,
     )
