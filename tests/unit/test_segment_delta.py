@@ -17,7 +17,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.formats.segment import delta
+from pipeline.formats.segment import delta, delta_decode, delta_patch
 from pipeline.formats.segment.content import build_segment
 from pipeline.formats.segment.decode import EventWires, decode_segment, read_segment
 from pipeline.formats.segment.encode import concatenated_wires, encode_segment
@@ -117,7 +117,7 @@ def test_any_history_round_trips_byte_for_byte(evs: list[Event], data: st.DataOb
 @given(JSON, JSON)
 def test_a_patch_rebuilds_the_new_value_exactly(a: Any, b: Any) -> None:
     for base, new in ((a, b), ({"k": a, "x": 1}, {"k": b, "x": 1}), ([a, 1, 2], [b, 1, 2])):
-        got = delta.apply_patch(base, delta.diff(base, new), "test")
+        got = delta_patch.apply_patch(base, delta_patch.diff(base, new), "test")
         assert msgpack.packb(got) == msgpack.packb(new)
 
 
@@ -129,7 +129,7 @@ def test_bytes_another_encoder_wrote_are_kept_as_they_are() -> None:
     table = delta.encode_events(odd, 1, START)
     assert table is not None
     assert table["raw"] == [odd]
-    assert delta.decode_events(msgpack.packb(table), 1, START, len(odd), "t") == odd
+    assert delta_decode.decode_events(msgpack.packb(table), 1, START, len(odd), "t") == odd
     assert delta.encode_events(b"\x91\xa1\xff", 1, START) is None  # invalid UTF-8: the blob is kept whole
     true_version = b"\x98\xc3" + b"".join(msgpack.packb(f) for f in [*fields[1:], 11])  # True, not 1
     table = delta.encode_events(true_version, 1, START)
@@ -138,7 +138,7 @@ def test_bytes_another_encoder_wrote_are_kept_as_they_are() -> None:
     upper = msgpack.packb([1, 1, e.ts_ms, e.key, e.uid.upper() or "A" * 36, "0", None, 1])
     table = delta.encode_events(upper, 1, START)
     assert table is not None
-    assert delta.decode_events(msgpack.packb(table), 1, START, len(upper), "t") == upper
+    assert delta_decode.decode_events(msgpack.packb(table), 1, START, len(upper), "t") == upper
 
 
 def _table(evs: list[Event]) -> dict[str, Any]:
@@ -148,13 +148,13 @@ def _table(evs: list[Event]) -> dict[str, Any]:
 
 
 def _decode(table: dict[str, Any], n: int, max_bytes: int = 1 << 20) -> bytes:
-    return delta.decode_events(msgpack.packb(table), n, START, max_bytes, "seg: event")
+    return delta_decode.decode_events(msgpack.packb(table), n, START, max_bytes, "seg: event")
 
 
 def test_a_patch_naming_a_missing_base_is_refused_before_it_is_applied() -> None:
     evs = _history()[:2]
     table = _table(evs)
-    table["op"][0] |= delta._F_OBJ_PATCH << 3  # the first version claims to patch a base
+    table["op"][0] |= delta_decode._F_OBJ_PATCH << 3  # the first version claims to patch a base
     with pytest.raises(
         FormatError, match=r"seg: event #0: a delta of 'core/Pod/ns/p' names a base the segment does not hold"
     ):
@@ -181,10 +181,10 @@ def test_a_patch_that_does_not_fit_its_base_is_refused() -> None:
         _decode(table, 2)
     deep_base: Any = 0
     deep: list[Any] = [0, 1]
-    for _ in range(delta.MAX_PATCH_DEPTH + 2):
+    for _ in range(delta_patch.MAX_PATCH_DEPTH + 2):
         deep_base, deep = {"spec": deep_base}, [1, {"spec": deep}, []]
     with pytest.raises(FormatError, match="nested deeper than 64 levels"):
-        delta.apply_patch(deep_base, deep, "deep")
+        delta_patch.apply_patch(deep_base, deep, "deep")
 
 
 def test_a_lifecycle_stores_its_owner_as_a_key_its_hash_once_and_its_times_as_offsets() -> None:
@@ -219,7 +219,9 @@ def test_rows_that_rebuild_to_more_than_the_header_declares_are_refused_as_they_
     table = _table(evs)
     n = 1000
     table.update(n=n, op=table["op"] * n, ts=table["ts"] + [0] * (n - 1), key=table["key"] + [0] * (n - 1))
-    table["op"][1:] = [1 | (delta._F_OBJ_SAME | delta._F_SH_SAME | delta._F_UID_SAME) << 3] * (n - 1)
+    table["op"][1:] = [
+        1 | (delta_decode._F_OBJ_SAME | delta_decode._F_SH_SAME | delta_decode._F_UID_SAME) << 3
+    ] * (n - 1)
     table["rv"] = table["rv"] * n
     with pytest.raises(
         FormatError, match=r"rebuild to more than the 1000000 bytes the header declares \(at row #9\)"
@@ -320,9 +322,10 @@ def test_inspect_reports_the_encoding_and_the_ratio(tmp_path: Path) -> None:
 def test_names_keep_their_order_and_new_keys_append() -> None:
     """A map whose keys are reordered is replaced, not patched (the order is part of the bytes)."""
     a, b = {"x": 1, "y": 2}, {"y": 2, "x": 1}
-    assert delta.diff(a, b) == [0, b]
-    assert delta.diff(a, {"x": 1, "y": 2, "z": 3}) == [1, {"z": [0, 3]}, []]
-    assert delta.diff({"x": 1, "y": True}, {"x": 1, "y": 1}) == [1, {"y": [0, 1]}, []]  # True is not 1 here
+    assert delta_patch.diff(a, b) == [0, b]
+    assert delta_patch.diff(a, {"x": 1, "y": 2, "z": 3}) == [1, {"z": [0, 3]}, []]
+    # True is not 1 here
+    assert delta_patch.diff({"x": 1, "y": True}, {"x": 1, "y": 1}) == [1, {"y": [0, 1]}, []]
 
 
 @given(st.lists(NAMES, min_size=1, max_size=5))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pipeline.formats.segment import delta
+from pipeline.formats.segment import delta, delta_patch
 from tests.unit.test_model_events import JSON, JSON_SCALARS
 
 pytestmark = pytest.mark.skipif(
@@ -98,7 +98,7 @@ def test_common_rows_and_patches_are_taken_in_c_and_loose_equality_left_to_pytho
     loose = [*deployment[:6], {"spec": {"replicas": 2.0}}, 9]  # Python: 2 == 2.0, the same
     values = [lifecycle, ended, deployment, scaled, loose]
     table = delta._encode_native(values, len(values), START)
-    assert table["obj"][-1] == [delta._MAP_PATCH, {"spec": [1, {"replicas": [0, 2]}, []]}, []]
+    assert table["obj"][-1] == [delta_patch._MAP_PATCH, {"spec": [1, {"replicas": [0, 2]}, []]}, []]
     assert table["raw"] == [msgpack.packb(loose)]  # Python's rule: the same, but it does not rebuild
     native, python = _tables(values)
     assert native == python

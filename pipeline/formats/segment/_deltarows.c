@@ -74,7 +74,7 @@ static int strict_equal(PyObject *a, PyObject *b, int depth) {
     return 0; /* None and bools are singletons (a == b above); anything else: unsure */
 }
 
-/* delta._same(a, b) for a field stored whole or left out (uid, spec hash): 1 same, 0 not, -1 unsure
+/* delta_patch._same(a, b) for a field stored whole or left out (uid, spec hash): 1 same, 0 not, -1 unsure
  * (Python would call them the same but they may not pack the same, or a type this code does not know). */
 static int same_scalar(PyObject *a, PyObject *b) {
     if (a == b) return 1;
@@ -99,7 +99,7 @@ static int same_scalar(PyObject *a, PyObject *b) {
     return -1;
 }
 
-/* delta._same(a, b) for the values of a patch: 1 same (and strictly: they pack the same), 0 not the
+/* delta_patch._same(a, b) for the values of a patch: 1 same (and strictly: they pack the same), 0 not the
  * same for Python, -1 unsure (Python calls them the same but they may pack differently). */
 static int same3(PyObject *a, PyObject *b) {
     if (a == b) return 1;
@@ -139,7 +139,7 @@ static PyObject *tagged(long tag, PyObject *a, PyObject *b) { /* steals a and b 
 
 static PyObject *NOT_MINE; /* diff's answer when the row is Python's */
 
-/* delta.diff(base, new): the same patch, or NOT_MINE (borrowed) where a sameness is unsure; new
+/* delta_patch.diff(base, new): the same patch, or NOT_MINE (borrowed) where a sameness is unsure; new
  * reference otherwise, NULL on error. */
 static PyObject *diff(PyObject *base, PyObject *new, int depth) {
     if (depth > DIFF_MAX_DEPTH) return NOT_MINE;

@@ -17,7 +17,7 @@ import zstandard
 
 from pipeline.formats.columns import events_from_columns
 from pipeline.formats.segment.content import Keyframe, Segment, consistency_problem
-from pipeline.formats.segment.delta import decode_events
+from pipeline.formats.segment.delta_decode import decode_events
 from pipeline.formats.segment.header import BODY_PREAMBLE, SegmentHeader, split_header
 from pipeline.formats.segment.limits import DecodeLimits, default_limits
 from pipeline.formats.wire import native

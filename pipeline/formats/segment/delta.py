@@ -4,9 +4,10 @@ segment is stored as the difference from the previous one, and the small fields 
 Most of a cluster's history is the same object written again with one field changed; storing each
 version whole paid for the object every time. The transform works on the events' wire bytes (what the
 sink consumed), so it is exact by construction: :func:`encode_events` returns a table and
-:func:`decode_events` gives back the *same bytes*, which the version-2 reader then decodes. An event
-whose bytes would not come back identical (msgpack written by another encoder, text that is not UTF-8,
-anything unusual) is kept as its bytes (a "raw" row): the encoder checks every row by rebuilding it.
+:func:`.delta_decode.decode_events` gives back the *same bytes*, which the version-2 reader then
+decodes. An event whose bytes would not come back identical (msgpack written by another encoder, text
+that is not UTF-8, anything unusual) is kept as its bytes (a "raw" row): the encoder checks every row
+by rebuilding it.
 
 The table (a msgpack map inside the zstd body), one row per event in file order; each column holds the
 values of the rows that use it, in order:
@@ -18,7 +19,7 @@ values of the rows that use it, in order:
   difference from the previous numeric one when it is a canonical decimal), the spec hash; each left
   out when equal to the base's;
 * ``obj`` and ``ext`` (a gap's own fields, or a lifecycle's that do not fit the columns below): the
-  value whole, or a patch of the base's (:func:`diff`), or nothing when equal;
+  value whole, or a patch of the base's (:func:`.delta_patch.diff`), or nothing when equal;
 * ``own``, ``psh``, ``st``, ``en`` (a lifecycle's own fields, flag ``_F_EXT_COLUMNS``; added after
   the first format-3 tables, which do not use them and still read): the owner key as in ``key`` (the
   keys met are one list), the pod spec hash as the index of an earlier row's or ``[hash]``, the start
@@ -32,6 +33,9 @@ patch can only name an earlier row of the same segment (no reference forward, no
 does not fit its base (a map patch on a list, an index past the end, a key deleted that is not there),
 a row that needs a base without one, more rows or bytes than the header declares: refused with a
 FormatError before the patch is applied or the bytes grow further.
+
+This module is the encoder. Reading a table back, with the row rules both directions share, is
+:mod:`.delta_decode`; the patches of one value against another are :mod:`.delta_patch`.
 """
 
 from __future__ import annotations
@@ -44,7 +48,23 @@ from typing import Any
 
 import msgpack
 
-from pipeline.model.errors import FormatError
+from pipeline.formats.segment.delta_decode import (
+    _COLUMNS,
+    _F_EXT_COLUMNS,
+    _F_EXT_SAME,
+    _F_OBJ_SAME,
+    _F_RV_INT,
+    _F_SH_SAME,
+    _F_UID_BIN,
+    _F_UID_SAME,
+    _INT_MAX,
+    _INT_MIN,
+    _RV_INT_LIMIT,
+    _base_slot,
+    _pack,
+    _rebuild,
+)
+from pipeline.formats.segment.delta_patch import _REPLACE, _same, diff
 
 try:
     from pipeline.formats.segment import _deltarows  # type: ignore[attr-defined]  # C, no stubs
@@ -52,8 +72,9 @@ except ImportError:  # pragma: no cover - only without a C compiler at install t
     _deltarows = None
 
 DELTA_ROWS = 1
-"""The version of the rules ``_deltarows.c`` implements (this module's format-3 rows): raise both
-together whenever a rule changes; a build from another version is not used."""
+"""The version of the rules ``_deltarows.c`` implements (this module's format-3 rows, with the patches
+of :mod:`.delta_patch`): raise both together whenever a rule changes; a build from another version is
+not used."""
 if _deltarows is not None and getattr(_deltarows, "DELTA_ROWS", None) != DELTA_ROWS:  # pragma: no cover
     _deltarows = None
 
@@ -74,107 +95,7 @@ def python_rows_only() -> Iterator[None]:
         _deltarows = native
 
 
-_F_UID_SAME = 1
-_F_UID_BIN = 2
-_F_RV_INT = 4
-_F_SH_SAME = 8
-_F_OBJ_SAME = 16
-_F_OBJ_PATCH = 32
-_F_EXT_SAME = 64
-_F_EXT_PATCH = 128
-_F_EXT_COLUMNS = 256
-_FLAGS_MAX = 511
-
-_REPLACE, _MAP_PATCH, _LIST_PATCH = 0, 1, 2
-MAX_PATCH_DEPTH = 64
-"""Patches nest at most this deep (Kubernetes objects are far shallower): a crafted patch cannot exhaust
-the stack."""
 _RV_MAX_DIGITS = 20  # resourceVersions are at most 20 ASCII digits (the sink's ingest rule)
-_RV_INT_LIMIT = 1 << 63
-"""resourceVersions below it are coded as numbers: any difference of two fits msgpack's int64."""
-_COLUMNS = ("op", "ts", "key", "uid", "rv", "sh", "obj", "ext", "own", "psh", "st", "en", "raw")
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1  # what msgpack packs as an integer
-
-
-def _pack(value: Any) -> bytes:
-    packed: bytes = msgpack.packb(value, use_bin_type=True)
-    return packed
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal, and of the same type at the top (``1 == True == 1.0`` in Python, not in msgpack); deeper
-    differences of type alone are caught by the encoder's check of every rebuilt row."""
-    return a is b or (type(a) is type(b) and a == b)
-
-
-def diff(base: Any, new: Any) -> list[Any]:
-    """A patch that turns ``base`` into ``new``: ``[0, value]`` replaces; ``[1, {key: patch}, [deleted
-    keys]]`` patches a map (kept keys in the base's order, then added keys in ``new``'s order: any other
-    order is a replacement); ``[2, {index: patch}]`` patches a list of the same length."""
-    if type(base) is dict and type(new) is dict:
-        changed: dict[Any, Any] = {}
-        added: list[Any] = []
-        for k, v in new.items():
-            if k in base:
-                if not _same(base[k], v):
-                    changed[k] = diff(base[k], v)
-            else:
-                changed[k] = [_REPLACE, v]
-                added.append(k)
-        deleted = [k for k in base if k not in new]
-        kept = [k for k in base if k in new] if deleted else list(base)
-        if kept + added != list(new):
-            return [_REPLACE, new]
-        return [_MAP_PATCH, changed, deleted]
-    if type(base) is list and type(new) is list and len(base) == len(new):
-        items = {i: diff(a, b) for i, (a, b) in enumerate(zip(base, new, strict=True)) if not _same(a, b)}
-        if 2 * len(items) > len(new) + 1:  # a list of one changed item is still patched
-            return [_REPLACE, new]
-        return [_LIST_PATCH, items]
-    return [_REPLACE, new]
-
-
-def apply_patch(base: Any, patch: Any, where: str, depth: int = 0) -> Any:
-    """``base`` changed by ``patch`` (see :func:`diff`); the base is not modified (unchanged parts are
-    shared). FormatError naming ``where`` if the patch is malformed or does not fit the base."""
-    if depth > MAX_PATCH_DEPTH:
-        raise FormatError(f"{where}: patch nested deeper than {MAX_PATCH_DEPTH} levels")
-    if type(patch) is not list or not patch or type(patch[0]) is not int:
-        raise FormatError(f"{where}: malformed patch {str(patch)[:80]!r}")
-    tag = patch[0]
-    if tag == _REPLACE and len(patch) == 2:
-        return patch[1]
-    if tag == _MAP_PATCH and len(patch) == 3 and type(patch[1]) is dict and type(patch[2]) is list:
-        if type(base) is not dict:
-            raise FormatError(f"{where}: a map patch does not apply to a base {type(base).__name__}")
-        changed, deleted = patch[1], patch[2]
-        gone = set()
-        for k in deleted:
-            if type(k) is not str or k not in base:  # decoded map keys of objects are text
-                raise FormatError(f"{where}: the patch deletes key {str(k)[:80]!r}, which the base lacks")
-            gone.add(k)
-        out = {}
-        for k, v in base.items():
-            if k not in gone:
-                out[k] = apply_patch(v, changed[k], where, depth + 1) if k in changed else v
-        for k, p in changed.items():
-            if k in gone:
-                raise FormatError(f"{where}: the patch both deletes and changes key {str(k)[:80]!r}")
-            if k not in base:
-                if type(p) is not list or len(p) != 2 or p[0] != _REPLACE:
-                    raise FormatError(f"{where}: the patch changes key {str(k)[:80]!r}, which the base lacks")
-                out[k] = p[1]
-        return out
-    if tag == _LIST_PATCH and len(patch) == 2 and type(patch[1]) is dict:
-        if type(base) is not list:
-            raise FormatError(f"{where}: a list patch does not apply to a base {type(base).__name__}")
-        items = list(base)
-        for i, p in patch[1].items():
-            if type(i) is not int or not 0 <= i < len(items):
-                raise FormatError(f"{where}: the patch changes item {str(i)[:20]} of a list of {len(items)}")
-            items[i] = apply_patch(items[i], p, where, depth + 1)
-        return items
-    raise FormatError(f"{where}: malformed patch (tag {tag!r})")
 
 
 def _uid_bytes(uid: Any) -> bytes | None:
@@ -185,11 +106,6 @@ def _uid_bytes(uid: Any) -> bytes | None:
 
 
 _UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def _uid_text(b: bytes) -> str:
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _rv_int(rv: Any) -> int | None:
@@ -436,13 +352,6 @@ def _lifecycle_row(row: dict[str, Any], ext: list[Any], ts: int) -> int:
     return _F_EXT_COLUMNS
 
 
-def _base_slot(key_index: int, code: int) -> int:
-    """Where a row's base is kept: per key, APPLIED and DELETED events (both carry the object) apart
-    from a pod's lifecycles and from gaps, so that a pod's object versions are patched against each
-    other even when lifecycle events come between them."""
-    return key_index * 3 + (0 if code <= 2 else code - 2)
-
-
 def _part(row: dict[str, Any], name: str, base: Any, new: Any, *, has_base: bool, same_flag: int) -> int:
     """Store ``new`` in column ``name``: nothing when it equals the base, a patch when one is smaller
     than the value, else the value whole; the flags that say which."""
@@ -456,190 +365,3 @@ def _part(row: dict[str, Any], name: str, base: Any, new: Any, *, has_base: bool
                 return same_flag << 1  # the PATCH flag is the SAME flag's neighbour
     row[name] = new
     return 0
-
-
-def _rebuild(
-    op: int,
-    row: dict[str, Any],
-    base: list[Any] | None,
-    *,
-    prev: tuple[int, int],
-    key: str,
-    where: str,
-) -> list[Any]:
-    """The wire list of a row (``row`` maps a column to this row's value in it)."""
-    code, flags = op & 7, op >> 3
-    prev_ts, prev_rv = prev
-    uid = base[4] if flags & _F_UID_SAME and base is not None else row.get("uid")
-    if flags & _F_UID_BIN:
-        if type(uid) is not bytes or len(uid) != 16:
-            raise FormatError(f"{where}: a binary UID is not 16 bytes")
-        uid = _uid_text(uid)
-    rv = row.get("rv")
-    if flags & _F_RV_INT:
-        if type(rv) is not int or not 0 <= prev_rv + rv < _RV_INT_LIMIT:
-            raise FormatError(f"{where}: resourceVersion step {str(rv)[:30]} is not a whole number in range")
-        rv = str(prev_rv + rv)
-    ts = row.get("ts")
-    if type(ts) is not int:
-        raise FormatError(f"{where}: event time step {str(ts)[:30]!r} is not a whole number")
-    needs_base = flags & (_F_UID_SAME | _F_SH_SAME | _F_OBJ_SAME | _F_OBJ_PATCH | _F_EXT_SAME | _F_EXT_PATCH)
-    if needs_base and base is None:
-        raise FormatError(f"{where}: a delta of {key[:200]!r} names a base the segment does not hold")
-    assert base is not None or not needs_base
-    sh = base[7] if flags & _F_SH_SAME and base is not None else row.get("sh")
-    obj = _value(flags, _F_OBJ_SAME, base[6] if base is not None else None, row.get("obj"), where)
-    head = [1, code, prev_ts + ts, key, uid, rv, obj, sh]
-    if flags & _F_EXT_COLUMNS:
-        if code != 3 or flags & (_F_EXT_SAME | _F_EXT_PATCH):
-            raise FormatError(f"{where}: only a lifecycle's own fields are stored in columns")
-        owner, spec_hash = row.get("own"), row.get("psh")
-        if not (owner is None or type(owner) is str) or type(spec_hash) is not int:
-            raise FormatError(f"{where}: a lifecycle's owner or spec hash is not of its type")
-        head += [owner, spec_hash, _from_offset(head[2], row.get("st"), where)]
-        head.append(_from_offset(head[2], row.get("en"), where))
-    elif "ext" in row or flags & (_F_EXT_SAME | _F_EXT_PATCH):
-        ext = _value(flags, _F_EXT_SAME, base[8:] if base is not None else None, row.get("ext"), where)
-        if type(ext) is not list:
-            raise FormatError(f"{where}: an event's own fields are not a list")
-        head += ext
-    return head
-
-
-def _from_offset(ts: int, offset: Any, where: str) -> int | None:
-    """A lifecycle's start or end from its offset to the event time (None stays None)."""
-    if offset is None:
-        return None
-    if type(offset) is not int or not _INT_MIN <= ts - offset <= _INT_MAX:
-        raise FormatError(
-            f"{where}: a lifecycle time offset {str(offset)[:30]} is not a whole number in range"
-        )
-    return ts - offset
-
-
-def _value(flags: int, same_flag: int, base: Any, stored: Any, where: str) -> Any:
-    if flags & same_flag:
-        return base
-    if flags & (same_flag << 1):
-        return apply_patch(base, stored, where)
-    return stored
-
-
-def decode_events(packed: Any, count: int, start_ms: int, max_bytes: int, where: str) -> bytes:
-    """The wire bytes of :func:`encode_events`'s table (``packed``: its msgpack bytes), concatenated;
-    FormatError naming ``where`` if the table is malformed, holds other than ``count`` rows, or
-    rebuilds to more than ``max_bytes``."""
-    if type(packed) is not bytes:
-        raise FormatError(f"{where}: malformed delta table (not bytes)")
-    try:
-        table = msgpack.unpackb(
-            packed,
-            raw=False,
-            strict_map_key=False,
-            max_bin_len=len(packed),
-            max_str_len=len(packed),
-            max_array_len=len(packed),
-            max_map_len=len(packed),
-            max_ext_len=0,
-        )
-    except Exception as exc:  # msgpack raises several unrelated types for corrupt data
-        raise FormatError(f"{where}: undecodable delta table ({type(exc).__name__}: {exc})") from None
-    if type(table) is not dict or table.get("n") != count:
-        raise FormatError(f"{where}: malformed delta table (not {count} rows)")
-    cols = {name: table.get(name, []) for name in _COLUMNS}
-    if any(type(c) is not list for c in cols.values()) or len(cols["op"]) != count:
-        raise FormatError(f"{where}: malformed delta table (columns are not lists of {count} rows)")
-    reader = _RowReader(cols, start_ms)
-    out: list[bytes] = []
-    size = 0
-    for n, op in enumerate(cols["op"]):
-        wire = reader.row(op, f"{where} #{n}")
-        size += len(wire)
-        if size > max_bytes:
-            raise FormatError(
-                f"{where}: the events rebuild to more than the {max_bytes} bytes the header declares "
-                f"(at row #{n}): refused"
-            )
-        out.append(wire)
-    leftover = [name for name in _COLUMNS if name != "op" and reader.cursor[name] != len(cols[name])]
-    if leftover:
-        raise FormatError(f"{where}: malformed delta table ({', '.join(leftover)} hold values no row uses)")
-    return b"".join(out)
-
-
-class _RowReader:
-    """Rebuilds rows one by one: the columns' cursors, the keys met, the bases, the running values."""
-
-    def __init__(self, cols: dict[str, list[Any]], start_ms: int) -> None:
-        self.cols = cols
-        self.cursor = dict.fromkeys(_COLUMNS, 0)
-        self.keys: list[str] = []
-        self.spec_hashes: list[int] = []
-        self.bases: dict[int, list[Any]] = {}
-        self.prev_ts, self.prev_rv = start_ms, 0
-
-    def key(self, ref: Any, where: str) -> tuple[int, str]:
-        """The key a ``key`` or ``own`` column's value names, and its index (a new key is met)."""
-        keys = self.keys
-        if type(ref) is str:
-            keys.append(ref)
-            return len(keys) - 1, ref
-        if type(ref) is int and 0 <= ref < len(keys):
-            return ref, keys[ref]
-        raise FormatError(f"{where}: key reference {str(ref)[:30]} names no earlier key ({len(keys)} known)")
-
-    def spec_hash(self, ref: Any, where: str) -> int:
-        known = self.spec_hashes
-        if type(ref) is list and len(ref) == 1 and type(ref[0]) is int:
-            known.append(ref[0])
-            return int(ref[0])
-        if type(ref) is int and 0 <= ref < len(known):
-            return known[ref]
-        raise FormatError(
-            f"{where}: spec hash reference {str(ref)[:30]} names no earlier hash ({len(known)} known)"
-        )
-
-    def take(self, name: str, where: str) -> Any:
-        i = self.cursor[name]
-        column = self.cols[name]
-        if i >= len(column):
-            raise FormatError(f"{where}: the {name} column ends early")
-        self.cursor[name] = i + 1
-        return column[i]
-
-    def row(self, op: Any, where: str) -> bytes:
-        """The wire bytes of the next row, whose code is ``op``."""
-        if type(op) is not int or not 0 <= op <= (_FLAGS_MAX << 3 | 7) or (op and not 1 <= op & 7 <= 4):
-            raise FormatError(f"{where}: malformed row code {str(op)[:30]!r}")
-        if op == 0:
-            wire = self.take("raw", where)
-            if type(wire) is not bytes:
-                raise FormatError(f"{where}: a raw row is not bytes")
-            return wire
-        flags = op >> 3
-        row = {"ts": self.take("ts", where)}
-        index, key = self.key(self.take("key", where), where)
-        for name, absent in (("uid", _F_UID_SAME), ("rv", 0), ("sh", _F_SH_SAME), ("obj", _F_OBJ_SAME)):
-            if not flags & absent:
-                row[name] = self.take(name, where)
-        if flags & _F_EXT_COLUMNS:
-            own = self.take("own", where)
-            row["own"] = None if own is None else self.key(own, where)[1]
-            row["psh"] = self.spec_hash(self.take("psh", where), where)
-            row["st"], row["en"] = self.take("st", where), self.take("en", where)
-        elif flags & _F_EXT_PATCH or _has_ext(op):
-            row["ext"] = self.take("ext", where)
-        slot = _base_slot(index, op & 7)
-        rebuilt = _rebuild(
-            op, row, self.bases.get(slot), prev=(self.prev_ts, self.prev_rv), key=key, where=where
-        )
-        self.prev_ts = rebuilt[2]
-        if flags & _F_RV_INT:
-            self.prev_rv = int(rebuilt[5])
-        self.bases[slot] = rebuilt
-        return _pack(rebuilt)
-
-
-def _has_ext(op: int) -> bool:
-    """Lifecycle and gap events have fields of their own: a row stores them unless they equal the base's."""
-    return op & 7 in (3, 4) and not (op >> 3) & _F_EXT_SAME
