@@ -601,7 +601,7 @@ def start_stack_sampler(stack: Any, info: Any) -> StackSampler:
     """Sampling the source cluster's processes and Kafka's, their CPU counted from now (the stack's
     start-up and the nodes' are not in it)."""
     from pipeline.stack.kwok import cluster_processes
-    from pipeline.stack.stack import StackState
+    from pipeline.stack.state import StackState
 
     source = stack.cluster("source", info.bin_dir)
     kafka = StackState.load(stack.state_path).kafka

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pipeline.io.kafka.settings import KafkaSettings
-    from pipeline.stack.stack import LocalStack, StackInfo
+    from pipeline.stack.stack import LocalStack
+    from pipeline.stack.state import StackInfo
 
 
 def machine() -> dict[str, Any]:

@@ -14,7 +14,8 @@ from typing import Any
 from pipeline.replay.autoscale.provider import autoscaler_provider
 from pipeline.replay.autoscale.settings import ScaledSetting, unscaled_karpenter_timers
 from pipeline.stack.progress import Reporter, stderr_reporter
-from pipeline.stack.stack import LocalStack, StackState
+from pipeline.stack.stack import LocalStack
+from pipeline.stack.state import StackState
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

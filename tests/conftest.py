@@ -18,7 +18,8 @@ import pytest
 from pipeline.model.errors import StackError
 from pipeline.stack import s3
 from pipeline.stack.progress import stderr_reporter
-from pipeline.stack.stack import LocalStack, StackInfo
+from pipeline.stack.stack import LocalStack
+from pipeline.stack.state import StackInfo
 from tests.data import SIMKUBE_TRACES
 from tests.phase_times import (  # noqa: F401 - hooks: the phase times scripts/test.sh prints
     pytest_runtest_logfinish,

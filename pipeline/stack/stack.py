@@ -3,25 +3,27 @@ and any number of named KWOK clusters, as plain processes.
 
 State (ports, pids, cluster names) lives in ``<stack dir>/state.json`` so that ``kubetape stack
 status|env|down`` work from any later process. ``up`` is idempotent: what is already running is kept.
+The state's records are :mod:`.state`; how the Kafka nodes run as one cluster is :mod:`.kafka_nodes`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 from pipeline.model.errors import StackError
-from pipeline.stack import kafka, kafka_security, karpenter, kwok, s3
+from pipeline.stack import kafka_security, karpenter, kwok, s3
 from pipeline.stack.build import ensure_kafka, ensure_kube_binaries, ensure_metrics_server
-from pipeline.stack.processes import free_port, pid_alive, port_open
+from pipeline.stack.kafka_nodes import KafkaNodes
+from pipeline.stack.processes import pid_alive, port_open
 from pipeline.stack.progress import Reporter, silent_reporter
+from pipeline.stack.state import StackInfo, StackState
 from pipeline.stack.versions import StackVersions, cache_root
 
 DEFAULT_CLUSTERS = ("source", "sim")
@@ -40,132 +42,7 @@ class _Process(Protocol):
     pid: int | None
 
 
-MAX_BROKERS = 5
-
-
-@dataclass(slots=True)
-class KafkaNodeState:
-    """One Kafka node (a broker and a controller of the quorum) of the stack."""
-
-    broker_port: int
-    controller_port: int
-    pid: int | None = None
-    mtls_port: int | None = None
-    """Set on a secured broker: its mutual-TLS listener."""
-
-    @property
-    def running(self) -> bool:
-        return bool(self.pid and pid_alive(self.pid))
-
-
-@dataclass(slots=True)
-class KafkaState:
-    nodes: list[KafkaNodeState]
-    """Node ``i + 1`` of the KRaft cluster at ``nodes[i]``; one for the default broker."""
-    security: str = "plaintext"
-    """One of :data:`kafka_security.SECURITY_MODES`; a secured broker also listens for mutual TLS."""
-
-    @classmethod
-    def from_json(cls, raw: dict[str, object]) -> KafkaState:
-        if "nodes" not in raw:  # written before the stack could run several brokers: its one node
-            node = {k: v for k, v in raw.items() if k != "security"}
-            return cls([KafkaNodeState(**node)], str(raw.get("security", "plaintext")))  # type: ignore[arg-type]
-        nodes = [KafkaNodeState(**node) for node in raw["nodes"]]  # type: ignore[attr-defined]
-        return cls(nodes, str(raw.get("security", "plaintext")))
-
-    @property
-    def secured(self) -> bool:
-        return self.nodes[0].mtls_port is not None
-
-    @property
-    def bootstrap(self) -> str:
-        """Every broker's client address (``host:port,host:port``): a client reaches the cluster while
-        any one of them runs."""
-        if self.security == "mtls" and self.secured:
-            return ",".join(f"{kafka_security.BROKER_HOST}:{node.mtls_port}" for node in self.nodes)
-        host = kafka_security.BROKER_HOST if self.secured else "127.0.0.1"
-        return ",".join(f"{host}:{node.broker_port}" for node in self.nodes)
-
-
-@dataclass(slots=True)
-class StackState:
-    kafka: KafkaState | None = None
-    clusters: list[str] = field(default_factory=list)
-    karpenter: dict[str, karpenter.KarpenterState] = field(default_factory=dict)
-    """Running Karpenters by the cluster they scale."""
-    s3: s3.S3State | None = None
-
-    @classmethod
-    def load(cls, path: Path) -> StackState:
-        if not path.exists():
-            return cls()
-        try:
-            raw = json.loads(path.read_text())
-            kafka_raw = raw.get("kafka")
-            s3_raw = raw.get("s3")
-            return cls(
-                kafka=KafkaState.from_json(kafka_raw) if kafka_raw else None,
-                clusters=list(raw.get("clusters", [])),
-                karpenter={
-                    name: karpenter.KarpenterState(**value)
-                    for name, value in (raw.get("karpenter") or {}).items()
-                },
-                s3=s3.S3State(**s3_raw) if s3_raw else None,
-            )
-        except (ValueError, TypeError) as exc:
-            raise StackError(
-                f"stack state file {path} is unreadable ({exc}); run `kubetape stack down "
-                f"--force` or delete it"
-            ) from exc
-
-    def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(path)
-
-
-@dataclass(frozen=True, slots=True)
-class StackInfo:
-    """What a user or a test needs to talk to a running stack."""
-
-    stack_dir: Path
-    bootstrap: str
-    kubeconfigs: dict[str, Path]
-    bin_dir: Path
-    s3_endpoint: str | None = None
-    """The local S3 server (bucket :data:`pipeline.stack.s3.BUCKET`, credentials in :meth:`env_lines`)."""
-    kafka_configs: dict[str, Path] = field(default_factory=dict)
-    """A secured broker's ``--kafka-config`` file per kubetape principal (``admin`` may do anything)."""
-
-    @property
-    def kafka_config(self) -> Path | None:
-        """The client config every command gets from ``stack env`` on a secured broker: the admin's."""
-        return self.kafka_configs.get(kafka_security.ADMIN)
-
-    def env_lines(self) -> list[str]:
-        lines = [
-            f"export KUBETAPE_BOOTSTRAP={self.bootstrap}",
-            *(
-                [f"export KUBETAPE_KAFKA_CONFIG={self.kafka_config}"]
-                + [
-                    f"# least privilege: --kafka-config {path} ({who})"
-                    for who, path in self.kafka_configs.items()
-                ]
-                if self.kafka_config
-                else []
-            ),
-            f"export KUBETAPE_STACK_DIR={self.stack_dir}",
-            f"export PATH={self.bin_dir}:$PATH",
-        ]
-        for name, path in sorted(self.kubeconfigs.items()):
-            lines.append(f"export KUBECONFIG_{name.upper().replace('-', '_')}={path}")
-        if self.s3_endpoint:
-            lines += s3.env_lines(self.s3_endpoint)
-        return lines
-
-
-class LocalStack:
+class LocalStack(KafkaNodes):
     """Builds (once), starts, inspects and stops the local stack kept in ``stack_dir``."""
 
     def __init__(
@@ -183,28 +60,6 @@ class LocalStack:
     @property
     def kwok_workdir(self) -> Path:
         return self.stack_dir / "kwok"
-
-    def _kafka_layouts(self, state: KafkaState) -> list[kafka.KafkaLayout]:
-        """Each node's layout: a lone broker in ``kafka/``, the nodes of a cluster in ``kafka/node-N/``."""
-        if len(state.nodes) == 1:
-            node = state.nodes[0]
-            return [
-                kafka.KafkaLayout(
-                    self.stack_dir / "kafka", node.broker_port, node.controller_port, node.mtls_port
-                )
-            ]
-        quorum = tuple((index, node.controller_port) for index, node in enumerate(state.nodes, 1))
-        return [
-            kafka.KafkaLayout(
-                self.stack_dir / "kafka" / f"node-{index}",
-                node.broker_port,
-                node.controller_port,
-                node.mtls_port,
-                node_id=index,
-                quorum=quorum,
-            )
-            for index, node in enumerate(state.nodes, 1)
-        ]
 
     def cluster(self, name: str, bin_dir: Path) -> kwok.KwokCluster:
         return kwok.KwokCluster(name=name, workdir=self.kwok_workdir, bin_dir=bin_dir)
@@ -352,72 +207,12 @@ class LocalStack:
                 return name
         return None
 
-    def _ensure_kafka_running(
-        self, state: StackState, libs: Path, security: str | None = None, brokers: int | None = None
-    ) -> None:
-        """Start every Kafka node that does not run; ``security`` and ``brokers`` None keep the existing
-        cluster's (a new one: plaintext, one broker)."""
-        check_kafka_request(state.kafka, security, brokers, self.stack_dir)
-        secured = security not in (None, "plaintext")
-        if state.kafka is not None:
-            if security is not None:
-                state.kafka.security = security  # sasl-ssl and mtls are the same broker: only `env` differs
-        else:
-            state.kafka = KafkaState(
-                [
-                    KafkaNodeState(free_port(), free_port(), mtls_port=free_port() if secured else None)
-                    for _ in range(brokers or 1)
-                ],
-                security=security or "plaintext",
-            )
-        stopped = [
-            (node, layout)
-            for node, layout in zip(state.kafka.nodes, self._kafka_layouts(state.kafka), strict=True)
-            if not node.running
-        ]
-        if not stopped:
-            return
-        layouts = self._kafka_layouts(state.kafka)
-        # the nodes of one cluster share the id their storage is formatted with
-        cluster_id = (
-            next(filter(None, map(kafka.formatted_cluster_id, layouts)), None) or kafka.new_cluster_id()
-        )
-        started = time.monotonic()
-        waits = []
-        to_start = [layout for _node, layout in stopped]
-        for layout in to_start:
-            kafka.write_server_properties(layout)
-        with ThreadPoolExecutor(max_workers=len(to_start)) as pool:  # a JVM each: together, not in turn
-            list(pool.map(lambda layout: kafka.format_storage(libs, layout, cluster_id), to_start))
-        for node, layout in stopped:
-            what = "broker" if len(layouts) == 1 else f"node {layout.node_id} of {len(layouts)}"
-            self.report(f"Kafka {self.versions.kafka}: starting {what} on {layout.bootstrap}")
-            offset = kafka.log_size(layout)
-            node.pid = kafka.start_broker(libs, layout)
-            state.save(self.state_path)
-            waits.append((layout, node.pid, offset))
-        # all started before any is waited for: a node of a quorum finishes starting only with a majority
-        for layout, pid, offset in waits:
-            kafka.wait_ready(layout, pid, log_offset=offset)
-        kafka.apply_acls(libs, layouts[0])
-        self.report(f"Kafka {self.versions.kafka}: ready in {time.monotonic() - started:.1f}s")
-
     def stop_kafka(self) -> None:
         """Stop every broker but keep their data (a later ``start_kafka`` resumes on the same ports)."""
         state = StackState.load(self.state_path)
         if state.kafka is not None:
             self._stop_kafka_nodes(state.kafka)
             state.save(self.state_path)
-
-    def _stop_kafka_nodes(self, state: KafkaState) -> None:
-        running = [node for node in state.nodes if node.pid]
-        kafka.stop_brokers([node.pid for node in running if node.pid])
-        for node in running:
-            node.pid = None
-        if running:
-            self.report(
-                "Kafka broker stopped" if len(state.nodes) == 1 else f"{len(running)} Kafka brokers stopped"
-            )
 
     def start_kafka(self, security: str | None = None, brokers: int | None = None) -> StackInfo:
         """Start (or restart) only the brokers, any that do not run; ``security`` and ``brokers`` as in
@@ -576,37 +371,6 @@ class LocalStack:
             "clusters": clusters,
             "autoscalers": autoscalers,
         }
-
-
-def check_kafka_request(
-    running: KafkaState | None, security: str | None, brokers: int | None, stack_dir: Path
-) -> None:
-    """Refuse a security mode or broker count the stack cannot run, or that the ``running`` cluster
-    does not have (None: keep what it has)."""
-    if security is not None and security not in kafka_security.SECURITY_MODES:
-        raise StackError(
-            f"--kafka-security {security!r}: use one of {', '.join(kafka_security.SECURITY_MODES)}"
-        )
-    if brokers is not None and not 1 <= brokers <= MAX_BROKERS:
-        raise StackError(f"--brokers {brokers}: run between 1 and {MAX_BROKERS} Kafka brokers")
-    secured = security not in (None, "plaintext")
-    if secured and (brokers or 1) > 1:
-        raise StackError(
-            f"--brokers {brokers} with --kafka-security {security}: the secured broker runs alone; "
-            "use --brokers 1, or a plaintext cluster for several brokers"
-        )
-    if running is None:
-        return
-    if security is not None and (security == "plaintext") == running.secured:
-        raise StackError(
-            f"the stack in {stack_dir} has a {running.security} broker, not {security}; "
-            "`kubetape stack down` first"
-        )
-    if brokers is not None and brokers != len(running.nodes):
-        raise StackError(
-            f"the stack in {stack_dir} runs {len(running.nodes)} Kafka broker(s), not "
-            f"{brokers}; `kubetape stack down` first"
-        )
 
 
 def validate_cluster_name(name: str) -> None:

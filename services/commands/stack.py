@@ -10,7 +10,8 @@ from pathlib import Path
 from pipeline.stack.karpenter import DEFAULT_INSTANCE_TYPES, KarpenterSettings
 from pipeline.stack.kwok import DEFAULT_NODE_SKELETON, PROFILES
 from pipeline.stack.progress import stderr_reporter
-from pipeline.stack.stack import AUTOSCALERS, DEFAULT_CLUSTERS, MAX_BROKERS, LocalStack, StackState
+from pipeline.stack.stack import AUTOSCALERS, DEFAULT_CLUSTERS, LocalStack
+from pipeline.stack.state import MAX_BROKERS, StackState
 from services.settings import from_flags
 
 

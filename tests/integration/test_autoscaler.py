@@ -32,7 +32,8 @@ from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.workload_manifests import deployment, kwok_node_pool
 from pipeline.stack.karpenter import KarpenterSettings
-from pipeline.stack.stack import LocalStack, StackState
+from pipeline.stack.stack import LocalStack
+from pipeline.stack.state import StackState
 from tests.polling import eventually_sync
 
 REPLICAS = 12

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.stack.stack import StackInfo
+from pipeline.stack.state import StackInfo
 
 AUTOSCALERS = Path(__file__).resolve().parents[2] / "k8s" / "sim" / "autoscalers"
 STACK_NODECLASS = (

@@ -33,7 +33,7 @@ import pytest
 from pipeline.controller.spec import API_VERSION, KIND
 from pipeline.io.kube.client import KubeClient, controller_client
 from pipeline.io.kube.connect import kube_api
-from pipeline.stack.stack import StackInfo
+from pipeline.stack.state import StackInfo
 from tests.polling import crd_established
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -28,7 +28,7 @@ from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId
 from pipeline.replay.run import read_segment_range
 from pipeline.replay.sources import read_topic_trace
-from pipeline.stack.stack import StackInfo
+from pipeline.stack.state import StackInfo
 from tests.integration.test_sink import KUBETAPE, direct_trace, wait_committed
 from tests.integration.test_sink_s3 import sink_process
 from tests.integration.test_watch_service import Workload, deployment, running_watcher, tracer_config

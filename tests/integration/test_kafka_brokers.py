@@ -24,7 +24,8 @@ from pipeline.io.kafka.settings import EVENTS_TOPIC, KafkaSettings
 from pipeline.io.kafka.topics import create_topics, describe_topics, topic_set
 from pipeline.model.errors import KubetapeError, StackError
 from pipeline.model.events import Event
-from pipeline.stack.stack import LocalStack, StackInfo
+from pipeline.stack.stack import LocalStack
+from pipeline.stack.state import StackInfo
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
 from pipeline.store.store_url import cluster_location, open_segment_store

@@ -48,7 +48,8 @@ from pipeline.sink.settings import SinkSettings
 from pipeline.sink.sink import Sink
 from pipeline.sink.synthetic import synthetic_events
 from pipeline.stack.kafka_security import SecurityFiles
-from pipeline.stack.stack import LocalStack, StackInfo
+from pipeline.stack.stack import LocalStack
+from pipeline.stack.state import StackInfo
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportRequest, export_window
 from pipeline.store.local_store import LocalSegmentStore

@@ -12,7 +12,8 @@ from kubernetes_asyncio import client
 from pipeline.io.kube.connect import body, kube_api
 from pipeline.stack.kwok import cluster_processes
 from pipeline.stack.processes import pid_alive
-from pipeline.stack.stack import LocalStack, StackInfo
+from pipeline.stack.stack import LocalStack
+from pipeline.stack.state import StackInfo
 
 SKELETON = """\
 apiVersion: v1

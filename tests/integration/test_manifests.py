@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.stack.stack import StackInfo
+from pipeline.stack.state import StackInfo
 from tests.polling import crd_established, eventually, eventually_sync
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

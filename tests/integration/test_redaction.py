@@ -29,7 +29,7 @@ from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId
 from pipeline.model.tracer_config import TracerConfig, load_tracer_config
 from pipeline.replay.sources import read_topic_trace
-from pipeline.stack.stack import StackInfo
+from pipeline.stack.state import StackInfo
 from tests.integration.test_watch_service import Workload, read_topic, running_watcher
 
 REPO = Path(__file__).resolve().parents[2]

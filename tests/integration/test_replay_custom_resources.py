@@ -34,7 +34,7 @@ from pipeline.replay.replayer import Replayer
 from pipeline.replay.report.report import ReplayReport
 from pipeline.replay.rewrite import REPLAY_LABEL
 from pipeline.replay.sources import read_topic_trace
-from pipeline.stack.stack import StackInfo
+from pipeline.stack.state import StackInfo
 from pipeline.store.export import ExportFilters
 from tests.integration.test_replay_traces import assert_cleaned_up, node_settings
 from tests.integration.test_watch_service import Workload, running_watcher

@@ -24,7 +24,8 @@ from pipeline.replay.replayer import Replayer
 from pipeline.replay.settings import ReplaySettings
 from pipeline.replay.workload_manifests import deployment
 from pipeline.stack import kwok
-from pipeline.stack.stack import LocalStack, StackState
+from pipeline.stack.stack import LocalStack
+from pipeline.stack.state import StackState
 
 CLUSTER = "scale"
 PROFILE = "large-sampled"

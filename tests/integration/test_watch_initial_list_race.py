@@ -24,7 +24,7 @@ from pipeline.io.metrics import Metrics
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.stack.stack import StackInfo
+from pipeline.stack.state import StackInfo
 from pipeline.watch.watcher import Watcher
 from tests.integration.test_watch_service import (
     Workload,

@@ -30,7 +30,8 @@ from pipeline.io.kafka.settings import EVENTS_TOPIC, RESUME_TOPIC, STATE_TOPIC, 
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ClusterId, split_message_key
 from pipeline.stack import kwok
-from pipeline.stack.stack import LocalStack, StackInfo
+from pipeline.stack.stack import LocalStack
+from pipeline.stack.state import StackInfo
 from pipeline.watch.shaper import TIME_SOURCE_ANNOTATION
 from tests.polling import crd_established
 

@@ -10,7 +10,7 @@ import pytest
 from pipeline.model.errors import ConfigError, MissingToolError
 from pipeline.replay.inputs import load_node_pools, load_prices
 from pipeline.stack.karpenter import KarpenterState, ensure_karpenter
-from pipeline.stack.stack import StackState
+from pipeline.stack.state import StackState
 from pipeline.stack.versions import StackVersions, karpenter_dir
 from services.cli import main
 

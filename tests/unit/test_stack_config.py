@@ -17,7 +17,8 @@ from pipeline.model.errors import MissingToolError, StackError
 from pipeline.stack import kafka, kwok
 from pipeline.stack.build import GoWork
 from pipeline.stack.processes import http_probe, require_tool, wait_until_ready
-from pipeline.stack.stack import LocalStack, StackState
+from pipeline.stack.stack import LocalStack
+from pipeline.stack.state import StackState
 from pipeline.stack.versions import StackVersions, kube_bin_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -459,7 +460,7 @@ def test_an_old_state_file_reads_as_one_node(tmp_path: Path) -> None:
 def test_a_broker_count_or_mode_the_stack_cannot_run_is_refused_before_anything_starts(
     tmp_path: Path, running: int | None, security: str | None, brokers: int | None, says: str
 ) -> None:
-    from pipeline.stack.stack import KafkaNodeState, KafkaState, check_kafka_request
+    from pipeline.stack.state import KafkaNodeState, KafkaState, check_kafka_request
 
     current = KafkaState([KafkaNodeState(1, 2)] * running) if running else None
     with pytest.raises(StackError, match=says):
@@ -468,7 +469,7 @@ def test_a_broker_count_or_mode_the_stack_cannot_run_is_refused_before_anything_
 
 
 def test_three_nodes_bootstrap_through_every_broker() -> None:
-    from pipeline.stack.stack import KafkaNodeState, KafkaState
+    from pipeline.stack.state import KafkaNodeState, KafkaState
 
     state = KafkaState([KafkaNodeState(9001, 9101), KafkaNodeState(9002, 9102), KafkaNodeState(9003, 9103)])
     assert state.bootstrap == "127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003"

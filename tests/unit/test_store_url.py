@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.model.errors import ConfigError
-from pipeline.stack.stack import StackInfo
+from pipeline.stack.state import StackInfo
 from pipeline.store.store_url import LocalLocation, S3Location, open_segment_store, parse_store_url
 
 
