@@ -27,7 +27,8 @@ not written back by :meth:`TracerConfig.to_mapping` (``redactEnv`` is). Likewise
 in containers' ``args`` and ``command``, the value of every flag whose name says password, passwd,
 token, secret or key (``--password=x``, ``--api-key x``): a secret passed on a command line must not
 reach a trace either. A bad config raises
-:class:`~pipeline.model.errors.ConfigError` at load, naming the source and the offending path.
+:class:`~pipeline.model.errors.ConfigError` at load, naming the source and the offending path (the
+checks are :mod:`.tracer_config_parse`).
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.model.errors import ConfigError, FormatError
+from pipeline.model.errors import ConfigError
 from pipeline.model.keys import GroupVersionKind, group_of
-from pipeline.model.pointer import parse_pointer, resolve
-from pipeline.model.selectors import LabelSelector, parse_label_selector
+from pipeline.model.pointer import resolve
+from pipeline.model.selectors import LabelSelector
 
 KNOWN_POD_SPEC_TEMPLATE_PATHS: Mapping[GroupVersionKind, tuple[str, ...]] = {
     GroupVersionKind("batch", "v1", "CronJob"): ("/spec/jobTemplate/spec/template",),
@@ -80,16 +81,6 @@ BUILT_IN_GROUPS = frozenset(
 suffix rule: custom groups use it too (Spark's operator is ``sparkoperator.k8s.io``)."""
 
 REDACTED = "<redacted>"
-_TRACKED_FIELDS = {"podSpecTemplatePaths", "podSpecTemplatePath", "trackLifecycle", "skipOwned"}
-_TOP_FIELDS = {
-    "trackedObjects",
-    "namespaces",
-    "labels",
-    "excludeDaemonSetOwned",
-    "redact",
-    "redactEnv",
-    "redactArgs",
-}
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 """Every list of containers in a PodSpec: each may carry env values."""
 
@@ -164,6 +155,9 @@ class TracerConfig:
     @classmethod
     def from_mapping(cls, data: Any, source: str) -> TracerConfig:
         """Validate and normalize a parsed config; ``source`` (a file name) prefixes every error."""
+        # imported here, not at the top: the parser builds TracerConfig objects, so it imports this module
+        from pipeline.model.tracer_config_parse import _parse_config
+
         return _parse_config(data, source)
 
     # ---- lookups -----------------------------------------------------------------------------
@@ -369,158 +363,6 @@ def load_tracer_config(path: str | Path) -> TracerConfig:
         problem = getattr(exc, "problem", None) or exc
         raise ConfigError(f"tracer config {path}: invalid YAML{where}: {problem}") from None
     return TracerConfig.from_mapping(data, str(path))
-
-
-# ---- parsing ------------------------------------------------------------------------------------
-def _fail(source: str, where: str, problem: str) -> ConfigError:
-    return ConfigError(f"tracer config {source}: {where}: {problem}")
-
-
-def _str_list(value: Any, source: str, where: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _fail(source, where, f"must be a list of strings, got {value!r}")
-    return tuple(value)
-
-
-def _bool(value: Any, source: str, where: str, *, default: bool) -> bool:
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise _fail(source, where, f"must be true or false, got {value!r}")
-    return value
-
-
-def _parse_config(data: Any, source: str) -> TracerConfig:
-    if not isinstance(data, dict):
-        kind = type(data).__name__
-        raise ConfigError(f"tracer config {source}: must be a mapping with trackedObjects, got {kind}")
-    unknown = sorted(set(map(str, data)) - _TOP_FIELDS)
-    if unknown:
-        raise _fail(source, unknown[0], f"unknown field; expected one of {', '.join(sorted(_TOP_FIELDS))}")
-    tracked_raw = data.get("trackedObjects") or {}
-    if not isinstance(tracked_raw, dict):
-        raise _fail(source, "trackedObjects", "must map group/version.Kind to settings")
-    tracked: list[TrackedKind] = []
-    for gvk_text, settings in tracked_raw.items():
-        entry = _parse_tracked(gvk_text, settings, source)
-        if any(t.gvk == entry.gvk for t in tracked):
-            raise _fail(source, f"trackedObjects.{gvk_text}", f"{entry.gvk} is listed twice")
-        tracked.append(entry)
-    ns_allow, ns_deny = _allow_deny(data.get("namespaces"), source, "namespaces", _str_list)
-    lbl_allow, lbl_deny = _allow_deny(data.get("labels"), source, "labels", _selectors)
-    return TracerConfig(
-        tracked=tuple(tracked),
-        namespace_allow=ns_allow,
-        namespace_deny=ns_deny,
-        label_allow=lbl_allow,
-        label_deny=lbl_deny,
-        exclude_daemonset_owned=_bool(
-            data.get("excludeDaemonSetOwned"), source, "excludeDaemonSetOwned", default=True
-        ),
-        redactions=_redactions(data.get("redact"), source),
-        redact_env=_bool(data.get("redactEnv"), source, "redactEnv", default=True),
-        redact_args=_bool(data.get("redactArgs"), source, "redactArgs", default=True),
-        source=source,
-    )
-
-
-def _parse_tracked(gvk_text: Any, settings: Any, source: str) -> TrackedKind:
-    where = f"trackedObjects.{gvk_text}"
-    try:
-        gvk = GroupVersionKind.parse(str(gvk_text))
-    except FormatError as exc:
-        raise _fail(source, where, str(exc)) from None
-    settings = settings or {}
-    if not isinstance(settings, dict):
-        raise _fail(source, where, "must be a mapping (podSpecTemplatePaths, trackLifecycle, skipOwned)")
-    unknown = sorted(set(map(str, settings)) - _TRACKED_FIELDS)
-    if unknown:
-        expected = ", ".join(sorted(_TRACKED_FIELDS))
-        raise _fail(source, f"{where}.{unknown[0]}", f"unknown field; expected {expected}")
-    paths = _str_list(settings.get("podSpecTemplatePaths"), source, f"{where}.podSpecTemplatePaths")
-    singular = settings.get("podSpecTemplatePath")
-    if singular is not None:
-        if not isinstance(singular, str):
-            raise _fail(source, f"{where}.podSpecTemplatePath", "must be a string")
-        if not paths:  # SimKube: the deprecated field is ignored when the plural is set
-            paths = (singular,)
-    for i, path in enumerate(paths):
-        try:
-            parse_pointer(path)
-        except ValueError as exc:
-            raise _fail(source, f"{where}.podSpecTemplatePaths[{i}]", str(exc)) from None
-    default = KNOWN_POD_SPEC_TEMPLATE_PATHS.get(gvk)
-    if paths and default is not None and paths != default:
-        raise _fail(
-            source,
-            f"{where}.podSpecTemplatePaths",
-            f"{gvk} is a built-in kind whose template paths are {list(default)}; SimKube rejects others",
-        )
-    return TrackedKind(
-        gvk=gvk,
-        pod_spec_template_paths=paths or default or (),
-        track_lifecycle=_bool(
-            settings.get("trackLifecycle"), source, f"{where}.trackLifecycle", default=False
-        ),
-        skip_owned=_bool(settings.get("skipOwned"), source, f"{where}.skipOwned", default=False),
-    )
-
-
-def _selectors(value: Any, source: str, where: str) -> tuple[LabelSelector, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise _fail(source, where, "must be a list of label selectors")
-    try:
-        return tuple(parse_label_selector(v, f"{where}[{i}]") for i, v in enumerate(value))
-    except ConfigError as exc:
-        raise ConfigError(f"tracer config {source}: {exc}") from None
-
-
-def _allow_deny(value: Any, source: str, where: str, parse: Any) -> tuple[Any, Any]:
-    if value is None:
-        return (), ()
-    if not isinstance(value, dict) or set(map(str, value)) - {"allow", "deny"}:
-        raise _fail(source, where, "must be a mapping with 'allow' and/or 'deny' lists")
-    allow = parse(value.get("allow"), source, f"{where}.allow")
-    return allow, parse(value.get("deny"), source, f"{where}.deny")
-
-
-def _redactions(value: Any, source: str) -> tuple[RedactionRule, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise _fail(source, "redact", "must be a list of rules {kinds, paths, action}")
-    rules = []
-    for i, rule in enumerate(value):
-        where = f"redact[{i}]"
-        if not isinstance(rule, dict) or set(map(str, rule)) - {"kinds", "paths", "action"}:
-            raise _fail(source, where, "must be a mapping with paths, and optionally kinds and action")
-        paths = _str_list(rule.get("paths"), source, f"{where}.paths")
-        if not paths:
-            raise _fail(source, f"{where}.paths", "needs at least one JSON pointer")
-        for j, path in enumerate(paths):
-            try:
-                if not parse_pointer(path):
-                    raise ValueError("redacting the whole object is not allowed; drop the kind instead")
-            except ValueError as exc:
-                raise _fail(source, f"{where}.paths[{j}]", str(exc)) from None
-        kinds: list[GroupVersionKind] = []
-        for j, text in enumerate(_str_list(rule.get("kinds"), source, f"{where}.kinds")):
-            if text == "*":
-                kinds = []
-                break
-            try:
-                kinds.append(GroupVersionKind.parse(text))
-            except FormatError as exc:
-                raise _fail(source, f"{where}.kinds[{j}]", str(exc)) from None
-        action = rule.get("action", "remove")
-        if action not in ("remove", "mask"):
-            raise _fail(source, f"{where}.action", f"must be 'remove' or 'mask', got {action!r}")
-        rules.append(RedactionRule(paths=paths, kinds=tuple(kinds), action=str(action)))
-    return tuple(rules)
 
 
 __all__ = [
