@@ -44,8 +44,8 @@ from pipeline.io.kube.watch import decode_watch_line
 from pipeline.io.metrics import Metrics
 from pipeline.model.keys import ObjectKey
 from pipeline.model.tracer_config import load_tracer_config
-from pipeline.watch import shaper as shaper_module
-from pipeline.watch.shaper import PodTrack
+from pipeline.watch import pod_track
+from pipeline.watch.pod_track import TEMPLATE_HASH_LABELS, PodTrack
 from pipeline.watch.watcher import RV_PREFIX, Watcher, _Stream
 
 MIB = 1024 * 1024
@@ -58,7 +58,7 @@ def _choose_owner_before(track: PodTrack, owner: ObjectKey) -> None:
 
 def _template_hash_before(labels: object) -> str:
     if isinstance(labels, dict):
-        for name in shaper_module.TEMPLATE_HASH_LABELS:
+        for name in TEMPLATE_HASH_LABELS:
             value = labels.get(name)
             if isinstance(value, str):
                 return value[:253]
@@ -68,12 +68,12 @@ def _template_hash_before(labels: object) -> str:
 @contextlib.contextmanager
 def shaper_before() -> Iterator[None]:
     """The shaper's per-pod step as it was up to commit ba23026, for the duration."""
-    now = shaper_module._choose_owner, shaper_module.template_hash_of
-    shaper_module._choose_owner, shaper_module.template_hash_of = _choose_owner_before, _template_hash_before
+    now = pod_track._choose_owner, pod_track.template_hash_of
+    pod_track._choose_owner, pod_track.template_hash_of = _choose_owner_before, _template_hash_before
     try:
         yield
     finally:
-        shaper_module._choose_owner, shaper_module.template_hash_of = now
+        pod_track._choose_owner, pod_track.template_hash_of = now
 
 
 def coming_up(i: int) -> list[tuple[str, dict[str, Any]]]:

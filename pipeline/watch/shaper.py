@@ -20,18 +20,9 @@ The :class:`Shaper` holds what was already published — the latest sanitized ob
   published together with the owner — also when the pod was deleted meanwhile (it is finished at its
   deletion time). Which stream comes first never decides whether lifecycles are recorded.
 
-Event time is when the watcher observed the change, unless the watcher saw it late (after a restart, a
-broker outage, a re-list) and the object carries better evidence: for an applied object the latest of
-``metadata.creationTimestamp`` and the ``metadata.managedFields[].time`` of writes other than to the
-status subresource, for a deleted one its ``deletionTimestamp`` — used when it is at least
-:data:`LATE_AFTER_MS` before the observation (Kubernetes times have 1 s resolution, so a timely
-observation is never that far behind) and not before the key's previous event. Evidence up to one
-second (its resolution) before the previous event may still be of a later change: such an event takes the
-previous event's time, the earliest the change can have happened. Evidence that cannot be of a change
-after the key's previous event is not used: evidence the watcher already saw on the previous
-version (its creation, or a managedFields time that has not moved since). The event then says so:
-its object carries the annotation :data:`TIME_SOURCE_ANNOTATION` naming the source (``managedFields``,
-``creationTimestamp`` or ``deletionTimestamp``); without it the time is the observation's.
+Event time is when the watcher observed the change, unless the watcher saw it late and the object
+carries better evidence: the rules are :mod:`.event_time`'s. What is kept per live pod is
+:mod:`.pod_track`'s :class:`~.pod_track.PodTrack`.
 
 Each method returns a :class:`Shaped`: the events and every record (events, state, resume) to publish as
 one unit.
@@ -39,7 +30,6 @@ one unit.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,23 +41,18 @@ from pipeline.model.errors import FormatError
 from pipeline.model.events import Event, EventType
 from pipeline.model.hashing import object_spec_hash, pod_spec_hash
 from pipeline.model.keys import GroupVersionKind, ObjectKey, key_of, parse_object_key
-from pipeline.model.lifecycle import PodLifecycle, derive_lifecycle, finish_on_delete, parse_k8s_time
+from pipeline.model.lifecycle import PodLifecycle, derive_lifecycle, finish_on_delete
 from pipeline.model.sanitize import deletion_stub, sanitize
 from pipeline.model.tracer_config import TracerConfig
+from pipeline.watch import pod_track  # two of its steps are called through it: see its docstring
+from pipeline.watch.event_time import TIME_SOURCE_ANNOTATION, change_evidence, event_time
 from pipeline.watch.owners import Owner, OwnerResolver
+from pipeline.watch.pod_track import PodTrack, _keep_first_start
 from pipeline.watch.ports import Cluster
 
 POD_GVK = GroupVersionKind("", "v1", "Pod")
 LIFECYCLE_PREFIX = "lifecycle/"
 """Resume-topic key prefix of a pod's last published lifecycle (value: the encoded event)."""
-TIME_SOURCE_ANNOTATION = "kubetape.dev/time-source"
-"""Set on a published object whose event time comes from the object's own evidence, not observation."""
-LATE_AFTER_MS = 1500
-"""An observation this much after the object's evidence of the change is late (evidence has 1 s
-resolution, so a timely observation is up to 1 s after it, plus clock skew)."""
-EVIDENCE_RESOLUTION_MS = 1000
-"""Kubernetes times are truncated to the second: evidence ``at`` means the change happened in
-``[at, at + 1 s)``."""
 
 
 @dataclass(slots=True)
@@ -85,23 +70,6 @@ class Published:
 
 
 @dataclass(slots=True)
-class PodTrack:
-    """What the watcher knows about one live pod."""
-
-    uid: str
-    # None until looked up (restored pods), and again once the owner is chosen: it is not needed then
-    chain: tuple[Owner, ...] | None = None
-    owner: ObjectKey | None = None  # the owner its lifecycles are published under, once chosen
-    pod_spec_hash: int = 0
-    lifecycle: PodLifecycle | None = None  # the last one published
-    # while the owner is not published yet: the owner waited for, and the lifecycle seen meanwhile
-    waiting_for: ObjectKey | None = None
-    seen: PodLifecycle | None = None
-    seen_rv: str = ""
-    template_hash: str = ""  # its pod-template hash label, which its usage samples are split by
-
-
-@dataclass(slots=True)
 class Shaped:
     """The outcome of one observation: events (for metrics and logs) and the records to publish."""
 
@@ -113,83 +81,12 @@ class Shaped:
         self.records += other.records
 
 
-TEMPLATE_HASH_LABELS = ("pod-template-hash", "controller-revision-hash")
-"""The labels naming the template a pod was made from: a ReplicaSet's (Deployments), a revision's
-(StatefulSets, DaemonSets)."""
-
-
-def template_hash_of(labels: object) -> str:
-    """The pod-template hash in a pod's ``labels``, empty when it carries none; one string shared by
-    every pod of the template (interned), not one kept per pod."""
-    if isinstance(labels, Mapping):
-        for name in TEMPLATE_HASH_LABELS:
-            value = labels.get(name)
-            if isinstance(value, str):
-                return sys.intern(value[:253])
-    return ""
-
-
-def _choose_owner(track: PodTrack, owner: ObjectKey) -> None:
-    """The pod's lifecycles go under ``owner`` from now on. Its owner chain is never looked at again,
-    so it is dropped (its hops' keys and kinds were ~0.6 KiB a pod), and the owner's key is one string
-    shared by all its pods (interned) rather than a copy per pod."""
-    track.owner = ObjectKey(sys.intern(owner))
-    track.chain = None
-
-
 def rv_older(candidate: str, published: str) -> bool:
     """Whether ``candidate`` precedes ``published``. resourceVersions are opaque, but every API server
     backed by etcd uses its revision; when either is not a plain integer nothing is considered older."""
     if candidate.isdigit() and published.isdigit():
         return int(candidate) < int(published)
     return False
-
-
-def _time_ms(value: Any) -> int | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        ms = parse_k8s_time(value)
-    except (ValueError, OverflowError):
-        return None
-    return ms if ms >= 0 else None
-
-
-def change_evidence(obj: Mapping[str, Any], *, deleted: bool) -> tuple[int, str] | None:
-    """The object's own evidence of when its last change happened, and its source, or None."""
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        return None
-    if deleted:
-        at = _time_ms(meta.get("deletionTimestamp"))
-        return None if at is None else (at, "deletionTimestamp")
-    best: tuple[int, str] | None = None
-    created = _time_ms(meta.get("creationTimestamp"))
-    if created is not None:
-        best = (created, "creationTimestamp")
-    entries = meta.get("managedFields")
-    for entry in entries if isinstance(entries, list) else []:
-        if not isinstance(entry, Mapping) or entry.get("subresource") == "status":
-            continue  # a status write is not a change of the object (writes through /scale are)
-        at = _time_ms(entry.get("time"))
-        if at is not None and (best is None or at > best[0]):
-            best = (at, "managedFields")
-    return best
-
-
-def event_time(
-    observed_ms: int, evidence: tuple[int, str] | None, not_before_ms: int
-) -> tuple[int, str | None]:
-    """The event time (and the evidence's source, None for the observation) of a change observed at
-    ``observed_ms``; see the module docstring."""
-    if evidence is None:
-        return observed_ms, None
-    at, source = evidence
-    if observed_ms - at < LATE_AFTER_MS or at + EVIDENCE_RESOLUTION_MS <= not_before_ms:
-        return observed_ms, None
-    # a change written in the same second as the key's previous event: the truncated time reads as before
-    # that event, but the change came after it
-    return max(at, not_before_ms), source
 
 
 def _evidence_of_this_change(
@@ -210,17 +107,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(meta, Mapping):
         raise FormatError(f"object without metadata: kind={obj.get('kind')!r}")
     return meta
-
-
-def _keep_first_start(new: PodLifecycle | None, old: PodLifecycle | None) -> PodLifecycle | None:
-    """A pod seen running and now finished with another start time (a restarted container, or KWOK's
-    completion stages, which stamp ``startedAt`` anew) finished at the new end but started at the first
-    start. SimKube refuses such an update and only guesses an end at deletion; keeping the first start
-    and the real end is what its partial order means, and pods that are never deleted still finish."""
-    if new is None or old is None or old.finished or not new.finished or new.start_ms == old.start_ms:
-        return new
-    assert new.end_ms is not None
-    return PodLifecycle(old.start_ms, max(new.end_ms, old.start_ms))
 
 
 MAX_GONE_WAITING = 10_000
@@ -357,7 +243,7 @@ class Shaper:
             return out
         if track is None:
             track = self.pods[key] = PodTrack(uid)
-        track.template_hash = template_hash_of(meta.get("labels"))
+        track.template_hash = pod_track.template_hash_of(meta.get("labels"))
         chain = track.chain
         if chain is None and track.owner is None:
             namespace = meta.get("namespace")
@@ -385,7 +271,7 @@ class Shaper:
                     track.waiting_for = wait_for
                     self.waiting.setdefault(wait_for, set()).add(key)
                 return out
-            _choose_owner(track, owner)
+            pod_track._choose_owner(track, owner)
         lifecycle = _keep_first_start(derive_lifecycle(pod), track.lifecycle or track.seen)
         track.seen = None
         if lifecycle is None or not lifecycle.supersedes(track.lifecycle):
@@ -420,7 +306,7 @@ class Shaper:
                         track.waiting_for = wait_for
                         self.waiting.setdefault(wait_for, set()).add(key)
                     continue
-                _choose_owner(track, owner)
+                pod_track._choose_owner(track, owner)
                 seen, track.seen = track.seen, None
                 if seen is not None:
                     out.extend(self._lifecycle(key, track, seen, ts_ms, track.seen_rv))

@@ -50,8 +50,9 @@ from pipeline.model.keys import ObjectKey, object_key
 from pipeline.model.quantity import cpu_millicores, memory_bytes, parse_quantity
 from pipeline.model.tracer_config import TracerConfig
 from pipeline.model.usage import CONTAINERS_MAX, ContainerUsage, UsageSample
+from pipeline.watch.pod_track import template_hash_of
 from pipeline.watch.ports import Bus, PodMetricsSource
-from pipeline.watch.shaper import Shaper, template_hash_of
+from pipeline.watch.shaper import Shaper
 
 log = logging.getLogger("kubetape.watcher.usage")
 

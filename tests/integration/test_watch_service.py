@@ -32,7 +32,7 @@ from pipeline.model.keys import ClusterId, split_message_key
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack
 from pipeline.stack.state import StackInfo
-from pipeline.watch.shaper import TIME_SOURCE_ANNOTATION
+from pipeline.watch.event_time import TIME_SOURCE_ANNOTATION
 from tests.polling import crd_established
 
 REPO = Path(__file__).resolve().parents[2]

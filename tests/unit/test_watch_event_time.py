@@ -10,7 +10,8 @@ from pipeline.formats.wire.codec import encode_event
 from pipeline.io.metrics import Metrics
 from pipeline.model.events import Event, EventType
 from pipeline.model.tracer_config import TracerConfig
-from pipeline.watch.shaper import LATE_AFTER_MS, TIME_SOURCE_ANNOTATION, Shaper
+from pipeline.watch.event_time import LATE_AFTER_MS, TIME_SOURCE_ANNOTATION
+from pipeline.watch.shaper import Shaper
 from pipeline.watch.watcher import Watcher
 from tests.unit.test_watch_shaper import GetOnlyCluster
 from tests.unit.test_watch_watcher import FAST, FakeBus, FakeCluster, run_until
