@@ -28,7 +28,7 @@ from pipeline.io.kafka.access import (
 from pipeline.io.kafka.clients import ConsumerClient, new_consumer, new_producer, stop_consumer
 from pipeline.io.kafka.diagnose import refusal
 from pipeline.io.kafka.message import Message, PartitionBatch
-from pipeline.io.kafka.publisher import refused
+from pipeline.io.kafka.send_errors import refused
 from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, KafkaSettings
 from pipeline.io.kafka.topic_id import TopicIdRequest, topic_id_of
 from pipeline.model.errors import TransientError
