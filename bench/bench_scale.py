@@ -163,12 +163,18 @@ def cluster_hour(args: argparse.Namespace) -> tuple[list[Event], dict[str, Any]]
 
 # ---- an independent judgement ---------------------------------------------------------------------
 def asked_for(events: list[Event]) -> dict[str, list[tuple[int, int]]]:
-    """Per Deployment, (trace ms, spec.replicas) at each change, from the trace's own objects."""
+    """Per Deployment, (trace ms, spec.replicas) at each change, from the trace's own objects. Of two
+    writes in one millisecond only the last counts: the first was the Deployment's state for no time at
+    all, so no replay can be held to it (judging by it had let a count of 2 pass under writes of 1 then
+    0 at one instant)."""
     out: dict[str, list[tuple[int, int]]] = {}
     for event in sorted(events, key=lambda e: e.ts_ms):
         replicas = ((event.obj or {}).get("spec") or {}).get("replicas")
         if isinstance(replicas, int):
-            out.setdefault(str(event.key), []).append((event.ts_ms, replicas))
+            timeline = out.setdefault(str(event.key), [])
+            if timeline and timeline[-1][0] == event.ts_ms:
+                timeline.pop()
+            timeline.append((event.ts_ms, replicas))
     return out
 
 

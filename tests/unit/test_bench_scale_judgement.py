@@ -3,7 +3,7 @@ the stated settle, however fast the clock ran between samples (issue 33: they on
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bench.bench_scale import deployment, judge_independently
@@ -24,6 +24,7 @@ steps = st.lists(
 
 @settings(max_examples=100, deadline=None)
 @given(changes, steps, st.sampled_from([1_000.0, 5_000.0, 15_000.0]))
+@example(asked=[("a", 0, 1), ("a", 0, 0)], taken=[(0, 2, 0)], settle_ms=1_000.0)  # two writes in one ms
 def test_the_report_and_the_independent_judgement_agree(
     asked: list[tuple[str, int, int]], taken: list[tuple[int, int, int]], settle_ms: float
 ) -> None:
