@@ -171,7 +171,7 @@ def _build_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     env = _go_env()
     logs = cache_root() / "logs"
-    report("First start: building the simulated cluster's binaries (cached afterwards; ~11 min on 2 cores)")
+    report("First start: building the simulated cluster's binaries (cached afterwards; ~4 min, 2 idle cores)")
     log = logs / f"{versions.kube_key}-build.log"
     _build_cluster_binaries(GoWork(go, work / "all", env, report, log), versions, partial)
 
