@@ -14,9 +14,10 @@ a checkpoint. Its source is a :class:`pipeline.io.kafka.reader.TopicReader`; uni
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from pipeline.analytics.consumer import AnalyticsConsumer, BatchContext
 from pipeline.formats.wire.codec import decode_event
@@ -65,11 +66,20 @@ class RunStats:
     batches: int = 0
 
 
-class ConsumerRunner:
-    """``await ConsumerRunner(consumer, source).run()`` until :meth:`stop` or the end of a range."""
+ConsumerT = TypeVar("ConsumerT", bound=AnalyticsConsumer)
+RecordT = TypeVar("RecordT")
+
+
+class _TopicRunner(ABC, Generic[ConsumerT, RecordT]):
+    """What :class:`ConsumerRunner` (``kubetape.events``) and :class:`UsageRunner` (``kubetape.usage``)
+    share as the consume loop's handler of one topic: decode each batch, hand it to the consumer,
+    checkpoint the consumer. Each says how a message decodes, where a batch goes and what closing does."""
+
+    _skipped = "skipped an undecodable message"
+    """What the log says when a message does not decode."""
 
     def __init__(
-        self, consumer: AnalyticsConsumer, source: MessageSource, settings: LoopSettings | None = None
+        self, consumer: ConsumerT, source: MessageSource, settings: LoopSettings | None = None
     ) -> None:
         self.consumer = consumer
         self.source = source
@@ -84,25 +94,30 @@ class ConsumerRunner:
         await self._loop.run()
         return self.stats
 
+    @abstractmethod
+    def _decode(self, data: bytes, where: str) -> RecordT:
+        """One message's value decoded; FormatError when it does not decode (``where`` names it)."""
+
+    @abstractmethod
+    def _hand_over(self, records: list[RecordT], context: BatchContext) -> None:
+        """Give the consumer a decoded batch."""
+
     # ---- the consume loop's handler ----------------------------------------------------------------
     def add(self, messages: Sequence[Message]) -> None:
         """Decode ``messages`` (undecodable ones counted, logged and skipped) and hand them over."""
-        events: list[Event] = []
+        records: list[RecordT] = []
         for message in messages:
             where = f"{self.source.description} partition {message.partition} offset {message.offset}"
             try:
                 if message.value is None:
                     raise FormatError(f"{where}: empty message (a tombstone has no place on this topic)")
-                events.append(decode_event(message.value, where))
+                records.append(self._decode(message.value, where))
             except FormatError as exc:
                 self.stats.undecodable += 1
-                log.warning(
-                    "skipped an undecodable message",
-                    extra={"ctx": {"consumer": self.consumer.name, "error": str(exc)}},
-                )
+                log.warning(self._skipped, extra={"ctx": {"consumer": self.consumer.name, "error": str(exc)}})
         context = BatchContext(self.source.description, self.source.lag(), self.stats.undecodable)
-        self.consumer.on_batch(events, context)
-        self.stats.events += len(events)
+        self._hand_over(records, context)
+        self.stats.events += len(records)
         self.stats.batches += 1
 
     def flush(self) -> None:
@@ -110,52 +125,34 @@ class ConsumerRunner:
         self.consumer.checkpoint()
         self.stats.checkpoints += 1
 
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class ConsumerRunner(_TopicRunner[AnalyticsConsumer, Event]):
+    """``await ConsumerRunner(consumer, source).run()`` until :meth:`stop` or the end of a range."""
+
+    def _decode(self, data: bytes, where: str) -> Event:
+        return decode_event(data, where)
+
+    def _hand_over(self, records: list[Event], context: BatchContext) -> None:
+        self.consumer.on_batch(records, context)
+
     def close(self) -> None:
         self.consumer.close()
 
 
-class UsageRunner:
+class UsageRunner(_TopicRunner[UsageConsumer, UsageSample]):
     """``await UsageRunner(consumer, source).run()``: ``kubetape.usage`` into ``consumer.on_usage``;
     the consumer's :meth:`~AnalyticsConsumer.close` stays the event runner's."""
 
-    def __init__(
-        self, consumer: UsageConsumer, source: MessageSource, settings: LoopSettings | None = None
-    ) -> None:
-        self.consumer = consumer
-        self.source = source
-        self.stats = RunStats()
-        self._loop = ConsumeLoop(source, self, settings)
+    _skipped = "skipped an undecodable usage sample"
 
-    def stop(self) -> None:
-        self._loop.stop()
+    def _decode(self, data: bytes, where: str) -> UsageSample:
+        return decode_usage(data, where)
 
-    async def run(self) -> RunStats:
-        await self._loop.run()
-        return self.stats
-
-    def add(self, messages: Sequence[Message]) -> None:
-        """Decode ``messages`` (undecodable ones counted, logged and skipped) and hand them over."""
-        samples: list[UsageSample] = []
-        for message in messages:
-            where = f"{self.source.description} partition {message.partition} offset {message.offset}"
-            try:
-                if message.value is None:
-                    raise FormatError(f"{where}: empty message (a tombstone has no place on this topic)")
-                samples.append(decode_usage(message.value, where))
-            except FormatError as exc:
-                self.stats.undecodable += 1
-                log.warning(
-                    "skipped an undecodable usage sample",
-                    extra={"ctx": {"consumer": self.consumer.name, "error": str(exc)}},
-                )
-        context = BatchContext(self.source.description, self.source.lag(), self.stats.undecodable)
-        self.consumer.on_usage(samples, context)
-        self.stats.events += len(samples)
-        self.stats.batches += 1
-
-    def flush(self) -> None:
-        self.consumer.checkpoint()
-        self.stats.checkpoints += 1
+    def _hand_over(self, records: list[UsageSample], context: BatchContext) -> None:
+        self.consumer.on_usage(records, context)
 
     def close(self) -> None:
         pass
