@@ -184,21 +184,22 @@ def decoded_event(  # noqa: PLR0917 - positional on purpose: decoders pass the w
     Decoders build hundreds of thousands of events; this skips the dataclass ``__init__`` machinery,
     which costs about a fifth of decoding an event, and keeps the validation.
     """
-    e: Event = _new_object(Event)
-    _set_field(e, "type", event_type)
-    _set_field(e, "ts_ms", ts_ms)
-    _set_field(e, "key", key)
-    _set_field(e, "uid", uid)
-    _set_field(e, "resource_version", resource_version)
-    _set_field(e, "obj", obj)
-    _set_field(e, "spec_hash", spec_hash)
-    _set_field(e, "owner_key", owner_key)
-    _set_field(e, "pod_spec_hash", pod_spec_hash)
-    _set_field(e, "pod_start_ms", pod_start_ms)
-    _set_field(e, "pod_end_ms", pod_end_ms)
-    _set_field(e, "gap_from_rv", gap_from_rv)
-    _set_field(e, "gap_to_rv", gap_to_rv)
-    _set_field(e, "gap_reason", gap_reason)
+    e = prechecked_event(
+        event_type,
+        ts_ms,
+        key,
+        uid,
+        resource_version,
+        obj,
+        spec_hash,
+        owner_key,
+        pod_spec_hash,
+        pod_start_ms,
+        pod_end_ms,
+        gap_from_rv,
+        gap_to_rv,
+        gap_reason,
+    )
     problem = event_problem(e)
     if problem is not None:
         raise FormatError(f"invalid {event_type.value} event for {key!r} at {ts_ms!r}: {problem}")
