@@ -202,6 +202,23 @@ async def test_duration_cuts_the_trace_and_extends_the_run() -> None:
     assert clock2.now() - 1000.0 == pytest.approx(30.0)
 
 
+async def test_the_trace_clock_stops_at_the_duration_while_the_run_ends() -> None:
+    """What is sampled after the last step (while steps drain, while the cluster is waited for) is of
+    the trace's end, never of an instant past it."""
+    clock = FakeClock()
+
+    async def run(step: ScheduledStep[str]) -> None:
+        clock.t += 3.0  # a step that takes 3 wall seconds, past the end at speed 10
+
+    sched: Scheduler[str] = Scheduler(run, clock=clock, speed=10, duration_ms=20_000)
+    await sched.run(steps((0, "a"), (19_000, "b")))
+    assert clock.now() - 1000.0 > 2.0 + 3.0  # the run ended past the end in wall time
+    assert sched.sim_elapsed_ms() == 20_000
+    sched.set_speed(100)  # a new speed after the end moves nothing
+    clock.t += 5.0
+    assert sched.sim_elapsed_ms() == 20_000
+
+
 async def test_unsorted_steps_are_rejected() -> None:
     async def run(step: ScheduledStep[str]) -> None:
         return None

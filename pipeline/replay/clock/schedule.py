@@ -264,13 +264,16 @@ class Scheduler(Generic[T]):
         return self._instant_of(offset_ms)
 
     def sim_elapsed_ms(self) -> float:
-        """Trace time covered so far (wall time since start, minus pauses, times speed)."""
+        """Trace time covered so far (wall time since start, minus pauses, times speed), never past
+        ``duration_ms``: the trace ends there. A sample taken while the last steps drain, or while the
+        cluster is waited for at the end, is of the trace's end; at speed max the clock had run 2.6
+        trace seconds past a range's end by the last sample, so the report judged an instant the range
+        does not have."""
         if self._t0 is None:
             return 0.0
         self._reach_limit()
-        if self._paused_at is not None:
-            return self._paused_ms
-        return self._elapsed_at(self.clock.now())
+        covered = self._paused_ms if self._paused_at is not None else self._elapsed_at(self.clock.now())
+        return covered if self.duration_ms is None else min(covered, float(self.duration_ms))
 
     def _elapsed_at(self, now: float) -> float:
         """Trace time covered by clock instant ``now`` if the clock ran since the last pause."""
