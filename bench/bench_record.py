@@ -95,7 +95,8 @@ def say(message: str) -> None:
 # ---- processes and what they cost --------------------------------------------------------------------
 @dataclass
 class Measured:
-    """A kubetape command as a child process, its peak RSS and CPU taken from the kernel at its exit."""
+    """A kubetape command as a child process, its peak RSS and CPU taken from the kernel at its exit
+    (``wait4``, by :mod:`bench.peak_of`, which starts it: see there why not by this process)."""
 
     name: str
     argv: list[str]
@@ -104,15 +105,24 @@ class Measured:
     runner: list[str] = field(default_factory=lambda: ["-m", "services.cli"])
     """How the command is run by this interpreter: the CLI, or :mod:`bench.traced_watch` around it."""
     proc: subprocess.Popen[bytes] = field(init=False)
+    """The :mod:`bench.peak_of` process around the command."""
+    _usage: Path = field(init=False)
+    """Where :mod:`bench.peak_of` writes the command's figures (and, beside it, its pid)."""
     peak_rss_mib: float | None = None
     cpu_s: float | None = None
     exit_code: int | None = None
 
     def __post_init__(self) -> None:
         http = ["--http-port", str(self.port)] if self.port is not None else []
+        self._usage = self.log.with_name(f"{self.log.stem}.usage.json")
+        self._usage.unlink(missing_ok=True)
+        self._usage.with_name(self._usage.name + ".pid").unlink(missing_ok=True)
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, *self.runner, *self.argv, *http],
+                [
+                    *(sys.executable, "-m", "bench.peak_of", str(self._usage)),
+                    *(sys.executable, *self.runner, *self.argv, *http),
+                ],
                 cwd=REPO_ROOT,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -132,24 +142,32 @@ class Measured:
             time.sleep(0.5)
         raise SystemExit(f"the {self.name} was not ready within {timeout_s:.0f} s; see {self.log}")
 
+    @property
+    def pid(self) -> int:
+        """The command's own pid (not its :mod:`bench.peak_of` starter's), once it has started."""
+        pid_file = self._usage.with_name(self._usage.name + ".pid")
+        deadline = time.monotonic() + 30.0
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return int(pid_file.read_text())
+
     def finish(self, *, terminate: bool, timeout_s: float = 600.0) -> int:
         """Stop it (SIGTERM) or let it end, and take its peak RSS and CPU from ``wait4``."""
         if terminate:
             self.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                self.proc.kill()
-                pid, status, usage = os.wait4(self.proc.pid, 0)
-                break
-            time.sleep(0.2)
-        self.proc.returncode = self.exit_code = os.waitstatus_to_exitcode(status)
-        self.peak_rss_mib = round(usage.ru_maxrss * 1024 / MIB, 1)  # KiB on Linux
-        self.cpu_s = round(usage.ru_utime + usage.ru_stime, 1)
-        return self.exit_code
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.kill(self.pid, signal.SIGKILL)
+            self.proc.wait()
+        try:
+            usage = json.loads(self._usage.read_text())
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"bench_record: no figures of the {self.name} ({exc}); see {self.log}") from None
+        self.exit_code = usage["exit_code"]
+        self.peak_rss_mib = round(usage["maxrss_kib"] * 1024 / MIB, 1)  # KiB on Linux
+        self.cpu_s = round(usage["cpu_s"], 1)
+        return int(usage["exit_code"])
 
 
 def resident_mib(pid: int) -> dict[str, float]:
@@ -648,7 +666,7 @@ def measure(stack: Any, info: Any, workdir: Path, args: argparse.Namespace) -> d
 
     def mark(phase: str) -> None:
         """The watcher's and the sink's resident memory at the end of ``phase`` (and their peak so far)."""
-        marks[phase] = {m.name: resident_mib(m.proc.pid) for m in (watcher, sink)}
+        marks[phase] = {m.name: resident_mib(m.pid) for m in (watcher, sink)}
 
     mark("ready")
     start_ms = int(time.time() * 1000)
