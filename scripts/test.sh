@@ -4,7 +4,8 @@
 # each phase took at the end, passed or not, so that a slow phase shows in every CI log.
 #
 # Unit tests run in parallel (pytest-xdist, one worker per CPU; KUBETAPE_TEST_WORKERS overrides);
-# integration and e2e tests run in one session, one after the other, sharing one local stack.
+# integration and e2e tests run on two workers (KUBETAPE_STACK_WORKERS overrides), each with a local
+# stack of its own, a module whole on one worker (tests/conftest.py says why and in which order).
 # Arguments select tests as with pytest (`scripts/test.sh tests/unit/test_x.py -k name`): then one
 # pytest run takes them as they are.
 set -euo pipefail
@@ -70,5 +71,6 @@ if [ "$#" -gt 0 ]; then
   timed pytest pytest_run --basetemp "$basetemp/pytest" "$@"
 else
   timed unit pytest_run --basetemp "$basetemp/unit" -n "${KUBETAPE_TEST_WORKERS:-auto}" tests/unit
-  timed integration+e2e pytest_run --basetemp "$basetemp/stack" --durations=15 tests/integration tests/e2e
+  timed integration+e2e pytest_run --basetemp "$basetemp/stack" --durations=15 \
+    -n "${KUBETAPE_STACK_WORKERS:-2}" --dist loadgroup tests/integration tests/e2e
 fi

@@ -1,5 +1,6 @@
 """Session fixtures: the real local stack (one Kafka broker, one S3 server, KWOK clusters ``source`` and
-``sim``), started once per test session in a private directory and stopped at the end.
+``sim``), started once per test session (per pytest-xdist worker) in a private directory and stopped at
+the end.
 
 With ``CI=true`` a stack that cannot be built or started fails every test that needs it; elsewhere
 those tests are skipped with the reason, so unit tests stay usable on a laptop without Go or Java.
@@ -26,6 +27,42 @@ from tests.phase_times import (  # noqa: F401 - hooks: the phase times scripts/t
     pytest_runtest_logstart,
     pytest_sessionfinish,
 )
+
+# Integration and e2e tests run on pytest-xdist workers (scripts/test.sh), each worker with a local stack of
+# its own: the tests mostly wait on the clusters' controllers and timers, so two stacks side by side take
+# about half the wall time of one. A module runs whole on one worker (its module fixtures start once), the
+# e2e modules together (they share one recording). The modules that take longest go first, so that no
+# worker is left with a long module at the end while the other idles.
+_LONGEST_FIRST = (
+    "tests/integration/test_autoscaler.py",
+    "tests/integration/test_metrics_stack.py",
+    "tests/e2e",
+    "tests/integration/test_replay_traces.py",
+    "tests/integration/test_analytics_sweep.py",
+    "tests/integration/test_sink.py",
+)
+
+
+def _stack_group(nodeid: str) -> str | None:
+    """The xdist group of a test that needs the local stack: its module, or ``tests/e2e`` (None for
+    unit tests, which pytest-xdist distributes one by one)."""
+    module = nodeid.split("::", 1)[0]
+    if module.startswith("tests/e2e/"):
+        return "tests/e2e"
+    return module if module.startswith("tests/integration/") else None
+
+
+def _order(item: pytest.Item) -> int:
+    group = _stack_group(item.nodeid)
+    return _LONGEST_FIRST.index(group) if group in _LONGEST_FIRST else len(_LONGEST_FIRST)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _stack_group(item.nodeid)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=_order)  # stable: a module's tests keep their order
 
 
 def _in_ci() -> bool:
