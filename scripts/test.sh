@@ -72,5 +72,5 @@ if [ "$#" -gt 0 ]; then
 else
   timed unit pytest_run --basetemp "$basetemp/unit" -n "${KUBETAPE_TEST_WORKERS:-auto}" tests/unit
   timed integration+e2e pytest_run --basetemp "$basetemp/stack" --durations=15 \
-    -n "${KUBETAPE_STACK_WORKERS:-2}" --dist loadgroup tests/integration tests/e2e
+    -n "${KUBETAPE_STACK_WORKERS:-2}" --dist loadscope --no-loadscope-reorder tests/integration tests/e2e
 fi

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
 
 from pipeline.model.errors import StackError
 from pipeline.stack import s3
@@ -43,13 +45,10 @@ _LONGEST_FIRST = (
 )
 
 
-def _stack_group(nodeid: str) -> str | None:
-    """The xdist group of a test that needs the local stack: its module, or ``tests/e2e`` (None for
-    unit tests, which pytest-xdist distributes one by one)."""
+def _stack_group(nodeid: str) -> str:
+    """The unit of work one worker runs whole: a test module, or all of ``tests/e2e``."""
     module = nodeid.split("::", 1)[0]
-    if module.startswith("tests/e2e/"):
-        return "tests/e2e"
-    return module if module.startswith("tests/integration/") else None
+    return "tests/e2e" if module.startswith("tests/e2e/") else module
 
 
 def _order(item: pytest.Item) -> int:
@@ -58,11 +57,21 @@ def _order(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        group = _stack_group(item.nodeid)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=_order)  # stable: a module's tests keep their order
+
+
+class _StackGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no type hints
+    """pytest-xdist's scope scheduling with :func:`_stack_group` as the scope. (Its ``xdist_group``
+    marks would say the same, but with pytest 9 the group never reaches the scheduler: the node ids it
+    receives lack the ``@group`` suffix the worker sets.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return _stack_group(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadScopeScheduling | None:
+    """``--dist loadscope`` (as scripts/test.sh runs the integration and e2e tests): by stack group."""
+    return _StackGroupScheduling(config, log) if config.getvalue("dist") == "loadscope" else None
 
 
 def _in_ci() -> bool:
