@@ -64,7 +64,7 @@ if $for_tests; then
   echo "[bootstrap] checking the dashboard checker's build (Grafana's Foundation SDK; ~2 min of CPU the first time)" >&2
   .venv/bin/python -m pipeline.stack.build dashboard-check >/dev/null
 fi
-echo "[bootstrap] checking the local stack's build cache (the first build takes ~4 minutes on 2 idle cores; the tests add ~7 for Karpenter and metrics-server)" >&2
+echo "[bootstrap] checking the local stack's build cache (the first build takes ~4 minutes on 2 idle cores; the tests add ~1 for Karpenter and metrics-server)" >&2
 if $for_tests; then
   .venv/bin/kubetape stack build --autoscaler karpenter --metrics >/dev/null
 else

@@ -1,13 +1,14 @@
 """Karpenter with its KWOK cloud provider, as a plain process beside a KWOK cluster of the stack.
 
-Built once per version from the Go module proxy (``sigs.k8s.io/karpenter``, package ``kwok``) into
-``<cache>/bin/karpenter-<version>/`` with the CRDs of the same version. Upstream binds its metrics and
-health endpoints to every interface (``fmt.Sprintf(":%d", …)``) with no flag to change the address;
-the stack binds everything to 127.0.0.1, so the build patches those two lines in a private copy of the
-module's source and fails if the patch no longer applies (a new version must be looked at, not run
-open to the network). The same copy turns two consolidation timers that are constants upstream (the
-disruption polling period, the validation delay of a consolidation command) into environment variables,
-so that a replay can divide them by its speed like every other timer.
+Built once per version, on first use, from the stack's Go module (``sigs.k8s.io/karpenter``, package
+``kwok``; :mod:`pipeline.stack.go_module`) into ``<cache>/bin/karpenter-<version>…/`` with the CRDs of
+the same version. Upstream binds its metrics and health endpoints to every interface
+(``fmt.Sprintf(":%d", …)``) with no flag to change the address; the stack binds everything to
+127.0.0.1, so the build patches those two lines in a private copy of the module's source and fails if
+the patch no longer applies (a new version must be looked at, not run open to the network). The same
+copy turns two consolidation timers that are constants upstream (the disruption polling period, the
+validation delay of a consolidation command) into environment variables, so that a replay can divide
+them by its speed like every other timer.
 
 Karpenter runs outside the cluster: the cluster's kubeconfig, no leader election (v1.15 has no webhooks), its
 instance types from a small file (the embedded list has 144 types, which costs a 2-core machine seconds
@@ -20,26 +21,31 @@ import functools
 import json
 import os
 import shutil
-import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack.build import GoWork
 from pipeline.stack.build_lock import build_once
+from pipeline.stack.go_module import (
+    KARPENTER_DIR,
+    KARPENTER_PACKAGE,
+    POLLING_PERIOD_ENV,
+    VALIDATION_DELAY_ENV,
+    build_go_programs,
+    ensure_go_module,
+)
 from pipeline.stack.kwok import RESOURCES, KwokCluster
 from pipeline.stack.processes import (
     free_port,
     http_probe,
     pid_alive,
-    require_tool,
     spawn_detached,
     terminate_process_group,
     wait_until_ready,
 )
 from pipeline.stack.progress import Reporter
-from pipeline.stack.versions import KARPENTER_GO_TOOLCHAIN, StackVersions, cache_root, karpenter_dir
+from pipeline.stack.versions import StackVersions, karpenter_dir
 
 BINARY = "karpenter-kwok"
 DEFAULT_INSTANCE_TYPES = RESOURCES / "karpenter-instance-types.json"
@@ -48,42 +54,6 @@ SYSTEM_NAMESPACE = "kube-system"
 # The provider's CRDs live in two places of the module; NodeOverlays and CapacityBuffers are watched
 # by Karpenter at start, so every chart CRD is installed, not only NodePool and NodeClaim.
 _CRD_DIRS = ("kwok/charts/crds", "kwok/apis/crds")
-POLLING_PERIOD_ENV = "KUBETAPE_DISRUPTION_POLLING_PERIOD"
-VALIDATION_DELAY_ENV = "KUBETAPE_CONSOLIDATION_VALIDATION_DELAY"
-# (file, upstream text, replacement, occurrences): each must match exactly, or the build stops
-_PATCHES = (
-    # metrics and health probe on loopback
-    ("pkg/operator/operator.go", 'fmt.Sprintf(":%d", ', 'fmt.Sprintf("127.0.0.1:%d", ', 2),
-    # two consolidation timers that no flag reaches, read from the environment so that a replay can
-    # divide them by its speed like the others (unset: upstream's values)
-    (
-        "pkg/controllers/disruption/controller.go",
-        "const pollingPeriod = 10 * time.Second",
-        f'var pollingPeriod = kubetapeDuration("{POLLING_PERIOD_ENV}", 10*time.Second)',
-        1,
-    ),
-    (
-        "pkg/controllers/disruption/consolidation.go",
-        "const commandValidationDelay = 15 * time.Second",
-        f'var commandValidationDelay = kubetapeDuration("{VALIDATION_DELAY_ENV}", 15*time.Second)',
-        1,
-    ),
-)
-_ENV_HELPER = """package disruption
-
-import (
-	"os"
-	"time"
-)
-
-// kubetapeDuration is added by kubetape's build: a duration from the environment, else the default.
-func kubetapeDuration(name string, fallback time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
-		return d
-	}
-	return fallback
-}
-"""
 READY_TIMEOUT_S = 180.0
 
 
@@ -97,37 +67,19 @@ def ensure_karpenter(versions: StackVersions, report: Reporter) -> Path:
 
 def _build_karpenter(versions: StackVersions, report: Reporter) -> Path:
     out = karpenter_dir(versions)
-    go = require_tool("go", "build Karpenter's KWOK provider from the Go module proxy")
-    env = {
-        **os.environ,
-        # v1.15's go.mod asks for a newer Go than distributions ship; the go command fetches this
-        # toolchain from the module proxy (no other download)
-        "GOTOOLCHAIN": KARPENTER_GO_TOOLCHAIN,
-        "CGO_ENABLED": "0",
-        "GOFLAGS": "-mod=mod",
-    }
-    logs = cache_root() / "logs"
-    log = logs / f"{versions.karpenter_key}.log"
-    work = cache_root() / "gowork" / versions.karpenter_key
-    work.mkdir(parents=True, exist_ok=True)
-    build = GoWork(go, work, env, report, log)
-    record = build.download(
-        f"sigs.k8s.io/karpenter@{versions.karpenter}", f"Go toolchain {KARPENTER_GO_TOOLCHAIN}"
-    )
-    module = Path(record["Dir"])
-    source = work / "src"
-    shutil.rmtree(source, ignore_errors=True)
-    shutil.copytree(module, source)
-    _make_writable(source)
-    _patch(source)
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    (partial / "crds").mkdir(parents=True)
-    GoWork(go, source, env, report, log).run(
-        ["build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial / BINARY), "./kwok"],
-        f"Karpenter {versions.karpenter} (KWOK provider): compiling",
-        heartbeat_s=60.0,
+    build_go_programs(
+        versions,
+        report,
+        [KARPENTER_PACKAGE],
+        partial,
+        step=f"Karpenter {versions.karpenter} (KWOK provider): compiling",
     )
+    # go names the binary after the package: kwok
+    (partial / "kwok").replace(partial / BINARY)
+    source = ensure_go_module(versions, report) / KARPENTER_DIR
+    (partial / "crds").mkdir()
     for crd_dir in _CRD_DIRS:
         for crd in sorted((source / crd_dir).glob("*.yaml")):
             shutil.copy(crd, partial / "crds" / crd.name)
@@ -140,26 +92,6 @@ def _build_karpenter(versions: StackVersions, report: Reporter) -> Path:
     return out
 
 
-def _make_writable(tree: Path) -> None:
-    # the module cache is read-only; the copy must be editable (and deletable on the next build)
-    for path in [tree, *tree.rglob("*")]:
-        path.chmod(path.stat().st_mode | stat.S_IWUSR)
-
-
-def _patch(source: Path) -> None:
-    for relative, upstream, replacement, count in _PATCHES:
-        path = source / relative
-        text = path.read_text()
-        found = text.count(upstream)
-        if found != count:
-            raise StackError(
-                f"cannot patch Karpenter: expected {count} {upstream!r} in {relative}, found {found}; this "
-                f"Karpenter version needs the patches in pipeline/stack/karpenter.py updated"
-            )
-        path.write_text(text.replace(upstream, replacement))
-    (source / "pkg/controllers/disruption/kubetape_env.go").write_text(_ENV_HELPER)
-
-
 @dataclass(frozen=True, slots=True)
 class KarpenterSettings:
     """How Karpenter is started. Its timers are Karpenter's defaults unless a replay scales them."""
@@ -169,7 +101,7 @@ class KarpenterSettings:
     instance_types: Path = DEFAULT_INSTANCE_TYPES
     log_level: str = "info"
     polling_period_s: float = 10.0
-    """How often the disruption controller looks for nodes to consolidate (patched in, see _PATCHES)."""
+    """How often the disruption controller looks for nodes to consolidate (patched in: KARPENTER_PATCHES)."""
     validation_delay_s: float = 15.0
     """How long a consolidation command waits before it is validated and acts (patched in)."""
 

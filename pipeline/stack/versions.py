@@ -6,6 +6,7 @@ the second start of an unchanged stack takes seconds.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,18 +18,18 @@ KAFKA_LOG4J_VERSION = "2.25.4"
 K8S_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.14"
 KWOK_VERSION = "v0.8.0"
-# Karpenter's own KWOK cloud provider (its `kwok/` main package); v1.15's go.mod asks for Go 1.26.9+.
+# Karpenter's own KWOK cloud provider (its `kwok/` main package).
 KARPENTER_VERSION = "v1.15.0"
-KARPENTER_GO_TOOLCHAIN = "go1.26.10"
-# kubetape's patches to Karpenter's source (pipeline/stack/karpenter.py); a change to them bumps this so
+# kubetape's patches to Karpenter's source (pipeline/stack/go_module.py); a change to them bumps this so
 # that builds with other patches are not taken for this one
-KARPENTER_PATCH_LEVEL = "kt2"
+KARPENTER_PATCH_LEVEL = "kt3"
 # The local S3 server; 4.x runs on Java 17 and honours If-None-Match / If-Match on PUT.
 S3PROXY_VERSION = "4.1.0"
 # The Metrics API over KWOK's emulated kubelet metrics; >= 0.7 reads a node's
-# metrics.k8s.io/resource-metrics-path annotation, which is how it finds KWOK's per-node paths.
-METRICS_SERVER_VERSION = "v0.8.0"
-# kubetape's patch to metrics-server's source (pipeline/stack/build.py, _METRICS_SERVER_PATCHES): its
+# metrics.k8s.io/resource-metrics-path annotation, which is how it finds KWOK's per-node paths. 0.9 is
+# built against the Kubernetes 1.36 libraries, as the cluster is (pipeline/stack/go_module.py).
+METRICS_SERVER_VERSION = "v0.9.0"
+# kubetape's patch to metrics-server's source (pipeline/stack/go_module.py, METRICS_SERVER_PATCHES): its
 # --metric-resolution floor lowered from 10 s to 1 s, so a replay at speed S can scrape every 15/S s. A
 # change to the patch bumps this, so that a build with another patch is not taken for this one.
 METRICS_SERVER_PATCH_LEVEL = "kt1"
@@ -52,16 +53,26 @@ class StackVersions:
         return f"kafka-{self.kafka}-log4j-{self.kafka_log4j}"
 
     @property
+    def go_module_key(self) -> str:
+        """The stack's one Go module (pipeline/stack/go_module.py): every Go program's version and patch
+        level, since each program's library versions depend on all of them."""
+        versions = (
+            f"k8s-{self.kubernetes}-etcd-{self.etcd}-kwok-{self.kwok}-karpenter-{self.karpenter}-"
+            f"{KARPENTER_PATCH_LEVEL}-metrics-server-{self.metrics_server}-{METRICS_SERVER_PATCH_LEVEL}"
+        )
+        return f"gomod-{hashlib.sha256(versions.encode()).hexdigest()[:10]}"
+
+    @property
     def kube_key(self) -> str:
-        return f"k8s-{self.kubernetes}-etcd-{self.etcd}-kwok-{self.kwok}"
+        return f"k8s-{self.kubernetes}-etcd-{self.etcd}-kwok-{self.kwok}-{self.go_module_key}"
 
     @property
     def karpenter_key(self) -> str:
-        return f"karpenter-{self.karpenter}-{KARPENTER_PATCH_LEVEL}"
+        return f"karpenter-{self.karpenter}-{KARPENTER_PATCH_LEVEL}-{self.go_module_key}"
 
     @property
     def metrics_server_key(self) -> str:
-        return f"metrics-server-{self.metrics_server}-{METRICS_SERVER_PATCH_LEVEL}"
+        return f"metrics-server-{self.metrics_server}-{METRICS_SERVER_PATCH_LEVEL}-{self.go_module_key}"
 
 
 def cache_root() -> Path:

@@ -207,12 +207,12 @@ def test_above_x15_the_resolution_stops_at_the_stacks_floor_and_says_so() -> Non
 
 
 def test_the_floor_is_the_one_the_stacks_metrics_server_build_patches_in() -> None:
-    from pipeline.stack.build import _METRICS_SERVER_PATCHES, METRICS_SERVER_RESOLUTION_FLOOR_S
+    from pipeline.stack.go_module import METRICS_SERVER_PATCHES, METRICS_SERVER_RESOLUTION_FLOOR_S
 
     assert METRIC_RESOLUTION_FLOOR_S == METRICS_SERVER_RESOLUTION_FLOOR_S
-    [floor] = [p for p in _METRICS_SERVER_PATCHES if "MetricResolution <" in p[1]]
+    [floor] = [p for p in METRICS_SERVER_PATCHES if "MetricResolution <" in p[1]]
     assert floor[2].startswith(f"if o.MetricResolution < {METRICS_SERVER_RESOLUTION_FLOOR_S}*time.Second {{")
-    assert not any("KubeletRequestTimeout" in p[1] for p in _METRICS_SERVER_PATCHES), (
+    assert not any("KubeletRequestTimeout" in p[1] for p in METRICS_SERVER_PATCHES), (
         "the timeout rule is upstream's"
     )
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.model.errors import StackError
-from pipeline.stack.build import _METRICS_SERVER_PATCHES, METRICS_SERVER_RESOLUTION_FLOOR_S, patch_source
+from pipeline.stack.go_module import METRICS_SERVER_PATCHES, METRICS_SERVER_RESOLUTION_FLOOR_S, patch_source
 
-# the lines of v0.8.0's cmd/metrics-server/app/options/options.go the patch touches, as upstream has them
+# the lines of v0.9.0's cmd/metrics-server/app/options/options.go the patch touches, as upstream has them
 UPSTREAM_VALIDATE = """func (o *Options) validate() []error {
 	errors := []error{}
 	if o.MetricResolution < 10*time.Second {
@@ -33,7 +33,7 @@ def _module(tmp_path: Path, text: str) -> Path:
 
 def test_the_patch_lowers_the_resolution_floor_and_keeps_the_timeout_rule(tmp_path: Path) -> None:
     source = _module(tmp_path, UPSTREAM_VALIDATE)
-    patch_source(source, _METRICS_SERVER_PATCHES, "metrics-server v0.8.0")
+    patch_source(source, METRICS_SERVER_PATCHES, "metrics-server v0.9.0")
     patched = (source / OPTIONS).read_text()
     assert f"if o.MetricResolution < {METRICS_SERVER_RESOLUTION_FLOOR_S}*time.Second {{" in patched
     assert "10*time.Second" not in patched
@@ -46,4 +46,4 @@ def test_a_version_without_the_upstream_text_stops_the_build_naming_it(tmp_path:
     with pytest.raises(
         StackError, match=r"cannot patch metrics-server v9: expected 1 .* in cmd/metrics-server"
     ):
-        patch_source(source, _METRICS_SERVER_PATCHES, "metrics-server v9")
+        patch_source(source, METRICS_SERVER_PATCHES, "metrics-server v9")

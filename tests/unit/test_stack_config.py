@@ -15,7 +15,7 @@ import yaml
 
 from pipeline.model.errors import MissingToolError, StackError
 from pipeline.stack import kafka, kwok
-from pipeline.stack.build import GoWork
+from pipeline.stack.go_module import GoWork
 from pipeline.stack.processes import http_probe, require_tool, wait_until_ready
 from pipeline.stack.stack import LocalStack
 from pipeline.stack.state import StackState
@@ -496,7 +496,9 @@ if args[:3] == ["mod", "download", "-json"]:
     gomod = Path(os.environ["FAKE_GO_CALLS"]).with_name("upstream.mod")
     staging = "\\tk8s.io/api => ./staging/src/k8s.io/api\\n"
     gomod.write_text("module k8s.io/kubernetes\\nreplace (\\n" + staging + ")\\n")
-    print(json.dumps({"GoMod": str(gomod)}))
+    # a patched module's source: the test's stand-in holding the texts the patches replace
+    module = args[3].split("@")[0].rsplit("/", 1)[-1]
+    print(json.dumps({"GoMod": str(gomod), "Dir": os.path.join(os.environ["FAKE_GO_MODULES"], module)}))
 elif args[:1] == ["build"]:
     out = Path(args[args.index("-o") + 1])
     for package in [a for a in args if "/" in a and not a.startswith("-") and a != str(out) + "/"]:
@@ -504,6 +506,20 @@ elif args[:1] == ["build"]:
         name = parts[-2] if parts[-1][:1] == "v" and parts[-1][1:].isdigit() else parts[-1]
         (out / name).write_text("binary")
 """
+
+
+def _patchable_modules(root: Path) -> Path:
+    """Karpenter's and metrics-server's sources as far as the stack's patches read them: each patched
+    file holding its upstream text as often as the patch expects."""
+    from pipeline.stack.go_module import KARPENTER_PATCHES, METRICS_SERVER_PATCHES
+
+    for module, patches in (("karpenter", KARPENTER_PATCHES), ("metrics-server", METRICS_SERVER_PATCHES)):
+        for relative, upstream, _, count in patches:
+            path = root / module / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as source:
+                source.write((upstream + "\n") * count)
+    return root
 
 
 def test_the_cluster_binaries_come_from_one_go_build_under_the_names_the_stack_runs(
@@ -519,6 +535,7 @@ def test_the_cluster_binaries_come_from_one_go_build_under_the_names_the_stack_r
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("PATH", f"{fake_bin}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_GO_CALLS", str(calls))
+    monkeypatch.setenv("FAKE_GO_MODULES", str(_patchable_modules(tmp_path / "modules")))
     monkeypatch.setenv("KUBETAPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("GOGC", raising=False)
     monkeypatch.delenv("GOMEMLIMIT", raising=False)

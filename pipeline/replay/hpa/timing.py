@@ -149,7 +149,7 @@ class HpaProcessTimers:
 
 METRIC_RESOLUTION_FLOOR_S = 1.0
 """The lowest ``--metric-resolution`` the local stack's metrics-server accepts: its build lowers
-upstream's 10 s floor to 1 s (``pipeline.stack.build.METRICS_SERVER_RESOLUTION_FLOOR_S``, the one
+upstream's 10 s floor to 1 s (``pipeline.stack.go_module.METRICS_SERVER_RESOLUTION_FLOOR_S``, the one
 patch), so a replay scrapes at exactly 15/S s up to x15. Upstream's binary would refuse under 10 s."""
 KUBELET_REQUEST_TIMEOUT_S = 10.0
 """metrics-server's ``--kubelet-request-timeout`` default. It refuses a resolution whose 90 % is under
