@@ -142,26 +142,26 @@ class GoWork:
     def download(self, module: str, what: str = "") -> dict[str, Any]:
         """``go mod download -json MODULE@VERSION``: the module's record (``Dir``, ``GoMod``…) once it is
         in the module cache; a StackError saying what failed when the proxy does not have it."""
-        downloaded = subprocess.run(
-            [self.go, "mod", "download", "-json", module],
-            cwd=self.cwd,
-            env=self.env,
-            check=False,
-            capture_output=True,
-            text=True,
-        )
-        if downloaded.returncode != 0:
+        record = self._mod_download(module)
+        if "Error" in record:
             raise StackError(
                 f"could not fetch {module}{' (' + what + ')' if what else ''} from the Go module "
-                f"proxy: {downloaded.stderr.strip()[-800:]}"
+                f"proxy: {record['Error']}"
             )
-        record: dict[str, Any] = json.loads(downloaded.stdout)
         return record
 
     def module_zip(self, module: str) -> Path:
         """The zip of ``MODULE@VERSION`` in Go's module cache, fetched from the proxy if missing. Unlike
         :meth:`download` this does not need the module to build with the machine's Go: the go command
         refuses to extract a module whose go.mod asks for a newer Go, but still fetches its zip."""
+        record = self._mod_download(module)
+        zip_path = record.get("Zip")
+        if not zip_path or not Path(zip_path).is_file():
+            raise StackError(f"could not fetch {module} from the Go module proxy: {record.get('Error')}")
+        return Path(zip_path)
+
+    def _mod_download(self, module: str) -> dict[str, Any]:
+        """``go mod download -json MODULE@VERSION``'s record, with ``Error`` set whenever it failed."""
         fetched = subprocess.run(
             [self.go, "mod", "download", "-json", module],
             cwd=self.cwd,
@@ -171,14 +171,12 @@ class GoWork:
             text=True,
         )
         try:
-            record = json.loads(fetched.stdout)
+            record: dict[str, Any] = json.loads(fetched.stdout)
         except json.JSONDecodeError:
             record = {}
-        zip_path = record.get("Zip")
-        if not zip_path or not Path(zip_path).is_file():
-            problem = record.get("Error") or fetched.stderr.strip()[-800:]
-            raise StackError(f"could not fetch {module} from the Go module proxy: {problem}")
-        return Path(zip_path)
+        if fetched.returncode != 0 and "Error" not in record:
+            record["Error"] = fetched.stderr.strip()[-800:] or f"go exited with {fetched.returncode}"
+        return record
 
     def run_quiet(self, args: list[str]) -> None:
         """A short ``go`` step that fails loudly but needs no log (``go mod init``, ``go mod edit``)."""

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -496,9 +497,10 @@ if args[:3] == ["mod", "download", "-json"]:
     gomod = Path(os.environ["FAKE_GO_CALLS"]).with_name("upstream.mod")
     staging = "\\tk8s.io/api => ./staging/src/k8s.io/api\\n"
     gomod.write_text("module k8s.io/kubernetes\\nreplace (\\n" + staging + ")\\n")
-    # a patched module's source: the test's stand-in holding the texts the patches replace
-    module = args[3].split("@")[0].rsplit("/", 1)[-1]
-    print(json.dumps({"GoMod": str(gomod), "Dir": os.path.join(os.environ["FAKE_GO_MODULES"], module)}))
+    # a patched module's zip: the test's stand-in holding the texts the patches replace
+    name = args[3].split("@")[0].rsplit("/", 1)[-1]
+    module_zip = os.path.join(os.environ["FAKE_GO_MODULES"], name + ".zip")
+    print(json.dumps({"GoMod": str(gomod), "Zip": module_zip}))
 elif args[:1] == ["build"]:
     out = Path(args[args.index("-o") + 1])
     for package in [a for a in args if "/" in a and not a.startswith("-") and a != str(out) + "/"]:
@@ -509,16 +511,23 @@ elif args[:1] == ["build"]:
 
 
 def _patchable_modules(root: Path) -> Path:
-    """Karpenter's and metrics-server's sources as far as the stack's patches read them: each patched
+    """Karpenter's and metrics-server's module zips as far as the stack's patches read them: each patched
     file holding its upstream text as often as the patch expects."""
     from pipeline.stack.go_module import KARPENTER_PATCHES, METRICS_SERVER_PATCHES
+    from pipeline.stack.versions import StackVersions
 
-    for module, patches in (("karpenter", KARPENTER_PATCHES), ("metrics-server", METRICS_SERVER_PATCHES)):
+    versions = StackVersions()
+    root.mkdir(parents=True)
+    for name, version, patches in (
+        ("karpenter", versions.karpenter, KARPENTER_PATCHES),
+        ("metrics-server", versions.metrics_server, METRICS_SERVER_PATCHES),
+    ):
+        files: dict[str, str] = {}
         for relative, upstream, _, count in patches:
-            path = root / module / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a") as source:
-                source.write((upstream + "\n") * count)
+            files[relative] = files.get(relative, "") + (upstream + "\n") * count
+        with zipfile.ZipFile(root / f"{name}.zip", "w") as archive:
+            for relative, text in files.items():
+                archive.writestr(f"sigs.k8s.io/{name}@{version}/{relative}", text)
     return root
 
 
