@@ -58,8 +58,8 @@ READY_TIMEOUT_S = 180.0
 
 
 def ensure_karpenter(versions: StackVersions, report: Reporter) -> Path:
-    """Return the directory holding ``karpenter-kwok`` and ``crds/``, building them on first use
-    (~2 min on 2 cores once the Go toolchain is fetched)."""
+    """Return the directory holding ``karpenter-kwok`` and ``crds/``, building them on first use (about
+    25 s once the cluster's binaries are built: it shares their libraries)."""
     out = karpenter_dir(versions)
     build = functools.partial(_build_karpenter, versions, report)
     return build_once(versions.karpenter_key, out / ".complete", build, report, result=out)
