@@ -13,7 +13,6 @@ from pipeline.io.kube.connect import body, kube_api
 from pipeline.stack.kwok import cluster_processes
 from pipeline.stack.processes import pid_alive
 from pipeline.stack.stack import LocalStack
-from pipeline.stack.state import StackInfo
 
 SKELETON = """\
 apiVersion: v1
@@ -89,9 +88,11 @@ async def test_deployment_runs_on_nodes_made_from_a_skeleton(
             assert ready == ["True"]
 
 
-def test_two_clusters_are_independent_and_on_loopback(stack_info: StackInfo) -> None:
+def test_two_clusters_are_independent_and_on_loopback(local_stack: LocalStack) -> None:
     # the session's two clusters; modules that ran earlier on this worker may have added theirs
-    # (``metrics``, ``source-b``) to the same stack, and each must be on an address of its own too
+    # (``source-b``) to the same stack or added and deleted one (``metrics``), so the stack is read
+    # now rather than from the session's ``stack_info``, taken once; each cluster needs an address of its own
+    stack_info = local_stack.info()
     assert {"source", "sim"} <= set(stack_info.kubeconfigs)
     servers = set()
     for kubeconfig in stack_info.kubeconfigs.values():

@@ -25,7 +25,6 @@ from pipeline.replay.settings import ReplaySettings
 from pipeline.replay.workload_manifests import deployment
 from pipeline.stack import kwok
 from pipeline.stack.stack import LocalStack
-from pipeline.stack.state import StackState
 
 CLUSTER = "scale"
 PROFILE = "large-sampled"
@@ -40,10 +39,7 @@ def profiled(local_stack: LocalStack) -> Iterator[kwok.KwokCluster]:
     try:
         yield cluster
     finally:
-        kwok.delete_cluster(cluster)
-        state = StackState.load(local_stack.state_path)
-        state.clusters = [name for name in state.clusters if name != CLUSTER]
-        state.save(local_stack.state_path)
+        local_stack.delete_cluster(CLUSTER)
 
 
 def _argv(cluster: kwok.KwokCluster, binary: str) -> list[str]:
