@@ -77,7 +77,8 @@ from pipeline.model.keys import GroupVersionKind
 from pipeline.model.sanitize import sanitize
 from pipeline.model.tracer_config import load_tracer_config
 from pipeline.replay import workload_manifests
-from pipeline.stack.processes import free_port, http_probe
+from pipeline.stack.ports import free_port
+from pipeline.stack.processes import http_probe
 from services.kubetape_processes import REPO_ROOT
 
 TRACER_CONFIG = REPO_ROOT / "examples" / "tracer.yaml"

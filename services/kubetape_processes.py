@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack.processes import free_port, http_probe
+from pipeline.stack.ports import free_port
+from pipeline.stack.processes import http_probe
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

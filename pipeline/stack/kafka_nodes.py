@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pipeline.stack import kafka
-from pipeline.stack.processes import free_port
+from pipeline.stack.ports import free_port
 from pipeline.stack.progress import Reporter
 from pipeline.stack.state import KafkaNodeState, KafkaState, StackState, check_kafka_request
 from pipeline.stack.versions import StackVersions

@@ -36,8 +36,8 @@ from pipeline.stack.go_module import (
     ensure_go_module,
 )
 from pipeline.stack.kwok import RESOURCES, KwokCluster
+from pipeline.stack.ports import free_port
 from pipeline.stack.processes import (
-    free_port,
     http_probe,
     pid_alive,
     spawn_detached,

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from pipeline.model.errors import StackError
 from pipeline.stack.build_lock import build_once
+from pipeline.stack.ports import free_port
 from pipeline.stack.processes import (
-    free_port,
     http_probe,
     pid_alive,
     port_open,

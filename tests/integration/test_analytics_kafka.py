@@ -34,7 +34,7 @@ from pipeline.io.kafka.settings import DEFAULT_SINK_GROUP, KafkaSettings
 from pipeline.model.events import Event
 from pipeline.model.keys import ObjectKey, key_of
 from pipeline.model.usage import ContainerUsage, UsageSample
-from pipeline.stack.processes import free_port
+from pipeline.stack.ports import free_port
 from services.cli import main
 from tests.polling import eventually_sync
 

@@ -5,22 +5,20 @@ no process left behind."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 from pipeline.model.errors import StackError
+from pipeline.stack.build_lock import machine_lock
 from pipeline.stack.kwok.cluster import KwokCluster
 from pipeline.stack.kwok.components import component_pid, start_stopped_components, wait_serving
 from pipeline.stack.kwok.kwokctl_config import KWOK_METRICS_RESOURCES, write_kwokctl_config
 from pipeline.stack.kwok.profiles import profile_configmap
 from pipeline.stack.processes import log_tail, pid_alive, port_open, terminate_process_group
-from pipeline.stack.versions import cache_root
 
 CREATE_ATTEMPTS = 3
 METRICS_SERVER = "metrics-server"
@@ -39,7 +37,7 @@ def create_cluster(cluster: KwokCluster) -> None:
     """
     problem = ""
     for attempt in range(1, CREATE_ATTEMPTS + 1):
-        with _machine_lock("kwokctl-create"):
+        with machine_lock("kwokctl-create"):
             config = write_kwokctl_config(cluster)
             cluster.kwokctl(
                 "create",
@@ -141,19 +139,6 @@ def _configured_port(cluster: KwokCluster, option: str) -> int | None:
         return None
     found = re.search(rf"^\s*{option}:\s*(\d+)\s*$", saved, re.MULTILINE)
     return int(found.group(1)) if found else None
-
-
-@contextlib.contextmanager
-def _machine_lock(name: str) -> Iterator[None]:
-    """An exclusive lock shared by every stack of this machine (in the build cache, which they share)."""
-    root = cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root / f".{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the flock
 
 
 def created_with_metrics(cluster: KwokCluster) -> bool:
