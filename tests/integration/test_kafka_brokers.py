@@ -16,12 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiokafka.admin import NewTopic
 
 from pipeline.formats.segment.decode import decode_segment
 from pipeline.formats.wire.codec import decode_event
 from pipeline.io.kafka.admin import admin_client, topic_partitions
 from pipeline.io.kafka.settings import EVENTS_TOPIC, KafkaSettings
-from pipeline.io.kafka.topics import create_topics, describe_topics, topic_set
+from pipeline.io.kafka.topics import TopicSpec, create_topics, describe_topics, topic_set
 from pipeline.model.errors import KubetapeError, StackError
 from pipeline.model.events import Event
 from pipeline.stack.stack import LocalStack
@@ -195,3 +196,30 @@ async def test_a_broker_killed_during_recording_and_brought_back_loses_and_dupli
     assert len(effective(events)) == len(events), "a change was published twice"
     exported_events = list(decode_segment(last_export[0], "export").events)
     assert deployment_history(exported_events, "web", NS) == expected_deployment_history()
+
+
+async def test_topics_are_created_on_the_survivors_just_after_the_broker_named_controller_dies(
+    brokers3: LocalStack,
+) -> None:
+    """CreateTopics goes to the broker the metadata names as controller. An admin client whose metadata
+    names a broker that has just died, and new clients (whose metadata may name it until it is fenced),
+    still create topics, on the two brokers that answer."""
+    settings = KafkaSettings(brokers3.info().bootstrap)
+    status = brokers3.status()["kafka"]
+    assert isinstance(status, dict)
+    assert all(broker["running"] for broker in status["brokers"]), status
+    try:
+        async with admin_client(settings) as admin:
+            await admin._client.force_metadata_update()
+            named = admin._client.cluster.controller
+            assert named is not None, "the metadata names no controller"
+            os.kill(status["brokers"][named.nodeId - 1]["pid"], signal.SIGKILL)
+            response = await admin.create_topics([NewTopic("kt-after-controller-death", 1, 2)])
+            assert [(name, code) for name, code, *_ in response.topic_errors] == [
+                ("kt-after-controller-death", 0)
+            ], response
+        for attempt in range(3):  # `topics create`: a new client each time, as the command makes
+            specs = [TopicSpec(f"kt-after-controller-death-{attempt}", 1, 2)]
+            assert await create_topics(settings, specs) == {specs[0].name: "created"}
+    finally:
+        await asyncio.to_thread(brokers3.start_kafka)  # the module's brokers as they were

@@ -13,6 +13,7 @@ from typing import Any, Self
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import NotControllerError
 
 from pipeline.io.kafka.oauth import TokenFile
 from pipeline.io.kafka.settings import KafkaSettings
@@ -66,12 +67,36 @@ class _ReadyNodeAdmin(AIOKafkaAdminClient):  # type: ignore[misc]
     """aiokafka's admin client sends a request that names no node (describe a topic, its configs) to a
     random broker of its metadata. Just after a broker dies the metadata still lists it, so one request
     in three failed with NodeNotReadyError while two brokers answered (a replay of a topic range, the
-    topic checks at start). This one sends such a request to the first broker that accepts a connection."""
+    topic checks at start). This one sends such a request to the first broker that accepts a connection.
+
+    Creating and deleting topics goes to the broker the metadata names as controller. With KRaft that is
+    a live broker the answering broker picked at random (each forwards to the active controller), and
+    until the dead one is fenced it may still be named: aiokafka then waited for it for the whole request
+    timeout (40 s) and failed with a bare TimeoutError (``topics create`` just after a broker died). This
+    one sends to the named broker if it accepts a connection, else to one that does; a broker that is not
+    the controller where that matters (ZooKeeper mode) answers NOT_CONTROLLER, and the request is sent
+    again to the controller of fresh metadata, as aiokafka does."""
 
     async def _send_request(self, request: Any, node_id: int | None = None) -> Any:
         if node_id is None:
             node_id = await self._ready_node()
         return await super()._send_request(request, node_id)
+
+    async def _send_to_controller(self, request: Any) -> Any:
+        client = self._client
+        if client.cluster.controller is None:
+            await client.force_metadata_update()
+        try:
+            return await self._send_request_to_node(await self._controller_or_ready_node(), request)
+        except NotControllerError:
+            await client.force_metadata_update()
+            return await self._send_request_to_node(await self._controller_or_ready_node(), request)
+
+    async def _controller_or_ready_node(self) -> int | None:
+        controller = self._client.cluster.controller
+        if controller is not None and await self._client.ready(controller.nodeId):
+            return int(controller.nodeId)
+        return await self._ready_node()
 
     async def _ready_node(self) -> int | None:
         client = self._client
