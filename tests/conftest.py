@@ -98,6 +98,9 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
 
 @pytest.fixture(scope="session")
 def stack_info(local_stack: LocalStack) -> StackInfo:
+    """The session's stack as it was when first asked for: the broker, S3 and the ``source`` and ``sim``
+    clusters stay, but a cluster a module adds and deletes may still be listed; ask ``local_stack.info()``
+    for the stack as it is now."""
     return local_stack.info()
 
 
