@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack.build_lock import build_once
 from pipeline.stack.go_module import (
     METRICS_SERVER_PACKAGE,
     METRICS_SERVER_RESOLUTION_FLOOR_S,
@@ -29,6 +28,7 @@ from pipeline.stack.go_module import (
     cluster_packages,
     go_env,
 )
+from pipeline.stack.machine_locks import build_once
 from pipeline.stack.processes import require_tool, run_logged
 from pipeline.stack.progress import Reporter
 from pipeline.stack.versions import (

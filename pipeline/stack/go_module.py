@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.model.errors import StackError
-from pipeline.stack.build_lock import build_once
+from pipeline.stack.machine_locks import build_once
 from pipeline.stack.processes import require_tool, run_logged
 from pipeline.stack.progress import Reporter
 from pipeline.stack.versions import StackVersions, cache_root

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack.build_lock import build_once
 from pipeline.stack.go_module import (
     KARPENTER_DIR,
     KARPENTER_PACKAGE,
@@ -36,6 +35,7 @@ from pipeline.stack.go_module import (
     ensure_go_module,
 )
 from pipeline.stack.kwok import RESOURCES, KwokCluster
+from pipeline.stack.machine_locks import build_once
 from pipeline.stack.ports import free_port
 from pipeline.stack.processes import (
     http_probe,

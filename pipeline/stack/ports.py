@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack.build_lock import machine_lock
+from pipeline.stack.machine_locks import machine_lock
 from pipeline.stack.versions import cache_root
 
 RESERVED_S = 600.0

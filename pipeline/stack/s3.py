@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack.build_lock import build_once
+from pipeline.stack.machine_locks import build_once
 from pipeline.stack.ports import free_port
 from pipeline.stack.processes import (
     http_probe,

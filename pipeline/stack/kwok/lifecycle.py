@@ -13,11 +13,11 @@ from datetime import datetime
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack.build_lock import machine_lock
 from pipeline.stack.kwok.cluster import KwokCluster
 from pipeline.stack.kwok.components import component_pid, start_stopped_components, wait_serving
 from pipeline.stack.kwok.kwokctl_config import KWOK_METRICS_RESOURCES, write_kwokctl_config
 from pipeline.stack.kwok.profiles import profile_configmap
+from pipeline.stack.machine_locks import machine_lock
 from pipeline.stack.processes import log_tail, pid_alive, port_open, terminate_process_group
 
 CREATE_ATTEMPTS = 3

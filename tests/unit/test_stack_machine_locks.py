@@ -1,4 +1,5 @@
-"""A second builder of the same cache entry waits for the first instead of building beside it."""
+"""The machine-wide locks: a second builder of the same cache entry waits for the first instead of
+building beside it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.stack.build_lock import build_lock, build_once
+from pipeline.stack.machine_locks import build_lock, build_once
 
 
 def test_second_builder_waits_for_the_first_and_says_so(
