@@ -1,5 +1,6 @@
 """Where the admin client sends topic creation: the broker the metadata names as controller if it accepts a
-connection, else one that does; a broker that answers NOT_CONTROLLER (ZooKeeper mode) sends it on to the
+connection, else one that does; a broker whose connection drops during the send is passed over for the next;
+a broker that answers NOT_CONTROLLER (ZooKeeper mode) sends it on to the
 controller of fresh metadata. The real brokers' case (KRaft, the named controller just killed) is
 ``tests/integration/test_kafka_brokers.py``."""
 
@@ -8,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from aiokafka.admin import NewTopic
-from aiokafka.errors import NotControllerError
+from aiokafka.errors import KafkaConnectionError, NodeNotReadyError, NotControllerError
 
 from pipeline.io.kafka.clients import new_admin
 from pipeline.io.kafka.settings import KafkaSettings
@@ -37,6 +39,9 @@ class Cluster:
     live: set[int]
     named: list[int]
     only_controller_accepts: int | None = None
+    dropping: set[int] = field(
+        default_factory=set
+    )  # "ready" (a connection from before it died), yet the send fails
     sent_to: list[int] = field(default_factory=list)
     refreshes: int = 0
     _request_timeout_ms: int = 1000
@@ -54,10 +59,14 @@ class Cluster:
         return 1
 
     async def ready(self, node_id: int) -> bool:
-        return node_id in self.live
+        return node_id in self.live or node_id in self.dropping
 
     async def send(self, node_id: int, request: Any) -> str:
-        assert node_id in self.live, f"sent to broker {node_id}, which accepts no connection"
+        if node_id in self.dropping:
+            self.sent_to.append(node_id)
+            raise KafkaConnectionError(f"Connection at broker {node_id} closed")
+        if node_id not in self.live:
+            raise NodeNotReadyError(f"node id {node_id}")
         self.sent_to.append(node_id)
         if self.only_controller_accepts not in (None, node_id):
             raise NotControllerError
@@ -88,3 +97,23 @@ async def test_a_broker_that_is_not_the_controller_sends_it_on_to_the_one_fresh_
     cluster = Cluster(live={1, 2}, named=[3, 2], only_controller_accepts=2)
     assert await _create(cluster) == "created by 2"
     assert cluster.sent_to == [1, 2]
+
+
+async def test_a_named_controller_whose_old_connection_drops_during_the_send_is_passed_over() -> None:
+    # killed just before the send: its connection still counted as ready, the reset arrived during the send
+    cluster = Cluster(live={1, 2}, named=[3], dropping={3})
+    assert await _create(cluster) == "created by 1"
+    assert cluster.sent_to == [3, 1]
+
+
+async def test_each_broker_is_tried_once_and_the_last_failure_is_raised_when_every_connection_drops() -> None:
+    cluster = Cluster(live=set(), named=[3], dropping={1, 2, 3})
+    with pytest.raises(KafkaConnectionError, match="broker"):
+        await _create(cluster)
+    assert sorted(cluster.sent_to) == [1, 2, 3]
+
+
+async def test_with_no_broker_answering_the_clients_own_error_names_one() -> None:
+    cluster = Cluster(live=set(), named=[3])
+    with pytest.raises(NodeNotReadyError, match="node id 3"):
+        await _create(cluster)

@@ -13,7 +13,7 @@ from typing import Any, Self
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import NotControllerError
+from aiokafka.errors import KafkaConnectionError, NodeNotReadyError, NotControllerError
 
 from pipeline.io.kafka.oauth import TokenFile
 from pipeline.io.kafka.settings import KafkaSettings
@@ -75,36 +75,55 @@ class _ReadyNodeAdmin(AIOKafkaAdminClient):  # type: ignore[misc]
     timeout (40 s) and failed with a bare TimeoutError (``topics create`` just after a broker died). This
     one sends to the named broker if it accepts a connection, else to one that does; a broker that is not
     the controller where that matters (ZooKeeper mode) answers NOT_CONTROLLER, and the request is sent
-    again to the controller of fresh metadata, as aiokafka does."""
+    again to the controller of fresh metadata, as aiokafka does.
+
+    A connection opened before its broker died still counts as ready until its reset is read, so the send
+    itself can fail (KafkaConnectionError: connection closed). The request then goes to the next broker
+    that accepts a connection, each broker once. Sending again is safe for what goes through here: a
+    topic created by the first attempt answers TOPIC_ALREADY_EXISTS, which the callers take as created."""
 
     async def _send_request(self, request: Any, node_id: int | None = None) -> Any:
-        if node_id is None:
-            node_id = await self._ready_node()
-        return await super()._send_request(request, node_id)
+        if node_id is not None:
+            return await super()._send_request(request, node_id)
+        return await self._send_failing_over(request, preferred=None)
 
     async def _send_to_controller(self, request: Any) -> Any:
         client = self._client
         if client.cluster.controller is None:
             await client.force_metadata_update()
         try:
-            return await self._send_request_to_node(await self._controller_or_ready_node(), request)
+            return await self._send_failing_over(request, preferred=self._named_controller())
         except NotControllerError:
             await client.force_metadata_update()
-            return await self._send_request_to_node(await self._controller_or_ready_node(), request)
+            return await self._send_failing_over(request, preferred=self._named_controller())
 
-    async def _controller_or_ready_node(self) -> int | None:
+    def _named_controller(self) -> int | None:
         controller = self._client.cluster.controller
-        if controller is not None and await self._client.ready(controller.nodeId):
-            return int(controller.nodeId)
-        return await self._ready_node()
+        return None if controller is None else int(controller.nodeId)
 
-    async def _ready_node(self) -> int | None:
+    async def _send_failing_over(self, request: Any, preferred: int | None) -> Any:
+        """Send to ``preferred`` if it accepts a connection, else to another broker that does; a broker
+        whose connection fails during the send is passed over for the next. With none left, the last
+        failure is raised (or the client's own NodeNotReadyError, naming a broker, if none answered)."""
         client = self._client
-        first: int | None = client.get_random_node()
-        for node in dict.fromkeys([first, *(b.nodeId for b in client.cluster.brokers())]):
-            if node is not None and await client.ready(node):
-                return int(node)
-        return first  # none answers: the request fails with the client's own error, naming that node
+        candidates = [preferred, client.get_random_node(), *(b.nodeId for b in client.cluster.brokers())]
+        failure: KafkaConnectionError | NodeNotReadyError | None = None
+        for node in dict.fromkeys(n for n in candidates if n is not None):
+            if not await client.ready(node):
+                continue
+            try:
+                return await client.send(node, request)
+            except (KafkaConnectionError, NodeNotReadyError) as error:
+                log.info(
+                    "broker %s dropped the connection during %s (%s); trying the next",
+                    node,
+                    type(request).__name__,
+                    error,
+                )
+                failure = error
+        if failure is not None:
+            raise failure
+        return await client.send(preferred if preferred is not None else client.get_random_node(), request)
 
 
 def new_admin(settings: KafkaSettings) -> AIOKafkaAdminClient:
