@@ -80,7 +80,7 @@ class _ReadyNodeAdmin(AIOKafkaAdminClient):  # type: ignore[misc]
     A connection opened before its broker died still counts as ready until its reset is read, so the send
     itself can fail (KafkaConnectionError: connection closed). The request then goes to the next broker
     that accepts a connection, each broker once. Sending again is safe for what goes through here: a
-    topic created by the first attempt answers TOPIC_ALREADY_EXISTS, which the callers take as created."""
+    topic created by the first attempt answers TOPIC_ALREADY_EXISTS, which the callers take as present."""
 
     async def _send_request(self, request: Any, node_id: int | None = None) -> Any:
         if node_id is not None:
