@@ -233,6 +233,8 @@ def cluster_packages(versions: StackVersions) -> list[tuple[str, str]]:
 
 KARPENTER_PACKAGE = "sigs.k8s.io/karpenter/kwok"
 METRICS_SERVER_PACKAGE = "sigs.k8s.io/metrics-server/cmd/metrics-server"
+KUBELET_PACKAGE = "k8s.io/kubernetes/cmd/kubelet"
+"""The real node's kubelet (:mod:`pipeline.stack.real_node`), built on first use of ``--real-node``."""
 
 
 def go_module_dir(versions: StackVersions) -> Path:
@@ -280,6 +282,9 @@ def _prepare_go_module(versions: StackVersions, report: Reporter) -> Path:
         *cluster_packages(versions),
         (KARPENTER_PACKAGE, versions.karpenter),
         (METRICS_SERVER_PACKAGE, versions.metrics_server),
+        # the kubelet imports modules no other program does (cAdvisor, runc's cgroup code): resolved here
+        # so that its build on first use finds them in the read-only go.mod and go.sum
+        (KUBELET_PACKAGE, versions.kubernetes),
     ]
     work.run(
         ["get", "-tool", *[f"{package}@{version}" for package, version in programs]],

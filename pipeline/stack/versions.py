@@ -33,6 +33,10 @@ METRICS_SERVER_VERSION = "v0.9.0"
 # --metric-resolution floor lowered from 10 s to 1 s, so a replay at speed S can scrape every 15/S s. A
 # change to the patch bumps this, so that a build with another patch is not taken for this one.
 METRICS_SERVER_PATCH_LEVEL = "kt1"
+# What the stack's Go module resolves beyond the versions above (pipeline/stack/go_module.py): "kubelet"
+# since it also resolves the real node's kubelet. A change bumps this, so that a module prepared without
+# a program is not taken for one with it.
+GO_MODULE_LAYOUT = "kubelet"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +62,8 @@ class StackVersions:
         level, since each program's library versions depend on all of them."""
         versions = (
             f"k8s-{self.kubernetes}-etcd-{self.etcd}-kwok-{self.kwok}-karpenter-{self.karpenter}-"
-            f"{KARPENTER_PATCH_LEVEL}-metrics-server-{self.metrics_server}-{METRICS_SERVER_PATCH_LEVEL}"
+            f"{KARPENTER_PATCH_LEVEL}-metrics-server-{self.metrics_server}-{METRICS_SERVER_PATCH_LEVEL}-"
+            f"{GO_MODULE_LAYOUT}"
         )
         return f"gomod-{hashlib.sha256(versions.encode()).hexdigest()[:10]}"
 
