@@ -97,14 +97,14 @@ def usage_problem(sample: UsageSample) -> str | None:
     fields: Any = sample
     container: Any
     if not _is_int(fields.ts_ms) or not 0 <= fields.ts_ms <= TS_MAX_MS:
-        return f"time {fields.ts_ms!r} is not milliseconds in 0..{TS_MAX_MS}"
+        return f"time {_shown(fields.ts_ms)} is not milliseconds in 0..{TS_MAX_MS}"
     problem = key_problem(fields.owner_key)
     if problem is not None:
         return f"owner key: {problem}"
     if not isinstance(fields.template_hash, str) or len(fields.template_hash) > NAME_MAX:
         return "template hash is not a string of at most 253 characters"
     if not _is_int(fields.pods) or not 0 <= fields.pods <= PODS_MAX:
-        return f"pod count {fields.pods!r} is not in 0..{PODS_MAX}"
+        return f"pod count {_shown(fields.pods)} is not in 0..{PODS_MAX}"
     if not isinstance(fields.gap, bool):
         return "gap is not a boolean"
     if not isinstance(fields.containers, tuple) or len(fields.containers) > CONTAINERS_MAX:
@@ -119,10 +119,13 @@ def usage_problem(sample: UsageSample) -> str | None:
             return f"container {container.name!r} appears twice"
         names.add(container.name)
         if not _is_int(container.cpu_millicores) or not 0 <= container.cpu_millicores <= CPU_MILLICORES_MAX:
-            return f"container {container.name!r}: CPU {container.cpu_millicores!r}m is negative or absurd"
+            return (
+                f"container {container.name!r}: CPU {_shown(container.cpu_millicores)}m is negative or absurd"
+            )
         if not _is_int(container.memory_bytes) or not 0 <= container.memory_bytes <= MEMORY_BYTES_MAX:
             return (
-                f"container {container.name!r}: memory {container.memory_bytes!r} bytes is negative or absurd"
+                f"container {container.name!r}: memory {_shown(container.memory_bytes)} bytes is negative or "
+                "absurd"
             )
     if fields.pods == 0 and any(c.cpu_millicores or c.memory_bytes for c in fields.containers):
         return "usage is reported for zero pods"
@@ -149,6 +152,19 @@ def usage_from_wire(data: object) -> UsageSample:
         containers=tuple(containers),
         gap=data.get("gap", False),
     )
+
+
+SHOWN_MAX_CHARS = 64
+"""How much of a rejected value a message shows."""
+
+
+def _shown(value: object) -> str:
+    """``value`` for a message, cut short: an absurd reading may be an integer of a million digits, whose
+    text Python refuses to make (and no log line should hold)."""
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"{'-' if value < 0 else ''}(an integer of about {int(value.bit_length() * 0.30103)} digits)"
+    text = repr(value)
+    return text if len(text) <= SHOWN_MAX_CHARS else text[:SHOWN_MAX_CHARS] + "..."
 
 
 def _is_int(value: object) -> bool:

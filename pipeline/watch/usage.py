@@ -13,8 +13,10 @@ Bad input never stops the watch; each is logged, counted, and where load becomes
 * the Metrics API is not served (404), down (503) or unreachable: one warning per outage
   (``usage_api_errors_total``, ``usage_api_up`` 0), a gap for every owner with recorded load, and
   sampling goes on at its pace until the API answers again (one line says so);
-* a pod's usage that does not parse, is negative, or sums to more than the model's bounds: a warning
-  naming the pod or owner (``usage_rejected_total``) and a gap for that owner and hash;
+* a pod's usage that does not parse, is negative, exceeds Kubernetes' largest quantity (``1e1000000``:
+  see :mod:`pipeline.model.quantity`), or sums to more than the model's bounds: a warning naming the pod
+  or owner and the value, cut short (``usage_rejected_total``), and a gap for that owner and hash; the
+  other owners of the round are published as usual;
 * an owner whose pods are still running but no longer reported: a gap (an owner whose pods are all gone
   gets one last sample of zero pods: its load ended, it is not unknown);
 * the watcher itself was down: a watcher that stops publishes a gap for every owner with recorded load
@@ -105,12 +107,20 @@ def _pod_usage(item: Mapping[str, Any]) -> dict[str, tuple[Decimal, Decimal]]:
         values = container.get("usage")
         if not isinstance(values, Mapping):
             raise FormatError(f"container {container['name']!r} has no usage")
-        cpu = parse_quantity(values.get("cpu", "0"))
-        memory = parse_quantity(values.get("memory", "0"))
+        cpu = _quantity(container["name"], "cpu", values)
+        memory = _quantity(container["name"], "memory", values)
         if cpu < 0 or memory < 0:
             raise FormatError(f"container {container['name']!r}: negative usage cpu={cpu} memory={memory}")
         usage[container["name"]] = (cpu, memory)
     return usage
+
+
+def _quantity(container: str, resource: str, values: Mapping[str, Any]) -> Decimal:
+    """One resource of one container's usage; FormatError names both and the value (cut short)."""
+    try:
+        return parse_quantity(values.get(resource, "0"))
+    except FormatError as exc:
+        raise FormatError(f"container {container!r}: {resource} {exc}") from None
 
 
 def attribute(items: Iterable[Mapping[str, Any]], shaper: Shaper, config: TracerConfig) -> Attributed:
@@ -146,18 +156,19 @@ def attribute(items: Iterable[Mapping[str, Any]], shaper: Shaper, config: Tracer
         if which in out.bad:
             continue
         try:
-            usage = _pod_usage(item)
-        except FormatError as exc:
+            _add_pod(out.sums.setdefault(which, _Sum()), _pod_usage(item))
+        except (FormatError, ArithmeticError) as exc:  # the owner's sums are unknown: a gap, not a round lost
             out.bad[which] = f"pod {pod}: {exc}"
             out.sums.pop(which, None)
-            continue
-        total = out.sums.setdefault(which, _Sum())
-        total.pods += 1
-        for name, (cpu, memory) in usage.items():
-            sums = total.containers.setdefault(name, [Decimal(0), Decimal(0)])
-            sums[0] += cpu
-            sums[1] += memory
     return out
+
+
+def _add_pod(total: _Sum, usage: Mapping[str, tuple[Decimal, Decimal]]) -> None:
+    total.pods += 1
+    for name, (cpu, memory) in usage.items():
+        sums = total.containers.setdefault(name, [Decimal(0), Decimal(0)])
+        sums[0] += cpu
+        sums[1] += memory
 
 
 def sample_of(ts_ms: int, which: OwnerHash, total: _Sum) -> UsageSample:
@@ -264,7 +275,7 @@ class UsageSampler:
         for which, total in attributed.sums.items():
             try:
                 samples.append(sample_of(ts, which, total))
-            except FormatError as exc:
+            except (FormatError, ArithmeticError) as exc:  # this owner only: the others are published
                 bad[which] = str(exc)
         for which, problem in bad.items():
             self._metrics.inc("usage_rejected_total")

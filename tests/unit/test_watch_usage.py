@@ -322,6 +322,40 @@ async def test_a_bad_value_gaps_its_owner_only_and_is_warned_once_per_streak(
     assert why in warnings[0]
 
 
+async def test_quantities_beyond_kubernetes_cap_gap_their_owners_and_the_round_is_published(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A CPU of ``1e1000000`` overflows a sum, a memory of ``1e999999`` makes an integer no message can
+    print: each is set aside with its pod, owner and value named, and the valid owner's sample goes out
+    in the same round."""
+    shaper = await shaped(pod("web-a-1", "a"), pod("web-b-1", "b"), pod("web-c-1", "c"))
+    source, bus, metrics = Source(), Bus(), Metrics()
+    source.answers = [
+        [
+            metrics_of("web-a-1", "a", "1e1000000"),
+            metrics_of("web-b-1", "b", "100m", memory="1e999999"),
+            metrics_of("web-c-1", "c", "100m"),
+        ]
+    ]
+    with caplog.at_level(logging.WARNING, "kubetape.watcher.usage"):
+        await sampler(shaper, source, bus, metrics).sample_once()
+    got = {x.template_hash: (x.gap, x.pods, x.cpu_millicores) for x in published(bus)}
+    assert got == {"a": (True, 0, 0), "b": (True, 0, 0), "c": (False, 1, 101)}
+    assert metrics.value("usage_rejected_total") == 2
+    warnings = sorted(r.getMessage() for r in caplog.records)
+    assert len(warnings) == 2, warnings
+    for warning, pod_name, value in zip(
+        warnings,
+        ["web-a-1", "web-b-1"],
+        ["cpu quantity '1e1000000'", "memory quantity '1e999999'"],
+        strict=True,
+    ):
+        assert WEB in warning
+        assert f"core/Pod/shop/{pod_name}" in warning
+        assert value in warning
+        assert len(warning) < 400, warning
+
+
 async def test_owners_no_longer_reported_gap_while_their_pods_run_and_end_when_they_are_gone() -> None:
     shaper = await shaped(pod("web-a-1", "a"), pod("web-b-1", "b"))
     source, bus, metrics = Source(), Bus(), Metrics()
