@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.io.kafka.properties import PropertiesError, Property, parse_properties, properties_dict
 from pipeline.io.kafka.tls import ClientTLS
 from pipeline.model.errors import ConfigError
 
@@ -152,35 +153,48 @@ class KafkaSecurity:
 PLAINTEXT = KafkaSecurity()
 
 
-def read_properties(path: Path) -> dict[str, str]:
-    """A Java-style properties file: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments."""
+def read_properties(path: Path) -> dict[str, Property]:
+    """A Java properties file, read as Java's clients read it (:mod:`.properties`); an error names the
+    line and the key, never a value (it may be a password)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"--kafka-config {path}: cannot read it ({exc.strerror or exc})") from None
-    found: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut <= 0:
-            raise ConfigError(f"{path}:{number}: expected key=value, got {line[:40]!r}")
-        found[line[:cut].strip()] = line[cut + 1 :].strip()
-    return found
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"--kafka-config {path}: line {line} is not UTF-8 text; save the file as UTF-8"
+        ) from None
+    try:
+        return properties_dict(parse_properties(text))
+    except PropertiesError as exc:
+        raise ConfigError(f"--kafka-config {path}: {exc}") from None
 
 
 def kafka_properties(config_file: Path | None, environ: Mapping[str, str]) -> dict[str, str]:
-    """The file's properties overridden by ``$KUBETAPE_KAFKA_*``; unknown names are refused."""
-    where = str(config_file) if config_file else "the environment"
+    """The file's properties overridden by ``$KUBETAPE_KAFKA_*``; unknown names are refused. Values are
+    trimmed, as Kafka's clients trim theirs."""
+    where = f"--kafka-config {config_file}" if config_file else "the environment"
     props: dict[str, str] = {}
-    for key, value in (read_properties(config_file) if config_file else {}).items():
+    for key, entry in (read_properties(config_file) if config_file else {}).items():
         name = _ALIASES.get(key, key)
         if name in _JAVA_ONLY:
-            raise ConfigError(f"{where}: {key} is read only by Java clients; {_JAVA_ONLY[name]}")
+            raise ConfigError(
+                f"{where}: line {entry.line}: {key} is read only by Java clients; {_JAVA_ONLY[name]}"
+            )
         if name not in _PROPERTIES:
-            raise ConfigError(f"{where}: unknown property {key!r}; kubetape reads {', '.join(_PROPERTIES)}")
-        props[name] = value
+            if not entry.has_separator:  # a stray word (a wrapped password?) is not quoted
+                raise ConfigError(
+                    f"{where}: line {entry.line} holds a single word, not a property kubetape reads; "
+                    "write name=value"
+                )
+            raise ConfigError(
+                f"{where}: line {entry.line}: unknown property {key!r}; "
+                f"kubetape reads {', '.join(_PROPERTIES)}"
+            )
+        props[name] = entry.value.strip()
     for name in _PROPERTIES:
         from_env = environ.get(env_name(name))
         if from_env:
