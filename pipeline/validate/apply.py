@@ -36,6 +36,10 @@ class TransformStats:
     objects_dropped: int
     objects_created: int
     events_dropped: int
+    usage_kept: int = 0
+    """Usage samples (the recorded load) in the result: a kubetape trace's; a SimKube trace has none."""
+    usage_dropped: int = 0
+    """Usage samples dropped with the owner they belong to."""
 
 
 def identity(obj: dict[str, Any]) -> Identity:

@@ -5,6 +5,11 @@ Same semantics as :func:`pipeline.validate.apply.apply_transform` for SimKube tr
 their pod and owner when the transform renames or drops them (names only known from a key are
 transformed as stubs: apiVersion, kind, metadata name/namespace) and their pod-spec hash follows the
 owner's changed template. Created objects are applied at the segment start.
+
+The recorded load (the segment's usage samples) follows its owner as the lifecycles do: a sample is kept,
+renamed with its owner, and dropped only with it (the load of an owner the replay no longer has would
+drive nothing). Its template hash stays: a replay sums an owner's load over every template
+(:mod:`pipeline.replay.hpa.load`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pipeline.model.hashing import object_spec_hash, pod_spec_hash
 from pipeline.model.keys import ObjectKey, key_of, parse_object_key
 from pipeline.model.pointer import resolve
 from pipeline.model.sanitize import copy_json
+from pipeline.model.usage import UsageSample
 from pipeline.validate.apply import TransformStats
 from pipeline.validate.podspec import PodSpecLocator
 from pipeline.validate.transform import TraceEdit
@@ -90,6 +96,13 @@ class _SegmentRewriter:
         version = (config.version_of(group, kind) if config is not None else None) or "v1"
         return f"{group}/{version}" if group else version
 
+    def usage_sample(self, sample: UsageSample) -> UsageSample | None:
+        """``sample`` under its owner's new key; None when the transform dropped the owner."""
+        owner = self.renamed(sample.owner_key)
+        if owner is None:
+            return None
+        return sample if owner == sample.owner_key else dataclasses.replace(sample, owner_key=owner)
+
     def lifecycle_event(self, e: Event) -> Event | None:
         assert e.owner_key is not None  # POD_LIFECYCLE events always name their owner
         pod, owner = self.renamed(e.key), self.renamed(e.owner_key)
@@ -134,6 +147,8 @@ def apply_transform_to_segment(segment: Segment, transform: TraceEdit) -> tuple[
             events.append(e)
     # Lifecycles last: they need every owner's renames and template hash changes.
     events.extend(lc for e in lifecycles if (lc := rw.lifecycle_event(e)) is not None)
+    # After every object event too: a sample needs its owner's rename.
+    usage = [kept for sample in segment.usage if (kept := rw.usage_sample(sample)) is not None]
     new_keyframe = None
     if keyframe is not None:
         kf_lifecycles = {lc.key: lc for e in keyframe.lifecycles.values() if (lc := rw.lifecycle_event(e))}
@@ -146,5 +161,9 @@ def apply_transform_to_segment(segment: Segment, transform: TraceEdit) -> tuple[
         keyframe=new_keyframe,
         config=segment.config,
         kind=segment.header.kind,
+        usage=usage,
     )
-    return result, TransformStats(rw.seen, rw.modified, rw.dropped, len(created), 0)
+    stats = TransformStats(
+        rw.seen, rw.modified, rw.dropped, len(created), 0, len(usage), len(segment.usage) - len(usage)
+    )
+    return result, stats

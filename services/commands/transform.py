@@ -94,5 +94,10 @@ def _run(args: TransformSettings) -> int:
         f"{args.output}: {stats.objects_seen} objects seen, {stats.objects_modified} modified, "
         f"{stats.objects_dropped} dropped, {stats.objects_created} created, "
         f"{stats.events_dropped} emptied events dropped"
+        + (
+            f", {stats.usage_kept} usage samples kept, {stats.usage_dropped} dropped with their owners"
+            if stats.usage_kept or stats.usage_dropped
+            else ""
+        )
     )
     return 0
