@@ -9,18 +9,19 @@
   chains need them.
 * ``spec.nodeName`` removed from Pods (the simulated cluster schedules them anew).
 * Secrets: ``data`` and ``stringData`` removed, always, whatever the config says.
-* the config's redaction rules applied (remove, or mask every string leaf as ``"<redacted>"``).
+* the config's redaction rules applied (remove, or mask every string leaf as ``"<redacted>"``; secrets
+  on containers' command lines: :mod:`.secret_args`).
 
 ``status`` is kept, as SimKube does (the replayer strips it).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pipeline.model.keys import GroupVersionKind
 from pipeline.model.pointer import parents
+from pipeline.model.secret_args import mask_secret_args
 from pipeline.model.tracer_config import REDACTED, TracerConfig
 
 METADATA_FIELDS_REMOVED = (
@@ -56,40 +57,6 @@ def _mask(value: Any) -> Any:
     return REDACTED if isinstance(value, str) else value
 
 
-_SECRET_WORD = re.compile(r"password|passwd|token|secret", re.I)
-_KEY_WORDS = {"key", "apikey"}
-
-
-def _secret_flag(name: str) -> bool:
-    """A flag whose name says it holds a secret: a part with password, passwd, token or secret in it, or
-    a part that is ``key`` (``--api-key``, ``--secret-key``; not ``--keyframe-every``)."""
-    parts = re.split(r"[-_.]", name.lstrip("-").lower())
-    return bool(_SECRET_WORD.search(name)) or any(p in _KEY_WORDS for p in parts)
-
-
-def _mask_secret_flags(argv: Any) -> Any:
-    """``--password=x`` → ``--password=<redacted>``, and ``--api-key x`` → ``--api-key <redacted>``."""
-    if not isinstance(argv, list):
-        return argv
-    out: list[Any] = []
-    mask_next = False
-    for arg in argv:
-        if mask_next and isinstance(arg, str) and not arg.startswith("-"):
-            out.append(REDACTED)
-            mask_next = False
-            continue
-        mask_next = False
-        if isinstance(arg, str) and arg.startswith("-"):
-            name, eq, _ = arg.partition("=")
-            if _secret_flag(name):
-                if eq:
-                    out.append(f"{name}={REDACTED}")
-                    continue
-                mask_next = True
-        out.append(arg)
-    return out
-
-
 def _redact(obj: dict[str, Any], gvk: GroupVersionKind, config: TracerConfig) -> None:
     for rule in config.redactions:
         if not rule.applies_to(gvk):
@@ -99,7 +66,7 @@ def _redact(obj: dict[str, Any], gvk: GroupVersionKind, config: TracerConfig) ->
             for container, last in reversed(parents(obj, path)):
                 if rule.action == "secret-flags":
                     if isinstance(container, dict):
-                        container[last] = _mask_secret_flags(container[last])
+                        container[last] = mask_secret_args(container[last])
                     continue
                 if isinstance(container, dict):
                     if rule.action == "remove":

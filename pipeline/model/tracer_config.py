@@ -24,11 +24,11 @@ every env entry of ``containers``, ``initContainers`` and ``ephemeralContainers`
 ``"<redacted>"`` (names, ``valueFrom`` references and the shape stay, so replays still apply). These
 rules are derived from the template paths, so a custom resource's templates are covered too; they are
 not written back by :meth:`TracerConfig.to_mapping` (``redactEnv`` is). Likewise ``redactArgs`` masks,
-in containers' ``args`` and ``command``, the value of every flag whose name says password, passwd,
-token, secret or key (``--password=x``, ``--api-key x``): a secret passed on a command line must not
-reach a trace either. A bad config raises
-:class:`~pipeline.model.errors.ConfigError` at load, naming the source and the offending path (the
-checks are :mod:`.tracer_config_parse`).
+in containers' ``args`` and ``command``, the secrets a command line carries (``--password=x``,
+``--api-key x``, ``PASSWORD=x``, ``https://u:x@host``, the same inside ``sh -c`` scripts; the rule is
+:mod:`.secret_args`, docs/redaction.md): a secret passed on a command line must not reach a trace
+either. A bad config raises :class:`~pipeline.model.errors.ConfigError` at load, naming the source
+and the offending path (the checks are :mod:`.tracer_config_parse`).
 """
 
 from __future__ import annotations
