@@ -4,8 +4,11 @@
 ``preRun`` once connected to the simulated cluster, just before the first event, ``postRun`` once the
 replay (and its cleanup) has ended, ``postStop`` after the session is closed, before the report is
 written. Each hook is a subprocess with a timeout; its stdout and stderr go to one log file in the run
-directory, numbered in the order the hooks ran. A failing pre hook stops the run (unless it is marked
-``ignoreFailure``); a failing post hook is recorded in the report and the run's own result stands.
+directory, numbered in the order the hooks ran. A hook does not inherit kubetape's environment, which
+holds the Kafka and S3 credentials: it gets :data:`INHERITED` from it, the run's ``KUBETAPE_*`` context
+and the names the user lists (``--hook-pass-env``), nothing else. A failing pre hook stops the run
+(unless it is marked ``ignoreFailure``); a failing post hook is recorded in the report and the run's own
+result stands.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ from pipeline.model.errors import ConfigError
 from pipeline.model.hooks import HOOK_POINTS, PRE_POINTS, Hook, parse_hooks_config
 
 DEFAULT_TIMEOUT_S = 300.0
+INHERITED = ("PATH", "HOME", "LANG", "TZ", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+"""What a hook takes from kubetape's environment unasked: a shell's basics, and how kubectl finds the
+simulated cluster when the run was given no ``--kubeconfig`` (the default kubeconfig, or in a pod the
+service account's API server address). ``--kubeconfig`` sets ``KUBECONFIG`` to its file instead."""
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class HookError(ConfigError):
@@ -33,15 +41,22 @@ class HookError(ConfigError):
 
 @dataclass(frozen=True, slots=True)
 class Hooks:
-    """A run's hooks, in the order given; ``run_dir`` gets their logs; ``timeout_s`` bounds each one."""
+    """A run's hooks, in the order given; ``run_dir`` gets their logs; ``timeout_s`` bounds each one;
+    ``pass_env`` names the variables of kubetape's environment every hook gets besides :data:`INHERITED`."""
 
     hooks: tuple[Hook, ...] = ()
     run_dir: Path | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    pass_env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
             raise ConfigError(f"--hook-timeout must be positive, got {self.timeout_s:g}")
+        for name in self.pass_env:
+            if not _ENV_NAME.fullmatch(name):
+                raise ConfigError(
+                    f"--hook-pass-env {name!r} is not a variable name; give one name, e.g. AWS_PROFILE"
+                )
 
     def at(self, point: str) -> list[Hook]:
         return [h for h in self.hooks if h.point == point]
@@ -91,6 +106,11 @@ class HookRunner:
     def run_dir(self) -> Path:
         return self._hooks.run_dir or Path.cwd()
 
+    def _inherited(self) -> dict[str, str]:
+        """The part of kubetape's environment a hook gets: :data:`INHERITED` and the names listed."""
+        names = (*INHERITED, *self._hooks.pass_env)
+        return {name: os.environ[name] for name in names if name in os.environ}
+
     async def run(self, point: str) -> list[HookResult]:
         """Run ``point``'s hooks in order. At a pre point, the first failure not ignored raises
         :class:`HookError` with the hook's name and exit code (the rest of the point's hooks do not run)."""
@@ -109,7 +129,8 @@ class HookRunner:
         run_dir.mkdir(parents=True, exist_ok=True)
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(hook.argv[0]).name)[:40]
         log = run_dir / f"hook-{len(self.results) + 1:02d}-{hook.point}-{slug}.log"
-        env = {**os.environ, **self._env, "KUBETAPE_HOOK_POINT": hook.point, "KUBETAPE_RUN_DIR": str(run_dir)}
+        env = {**self._inherited(), **self._env}
+        env |= {"KUBETAPE_HOOK_POINT": hook.point, "KUBETAPE_RUN_DIR": str(run_dir)}
         with log.open("wb") as out:
             try:
                 process = await asyncio.create_subprocess_exec(

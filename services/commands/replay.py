@@ -245,6 +245,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_HOOK_TIMEOUT_S:g})",
     )
     parser.add_argument(
+        "--hook-pass-env",
+        dest="hook_pass_env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="give the hooks this variable of kubetape's environment too (repeatable); otherwise a hook "
+        "gets PATH, HOME, LANG, TZ, what kubectl needs to find the cluster and the run's KUBETAPE_* "
+        "variables, never the Kafka or S3 credentials",
+    )
+    parser.add_argument(
         "--run-dir",
         type=Path,
         default=None,
@@ -386,7 +396,9 @@ def _hooks(args: argparse.Namespace) -> Hooks:
     run_dir = args.run_dir
     if run_dir is None and args.report_json is not None:
         run_dir = args.report_json.parent
-    return Hooks(hooks_from(args.hooks, args.hooks_files), run_dir, args.hook_timeout)
+    return Hooks(
+        hooks_from(args.hooks, args.hooks_files), run_dir, args.hook_timeout, tuple(args.hook_pass_env)
+    )
 
 
 def _source(args: argparse.Namespace) -> ReplaySource:
