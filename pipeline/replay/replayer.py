@@ -58,7 +58,6 @@ def _new_report(name: str, source: str, plan: ReplayPlan, settings: ReplaySettin
     report.recorded_timeline = list(plan.recorded_running)
     report.recorded_by_owner = dict(plan.recorded_by_owner or {})
     report.speed_mode = "max" if settings.max_speed else "fixed"
-    report.settle_ms, report.settle_from = settings.settle()
     report.resolution_wall_s = settings.fidelity_resolution_s
     report.desired_owners = plan.desired_owners
     hpa = settings.pod_autoscaling
@@ -68,6 +67,8 @@ def _new_report(name: str, source: str, plan: ReplayPlan, settings: ReplaySettin
         report.trace_span_ms, report.trace_end = settings.duration_ms, "--duration"
     else:
         report.trace_span_ms, report.trace_end = plan.span_ms, "the trace's end"
+    # bounded by the trace: a settle longer than its steps forgives a skipped one (issue 46)
+    report.settle_ms, report.settle_from = settings.settle(report.trace_span_ms)
     report.last_event_ms = plan.last_step_ms
     return report
 

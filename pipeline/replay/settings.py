@@ -10,14 +10,10 @@ from typing import TYPE_CHECKING, Any
 from pipeline.model.lifecycle_delays import LifecycleDelays
 from pipeline.model.speed import check_speed
 from pipeline.replay.autoscale.settings import ScaledSetting
+from pipeline.replay.report.settle import default_settle_ms, default_settle_source
 
 if TYPE_CHECKING:
     from pipeline.replay.hpa.replay import HpaReplay
-
-DEFAULT_SETTLE_WALL_S = 3.0
-"""The settle without ``--settle`` or ``--max-lag``, in wall seconds at the replay's speed: a second for
-the replayer's write and the sample, two for a simulated controller, the scheduler and KWOK to turn a
-change into Running pods (which a recorded lifecycle includes, and ``spec.replicas`` does not)."""
 
 NodePool = tuple[Mapping[str, Any], int]
 """A pool of virtual nodes: a Node skeleton and how many nodes to make of it."""
@@ -101,18 +97,15 @@ class ReplaySettings:
             autoscaled=bool(self.autoscaler_node_pools) or self.pod_autoscaling is not None,
         )
 
-    def settle(self) -> tuple[float, str]:
+    def settle(self, span_ms: float) -> tuple[float, str]:
         """The settle in trace ms, and where it comes from: ``settle_s`` when given, else ``max_lag_s``
-        (the lag the governor keeps while the clock moves), else :data:`DEFAULT_SETTLE_WALL_S` of wall
-        time at the speed."""
+        (the lag the governor keeps while the clock moves), else the default for a trace ``span_ms``
+        long at the speed (:func:`~pipeline.replay.report.settle.default_settle_ms`)."""
         if self.settle_s is not None:
             return self.settle_s * 1000.0, "--settle"
         if self.max_lag_s is not None:
             return self.max_lag_s * 1000.0, "--max-lag"
-        return (
-            DEFAULT_SETTLE_WALL_S * self.speed * 1000.0,
-            f"{DEFAULT_SETTLE_WALL_S:g} wall s at speed {self.speed:g}",
-        )
+        return default_settle_ms(self.speed, span_ms), default_settle_source(self.speed, span_ms)
 
     def resolved_name(self) -> str:
         return self.replay_name or f"replay-{uuid.uuid4().hex[:8]}"

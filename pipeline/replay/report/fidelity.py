@@ -174,8 +174,17 @@ def _replay_range(
 SETTLE_FACTORS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0)
 """Multiples of the stated settle tried, when the bound was missed at it, to tell a cluster that took
 longer to converge from one that never did. They never change the figures: those are at the stated
-settle. The ladder stops at ten: a longer window forgives almost any count the recording took at some
-point, so it would no longer say anything about the replay."""
+settle. The ladder stops at ten, and at a quarter of the trace
+(:func:`~pipeline.replay.report.settle.longest_stretch_ms`): a longer window forgives almost any count
+the recording took at some point, a skipped step among them, so it would no longer say anything about
+the replay."""
+
+
+def stretched_settles(settle_ms: float, longest_ms: float = float("inf")) -> list[float]:
+    """The settles the verdict tries (trace ms): the stated one, then :data:`SETTLE_FACTORS` times it
+    up to ``longest_ms`` (:func:`~pipeline.replay.report.settle.longest_stretch_ms`: a part of the
+    trace, beyond which a window forgives a skipped step)."""
+    return [settle_ms, *(settle_ms * f for f in SETTLE_FACTORS if settle_ms * f <= longest_ms)]
 
 
 def settle_needed(
@@ -183,14 +192,15 @@ def settle_needed(
     samples: Sequence[OwnerSample],
     settle_ms: float,
     hpa_reactions: Mapping[str, float] | None = None,
+    longest_ms: float = float("inf"),
 ) -> float | None:
-    """The shortest settle (trace ms: the stated one, or one of :data:`SETTLE_FACTORS` times it) at
-    which every owner's samples are within :data:`BOUND_PODS` of the recording; None when even the
-    longest is not enough. An HPA's owner's window is its reaction time, or the settle once longer."""
-    for factor in (1.0, *SETTLE_FACTORS):
-        owners = compare_owners(recorded, samples, settle_ms * factor, hpa_reactions)
+    """The shortest settle of :func:`stretched_settles` at which every owner's samples are within
+    :data:`BOUND_PODS` of the recording; None when even the longest is not enough. An HPA's owner's
+    window is its reaction time, or the settle once longer."""
+    for settle in stretched_settles(settle_ms, longest_ms):
+        owners = compare_owners(recorded, samples, settle, hpa_reactions)
         if all(o.max_error <= BOUND_PODS for o in owners):
-            return settle_ms * factor
+            return settle
     return None
 
 
@@ -253,10 +263,12 @@ def judge(
     lateness_p99_ms: float | None,
     largest_sample_gap_s: float = 0.0,
     hpa_reactions: Mapping[str, float] | None = None,
+    longest_settle_ms: float = float("inf"),
 ) -> FidelityVerdict:
     """The verdict on a replay: samples judged at ``settle_ms`` of trace time (the owners of
     ``hpa_reactions`` over their HPA's reaction time); the machine's pace (``lateness_p99_ms`` and
-    ``largest_sample_gap_s``, wall time) against ``resolution_wall_s``."""
+    ``largest_sample_gap_s``, wall time) against ``resolution_wall_s``. A miss is a failure unless a
+    settle of :func:`stretched_settles`, up to ``longest_settle_ms``, explains it."""
     if not recorded:
         return FidelityVerdict("unmeasured", ("the recording has no pod lifecycles to compare with",), None)
     reasons = []
@@ -272,13 +284,14 @@ def judge(
             "between was not seen"
         )
     reasons += unjudged_decisions(recorded, hpa_reactions or {})
-    needed = settle_needed(recorded, samples, settle_ms, hpa_reactions)
+    needed = settle_needed(recorded, samples, settle_ms, hpa_reactions, longest_settle_ms)
     if needed is None:
+        longest = stretched_settles(settle_ms, longest_settle_ms)[-1]
         return FidelityVerdict(
             "failed",
             (
                 f"an owner stayed more than {BOUND_PODS} pod(s) off the recording even when the cluster "
-                f"is allowed {settle_ms * SETTLE_FACTORS[-1] / 1000:g} s of trace time to settle",
+                f"is allowed {longest / 1000:g} s of trace time to settle",
                 *reasons,
             ),
             None,

@@ -15,8 +15,10 @@ from pipeline.replay.report.fidelity import (
     Timeline,
     compare_owners,
     judge,
+    stretched_settles,
     trace_instants,
 )
+from pipeline.replay.report.settle import longest_stretch_ms, settle_warning
 
 MAX_SAMPLES = 20_000
 """Samples of the replay's pods kept (thinned beyond, see :meth:`ReplayReport.add_sample`)."""
@@ -135,7 +137,13 @@ class ReplayReport:
             lateness_p99_ms=percentile(self.lateness_ms, 0.99),
             largest_sample_gap_s=self.largest_sample_gap_s,
             hpa_reactions=self.hpa_reactions,
+            longest_settle_ms=longest_stretch_ms(self.settle_ms, self.trace_span_ms),
         )
+
+    def settle_warning(self) -> str | None:
+        """A sentence when the settle covers a large part of the trace (see
+        :func:`~pipeline.replay.report.settle.settle_warning`)."""
+        return settle_warning(self.settle_ms, self.trace_span_ms)
 
     def to_json(self) -> dict[str, Any]:
         owners = self.owner_fidelity()
@@ -192,6 +200,10 @@ class ReplayReport:
                 "bound_pods": BOUND_PODS,
                 "settle_ms": self.settle_ms,
                 "settle_from": self.settle_from,
+                "settle_warning": self.settle_warning(),
+                "longest_settle_tried_ms": stretched_settles(
+                    self.settle_ms, longest_stretch_ms(self.settle_ms, self.trace_span_ms)
+                )[-1],
                 "settle_needed_ms": verdict.settle_needed_ms,
                 "resolution_wall_s": self.resolution_wall_s,
                 "owner_instants": sum(o.samples for o in owners),
@@ -385,6 +397,9 @@ class ReplayReport:
                 f"of the recorded replicas over {reaction:g} s either side)"
             )
         lines += [f"    {reason}" for reason in verdict.reasons]
+        warning = self.settle_warning()
+        if warning is not None:
+            lines.append(f"    WARNING: {warning}")
         return lines
 
 
