@@ -7,7 +7,8 @@ The rule (docs/redaction.md states it for users), applied to every string of ``a
   ``secret(s)``, ``token``, ``credential(s)`` or ``creds``; is ``pass``, ``pwd`` or ``key``; or is a
   ``…key`` compound of :data:`KEY_COMPOUNDS` (``apikey``, ``accessKey``, ``privatekey``, ``signingKey``…).
 * ``--NAME=VALUE`` / ``-NAME=VALUE`` with a secret NAME → ``--NAME=<redacted>``; ``--NAME VALUE`` →
-  ``--NAME <redacted>``, whatever VALUE starts with, except a long option (``--x``), which then is no value.
+  ``--NAME <redacted>``, whatever VALUE starts with (``-x…`` too), except an option (``--x…`` or a
+  one-letter ``-x``), which then is no value.
 * ``NAME=VALUE`` (an environment assignment, ``env PASSWORD=x app``, ``--set db.password=x``) with a
   secret NAME → ``NAME=<redacted>``.
 * ``-p VALUE`` (and ``-p=VALUE``): a password for sshpass, mongo and others, a port for ssh, psql or
@@ -44,14 +45,14 @@ _EXACT = frozenset({"pass", "pwd", "key"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _FLAG = re.compile(r"-{1,2}[A-Za-z][^=\s]*")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
-_LONG_OPTION = re.compile(r"--[A-Za-z]")
+_OPTION = re.compile(r"--[A-Za-z].*|-[A-Za-z]", re.S)
 _REFERENCE = re.compile(r"\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*\}|\([A-Za-z_]\w*\))")
 _PORT = re.compile(r"(?:[\d.]+:)?\d{1,5}(?:-\d{1,5})?(?::\d{1,5}(?:-\d{1,5})?)?(?:/(?:tcp|udp|sctp))?")
 _PATH = re.compile(r"(?:/|\./|\.\./|~)")
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)[^@\s/'\"]+@")
 _SHELL = re.compile(
     r"""(?P<op>[;&|()<>]+)"""
-    r"""|(?P<word>(?:[^\s'"\\;&|()<>]|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+)"""
+    r"""|(?P<word>(?:[^\s'"\\;&|()<>$]|\$\([^()]*\)|\$|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+)"""
     r"""|(?P<other>\S)""",
     re.S,
 )
@@ -106,7 +107,7 @@ def _mask_tokens(tokens: list[tuple[str, str | None]], *, quoted: bool = False) 
         flag, pending = pending, None
         if plain is None:  # ;, &&, | … end a command: no value follows
             yield raw
-        elif flag is not None and not _LONG_OPTION.match(plain):
+        elif flag is not None and not _OPTION.fullmatch(plain):
             yield raw if _kept_value(flag, plain) else REDACTED
         else:
             name, eq, value = plain.partition("=")

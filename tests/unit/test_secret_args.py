@@ -61,6 +61,7 @@ KEPT: list[list[str]] = [
     ["--max-tokens", "100", "--tokenizer", "bert", "--passive", "--bypass-cache"],
     ["--keyspace", "ks"],
     ["-p", "5432"],
+    ["tar", "-p", "-x", "-f", "a.tar", "--password", "-v"],
     ["-p", "8080:80/tcp"],
     ["sh", "-c", "mkdir -p /var/data && exec app --port 80"],
     ["--password=$(DB_PASSWORD)", "--token", "$TOKEN", "--api-key=${API_KEY}"],
