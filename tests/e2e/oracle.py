@@ -1,104 +1,236 @@
-"""The end-to-end tests' own judgment of a replay against its recording, independent of the report's
-fidelity verdict (``pipeline.replay.fidelity``), which is what is being checked.
+"""The end-to-end tests' own judgment of a replay, whatever the report's verdict says (issue 43).
 
-For every sample the replay took, and every owner of the scripted workload, the running pods it saw
-must be within :data:`BOUND_PODS` of a count the recording had over the preceding :data:`SETTLE_TRACE_MS`
-of trace time (the simulated cluster needs a moment to schedule and start what the replayer applied).
-The settle is stated in trace time and is short beside the recording's steps, so a replay that lags a
-step, skips one or reaches a wrong count is caught; it is not widened when the machine is slow.
+What it judges with: the trace file (:mod:`tests.e2e.expected`: per owner, the pods it should run after
+each recorded step), the simulated cluster seen through its own watch (:mod:`tests.e2e.cluster_watch`),
+and the replay's trace clock as the replay printed it (:mod:`tests.e2e.judged_replay`), which it checks
+before using (:func:`clock_problems`). A held clock may stretch wall time; the comparison is in trace
+time, at a settle stated here (:data:`SETTLE_TRACE_MS`), and a miss fails the test, held clock or not.
 
-The end-to-end replays run with ``--max-lag`` (:data:`MAX_LAG_S`): where the simulated cluster falls
-that far behind the recording, the replay's trace clock holds until it catches up, so a slow machine
-slows the replay down instead of making it unfaithful. When the replay misses the oracle, the run may
-still pass as ``degraded``, but only when the product's own measures of the machine falling behind say
-so: the replayer's writes ran late (lateness p99) or the pods could not be sampled as often as asked
-(the largest gap between samples), beyond one wall second, or the trace clock held for the cluster.
+At each clock reading the watch's counts are a sample at that trace instant; between two readings, an
+owner whose count did not change held that count over the whole trace interval between them. Each
+sample must lie, at every instant it covers, within :data:`BOUND_PODS` of what the steps allow then:
+the step in force, and for :data:`SETTLE_TRACE_MS` after a step the count before it too (and a
+rollout's surge). So:
+
+* a step applied late by more than the settle, or never (a scale-down skipped, a bare pod dropped), is
+  a miss in the stretch after the settle where only the new count is allowed;
+* a step applied early (every step at time 0) is a miss in the stretch before it;
+* every step must be *reached* (its count seen while it was in force, or within the settle after) and,
+  where the trace holds it longer than the settle, *judged* (a sample inside that stretch): a replay the
+  oracle could not see is not a replay that passed;
+* the clock must reach the trace's end, so the last part of the trace is judged too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from tests.e2e.cluster_watch import ClusterWatch
+from tests.e2e.expected import Expected, Step
+from tests.e2e.judged_replay import JudgedReplay
 
 BOUND_PODS = 1
-"""Running pods per owner may differ from the recording by this many (a rollout overlaps old and new
-pods for a moment, and recorded start times have whole-second precision)."""
-SETTLE_TRACE_MS = 10_000
-"""How long after a recorded change the replay may still show the count before it: ten trace seconds,
-one wall second at speed 10, a tenth of what the report's settle ladder allows. On a 2-core machine at
-load 15 the simulated cluster took 0.6–0.9 wall s to converge after a scale-down (five trace seconds
-failed each of three replays the report called ``held``; eight, one of them), so a shorter settle would
-measure the machine rather than the replay. A count the recording left more than ten trace seconds
-before, a level never reached, or a count more than one pod off any recent one, is caught."""
-MAX_LAG_S = 5.0
-"""The end-to-end replays' ``--max-lag``, in trace seconds: half the settle."""
-FELL_BEHIND_WALL_S = 1.0
-"""Lateness (p99) or a gap between samples beyond this, in wall seconds, is the machine falling behind."""
-
-Timeline = Sequence[tuple[int, int]]
-
-
-def recorded_timelines(report: Mapping[str, Any]) -> dict[str, Timeline]:
-    by_owner = report["timeline"]["recorded_by_owner"]
-    return {owner: [(p["trace_ms"], p["pods_running"]) for p in points] for owner, points in by_owner.items()}
-
-
-def count_at(timeline: Timeline, trace_ms: float) -> int:
-    """The recorded count at ``trace_ms``: the last point at or before it (none yet: 0)."""
-    count = 0
-    for at, running in timeline:
-        if at > trace_ms:
-            break
-        count = running
-    return count
+"""A Deployment's Running pods may differ from its steps by this many (a rollout overlaps old and new
+pods, and the replay's clock runs on while an owner is no more than one pod off). A bare pod's may not:
+one pod off a bare pod is the pod missing. A step is *reached* only at its exact count."""
+MAX_LAG_S = 2.0
+"""The end-to-end replays' ``--max-lag``, in trace seconds: the trace clock holds while the simulated
+cluster is further behind, so a slow machine slows the replay down instead of making it unfaithful."""
+SETTLE_TRACE_MS = 3_500
+"""How long after a step the cluster may still show the count before it: ``--max-lag`` plus a trace
+second and a half for the look at the cluster that finds it behind (the clock runs up to the governor's
+horizon between two looks). Shorter than every step of the scripted workload (about 4.5 trace s apart)
+so each is judged on its own."""
+EARLY_MS = 500
+"""A change may show this much trace time before its step: a clock reading arrives a moment after the
+replay printed it, while the cluster goes on."""
+FASTEST_FACTOR = 1.5
+"""The trace clock may not run faster than this times ``--speed`` over :data:`RATE_WINDOW_WALL_S` (the
+readings state tenths of a trace second)."""
+RATE_WINDOW_WALL_S = 0.5
+MOVING_WALL_FACTOR = 3.0
+"""While the clock moves (wall time between readings where it advanced), it may take at most this many
+times span/speed, plus :data:`MOVING_WALL_SLACK_S`: a clock ignoring ``--speed`` takes ``speed`` times."""
+MOVING_WALL_SLACK_S = 3.0
 
 
-def counts_over(timeline: Timeline, start_ms: float, end_ms: float) -> tuple[int, int]:
-    """The lowest and highest recorded count over [start_ms, end_ms]."""
-    counts = [count_at(timeline, start_ms), *(running for at, running in timeline if start_ms < at <= end_ms)]
-    return min(counts), max(counts)
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """``count`` Running pods over trace [start_ms, end_ms] (a point when equal)."""
+
+    start_ms: float
+    end_ms: float
+    count: int
 
 
-def owner_errors(
-    report: Mapping[str, Any], owners: Iterable[str], settle_ms: float = SETTLE_TRACE_MS
+def samples(replay: JudgedReplay, owner: str) -> list[Sample]:
+    """The owner's samples: one per clock reading, and the interval between two readings when the
+    watch saw no change of the owner's count in between."""
+    out = []
+    clock, cluster = replay.clock, replay.cluster
+    for index, (wall, trace) in enumerate(clock):
+        count = cluster.counts_at(wall).get(owner, 0)
+        out.append(Sample(trace, trace, count))
+        if index + 1 < len(clock):
+            next_wall, next_trace = clock[index + 1]
+            if not cluster.changes_between(wall, next_wall, owner):
+                out.append(Sample(trace, next_trace, count))
+    return out
+
+
+def bound_for(owner: str) -> int:
+    return BOUND_PODS if owner.startswith("apps/Deployment/") else 0
+
+
+def allowed(steps: Sequence[Step], at_ms: float, settle_ms: float, bound: int) -> tuple[int, int]:
+    """The counts (low, high) the owner may run at trace ``at_ms``: those of each step in force then
+    or less than ``settle_ms`` before (0 before the first), a rollout's surge for its settle, and
+    ``bound`` either side."""
+    counts = []
+    surge = 0
+    for index, step in enumerate(steps):
+        begins = step.at_ms - step.early_ms - EARLY_MS
+        ends = steps[index + 1].at_ms + settle_ms if index + 1 < len(steps) else float("inf")
+        if begins <= at_ms < ends:
+            counts.append(step.count)
+            if at_ms < step.at_ms + settle_ms:
+                surge = max(surge, step.surge)
+    first = steps[0] if steps else None
+    if first is None or at_ms < first.at_ms + settle_ms:
+        counts.append(0)
+    return min(counts) - bound, max(counts) + surge + bound
+
+
+def _breakpoints(steps: Sequence[Step], settle_ms: float) -> list[float]:
+    points: set[float] = set()
+    for step in steps:
+        points.update((step.at_ms - step.early_ms - EARLY_MS, step.at_ms + settle_ms))
+    return sorted(points)
+
+
+def owner_misses(owner: str, steps: Sequence[Step], seen: Sequence[Sample], settle_ms: float) -> list[str]:
+    """Each sample off the steps at some instant it covers, described."""
+    breaks = _breakpoints(steps, settle_ms)
+    misses = []
+    for sample in seen:
+        instants = [sample.start_ms, *(b for b in breaks if sample.start_ms < b <= sample.end_ms)]
+        for at in instants:
+            low, high = allowed(steps, at, settle_ms, bound_for(owner))
+            if not low <= sample.count <= high:
+                over = (
+                    f"trace {sample.start_ms / 1000:.2f} s"
+                    if sample.start_ms == sample.end_ms
+                    else f"trace {sample.start_ms / 1000:.2f}..{sample.end_ms / 1000:.2f} s"
+                )
+                misses.append(
+                    f"{owner}: {sample.count} Running over {over}, expected {max(low, 0)}..{high} "
+                    f"at {at / 1000:.2f} s"
+                )
+                break
+    return misses
+
+
+def step_problems(
+    owner: str, steps: Sequence[Step], seen: Sequence[Sample], settle_ms: float, span_ms: float
 ) -> list[str]:
-    """Each (sample, owner) whose running pods are off the recording, described; empty when none is."""
-    recorded = recorded_timelines(report)
-    errors = []
-    for sample in report["timeline"]["replay_by_owner"]:
-        at = sample["trace_ms"]
-        for owner in owners:
-            seen = sample["pods_running"].get(owner, 0)
-            low, high = counts_over(recorded.get(owner, []), at - settle_ms, at)
-            if not low - BOUND_PODS <= seen <= high + BOUND_PODS:
-                errors.append(f"{owner} at trace {at / 1000:.2f} s: {seen} running, recorded {low}..{high}")
-    return errors
+    """Each step never reached, or held longer than the settle and never looked at there."""
+    problems = []
+    for index, step in enumerate(steps):
+        ends = steps[index + 1].at_ms if index + 1 < len(steps) else span_ms
+        window = (step.at_ms - step.early_ms - EARLY_MS, ends + settle_ms)
+        reached = any(
+            s.count == step.count and s.start_ms <= window[1] and s.end_ms >= window[0] for s in seen
+        )
+        if not reached:
+            problems.append(
+                f"{owner}: the step to {step.count} pod(s) at trace {step.at_ms / 1000:.2f} s was never "
+                f"reached (no sample at that count from then to {window[1] / 1000:.2f} s)"
+            )
+        held = (step.at_ms + settle_ms, ends - (steps[index + 1].early_ms if index + 1 < len(steps) else 0))
+        if held[0] < held[1] and not any(s.start_ms < held[1] and s.end_ms >= held[0] for s in seen):
+            problems.append(
+                f"{owner}: the step to {step.count} pod(s) at trace {step.at_ms / 1000:.2f} s was not "
+                f"looked at while it held ({held[0] / 1000:.2f}..{held[1] / 1000:.2f} s)"
+            )
+    return problems
 
 
-def machine_fell_behind(report: Mapping[str, Any]) -> list[str]:
-    """The product's own measures of the machine not keeping up with the replay, where they say so."""
-    reasons = []
-    lateness_p99 = report["lateness_ms"]["p99"]
-    if lateness_p99 is not None and lateness_p99 > FELL_BEHIND_WALL_S * 1000:
-        reasons.append(f"lateness p99 {lateness_p99} ms")
-    if report["largest_sample_gap_seconds"] > FELL_BEHIND_WALL_S:
-        reasons.append(f"a gap of {report['largest_sample_gap_seconds']} s between samples")
-    held = (report.get("convergence") or {}).get("held_seconds") or 0
-    if held > 0:
-        reasons.append(f"the trace clock held {held} s for the cluster to catch up (--max-lag)")
-    return reasons
+def clock_problems(replay: JudgedReplay, span_ms: float) -> list[str]:
+    """What is wrong with the replay's trace clock as it printed it (the module docstring)."""
+    clock = replay.clock
+    if len(clock) < 2:
+        return [f"the replay printed {len(clock)} clock reading(s); the oracle needs its progress lines"]
+    problems = []
+    moving_wall = 0.0
+    for (wall, trace), (next_wall, next_trace) in pairwise(clock):
+        if next_trace < trace:
+            problems.append(f"the trace clock went back from {trace / 1000:g} s to {next_trace / 1000:g} s")
+        if next_trace > trace:
+            moving_wall += next_wall - wall
+    problems += _too_fast(clock, replay.speed)[:1]
+    if abs(clock[-1][1] - span_ms) > 100:
+        problems.append(
+            f"the replay's trace clock ended at {clock[-1][1] / 1000:g} s, not at the trace's end "
+            f"({span_ms / 1000:g} s)"
+        )
+    limit = MOVING_WALL_FACTOR * span_ms / 1000 / replay.speed + MOVING_WALL_SLACK_S
+    if moving_wall > limit:
+        problems.append(
+            f"the trace clock moved for {moving_wall:.1f} wall s to cover {span_ms / 1000:g} trace s at "
+            f"speed {replay.speed:g} (at most {limit:.1f})"
+        )
+    return problems
 
 
-def assert_follows_recording(report: Mapping[str, Any], owners: Iterable[str]) -> None:
-    """The replay's running pods per owner follow the recording (see the module's docstring); where they
-    do not, the machine fell behind by the product's own measures and the report does not say ``held``."""
-    owners = sorted(owners)
-    assert owners, "no owner of the scripted workload in the recording"
-    errors = owner_errors(report, owners)
-    if not errors:
-        return
-    behind = machine_fell_behind(report)
-    verdict = report["owner_fidelity"]["verdict"]
-    summary = f"{len(errors)} sample(s) off the recording, the first: {errors[:5]}"
-    assert behind, f"{summary}; the machine kept up (lateness, sampling), so the replay is wrong"
-    assert verdict != "held", f"{summary}; yet the report says held"
+def _too_fast(clock: Sequence[tuple[float, float]], speed: float) -> list[str]:
+    """Each stretch of at least :data:`RATE_WINDOW_WALL_S` over which the clock ran faster than
+    :data:`FASTEST_FACTOR` times ``speed``."""
+    out = []
+    later = 0
+    for wall, trace in clock:
+        while later < len(clock) and clock[later][0] - wall < RATE_WINDOW_WALL_S:
+            later += 1
+        if later == len(clock):
+            break
+        end_wall, end_trace = clock[later]
+        if end_trace - trace - 100 > speed * FASTEST_FACTOR * (end_wall - wall) * 1000:
+            out.append(
+                f"the trace clock ran {(end_trace - trace) / 1000:g} trace s in {end_wall - wall:.2f} wall s "
+                f"(from {trace / 1000:g} s), faster than speed {speed:g}"
+            )
+    (first_wall, first_trace), (last_wall, last_trace) = clock[0], clock[-1]
+    if last_trace - first_trace - 100 > speed * FASTEST_FACTOR * (last_wall - first_wall) * 1000:
+        out.append(
+            f"the trace clock ran {(last_trace - first_trace) / 1000:g} trace s in "
+            f"{last_wall - first_wall:.2f} wall s, faster than speed {speed:g}"
+        )
+    return out
+
+
+def judge(replay: JudgedReplay, expected: Expected, settle_ms: float = SETTLE_TRACE_MS) -> list[str]:
+    """Every way the replay departs from the trace: its clock, then each owner's misses and steps."""
+    assert expected.steps, "the trace holds no Deployment or bare pod to judge"
+    found = clock_problems(replay, expected.span_ms)
+    for owner, steps in sorted(expected.steps.items()):
+        seen = samples(replay, owner)
+        found += owner_misses(owner, steps, seen, settle_ms)
+        found += step_problems(owner, steps, seen, settle_ms, expected.span_ms)
+    found += _unexpected_owners(replay.cluster, expected.steps)
+    return found
+
+
+def _unexpected_owners(cluster: ClusterWatch, owners: Iterable[str]) -> list[str]:
+    """Owners that ran pods in the replay's namespaces without being in the trace."""
+    known = set(owners)
+    seen = {owner for _, counts in cluster.history for owner in counts}
+    return [
+        f"{owner}: ran pods in the replay, and the trace has no such owner" for owner in sorted(seen - known)
+    ]
+
+
+def assert_follows_trace(replay: JudgedReplay, expected: Expected) -> None:
+    """The replay's cluster followed the trace (see the module docstring); else the first misses."""
+    found = judge(replay, expected)
+    assert not found, f"{len(found)} miss(es) of the trace, the first: " + "\n".join(found[:12])

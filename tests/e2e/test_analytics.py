@@ -1,8 +1,7 @@
 """The analytics issue end to end: the session's recording of the scripted workload (watcher → Kafka →
-sink → export, tests/e2e/conftest.py) replayed three times at speed 10 as runs; each run follows the
-recording by the test's own oracle (tests/e2e/oracle.py), `kubetape compare` finds every run within the
-replayer's fidelity threshold (running pods per owner within one pod of the recording), and an analytics
-consumer on the recorded Kafka range sees the same timeline as the trace."""
+sink → export, tests/e2e/conftest.py) replayed three times at speed 10 as runs; `kubetape compare`
+finds every run within the replayer's fidelity threshold (running pods per owner within one pod of the
+recording), and an analytics consumer on the recorded Kafka range sees the same timeline as the trace."""
 
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ from pipeline.stack.stack import LocalStack
 from services.cli import main
 from services.mission import MissionResult
 from services.sweep import replay_to_run
-from tests.e2e.oracle import MAX_LAG_S, assert_follows_recording
+from tests.e2e.oracle import MAX_LAG_S
 
 OWNER_ERROR_THRESHOLD = 1  # the replayer issue: per owner, within one pod at every second of scaled time
 
@@ -79,10 +78,9 @@ async def test_three_replays_of_a_recording_compare_within_the_fidelity_threshol
             runs_dir / f"run-{repetition}",
             repetition=repetition,
         )
+        # (whether a replay of this trace follows it is the oracle's to judge, with its own watch of
+        # the cluster: tests/e2e/test_record_replay.py; here, what compare makes of the runs)
         assert run.report["events"]["failed"] == 0, run.report["failures"]
-        # each run follows the recording by the test's own oracle, or ran on a machine that fell behind
-        workload = [owner for owner in run.report["timeline"]["recorded_by_owner"] if "/shop-" in owner]
-        assert_follows_recording(run.report, workload)
 
     capsys.readouterr()
     code = main(["compare", str(runs_dir), "--json", "--max-owner-error", str(OWNER_ERROR_THRESHOLD)])
