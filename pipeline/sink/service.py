@@ -17,14 +17,14 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.formats.simkube import SIMKUBE_TRACE_VERSION, check_writable_version
 from pipeline.formats.wire import native
 from pipeline.io.http import HttpSettings, bound_port, create_app, start_http
-from pipeline.io.kafka.admin import ensure_topic, topic_partitions
+from pipeline.io.kafka.admin import ensure_topic
 from pipeline.io.kafka.reads import latest_clusters
 from pipeline.io.kafka.settings import DEADLETTER_TOPIC, DEFAULT_SINK_GROUP, USAGE_TOPIC, KafkaSettings
 from pipeline.io.kafka.sink_member import KafkaSinkSource
@@ -35,6 +35,7 @@ from pipeline.model.errors import ConfigError, KubetapeError, TransientError
 from pipeline.model.keys import ClusterId
 from pipeline.sink.settings import SinkSettings
 from pipeline.sink.sink import Sink
+from pipeline.sink.usage_member import UsageTopic, usage_stored
 from pipeline.sink.usage_sink import USAGE_GROUP_SUFFIX, UsageSink
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, ExportResult, export_window, filters_from_json
@@ -75,8 +76,9 @@ class SinkServiceSettings:
     store_retry_s: float = 120.0
     cluster: ClusterId | None = None
     usage_topic: str | None = USAGE_TOPIC
-    """The recorded load's topic, stored in the ``usage/`` sub-store (:mod:`pipeline.sink.usage_sink`)
-    when it exists at start (the watcher makes it); None: the load is not stored."""
+    """The recorded load's topic, stored in the ``usage/`` sub-store (:mod:`pipeline.sink.usage_sink`),
+    created like the events topic or waited for, whichever starts first (:mod:`pipeline.sink.usage_member`);
+    None: the load is not stored."""
     usage_flush_s: float = 60.0
     """How long usage samples gather before they are written as a segment (and committed)."""
 
@@ -197,10 +199,10 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
     )
     source.on_assigned = sink.on_assigned
     source.on_revoked = sink.on_revoked
-    usage = await _usage_member(settings, cluster, location, metrics)
+    usage_store = _usage_store(settings, location)
     # not ready while the store does not answer or the brokers deny this member (logged once each)
     app = create_app(metrics, lambda: ready.is_set() and store_health.ok and source.access.ok)
-    add_export_route(app, _exporter(store, usage.store if usage else None), settings.http.token)
+    add_export_route(app, _exporter(store, usage_store), settings.http.token)
     runner = await start_http(app, settings.http)
     log.info(
         "sink started",
@@ -219,17 +221,11 @@ async def run_sink_service(settings: SinkServiceSettings, stop: asyncio.Event | 
         retention = asyncio.create_task(
             # the recorded load goes with the events' retention, from the usage sub-store even when this
             # run stores no usage (a store filled earlier keeps its usage/)
-            _retention_loop(
-                SegmentCatalog(store),
-                usage.store if usage else open_usage_store(location, for_reading=True),
-                settings,
-                metrics,
-                stop,
-            ),
+            _retention_loop(SegmentCatalog(store), usage_store, settings, metrics, stop),
             name="sink-retention",
         )
     try:
-        async with source, _usage_running(usage, stop, settings.shutdown_timeout_s):
+        async with source, _storing_usage(settings, cluster, usage_store, metrics, stop):
             ready.set()
             await _run_until_stopped(sink, stop, settings.shutdown_timeout_s)
             log.info("sink stopped: open segments flushed and committed")
@@ -251,59 +247,55 @@ def _remove_stale_temp_files(store: SegmentStore) -> None:
         log.info("removed temp files of interrupted writes", extra={"ctx": {"count": removed}})
 
 
-@dataclass(frozen=True, slots=True)
-class _UsageMember:
-    source: KafkaSinkSource
-    sink: UsageSink
-    store: SegmentStore
+def _usage_store(settings: SinkServiceSettings, location: StoreLocation) -> SegmentStore | None:
+    """The load's sub-store: written once its topic is there (now or later), read by exports meanwhile;
+    without a usage topic, what an earlier run stored (None: nothing)."""
+    if settings.usage_topic is None:
+        return open_usage_store(location, for_reading=True)
+    return open_segment_store(usage_store_location(location), retry_s=settings.store_retry_s)
 
 
-async def _usage_member(
-    settings: SinkServiceSettings, cluster: ClusterId, location: StoreLocation, metrics: Metrics
-) -> _UsageMember | None:
-    """The usage topic's consumer and loop, when the topic exists (a watcher made it); else None."""
-    topic = settings.usage_topic
-    if topic is None:
+def _storing_usage(
+    settings: SinkServiceSettings,
+    cluster: ClusterId,
+    store: SegmentStore | None,
+    metrics: Metrics,
+    stop: asyncio.Event,
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """The recorded load stored beside the events (see :mod:`pipeline.sink.usage_member`)."""
+    member = _usage_member(settings, cluster, store, metrics)
+    return usage_stored(_usage_topic(settings), member, stop, settings.shutdown_timeout_s)
+
+
+def _usage_topic(settings: SinkServiceSettings) -> UsageTopic | None:
+    """The usage topic, created as the events topic is (``--topics create``) or only waited for."""
+    if settings.usage_topic is None:
         return None
-    try:
-        exists = bool(await topic_partitions(settings.kafka, topic))
-    except KubetapeError as exc:  # denied Describe (an ACL set without it): events are stored all the same
-        log.warning("the recorded load is not stored: %s", exc, extra={"ctx": {"topic": topic}})
-        return None
-    if not exists:
-        log.info("no usage topic: the recorded load is not stored", extra={"ctx": {"topic": topic}})
-        return None
-    store = open_segment_store(usage_store_location(location), retry_s=settings.store_retry_s)
-    source = KafkaSinkSource(
-        settings.kafka,
-        topic,
-        group_id=settings.group_id + USAGE_GROUP_SUFFIX,
-        deadletter_topic=settings.deadletter_topic,
-        what="the sink's usage consumer",
-    )
-    usage = UsageSink(source, store, metrics, cluster=cluster, flush_every_s=settings.usage_flush_s)
-    source.on_assigned = usage.on_assigned
-    source.on_revoked = usage.on_revoked
-    return _UsageMember(source, usage, store)
+    return UsageTopic(settings.kafka, settings.usage_topic, settings.partitions, settings.create_topics)
 
 
-@contextlib.asynccontextmanager
-async def _usage_running(
-    usage: _UsageMember | None, stop: asyncio.Event, timeout_s: float
-) -> AsyncIterator[None]:
-    """The usage loop runs beside the event sink; once ``stop`` is set it flushes, within ``timeout_s``."""
-    if usage is None:
-        yield
-        return
-    async with usage.source:
-        loop = asyncio.create_task(usage.sink.run(stop), name="sink-usage-loop")
-        try:
-            yield
-        finally:
-            try:
-                await asyncio.wait_for(loop, timeout_s)
-            except TimeoutError:
-                log.warning("the usage loop did not flush in time; its samples are read again at next start")
+def _usage_member(
+    settings: SinkServiceSettings, cluster: ClusterId, store: SegmentStore | None, metrics: Metrics
+) -> Callable[[], tuple[KafkaSinkSource, UsageSink]]:
+    """Makes the usage topic's consumer and loop, writing to ``store`` (the ``usage/`` sub-store)."""
+
+    def member() -> tuple[KafkaSinkSource, UsageSink]:
+        # made only for a usage topic, whose sub-store is open for writing
+        assert settings.usage_topic is not None
+        assert store is not None
+        source = KafkaSinkSource(
+            settings.kafka,
+            settings.usage_topic,
+            group_id=settings.group_id + USAGE_GROUP_SUFFIX,
+            deadletter_topic=settings.deadletter_topic,
+            what="the sink's usage consumer",
+        )
+        usage = UsageSink(source, store, metrics, cluster=cluster, flush_every_s=settings.usage_flush_s)
+        source.on_assigned = usage.on_assigned
+        source.on_revoked = usage.on_revoked
+        return source, usage
+
+    return member
 
 
 class StoreHealth:

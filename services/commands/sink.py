@@ -36,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--topics",
         choices=["create", "check"],
         default="create",
-        help="create a missing events or dead-letter topic (default; the local stack) or only check "
-        "they exist and refuse to start without them (production)",
+        help="create a missing events, usage or dead-letter topic (default; the local stack) or only check "
+        "the events and dead-letter topics exist and refuse to start without them, and wait for the usage "
+        "topic (production)",
     )
     add_store_argument(parser)
     add_cluster_argument(parser, reader=False)

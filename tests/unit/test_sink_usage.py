@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,6 @@ from pipeline.sink.usage_sink import UsageSink
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import ExportFormat, ExportRequest, export_window
 from pipeline.store.memory_store import MemorySegmentStore
-from pipeline.store.store_url import LocalLocation
 from pipeline.store.usage_history import stored_usage
 from tests.unit.test_sink_compaction import Clock, FakeSource
 
@@ -130,22 +128,6 @@ async def test_a_store_that_fails_keeps_the_samples_open_and_commits_nothing_unt
     assert store.failures == 0
     assert source.commits == {0: 1}
     assert [s.ts_ms for s in stored_usage(store, 10**12)] == [1_000]
-
-
-async def test_a_sink_denied_the_usage_topic_stores_events_all_the_same(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    from pipeline.io.kafka.settings import KafkaSettings
-    from pipeline.model.errors import ConfigError
-    from pipeline.sink import service
-
-    async def denied(settings: KafkaSettings, topic: str) -> list[object]:
-        raise ConfigError(f"the brokers deny Describe on {topic}")
-
-    monkeypatch.setattr(service, "topic_partitions", denied)
-    settings = service.SinkServiceSettings(KafkaSettings("127.0.0.1:1"), LocalLocation(tmp_path))
-    member = await service._usage_member(settings, DEFAULT_CLUSTER, LocalLocation(tmp_path), Metrics())
-    assert member is None  # the event sink starts; the load waits for the grant
 
 
 async def test_a_stale_usage_writer_is_refused_and_drops_the_partition_without_committing() -> None:

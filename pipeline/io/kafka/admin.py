@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -19,6 +20,7 @@ from aiokafka.errors import (
     TopicAuthorizationFailedError,
     for_code,
 )
+from aiokafka.protocol.metadata import MetadataRequest
 
 from pipeline.io.kafka.access import denied
 from pipeline.io.kafka.clients import new_admin
@@ -82,10 +84,13 @@ async def topic_partitions(settings: KafkaSettings, topic: str) -> list[TopicPar
     """Every partition of ``topic`` (empty if it does not exist), from fresh cluster metadata.
 
     Asked of the admin client: a consumer without a subscription does not load a topic's metadata, so
-    its ``partitions_for_topic`` stays empty."""
+    its ``partitions_for_topic`` stays empty. It only looks: aiokafka's ``describe_topics`` would let a
+    broker with ``auto.create.topics.enable`` (Kafka's default) create a missing topic with the broker's
+    defaults, behind the back of the component that creates it with kubetape's settings."""
     try:
         async with admin_client(settings) as admin:
-            described = await admin.describe_topics([topic])
+            metadata = await admin._send_request(MetadataRequest([topic], allow_auto_topic_creation=False))
+            described: list[dict[str, Any]] = metadata.to_object()["topics"]
     except KafkaError as exc:
         raise TransientError(
             f"cannot reach Kafka at {settings.bootstrap} ({exc}); check --bootstrap and the broker"
