@@ -29,11 +29,15 @@ from pipeline.model.usage import UsageSample
 
 @dataclass(frozen=True, slots=True)
 class HashCheck:
-    """Stored hashes compared with recomputed ones."""
+    """Stored hashes compared with recomputed ones. ``unchecked``: stored hashes of what the trace does
+    not hold (nothing to recompute them from), ``why_unchecked`` says why in a user's words."""
 
     checked: int = 0
     mismatched: tuple[str, ...] = ()
     unchecked: int = 0
+    why_unchecked: str = "have nothing in the trace to compare with"
+    explained: int = 0
+    """Of ``mismatched``, those an edit after recording explains (a note says which)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +60,12 @@ class InspectReport:
     lifecycle_hashes: HashCheck
     details: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    """What may make a replay go wrong."""
     usage: dict[str, int] | None = None
     """The recorded load's summary (:func:`usage_summary`), None when the trace holds none."""
+    notes: tuple[str, ...] = ()
+    """What a reader may wonder about but that changes nothing for a replay (SimKube index hashes of
+    objects edited after recording)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (stable keys, times in ms)."""
@@ -83,6 +91,7 @@ class InspectReport:
             },
             "details": self.details,
             "warnings": list(self.warnings),
+            "notes": list(self.notes),
             **({} if self.usage is None else {"usage": self.usage}),
         }
 
@@ -101,16 +110,40 @@ class InspectReport:
             f" owner(s) ({self.lifecycles_finished} finished, {self.lifecycles_running} running)"
         )
         lines.append(f"  spec hashes:      {_check_text(self.spec_hashes)}")
-        lines.append(f"  lifecycle hashes: {_check_text(self.lifecycle_hashes)}")
+        lines.append(f"  lifecycle keys:   {_check_text(self.lifecycle_hashes)}")
         if self.usage is not None:
             u = self.usage
             lines.append(
                 f"  usage:      {u['samples']} sample(s) of {u['owners']} owner(s) ({u['gaps']} gap(s)) over "
                 f"{u['span_ms'] / 1000:g}s, peak total CPU {u['peak_total_cpu_millicores']}m"
             )
-        lines.extend(f"  {key}: {value}" for key, value in self.details.items())
+        storage = _storage_text(self.details, self.size_bytes)
+        lines.extend(f"  {key}: {value}" for key, value in self.details.items() if key not in _STORAGE_KEYS)
+        if storage:
+            lines.append(f"  stored as: {storage}")
+        lines.extend(f"  note: {n}" for n in self.notes)
         lines.extend(f"  warning: {w}" for w in self.warnings)
         return "\n".join(lines)
+
+
+_STORAGE_KEYS = ("encoding", "event_bytes", "keyframe_bytes", "size_vs_events")
+"""Details of how a segment stores its events: in ``--json`` as they are, in the text as one sentence."""
+_ENCODING_TEXT = {
+    "columns": "format 1, events split into columns",
+    "wire rows": "format 2, each event as Kafka carried it",
+    "delta": "format 3, each object's versions as changes to the one before",
+}
+
+
+def _storage_text(details: dict[str, Any], size: int) -> str:
+    encoding = details.get("encoding")
+    if encoding is None:
+        return ""
+    text = _ENCODING_TEXT.get(encoding, f"an unknown encoding ({encoding})")
+    raw = int(details.get("event_bytes", 0)) + int(details.get("keyframe_bytes", 0))
+    if raw:
+        text += f", compressed to {size / raw:.0%} of the {raw} bytes its events take on Kafka"
+    return text
 
 
 def _check_json(check: HashCheck) -> dict[str, Any]:
@@ -118,14 +151,20 @@ def _check_json(check: HashCheck) -> dict[str, Any]:
 
 
 def _check_text(check: HashCheck) -> str:
-    ok = check.checked - len(check.mismatched)
-    text = f"{ok}/{check.checked} match"
+    parts = []
+    bad = len(check.mismatched)
+    if check.checked and not bad:
+        parts.append(f"{check.checked} checked, all match")
+    elif check.checked:
+        parts.append(f"{check.checked} checked, {check.checked - bad} match")
+        if check.explained:
+            parts[-1] += f", {check.explained} are of the object before an edit (see the note)"
+        if bad > check.explained:
+            shown = ", ".join(check.mismatched[:3]) + (" …" if bad > 3 else "")
+            parts[-1] += f", {bad - check.explained} differ ({shown})"
     if check.unchecked:
-        text += f", {check.unchecked} not checkable"
-    if check.mismatched:
-        shown = ", ".join(check.mismatched[:3]) + (" …" if len(check.mismatched) > 3 else "")
-        text += f" (mismatched: {shown})"
-    return text
+        parts.append(f"{check.unchecked} not checked: they {check.why_unchecked}")
+    return "; ".join(parts) or "none stored"
 
 
 def format_span(start_ms: int | None, end_ms: int | None) -> str:
@@ -147,7 +186,10 @@ def inspect_file(path: Path) -> InspectReport:
     try:
         data = path.read_bytes()
     except IsADirectoryError:
-        raise FormatError(f"{path}: is a directory, not a trace or segment file") from None
+        raise FormatError(
+            f"{path}: is a directory, not a trace or segment file; for a segment store, "
+            f"`kubetape describe {path}` shows its recording (`kubetape list {path}` one line per cluster)"
+        ) from None
     except OSError as exc:
         raise FormatError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     return inspect_bytes(data, str(path))
@@ -241,7 +283,10 @@ def _inspect_segment(where: str, data: bytes, seg: Segment) -> InspectReport:
         lifecycles_running=running,
         lifecycles_finished=finished,
         spec_hashes=HashCheck(checked, tuple(mismatched), unchecked),
-        lifecycle_hashes=HashCheck(unchecked=h.counts.pod_lifecycle),
+        lifecycle_hashes=HashCheck(
+            unchecked=h.counts.pod_lifecycle,
+            why_unchecked="belong to pods the trace does not hold, only their owners",
+        ),
         details=details,
         warnings=tuple(warnings),
         usage=usage_summary(seg.usage) if seg.usage else None,
@@ -292,18 +337,20 @@ def _inspect_simkube(where: str, data: bytes, trace: SimkubeTrace) -> InspectRep
                 if what == "applied":
                     latest[(gvk, _namespaced(obj))] = obj
     entries = sum(len(v) for v in trace.index.values())
-    # v3 stores no spec hashes (the reader recomputes them): nothing to check, all "not checkable"
-    spec_check = _check_index(trace, latest) if trace.read_from_version != 3 else HashCheck(0, (), entries)
+    if trace.read_from_version == 3:  # v3 stores no spec hashes (the reader recomputes them)
+        spec_check = HashCheck(0, (), entries, "are not stored in version 3 (recomputed on reading)")
+        edited: dict[str, str] = {}
+    else:
+        spec_check, edited = _check_index(trace, latest)
     lifecycle_check = _check_lifecycle_keys(trace, latest)
     all_lcs = [lc for by_hash in trace.pod_lifecycles.values() for lcs in by_hash.values() for lc in lcs]
     warnings = list(simkube_compatibility_problems(trace))
-    if spec_check.mismatched:
-        warnings.append(
-            f"{len(spec_check.mismatched)} index hash(es) do not match their objects "
-            "(edited after recording?)"
-        )
+    notes = _index_notes(spec_check, edited)
     if lifecycle_check.mismatched:
-        warnings.append(f"{len(lifecycle_check.mismatched)} lifecycle key(s) do not match their pod specs")
+        warnings.append(
+            f"{len(lifecycle_check.mismatched)} lifecycle key(s) are not the hash of their pod's spec: "
+            "a replay finds no recorded lifetime for those pods"
+        )
     start = trace.events[0].ts * 1000 if trace.events else None
     end = trace.events[-1].ts * 1000 if trace.events else None
     is_json = data.lstrip()[:1] == b"{"
@@ -330,11 +377,17 @@ def _inspect_simkube(where: str, data: bytes, trace: SimkubeTrace) -> InspectRep
             ("tracked objects" if trace.read_from_version == 3 else "index entries"): entries,
         },
         warnings=tuple(warnings),
+        notes=tuple(notes),
     )
 
 
-def _check_index(trace: SimkubeTrace, latest: dict[tuple[str, str], dict[str, Any]]) -> HashCheck:
+def _check_index(
+    trace: SimkubeTrace, latest: dict[tuple[str, str], dict[str, Any]]
+) -> tuple[HashCheck, dict[str, str]]:
+    """The index's hashes against SimKube's hash of each object's latest spec, and of the mismatches
+    those an edit after recording explains (:func:`_edit_before_hash`), with the edit."""
     checked, unchecked, mismatched = 0, 0, []
+    edited: dict[str, str] = {}
     for gvk, names in trace.index.items():
         for name, stored in names.items():
             obj = latest.get((gvk, name))
@@ -344,7 +397,60 @@ def _check_index(trace: SimkubeTrace, latest: dict[tuple[str, str], dict[str, An
             checked += 1
             if object_spec_hash(obj) != stored:
                 mismatched.append(f"{gvk} {name}")
-    return HashCheck(checked, tuple(mismatched), unchecked)
+                edit = _edit_before_hash(obj, stored)
+                if edit is not None:
+                    edited[f"{gvk} {name}"] = edit
+    why = "name objects the events do not show (deleted, or applied before the trace)"
+    return HashCheck(checked, tuple(mismatched), unchecked, why, len(edited)), edited
+
+
+_SANITISED_FIELDS = ("serviceAccount", "serviceAccountName")
+"""Pod spec fields SimKube's sanitising (``examples/sanitize.skel``) removes after recording, which its
+tracer hashed with the ``default`` service account the API server fills in."""
+
+
+def _edit_before_hash(obj: dict[str, Any], stored: int) -> str | None:
+    """The edit that explains why ``stored`` is not SimKube's hash of the object's spec, if it is one
+    kubetape knows: SimKube hashed the spec as recorded, then its service account fields were removed
+    (SimKube's own ``bare-pods`` example is such a trace). None when no known edit explains it."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    template = spec.get("template")
+    for where, pod_spec in (("spec", spec), ("spec.template.spec", (template or {}).get("spec"))):
+        if not isinstance(pod_spec, dict) or any(f in pod_spec for f in _SANITISED_FIELDS):
+            continue
+        pod_spec.update(dict.fromkeys(_SANITISED_FIELDS, "default"))
+        try:
+            if object_spec_hash(obj) == stored:
+                return f"{where}.serviceAccount and {where}.serviceAccountName were removed"
+        finally:
+            for f in _SANITISED_FIELDS:
+                del pod_spec[f]
+    return None
+
+
+def _index_notes(check: HashCheck, edited: dict[str, str]) -> list[str]:
+    """Mismatched index hashes, in words: SimKube keeps them to notice changes while it records; a
+    replay (SimKube's or kubetape's) reads the objects and never these hashes, so they are notes, not
+    warnings. ``kubetape transform`` rewrites the index when it edits a trace."""
+    notes = []
+    by_edit: dict[str, int] = {}
+    for edit in edited.values():
+        by_edit[edit] = by_edit.get(edit, 0) + 1
+    for edit, count in sorted(by_edit.items()):
+        notes.append(
+            f"{count} index hash(es) are SimKube's hash of the object as recorded, before {edit} "
+            "(edited after recording, as a sanitiser does); replays use the objects, not "
+            "these hashes"
+        )
+    unexplained = len(check.mismatched) - len(edited)
+    if unexplained:
+        notes.append(
+            f"{unexplained} index hash(es) are not SimKube's hash of their object's spec: the object was "
+            "edited after it was hashed; replays use the objects, not these hashes"
+        )
+    return notes
 
 
 def _check_lifecycle_keys(trace: SimkubeTrace, latest: dict[tuple[str, str], dict[str, Any]]) -> HashCheck:
@@ -361,4 +467,5 @@ def _check_lifecycle_keys(trace: SimkubeTrace, latest: dict[tuple[str, str], dic
             checked += 1
             if pod_spec_hash(spec) != pod_hash:
                 mismatched.append(f"{gvk} {name}")
-    return HashCheck(checked, tuple(mismatched), unchecked)
+    why = "belong to owners whose pods the trace does not hold, only their pod template"
+    return HashCheck(checked, tuple(mismatched), unchecked, why)
