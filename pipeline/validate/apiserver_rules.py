@@ -18,7 +18,7 @@ from pipeline.validate.findings import Finding, Fix, ObjectRef, Rule, Severity
 from pipeline.validate.podspec import ENV_FROM_SOURCES
 
 ENV_FROM_MULTIPLE_SOURCES = Rule(
-    "E0009",
+    "KE0009",
     "env_from_multiple_sources",
     Severity.ERROR,
     "an envFrom entry names more than one source",
@@ -27,7 +27,7 @@ ENV_FROM_MULTIPLE_SOURCES = Rule(
     "pods) is never created. Fix: split the entry into one entry per source, keeping its prefix.",
 )
 SELECTOR_MISMATCH = Rule(
-    "E0010",
+    "KE0010",
     "selector_mismatch",
     Severity.ERROR,
     "workload selector is missing or does not match its pod template labels",
@@ -38,7 +38,7 @@ SELECTOR_MISMATCH = Rule(
     "missing), or replace the selector by the template labels.",
 )
 CONTAINER_IMAGE_MISSING = Rule(
-    "E0011",
+    "KE0011",
     "container_image_missing",
     Severity.ERROR,
     "container has no image",
@@ -57,7 +57,7 @@ _IMAGE_REQUIRED_LISTS = ("initContainers", "containers")
 
 
 def check_pod_spec(index: int, ts: int, ref: ObjectRef, pod_spec: str, spec: Any) -> Iterator[Finding]:
-    """E0009 and E0011 for one pod spec (``pod_spec`` is its pointer in the object)."""
+    """KE0009 and KE0011 for one pod spec (``pod_spec`` is its pointer in the object)."""
     if not isinstance(spec, dict):
         return
     for list_name in _IMAGE_REQUIRED_LISTS:
@@ -109,7 +109,7 @@ def _source_name(source: Any) -> str:
 
 
 def check_selector(index: int, ts: int, ref: ObjectRef, obj: dict[str, Any]) -> Iterator[Finding]:
-    """E0010 for the workload kinds whose selector the apiserver checks."""
+    """KE0010 for the workload kinds whose selector the apiserver checks."""
     if (group_of(ref.api_version), ref.kind) not in _SELECTOR_REQUIRED:
         return
     spec = obj.get("spec")

@@ -67,22 +67,37 @@ def drop_service_account(obj: ObjectRef, pod_spec: str) -> Fix:
     return remove_fields(obj, paths, "remove serviceAccountName/serviceAccount (use the default account)")
 
 
-def drop_references(obj: ObjectRef, pod_spec: str, kind: str, name: str, volume_names: Iterable[str]) -> Fix:
-    """Remove every reference of the pod spec to ``kind`` ``name`` (volumes with their mounts)."""
+def _reference_fields(kind: str) -> tuple[str, str, str, str]:
+    """(volume field, its name field, env key reference, envFrom reference) for ConfigMaps or Secrets."""
+    if kind == "ConfigMap":
+        return "configMap", "name", "configMapKeyRef", "configMapRef"
+    return "secret", "secretName", "secretKeyRef", "secretRef"
+
+
+def drop_env_references(obj: ObjectRef, pod_spec: str, kind: str, name: str) -> Fix:
+    """Remove the env and envFrom entries of every container that read ConfigMap/Secret ``name``."""
+    select = obj.selector()
+    _field, _name_field, key_ref, env_ref = _reference_fields(kind)
+    ops: list[dict[str, Any]] = []
+    for containers in CONTAINER_LISTS:
+        at = f"{pod_spec}/{containers}/*"
+        ops.append(_remove_where(select, f"{at}/env/*", {f"/valueFrom/{key_ref}/name": name}))
+        ops.append(_remove_where(select, f"{at}/envFrom/*", {f"/{env_ref}/name": name}))
+    return Fix(f"remove the env entries reading {kind} {name}", tuple(ops))
+
+
+def drop_volume_references(
+    obj: ObjectRef, pod_spec: str, kind: str, name: str, volume_names: Iterable[str]
+) -> Fix:
+    """Remove the volumes (and projected sources) using ConfigMap/Secret/PVC ``name``, with the mounts
+    of those volumes."""
     select = obj.selector()
     ops: list[dict[str, Any]] = []
     if kind == "PersistentVolumeClaim":
         volume_where = {"/persistentVolumeClaim/claimName": name}
     else:
-        field, name_field = ("configMap", "name") if kind == "ConfigMap" else ("secret", "secretName")
-        key_ref, env_ref = (
-            ("configMapKeyRef", "configMapRef") if kind == "ConfigMap" else ("secretKeyRef", "secretRef")
-        )
+        field, name_field, _key_ref, _env_ref = _reference_fields(kind)
         volume_where = {f"/{field}/{name_field}": name}
-        for containers in CONTAINER_LISTS:
-            at = f"{pod_spec}/{containers}/*"
-            ops.append(_remove_where(select, f"{at}/env/*", {f"/valueFrom/{key_ref}/name": name}))
-            ops.append(_remove_where(select, f"{at}/envFrom/*", {f"/{env_ref}/name": name}))
         ops.append(
             _remove_where(select, f"{pod_spec}/volumes/*/projected/sources/*", {f"/{field}/name": name})
         )
@@ -91,7 +106,7 @@ def drop_references(obj: ObjectRef, pod_spec: str, kind: str, name: str, volume_
         for containers in CONTAINER_LISTS:
             ops.append(_remove_where(select, f"{pod_spec}/{containers}/*/volumeMounts/*", {"/name": volume}))
     ops.append(_remove_where(select, f"{pod_spec}/volumes/*", volume_where))
-    return Fix(f"remove the references to {kind} {name} (and the mounts of volumes using it)", tuple(ops))
+    return Fix(f"remove the volumes using {kind} {name} and their mounts", tuple(ops))
 
 
 def pvc_to_empty_dir(obj: ObjectRef, pod_spec: str, name: str) -> Fix:

@@ -19,7 +19,7 @@ ObjectId = tuple[str, str, str]
 """(kind, namespace, name) of a core object."""
 
 CONFIGMAP_KEY_MISSING = Rule(
-    "E0012",
+    "KE0012",
     "configmap_key_missing",
     Severity.ERROR,
     "pod template reads a key its ConfigMap does not hold",
@@ -29,7 +29,7 @@ CONFIGMAP_KEY_MISSING = Rule(
     "ConfigMap, or mark the references optional.",
 )
 SECRET_KEY_MISSING = Rule(
-    "E0013",
+    "KE0013",
     "secret_key_missing",
     Severity.ERROR,
     "pod template reads a key its Secret does not hold",
@@ -40,7 +40,7 @@ SECRET_KEY_MISSING = Rule(
     "Secret, or mark the references optional.",
 )
 IMAGE_PULL_SECRET_MISSING = Rule(
-    "W0014",
+    "KW0014",
     "image_pull_secret_missing",
     Severity.WARNING,
     "pod template names an image pull Secret the trace does not contain",
@@ -72,9 +72,9 @@ def check_keys(
     spec: Any,
     known_keys: Mapping[ObjectId, frozenset[str] | None],
 ) -> Iterator[Finding]:
-    """E0012/E0013: keys read from ConfigMaps/Secrets of the trace that they do not hold.
+    """KE0012/KE0013: keys read from ConfigMaps/Secrets of the trace that they do not hold.
 
-    ``known_keys`` holds the objects that exist at this event (absent ones are E0002/E0003's business).
+    ``known_keys`` holds the objects that exist at this event (absent ones are E0002–E0005's business).
     """
     namespace = ref.namespace or "default"
     missing: dict[tuple[str, str], tuple[list[str], list[str]]] = {}

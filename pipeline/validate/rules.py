@@ -19,6 +19,7 @@ from pipeline.model.node_labels import HOSTNAME_LABEL
 from pipeline.model.pointer import resolve
 from pipeline.validate import fixes
 from pipeline.validate.apiserver_rules import APISERVER_RULES, check_pod_spec, check_selector
+from pipeline.validate.codes import FORMER_CODES, former_code_note
 from pipeline.validate.findings import Finding, Fix, ObjectRef, Rule, Severity
 from pipeline.validate.kinds import CLUSTER_SCOPED, NAMESPACED
 from pipeline.validate.podspec import PodSpecLocator, concrete_pointers, escape, references
@@ -48,27 +49,47 @@ SERVICE_ACCOUNT_MISSING = Rule(
     "plugin, so the replay never starts them. Fix: synthesize a placeholder ServiceAccount, or remove "
     "serviceAccountName/serviceAccount so the pods use the namespace's default account.",
 )
-SECRET_MISSING = Rule(
+ENVVAR_SECRET_MISSING = Rule(
     "E0002",
-    "secret_missing",
+    "envvar_secret_missing",
     _E,
-    "pod template uses a Secret the trace does not contain",
-    "A pod whose env (secretKeyRef), envFrom (secretRef), secret volume or projected volume needs a "
-    "Secret that does not exist stays in ContainerCreating/CreateContainerConfigError. References are "
-    "checked by Secret name (the secretKeyRef key names an entry inside the Secret). Fix: synthesize a "
-    "placeholder Secret holding the keys the pod reads, or remove the references.",
+    "container environment uses a Secret the trace does not contain",
+    "A pod whose env (secretKeyRef) or envFrom (secretRef) needs a Secret that does not exist stays in "
+    "CreateContainerConfigError. References are checked by Secret name (the secretKeyRef key names an "
+    "entry inside the Secret). SimKube's rule of the same code. Fix: synthesize a placeholder Secret "
+    "holding the keys the pod reads, or remove the env entries.",
 )
-CONFIGMAP_MISSING = Rule(
+ENVVAR_CONFIGMAP_MISSING = Rule(
     "E0003",
-    "configmap_missing",
+    "envvar_configmap_missing",
     _E,
-    "pod template uses a ConfigMap the trace does not contain",
-    "A pod whose env (configMapKeyRef), envFrom (configMapRef), configMap volume or projected volume "
-    "needs a ConfigMap that does not exist never starts. References are checked by ConfigMap name. Fix: "
-    "synthesize a placeholder ConfigMap holding the keys the pod reads, or remove the references.",
+    "container environment uses a ConfigMap the trace does not contain",
+    "A pod whose env (configMapKeyRef) or envFrom (configMapRef) needs a ConfigMap that does not exist "
+    "never starts. References are checked by ConfigMap name. SimKube's rule of the same code. Fix: "
+    "synthesize a placeholder ConfigMap holding the keys the pod reads, or remove the env entries.",
+)
+VOLUME_SECRET_MISSING = Rule(
+    "E0004",
+    "volume_secret_missing",
+    _E,
+    "pod template mounts a Secret the trace does not contain",
+    "A pod whose secret volume (or a projected volume's secret source) needs a Secret that does not "
+    "exist stays in ContainerCreating. SimKube's rule of the same code (which checks secret volumes "
+    "only). Fix: synthesize a placeholder Secret holding the keys the volume projects, or remove the "
+    "volume (or source) and the mounts of the volume.",
+)
+VOLUME_CONFIGMAP_MISSING = Rule(
+    "E0005",
+    "volume_configmap_missing",
+    _E,
+    "pod template mounts a ConfigMap the trace does not contain",
+    "A pod whose configMap volume (or a projected volume's configMap source) needs a ConfigMap that "
+    "does not exist stays in ContainerCreating. SimKube's rule of the same code (which checks "
+    "configMap volumes only). Fix: synthesize a placeholder ConfigMap holding the keys the volume "
+    "projects, or remove the volume (or source) and the mounts of the volume.",
 )
 PVC_MISSING = Rule(
-    "E0004",
+    "KE0004",
     "pvc_missing",
     _E,
     "pod template mounts a PersistentVolumeClaim the trace does not contain",
@@ -77,7 +98,7 @@ PVC_MISSING = Rule(
     "emptyDir, or remove the volume and its mounts.",
 )
 CLUSTER_SCOPED_OBJECT = Rule(
-    "E0005",
+    "KE0005",
     "cluster_scoped_object",
     _E,
     "cluster-scoped object the replayer cannot place",
@@ -86,7 +107,7 @@ CLUSTER_SCOPED_OBJECT = Rule(
     "simulated cluster's own and outliving the replay. Fix: drop the object from the trace.",
 )
 UNKNOWN_KIND = Rule(
-    "W0006",
+    "KW0006",
     "unknown_kind",
     _W,
     "object of a kind that is neither built in nor defined by a CRD in the trace",
@@ -95,7 +116,7 @@ UNKNOWN_KIND = Rule(
     "simulated cluster, or drop the object from the trace.",
 )
 NAMESPACE_OUTSIDE_TRACE = Rule(
-    "W0007",
+    "KW0007",
     "namespace_outside_trace",
     _W,
     "object refers to a namespace that no object of the trace lives in",
@@ -104,7 +125,7 @@ NAMESPACE_OUTSIDE_TRACE = Rule(
     "nothing. Fix: remove the reference (or add the namespace's objects to the trace).",
 )
 POD_PINNED_TO_NODE = Rule(
-    "E0008",
+    "KE0008",
     "pod_pinned_to_node",
     _E,
     "pod template pins pods to a node by name",
@@ -119,8 +140,10 @@ RULES: dict[str, Rule] = {
     for r in (
         STATUS_POPULATED,
         SERVICE_ACCOUNT_MISSING,
-        SECRET_MISSING,
-        CONFIGMAP_MISSING,
+        ENVVAR_SECRET_MISSING,
+        ENVVAR_CONFIGMAP_MISSING,
+        VOLUME_SECRET_MISSING,
+        VOLUME_CONFIGMAP_MISSING,
         PVC_MISSING,
         CLUSTER_SCOPED_OBJECT,
         UNKNOWN_KIND,
@@ -133,20 +156,38 @@ RULES: dict[str, Rule] = {
 """Every rule, by code."""
 
 _MISSING_RULE = {
-    "ServiceAccount": SERVICE_ACCOUNT_MISSING,
-    "Secret": SECRET_MISSING,
-    "ConfigMap": CONFIGMAP_MISSING,
-    "PersistentVolumeClaim": PVC_MISSING,
+    ("ServiceAccount", False): SERVICE_ACCOUNT_MISSING,
+    ("Secret", False): ENVVAR_SECRET_MISSING,
+    ("ConfigMap", False): ENVVAR_CONFIGMAP_MISSING,
+    ("Secret", True): VOLUME_SECRET_MISSING,
+    ("ConfigMap", True): VOLUME_CONFIGMAP_MISSING,
+    ("PersistentVolumeClaim", True): PVC_MISSING,
 }
+"""The rule for a missing (kind, referenced from a volume): SimKube tells environment references from
+volumes."""
+_TRACKED_KINDS = {kind for kind, _volume in _MISSING_RULE}
+_KIND_OF = {rule.code: kind for (kind, _volume), rule in _MISSING_RULE.items()}
 _IMPLICIT = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
 
 
 def rule(code: str) -> Rule:
-    """The rule with ``code`` (case-insensitive); ConfigError listing the known codes otherwise."""
-    found = RULES.get(code.upper())
+    """The rule with ``code`` (case-insensitive; a former code gives the rule that had it when no rule
+    has it now); ConfigError listing the known codes otherwise."""
+    return lookup(code)[0]
+
+
+def lookup(code: str) -> tuple[Rule, str | None]:
+    """The rule :func:`rule` finds for ``code``, and a note when ``code`` is a former code of
+    kubetape's (:mod:`pipeline.validate.codes`): deprecated, or meaning SimKube's rule now."""
+    wanted = code.upper()
+    found = RULES.get(wanted)
+    if wanted in FORMER_CODES:
+        former = RULES[FORMER_CODES[wanted]]
+        note = former_code_note(wanted, former.name, found.name if found else None)
+        return found or former, note
     if found is None:
         raise ConfigError(f"unknown rule code {code!r}; known codes: {', '.join(RULES)}")
-    return found
+    return found, None
 
 
 @dataclass
@@ -165,7 +206,7 @@ class _State:
     def update(self, obj: dict[str, Any], present: bool) -> None:
         kind, meta = obj.get("kind"), obj.get("metadata")
         if (
-            kind in _MISSING_RULE
+            kind in _TRACKED_KINDS
             and group_of(str(obj.get("apiVersion", ""))) == ""
             and isinstance(meta, dict)
         ):
@@ -266,19 +307,21 @@ def _missing_references(
     state: _State, index: int, ts: int, ref: ObjectRef, *, pod_spec: str, spec: Any
 ) -> Iterator[Finding]:
     namespace = ref.namespace or "default"
-    missing: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+    missing: dict[tuple[Rule, str], tuple[list[str], list[str]]] = {}
     for r in references(spec):
         if (r.kind, r.name) in _IMPLICIT or (r.kind, namespace, r.name) in state.existing:
             continue
-        paths, keys = missing.setdefault((r.kind, r.name), ([], []))
+        missing_rule = _MISSING_RULE[(r.kind, r.path.startswith("/volumes/"))]
+        paths, keys = missing.setdefault((missing_rule, r.name), ([], []))
         paths.append(pod_spec + r.path)
         keys.extend(r.keys)
     volumes = spec.get("volumes") if isinstance(spec, dict) else None
-    for (kind, name), (paths, keys) in missing.items():
+    for (missing_rule, name), (paths, keys) in missing.items():
+        kind = _KIND_OF[missing_rule.code]
         message = f"{kind} {namespace}/{name} is not in the trace"
-        key = (_MISSING_RULE[kind].code, ref, tuple(paths), message)
+        key = (missing_rule.code, ref, tuple(paths), message)
         if key in state.reported:  # a repeat: merged into the first report, which has the fixes
-            yield Finding(_MISSING_RULE[kind], index, ts, ref, tuple(paths), message)
+            yield Finding(missing_rule, index, ts, ref, tuple(paths), message)
             continue
         state.reported.add(key)
         volume_names = [
@@ -294,14 +337,19 @@ def _missing_references(
         elif kind == "PersistentVolumeClaim":
             options = (
                 fixes.pvc_to_empty_dir(ref, pod_spec, name),
-                fixes.drop_references(ref, pod_spec, kind, name, volume_names),
+                fixes.drop_volume_references(ref, pod_spec, kind, name, volume_names),
+            )
+        elif missing_rule in (VOLUME_SECRET_MISSING, VOLUME_CONFIGMAP_MISSING):
+            options = (
+                fixes.placeholder(kind, namespace, name, keys),
+                fixes.drop_volume_references(ref, pod_spec, kind, name, volume_names),
             )
         else:
             options = (
                 fixes.placeholder(kind, namespace, name, keys),
-                fixes.drop_references(ref, pod_spec, kind, name, volume_names),
+                fixes.drop_env_references(ref, pod_spec, kind, name),
             )
-        yield Finding(_MISSING_RULE[kind], index, ts, ref, tuple(paths), message, options)
+        yield Finding(missing_rule, index, ts, ref, tuple(paths), message, options)
 
 
 def _pinned(index: int, ts: int, ref: ObjectRef, pod_spec: str, spec: Any) -> Iterator[Finding]:

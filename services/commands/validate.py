@@ -107,10 +107,25 @@ def _run(args: ValidateSettings) -> int:
 
 
 def _ignored_codes(values: Collection[str]) -> set[str]:
-    """The rule codes given to ``--ignore`` (ConfigError listing the known codes for an unknown one)."""
-    from pipeline.validate.rules import rule
+    """The rule codes given to ``--ignore`` (ConfigError listing the known codes for an unknown one); a
+    former code of kubetape's is taken with a note on stderr naming the rule's code now."""
+    codes = set()
+    for value in values:
+        for code in value.split(","):
+            if code.strip():
+                codes.add(_rule_of(code.strip(), "--ignore").code)
+    return codes
 
-    return {rule(code.strip()).code for value in values for code in value.split(",") if code.strip()}
+
+def _rule_of(code: str, where: str) -> Any:
+    """The rule of ``code``, telling the user on stderr when ``code`` is a former code."""
+    from pipeline.validate.rules import lookup
+
+    found, note = lookup(code)
+    if note is not None:  # a note when the code is current (SimKube's), a warning when it is deprecated
+        level = "note" if found.code == code.upper() else "warning"
+        print(f"kubetape: {level}: {where} {code}: {note}", file=sys.stderr)
+    return found
 
 
 def _expand(arguments: list[str], cluster: str | None) -> list[Path]:
@@ -232,7 +247,7 @@ def _overview(results: list[dict[str, Any]]) -> str:
 
 def _explain(code: str | None) -> int:
     from pipeline.validate.report import explain, list_rules
-    from pipeline.validate.rules import RULES, rule
+    from pipeline.validate.rules import RULES
 
-    print(explain(rule(code)) if code else list_rules(list(RULES.values())))
+    print(explain(_rule_of(code, "explain")) if code else list_rules(list(RULES.values())))
     return 0

@@ -128,7 +128,7 @@ async def test_the_unfixed_trace_is_refused_and_reported_and_the_replay_finishes
         assert replay.report.failed == 1
         (failure,) = replay.report.failures
         assert failure.key == DEPLOYMENT_KEY
-        # the apiserver's 422 names exactly what rules E0010, E0011 and E0009 report
+        # the apiserver's 422 names exactly what rules KE0010, KE0011 and KE0009 report
         assert "HTTP 422" in failure.reason
         assert "spec.selector: Required value" in failure.reason
         assert "spec.template.spec.containers[0].image: Required value" in failure.reason

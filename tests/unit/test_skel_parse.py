@@ -181,6 +181,59 @@ def test_variable_misuse_is_a_positioned_error(program: str, message: str) -> No
     assert caught.value.column > 1
 
 
+# ---- limits: SimKube's 64-bit numbers, paths a trace can hold ---------------------------------------
+TOO_BIG = "9223372036854775808"  # 2**63
+
+
+@pytest.mark.parametrize(
+    ("program", "line", "column", "message"),
+    [
+        (
+            f"remove(status);\nmodify(spec.replicas = {TOO_BIG});",
+            2,
+            24,
+            f"the number {TOO_BIG} is out of range",
+        ),
+        (
+            "modify(spec.replicas = 99999999999999999999999999999);",
+            1,
+            24,
+            "the number 99999999999999999999999999999 is out of range",
+        ),
+        ("modify(spec.replicas = " + "9" * 5000 + ");", 1, 24, "(5000 characters) is out of range"),
+        (f"remove(spec.containers[{TOO_BIG}]);", 1, 8, f"the index {TOO_BIG} is out of range"),
+        (f"remove(spec.a == {TOO_BIG}, status);", 1, 18, "is out of range"),
+        (f"delete(@t >= {TOO_BIG});", 1, 14, f"the time {TOO_BIG} is out of range"),
+        ("delete(@t >= 3000000000000000000h);", 1, 14, "the time 3000000000000000000h is out of range"),
+        (
+            "modify(" + ".".join(["a"] * 3000) + " = 1);",
+            1,
+            8,
+            "the path has 3000 parts; a SKEL path has at most 100",
+        ),
+        ("remove(status == " + ".".join(["a"] * 101) + ", status);", 1, 18, "the path has 101 parts"),
+    ],
+)
+def test_numbers_past_64_bits_and_overlong_paths_are_refused_at_their_place(
+    program: str, line: int, column: int, message: str
+) -> None:
+    with pytest.raises(SkelSyntaxError) as caught:
+        parse_skel(program, "big.skel")
+    assert (caught.value.line, caught.value.column) == (line, column)
+    assert message in caught.value.problem
+    assert str(caught.value).startswith(f"big.skel:{line}:{column}: ")
+
+
+def test_the_largest_64_bit_number_and_a_100_part_path_are_accepted() -> None:
+    (modify, remove, delete) = parse_skel(
+        f"modify(spec.replicas = {2**63 - 1});\nremove({'.'.join(['a'] * 100)});\ndelete(@t >= {2**63 - 1});"
+    )
+    assert modify.value == Literal(2**63 - 1)
+    assert remove.target is not None
+    assert len(remove.target.segments) == 100
+    assert delete.selector == (TimeTest(Op.GE, 2**63 - 1, relative=False),)
+
+
 # ---- generated paths parse back to what they name ---------------------------------------------------
 _KEYS = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-/]{0,8}", fullmatch=True)
 

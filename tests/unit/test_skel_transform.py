@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from pipeline.validate import fixes as fixes_module
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
 from pipeline.validate.findings import ObjectRef
-from pipeline.validate.skel.generate import expressible, operation_statements
+from pipeline.validate.skel.generate import operation_statements
 from pipeline.validate.skel.program import load_skel, parse_program
 from pipeline.validate.transform import parse_transform
 from services.cli import main
@@ -153,6 +152,35 @@ def test_a_bad_program_is_reported_with_its_position(
     assert "give one transform" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("program", "where"),
+    [
+        (
+            "modify(spec.replicas = 99999999999999999999999999999);\n",
+            "1:24: the number 99999999999999999999999999999 is out of range",
+        ),
+        (
+            "modify(" + ".".join(["a"] * 3000) + " = 1);\n",
+            "1:8: the path has 3000 parts; a SKEL path has at most 100",
+        ),
+    ],
+)
+def test_a_number_or_path_no_trace_can_hold_is_a_bad_program_not_a_traceback(
+    simkube_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], program: str, where: str
+) -> None:
+    skel = tmp_path / "big.skel"
+    skel.write_text(program)
+    out = tmp_path / "out.sktrace"
+    assert (
+        main(["transform", str(simkube_traces / "simkube-trace.json"), "--skel", str(skel), "-o", str(out)])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert f"kubetape: error: {skel}:{where}" in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
 def test_export_applies_a_skel_program_and_writes_v3_on_request(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -204,41 +232,6 @@ def test_export_refuses_an_unknown_simkube_version_naming_the_versions(
     assert not (tmp_path / "x").exists()
 
 
-# ---- validate --generate-skel -----------------------------------------------------------------------
-def test_generated_skel_repairs_as_the_yaml_fix_does_where_skel_can_say_it(
-    simkube_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    trace_path = simkube_traces / "simkube-validation-trace.json"
-    fix_yaml, fix_skel = tmp_path / "fix.yaml", tmp_path / "fix.skel"
-    assert main(["validate", str(trace_path), "--fix", str(fix_yaml), "--generate-skel", str(fix_skel)]) == 1
-    assert "repairs written as SKEL" in capsys.readouterr().err
-    program = load_skel(fix_skel)
-    text = fix_skel.read_text()
-    assert "# not expressible in SKEL (creating an object" in text  # placeholders need the YAML fix
-    assert "remove(" in text
-    assert "modify(" in text
-
-    # The YAML fix without what SKEL cannot express gives the same trace as the SKEL program.
-    operations = yaml.safe_load(fix_yaml.read_text())["operations"]
-    kept = [op for op in operations if expressible(op)]
-    assert 0 < len(kept) < len(operations)
-    trace = read_simkube_trace(trace_path)
-    by_yaml, _ = apply_transform(trace, parse_transform({"version": 1, "operations": kept}, "fix.yaml"))
-    by_skel, _ = apply_transform(trace, program)
-    assert by_skel == by_yaml
-    assert by_skel != trace
-
-    # and what SKEL repaired is no longer found
-    assert (
-        main(["transform", str(trace_path), "--skel", str(fix_skel), "-o", str(tmp_path / "fixed.json")]) == 0
-    )
-    capsys.readouterr()
-    assert main(["validate", str(tmp_path / "fixed.json"), "--format", "json"]) == 1
-    codes = {f["code"] for f in json.loads(capsys.readouterr().out)["findings"]}
-    assert {"W0000", "E0011"}.isdisjoint(codes)  # status removed, placeholder image given
-    assert "E0002" in codes  # missing Secrets need the YAML fix's placeholders
-
-
 # ---- SKEL and the YAML transform agree ----------------------------------------------------------------
 NAMES = st.sampled_from(["a", "b", "c"])
 ENV = st.one_of(
@@ -286,7 +279,8 @@ def test_generated_skel_does_what_the_yaml_repairs_do(
     target = ObjectRef("apps/v1", "Deployment", "shop", "web")
     pod_spec = "/spec/template/spec"
     fixes = [
-        fixes_module.drop_references(target, pod_spec, kind, name, volumes),
+        fixes_module.drop_env_references(target, pod_spec, kind, name),
+        fixes_module.drop_volume_references(target, pod_spec, kind, name, volumes),
         fixes_module.drop_service_account(target, pod_spec),
         fixes_module.placeholder_image(target, f"{pod_spec}/containers", "a", None),
         fixes_module.mark_key_references_optional(target, pod_spec, kind, name),

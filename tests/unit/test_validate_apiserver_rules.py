@@ -1,4 +1,4 @@
-"""Rules E0009–W0014: shapes the apiserver refuses, keys missing from objects of the trace, image pull
+"""Rules KE0009–KW0014: shapes the apiserver refuses, keys missing from objects of the trace, image pull
 Secrets; each with its repairs, which must clear the finding and leave already-valid versions alone."""
 
 from __future__ import annotations
@@ -64,14 +64,14 @@ def _pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-# ---- E0009 envFrom entries with several sources ---------------------------------------------------
+# ---- KE0009 envFrom entries with several sources ---------------------------------------------------
 def test_env_from_entry_with_two_sources_is_split_keeping_prefix_and_other_entries() -> None:
     both = {"prefix": "APP_", "configMapRef": {"name": "cm"}, "secretRef": {"name": "s"}}
     other = {"configMapRef": {"name": "extra"}}
     broken = _workload({"containers": [_container("sidecar"), _container(envFrom=[other, both])]})
     objects = [_core("ConfigMap", "cm"), _core("ConfigMap", "extra"), _core("Secret", "s")]
     trace = _trace([*objects, broken])
-    finding = _only(validate_trace(trace), "E0009")
+    finding = _only(validate_trace(trace), "KE0009")
     assert finding.message == "envFrom entry 1 of container main names configMapRef cm and secretRef s"
     assert finding.paths == (
         "/spec/template/spec/containers/1/envFrom/1/configMapRef",
@@ -96,14 +96,14 @@ def test_env_from_split_leaves_versions_without_the_combined_entry_unchanged() -
         [*objects, _workload({"containers": [_container(envFrom=[both])]})],
         [_workload({"containers": [_container(envFrom=valid)]})],
     )
-    fixed = _fixed(trace, _only(validate_trace(trace), "E0009").fixes[0])
+    fixed = _fixed(trace, _only(validate_trace(trace), "KE0009").fixes[0])
     assert _pod_spec(fixed.events[1].applied_objs[0])["containers"][0]["envFrom"] == valid
 
 
-# ---- E0010 selectors ------------------------------------------------------------------------------
+# ---- KE0010 selectors ------------------------------------------------------------------------------
 def test_missing_selector_is_set_to_the_template_labels() -> None:
     trace = _trace([_workload({"containers": [_container()]}, kind="StatefulSet", selector=None)])
-    finding = _only(validate_trace(trace), "E0010")
+    finding = _only(validate_trace(trace), "KE0010")
     assert finding.message == "spec.selector is missing (the apiserver requires one)"
     assert finding.paths == ("/spec/selector", "/spec/template/metadata/labels")
     fixed = _fixed(trace, finding.fixes[0])
@@ -113,7 +113,7 @@ def test_missing_selector_is_set_to_the_template_labels() -> None:
 
 def test_missing_selector_and_labels_get_an_app_label_on_both() -> None:
     trace = _trace([_workload({"containers": [_container()]}, labels={}, selector={})])
-    fixed = _fixed(trace, _only(validate_trace(trace), "E0010").fixes[0])
+    fixed = _fixed(trace, _only(validate_trace(trace), "KE0010").fixes[0])
     assert validate_trace(fixed) == []
     spec = fixed.events[0].applied_objs[0]["spec"]
     assert spec["selector"] == {"matchLabels": {"app": "web"}}
@@ -123,7 +123,7 @@ def test_missing_selector_and_labels_get_an_app_label_on_both() -> None:
 def test_mismatched_selector_labels_the_template_or_selects_the_template_labels() -> None:
     selector = {"matchLabels": {"tier": "front"}}
     trace = _trace([_workload({"containers": [_container()]}, kind="DaemonSet", selector=selector)])
-    finding = _only(validate_trace(trace), "E0010")
+    finding = _only(validate_trace(trace), "KE0010")
     assert finding.message == "spec.selector does not match the pod template labels {app=web}"
     add_labels, replace_selector = finding.fixes
     labelled = _fixed(trace, add_labels).events[0].applied_objs[0]["spec"]
@@ -148,7 +148,7 @@ def test_mismatched_selector_labels_the_template_or_selects_the_template_labels(
 )
 def test_unsatisfiable_or_invalid_selectors_are_replaced(selector: dict[str, Any], message: str) -> None:
     trace = _trace([_workload({"containers": [_container()]}, selector=selector)])
-    finding = _only(validate_trace(trace), "E0010")
+    finding = _only(validate_trace(trace), "KE0010")
     assert finding.message == message
     assert len(finding.fixes) == 1
     assert validate_trace(_fixed(trace, finding.fixes[0])) == []
@@ -164,7 +164,7 @@ def test_selectors_of_jobs_and_bare_pods_are_not_checked() -> None:
     assert validate_trace(_trace([job])) == []
 
 
-# ---- E0011 images ---------------------------------------------------------------------------------
+# ---- KE0011 images ---------------------------------------------------------------------------------
 def test_containers_without_an_image_get_the_placeholder_only_where_it_is_missing() -> None:
     init = {"name": "init"}  # no image at all
     main_container = _container(image="")
@@ -174,8 +174,8 @@ def test_containers_without_an_image_get_the_placeholder_only_where_it_is_missin
     )
     findings = validate_trace(trace)
     assert [(f.code, f.paths, f.message) for f in findings] == [
-        ("E0011", ("/spec/template/spec/initContainers/0/image",), "container init has no image"),
-        ("E0011", ("/spec/template/spec/containers/0/image",), "container main has no image"),
+        ("KE0011", ("/spec/template/spec/initContainers/0/image",), "container init has no image"),
+        ("KE0011", ("/spec/template/spec/containers/0/image",), "container main has no image"),
     ]
     fixed = _fixed(trace, Fix("both", tuple(op for f in findings for op in f.fixes[0].operations)))
     assert validate_trace(fixed) == []
@@ -187,7 +187,7 @@ def test_containers_without_an_image_get_the_placeholder_only_where_it_is_missin
     assert later["containers"][0]["image"] == "busybox"
 
 
-# ---- E0012 / E0013 keys missing from objects of the trace -----------------------------------------
+# ---- KE0012 / KE0013 keys missing from objects of the trace -----------------------------------------
 def _key_reader(kind: str, name: str, key: str, item_key: str) -> dict[str, Any]:
     ref_field, volume_field, name_field = (
         ("configMapKeyRef", "configMap", "name")
@@ -205,7 +205,7 @@ def test_keys_missing_from_a_configmap_are_reported_with_their_pointers_and_adde
         "ConfigMap", "cfg", data={"present": "1", "host": "db.internal"}, binaryData={"blob": "AA=="}
     )
     trace = _trace([config, _key_reader("ConfigMap", "cfg", "host", "port")], [later_config])
-    finding = _only(validate_trace(trace), "E0012")
+    finding = _only(validate_trace(trace), "KE0012")
     assert finding.message == "ConfigMap apps/cfg has no key host, port"
     assert finding.paths == (
         "/spec/template/spec/containers/0/env/0/valueFrom/configMapKeyRef/key",
@@ -241,7 +241,7 @@ def test_binary_data_keys_count_and_secrets_without_recorded_data_are_not_judged
 def test_keys_missing_from_a_secret_with_data_get_base64_placeholders() -> None:
     secret = _core("Secret", "creds", data={"user": "dQ=="}, stringData={"token": "t"})
     trace = _trace([secret, _key_reader("Secret", "creds", "password", "token")])
-    finding = _only(validate_trace(trace), "E0013")
+    finding = _only(validate_trace(trace), "KE0013")
     assert finding.message == "Secret apps/creds has no key password"
     fixed = _fixed(trace, finding.fixes[0])
     assert validate_trace(fixed) == []
@@ -250,13 +250,13 @@ def test_keys_missing_from_a_secret_with_data_get_base64_placeholders() -> None:
     assert "token" not in data  # it is in stringData: adding it to data too would change its value
 
 
-# ---- W0014 image pull Secrets ---------------------------------------------------------------------
+# ---- KW0014 image pull Secrets ---------------------------------------------------------------------
 def test_missing_image_pull_secret_is_a_warning_with_a_valid_placeholder() -> None:
     pulls = [{"name": "registry"}, {"name": "present"}]
     trace = _trace(
         [_core("Secret", "present"), _workload({"containers": [_container()], "imagePullSecrets": pulls})]
     )
-    finding = _only(validate_trace(trace), "W0014")
+    finding = _only(validate_trace(trace), "KW0014")
     assert finding.severity.value == "warning"
     assert finding.paths == ("/spec/template/spec/imagePullSecrets/0/name",)
     placeholder, drop = finding.fixes
@@ -281,13 +281,13 @@ def test_fix_file_for_all_new_rules_round_trips_through_yaml_and_clears_everythi
     reader["metadata"]["name"] = "reader"
     trace = _trace([_core("ConfigMap", "cfg", data={}), _core("Secret", "s"), workload, reader])
     findings = validate_trace(trace)
-    assert sorted(f.code for f in findings) == ["E0009", "E0010", "E0011", "E0012", "W0014"]
+    assert sorted(f.code for f in findings) == ["KE0009", "KE0010", "KE0011", "KE0012", "KW0014"]
     fix_file = render_fix_file(findings, "t.json")
     fixed = apply_transform(trace, parse_transform(yaml.safe_load(fix_file), "fix.yaml"))[0]
     assert validate_trace(fixed) == []
 
 
-@pytest.mark.parametrize("code", ["E0009", "E0010", "E0011", "E0012", "E0013", "W0014"])
+@pytest.mark.parametrize("code", ["KE0009", "KE0010", "KE0011", "KE0012", "KE0013", "KW0014"])
 def test_every_new_rule_is_explained(code: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "explain", code]) == 0
     out = capsys.readouterr().out

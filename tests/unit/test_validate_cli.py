@@ -21,7 +21,7 @@ def test_validate_fix_transform_revalidate(
     fix, fixed = tmp_path / "fix.yaml", tmp_path / "fixed.sktrace"
     assert main(["validate", trace, "--fix", str(fix)]) == 1  # errors found: CI fails
     table = capsys.readouterr().out
-    assert "E0002  0      1709241485  Deployment default/test-deployment" in table
+    assert "E0002   0      1709241485  Deployment default/test-deployment" in table
     assert "11 findings: 10 errors, 1 warning" in table
     assert "kubetape transform" in fix.read_text()
     assert main(["transform", trace, str(fix), "-o", str(fixed)]) == 0
@@ -73,9 +73,9 @@ def test_validate_time_range(simkube_traces: Path, capsys: pytest.CaptureFixture
 def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "explain", "E0002"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("E0002 secret_missing (error)")
+    assert out.startswith("E0002 envvar_secret_missing (error)")
     assert main(["validate", "explain"]) == 0
-    assert "E0008  error    pod_pinned_to_node" in capsys.readouterr().out
+    assert "KE0008  error    pod_pinned_to_node" in capsys.readouterr().out
     assert main(["validate", "explain", "E42"]) == 2
     assert "unknown rule code 'E42'" in capsys.readouterr().err
 
@@ -108,7 +108,7 @@ def test_kubetape_traces_are_validated_too(
     assert main(["validate", str(path), "--format", "json"]) == 1
     codes = sorted(f["code"] for f in json.loads(capsys.readouterr().out)["findings"])
     assert codes == [
-        "E0001", "E0002", "E0002", "E0002", "E0003", "E0003", "E0003", "E0009", "E0010", "E0011", "W0000"
+        "E0001", "E0002", "E0002", "E0003", "E0003", "E0004", "E0005", "KE0009", "KE0010", "KE0011", "W0000"
     ]  # fmt: skip
 
 
@@ -167,13 +167,47 @@ def test_ignored_rules_are_left_out_of_output_exit_code_and_fix_file(
 ) -> None:
     trace = str(simkube_traces / "simkube-validation-trace.json")
     fix = tmp_path / "fix.yaml"
-    ignored = ["--ignore", "W0000", "--ignore", "e0002,E0003", "--ignore", "E0001,E0009,E0010,E0011"]
+    ignored = [
+        "--ignore",
+        "W0000",
+        "--ignore",
+        "e0002,E0003,E0004,E0005",
+        "--ignore",
+        "E0001,KE0009,ke0010,KE0011",
+    ]
     assert main(["validate", trace, *ignored, "--fix", str(fix), "--format", "json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
     assert (report["findings"], report["errors"]) == ([], 0)
-    assert report["ignored_rules"] == ["E0001", "E0002", "E0003", "E0009", "E0010", "E0011", "W0000"]
+    assert report["ignored_rules"] == [
+        "E0001", "E0002", "E0003", "E0004", "E0005", "KE0009", "KE0010", "KE0011", "W0000"
+    ]  # fmt: skip
+    assert "deprecated" not in captured.err  # the current codes, given as they are now
     assert "operations: []" in fix.read_text()
     assert main(["validate", trace, "--ignore", "W0000"]) == 1  # the errors still fail the run
     assert "(findings of W0000 left out: --ignore)" in capsys.readouterr().out
     assert main(["validate", trace, "--ignore", "W0001"]) == 2
     assert "unknown rule code 'W0001'" in capsys.readouterr().err
+
+
+def test_former_codes_still_work_and_name_the_rules_code_now(
+    simkube_traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = str(simkube_traces / "simkube-validation-trace.json")
+    assert main(["validate", trace, "--ignore", "E0010", "--format", "json"]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["ignored_rules"] == ["KE0010"]
+    assert "warning: --ignore E0010: E0010 is deprecated: selector_mismatch is KE0010 now" in captured.err
+    assert "KE0010" not in {f["code"] for f in json.loads(captured.out)["findings"]}
+    # E0004 was kubetape's missing PVC; it is SimKube's missing Secret volume now, and says so
+    assert main(["validate", trace, "--ignore", "E0004", "--format", "json"]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["ignored_rules"] == ["E0004"]
+    assert (
+        "note: --ignore E0004: E0004 is SimKube's volume_secret_missing (as in skctl validate); "
+        "kubetape's pvc_missing, which was E0004 before, is KE0004"
+    ) in captured.err
+    assert main(["validate", "explain", "W0006"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("KW0006 unknown_kind (warning)")
+    assert "W0006 is deprecated: unknown_kind is KW0006 now" in captured.err

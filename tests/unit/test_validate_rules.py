@@ -12,7 +12,7 @@ from pipeline.formats.simkube import SimkubeEvent, SimkubeTrace
 from pipeline.model.errors import ConfigError
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.findings import Finding, Fix
-from pipeline.validate.fixes import PLACEHOLDER_IMAGE, render_fix_file
+from pipeline.validate.fixes import PLACEHOLDER_IMAGE, fix_transform, render_fix_file
 from pipeline.validate.rules import RULES, rule, validate_trace
 from pipeline.validate.tracefile import read_trace_file
 from pipeline.validate.transform import parse_transform
@@ -63,18 +63,18 @@ def test_shared_validation_trace_yields_the_expected_findings(simkube_traces: Pa
         ("E0001", deployment, "ServiceAccount default/the-service-account is not in the trace"),
         ("E0002", deployment, "Secret default/a-secret is not in the trace"),
         ("E0002", deployment, "Secret default/another-secret is not in the trace"),
-        ("E0002", deployment, "Secret default/the-secret is not in the trace"),
+        ("E0004", deployment, "Secret default/the-secret is not in the trace"),
         ("E0003", deployment, "ConfigMap default/a-config-map is not in the trace"),
         ("E0003", deployment, "ConfigMap default/another-config-map is not in the trace"),
-        ("E0003", deployment, "ConfigMap default/the-config-map is not in the trace"),
+        ("E0005", deployment, "ConfigMap default/the-config-map is not in the trace"),
         (
-            "E0009",
+            "KE0009",
             deployment,
             "envFrom entry 0 of container test-container names configMapRef another-config-map "
             "and secretRef another-secret",
         ),
-        ("E0010", deployment, "spec.selector is missing (the apiserver requires one)"),
-        ("E0011", deployment, "container test-container has no image"),
+        ("KE0010", deployment, "spec.selector is missing (the apiserver requires one)"),
+        ("KE0011", deployment, "container test-container has no image"),
     }
     assert {f.event_index for f in findings} == {0}
     by_message = {f.message: f for f in findings}
@@ -86,12 +86,12 @@ def test_shared_validation_trace_yields_the_expected_findings(simkube_traces: Pa
         "/spec/template/spec/serviceAccount",
     }
     by_code = {f.code: f for f in findings}
-    assert by_code["E0009"].paths == (
+    assert by_code["KE0009"].paths == (
         "/spec/template/spec/containers/0/envFrom/0/configMapRef",
         "/spec/template/spec/containers/0/envFrom/0/secretRef",
     )
-    assert by_code["E0010"].paths == ("/spec/selector", "/spec/template/metadata/labels")
-    assert by_code["E0011"].paths == ("/spec/template/spec/containers/0/image",)
+    assert by_code["KE0010"].paths == ("/spec/selector", "/spec/template/metadata/labels")
+    assert by_code["KE0011"].paths == ("/spec/template/spec/containers/0/image",)
 
 
 def test_recommended_fixes_from_the_fix_file_clear_every_finding(simkube_traces: Path) -> None:
@@ -161,9 +161,9 @@ def test_projected_volume_and_pvc_references_are_checked() -> None:
     trace = _trace((10, [_deployment("web", {"containers": [_container()], "volumes": volumes})], []))
     findings = validate_trace(trace)
     assert {(f.code, f.paths) for f in findings} == {
-        ("E0003", ("/spec/template/spec/volumes/0/projected/sources/0/configMap/name",)),
-        ("E0002", ("/spec/template/spec/volumes/0/projected/sources/1/secret/name",)),
-        ("E0004", ("/spec/template/spec/volumes/1/persistentVolumeClaim/claimName",)),
+        ("E0005", ("/spec/template/spec/volumes/0/projected/sources/0/configMap/name",)),
+        ("E0004", ("/spec/template/spec/volumes/0/projected/sources/1/secret/name",)),
+        ("KE0004", ("/spec/template/spec/volumes/1/persistentVolumeClaim/claimName",)),
     }
     dropped = _apply_fixes(trace, [f.fixes[-1] for f in findings])
     assert validate_trace(dropped) == []
@@ -171,7 +171,7 @@ def test_projected_volume_and_pvc_references_are_checked() -> None:
     assert spec["volumes"] == [
         {"name": "p", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}
     ]
-    pvc = next(f for f in findings if f.code == "E0004")
+    pvc = next(f for f in findings if f.code == "KE0004")
     fixed = _apply_fixes(trace, [pvc.fixes[0]])
     volume = fixed.events[0].applied_objs[0]["spec"]["template"]["spec"]["volumes"][1]
     assert volume == {"name": "data", "emptyDir": {}}
@@ -245,9 +245,9 @@ def test_cluster_scoped_and_unknown_kinds_are_reported() -> None:
     ]
     findings = validate_trace(_trace((10, objects, [])))
     assert {(f.code, f.obj.describe()) for f in findings} == {
-        ("E0005", "Node node-1"),
-        ("E0005", "CustomResourceDefinition widgets.example.com"),
-        ("W0006", "Gadget apps/g"),
+        ("KE0005", "Node node-1"),
+        ("KE0005", "CustomResourceDefinition widgets.example.com"),
+        ("KW0006", "Gadget apps/g"),
     }
     fixed = _apply_fixes(_trace((10, objects, [])), [f.fixes[0] for f in findings])
     assert [o["kind"] for o in fixed.events[0].applied_objs] == ["Widget"]
@@ -276,13 +276,13 @@ def test_namespace_references_outside_the_trace_are_reported() -> None:
     findings = validate_trace(trace)
     assert {(f.code, f.obj.describe(), f.paths) for f in findings} == {
         (
-            "W0007",
+            "KW0007",
             "Deployment apps/web",
             (
                 "/spec/template/spec/affinity/podAffinity/requiredDuringSchedulingIgnoredDuringExecution/0/namespaces",
             ),
         ),
-        ("W0007", "RoleBinding apps/rb", ("/subjects",)),
+        ("KW0007", "RoleBinding apps/rb", ("/subjects",)),
     }
     fixed = _apply_fixes(trace, [f.fixes[0] for f in findings])
     assert validate_trace(fixed) == []
@@ -299,7 +299,7 @@ def test_pods_pinned_to_nodes_are_reported_and_unpinned() -> None:
     }
     trace = _trace((10, [_deployment("web", pod_spec)], []))
     (finding,) = validate_trace(trace)
-    assert finding.code == "E0008"
+    assert finding.code == "KE0008"
     assert finding.paths == (
         "/spec/template/spec/nodeName",
         "/spec/template/spec/nodeSelector/kubernetes.io~1hostname",
@@ -311,14 +311,58 @@ def test_pods_pinned_to_nodes_are_reported_and_unpinned() -> None:
 
 # ---- rule registry -------------------------------------------------------------------------------
 def test_every_rule_has_a_unique_code_and_an_explanation() -> None:
-    assert len(RULES) == 15
+    assert len(RULES) == 17
     for code, r in RULES.items():
         assert r.code == code
-        assert code[0] == ("E" if r.severity.value == "error" else "W")
+        assert code.removeprefix("K")[0] == ("E" if r.severity.value == "error" else "W")
         assert r.explanation
-    assert rule("e0002").name == "secret_missing"
+    assert rule("e0002").name == "envvar_secret_missing"
     with pytest.raises(ConfigError, match="unknown rule code 'E9999'; known codes: W0000"):
         rule("E9999")
+
+
+# SimKube's code table (sk-cli/src/validation/rules/README.md in acrlabs/simkube): code -> rule name.
+SIMKUBE_CODES = {
+    "W0000": "status_field_populated",
+    "E0001": "service_account_missing",
+    "E0002": "envvar_secret_missing",
+    "E0003": "envvar_configmap_missing",
+    "E0004": "volume_secret_missing",
+    "E0005": "volume_configmap_missing",
+}
+
+
+def test_simkubes_rules_have_simkubes_codes_and_kubetapes_own_have_k_codes() -> None:
+    assert {code: r.name for code, r in RULES.items() if not code.startswith("K")} == SIMKUBE_CODES
+
+
+def test_secret_and_configmap_references_are_told_apart_by_where_they_are_as_simkube_does() -> None:
+    pod_spec = {
+        "containers": [_container(envFrom=[{"secretRef": {"name": "s"}}, {"configMapRef": {"name": "c"}}])],
+        "volumes": [
+            {"name": "sv", "secret": {"secretName": "s"}},
+            {"name": "cv", "configMap": {"name": "c"}},
+        ],
+    }
+    trace = _trace((10, [_deployment("web", pod_spec)], []))
+    findings = validate_trace(trace)
+    assert {(f.code, f.message) for f in findings} == {
+        ("E0002", "Secret apps/s is not in the trace"),
+        ("E0003", "ConfigMap apps/c is not in the trace"),
+        ("E0004", "Secret apps/s is not in the trace"),
+        ("E0005", "ConfigMap apps/c is not in the trace"),
+    }
+    # each finding's removal repairs its own references; together they repair all
+    by_code = {f.code: f for f in findings}
+    env_only = _apply_fixes(trace, [by_code["E0002"].fixes[-1], by_code["E0003"].fixes[-1]])
+    assert {f.code for f in validate_trace(env_only)} == {"E0004", "E0005"}
+    assert validate_trace(_apply_fixes(trace, [f.fixes[-1] for f in findings])) == []
+    # the placeholder the environment and the volume findings both offer is created once
+    creates = [op["create"] for op in fix_transform(findings)["operations"] if "create" in op]
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in creates) == [
+        ("ConfigMap", "c"),
+        ("Secret", "s"),
+    ]
 
 
 def test_repeated_problems_are_reported_once_and_placeholders_merge_keys() -> None:

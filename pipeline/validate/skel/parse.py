@@ -10,6 +10,10 @@ A program is a list of statements, each ended by ``;``; whitespace and ``#`` com
 A path is one token, as in SimKube (no whitespace inside): its parts are split by :func:`_path` after lark
 has matched it. Errors raise :class:`SkelSyntaxError` (a ConfigError) with the line, the column, what was
 expected and the offending line with a caret under the place.
+
+Numbers and times are SimKube's 64-bit integers (its parser panics past them, and a trace cannot hold a
+larger number), and a path has at most :data:`MAX_PATH_SEGMENTS` parts (a longer one would nest maps
+deeper than a trace file can be written); both are refused here, at their place in the program.
 """
 
 from __future__ import annotations
@@ -96,6 +100,11 @@ _DESCRIBE = {
 }
 
 _UNITS = {"s": 1, "m": 60, "h": 3600}
+MAX_INTEGER = 2**63 - 1
+"""The largest number or time (seconds) a program may hold: SimKube's ``i64``, and msgpack's limit."""
+MAX_PATH_SEGMENTS = 100
+"""The most keys and indices a path may have. Kubernetes fields are far shallower (a CRD's schema is a
+few dozen deep); the limit keeps the nesting ``modify`` creates writable (msgpack nests 511 deep)."""
 _SEGMENT = re.compile(r'\.?(?:"(?P<quoted>[^"]+)"|(?P<plain>[A-Za-z0-9_\-]+))|\[(?P<index>[0-9]+|\*)\]')
 
 
@@ -194,8 +203,33 @@ def _path(token: Token) -> Path:
         elif match["plain"] is not None:
             segments.append(match["plain"])
         else:
-            segments.append(WILDCARD if match["index"] == "*" else int(match["index"]))
+            segments.append(
+                WILDCARD if match["index"] == "*" else _integer(token, match["index"], "the index")
+            )
+    if len(segments) > MAX_PATH_SEGMENTS:
+        raise _MisuseError(
+            token, f"the path has {len(segments)} parts; a SKEL path has at most {MAX_PATH_SEGMENTS}"
+        )
     return Path(var, tuple(segments), text)
+
+
+def _integer(token: Token, digits: str, what: str, scale: int = 1) -> int:
+    """``digits`` (times ``scale``) as an int; a positioned error past :data:`MAX_INTEGER`. Long digit
+    strings are refused before conversion (Python will not convert more than 4300 digits)."""
+    value = int(digits) * scale if len(digits) <= len(str(MAX_INTEGER)) else MAX_INTEGER + 1
+    if value > MAX_INTEGER:
+        shown = _abbreviated(digits if scale == 1 else str(token))
+        raise _MisuseError(
+            token,
+            f"{what} {shown} is out of range: SKEL numbers are whole numbers from 0 to {MAX_INTEGER} "
+            "(64-bit, as in SimKube)",
+        )
+    return value
+
+
+def _abbreviated(text: str) -> str:
+    """A number as a message shows it: whole when short, else its ends and its length."""
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} characters)"
 
 
 def _variables(path: Path | Literal | None) -> list[str]:
@@ -220,8 +254,9 @@ class _ToAst(Transformer[Token, Any]):
     def time_test(self, op: Token, value: Token) -> tuple[Token, TimeTest]:
         text = str(value)
         if text[-1] in _UNITS:
-            return op, TimeTest(Op(str(op)), int(text[:-1]) * _UNITS[text[-1]], relative=True)
-        return op, TimeTest(Op(str(op)), int(text), relative=False)
+            seconds = _integer(value, text[:-1], "the time", _UNITS[text[-1]])
+            return op, TimeTest(Op(str(op)), seconds, relative=True)
+        return op, TimeTest(Op(str(op)), _integer(value, text, "the time"), relative=False)
 
     def exists_test(self, path: Token) -> tuple[Token, ResourceTest]:
         return path, ResourceTest(Check.EXISTS, _path(path))
@@ -245,7 +280,7 @@ class _ToAst(Transformer[Token, Any]):
         return var, VarTest(name.var, _path(base), resource_test)
 
     def number(self, token: Token) -> Literal:
-        return Literal(int(token))
+        return Literal(_integer(token, str(token), "the number"))
 
     def string(self, token: Token) -> Literal:
         return Literal(str(token)[1:-1])

@@ -51,9 +51,10 @@ def parse_program(text: str, source: str = "<skel>") -> SkelProgram:
 
 
 def load_skel(path: Path) -> SkelProgram:
-    """Read and parse a ``.skel`` file."""
+    """Read and parse a ``.skel`` file. Line ends are kept as written: a string may hold a carriage
+    return (an object's name, say), which reading in text mode would turn into a newline."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the SKEL file ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
