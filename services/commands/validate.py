@@ -66,8 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FIX.skel",
-        help="write the recommended repairs as a SKEL program (SimKube's language; one trace only); "
-        "repairs SKEL cannot express (creating objects) are comments there, use --fix for them",
+        help="write the repairs as a SKEL program (SimKube's language; one trace only): where --fix "
+        "creates a placeholder object, the program removes the references to it (SKEL cannot create "
+        "objects); a repair SKEL cannot express at all is a comment there, use --fix for it",
     )
     parser.add_argument("--start", default=None, help="check events from here: offset (90s, 5m) or @unix")
     parser.add_argument("--end", default=None, help="check events before here: offset (90s, 5m) or @unix")
@@ -83,7 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="CODE[,CODE]",
-        help="leave out the findings of these rules (e.g. W0000 for traces that keep status); repeatable",
+        help="leave out the findings of these rules (e.g. W0000 for traces that keep status); "
+        "SimKube's codes mean SimKube's rules; repeatable",
     )
     parser.set_defaults(settings=from_flags(ValidateSettings), func=_run)
 
