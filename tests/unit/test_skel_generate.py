@@ -23,6 +23,7 @@ from pipeline.validate.skel.program import load_skel, parse_program
 from pipeline.validate.tracefile import read_trace_file
 from pipeline.validate.transform import parse_transform
 from services.cli import main
+from tests.unit.test_skel_transform import deployments
 
 INJECTION = "web\ndelete(*);\n#"
 
@@ -181,3 +182,12 @@ def test_a_carriage_return_in_a_string_survives_the_file(tmp_path: Path) -> None
     skel.write_bytes(b'delete(metadata.name == "a\rb");\r\n')
     (command,) = load_skel(skel).commands
     assert [c.rhs for c in command.selector if isinstance(c, ResourceTest)] == [Literal("a\rb")]
+
+
+@given(deployments())
+def test_the_generated_program_leaves_nothing_to_find_in_any_workload(obj: dict[str, Any]) -> None:
+    trace = _trace([obj])
+    findings = validate_trace(trace)
+    program = parse_program(fix_skel(findings, "trace.json"))
+    fixed, _stats = apply_transform(trace, program)
+    assert [(f.code, f.message) for f in validate_trace(fixed)] == []
