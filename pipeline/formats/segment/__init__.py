@@ -33,5 +33,5 @@ One concept a module:
   gap markers are segments of kind ``GAP``;
 * :mod:`.encode` — the file bytes (zstd settings, the version-2 and version-1 bodies);
 * :mod:`.decode` — reading them back, with the wire bytes of each event kept on request;
-* :mod:`.limits` — what a decoder accepts before it inflates a body.
+* :mod:`.limits` — what a decoder accepts before it inflates a body or rebuilds its events.
 """

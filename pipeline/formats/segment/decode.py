@@ -44,9 +44,14 @@ def decode_segment(
     ``with_keyframe=False`` leaves the keyframe out (``Segment.keyframe`` is None whatever the header
     says): readers that start from an earlier state skip the most expensive part of the body.
     ``wires`` collects the bytes of each event (not of keyframe events; version-2 segments only).
-    ``limits`` (default: :func:`default_limits`) are checked before the body is inflated."""
+    ``limits`` (default: :func:`default_limits`) are checked before the body is inflated, and what a
+    format-3 header declares its delta tables rebuild to before they are rebuilt.
+
+    Whatever the bytes, the only errors are FormatError and UnknownVersionError: a field of a type or
+    range no check foresaw is reported as a malformed body, not as a crash."""
     limits = limits or default_limits()
     header, offset = split_header(data, source)
+    rebuilt = _RebuildAllowance.of(header, limits, len(data), source)
     if len(data) < offset + BODY_PREAMBLE.size:
         raise FormatError(f"{source}: truncated: the body is missing")
     body_len, body_crc = BODY_PREAMBLE.unpack_from(data, offset)
@@ -72,7 +77,14 @@ def decode_segment(
             raise
         except Exception as exc:  # zstd and msgpack raise their own types for corrupt data
             raise FormatError(f"{source}: undecodable body ({type(exc).__name__}: {exc})") from None
-        segment = _body_from_wire(raw, header, source, with_keyframe=with_keyframe, wires=wires)
+        try:
+            segment = _body_from_wire(
+                raw, header, source, with_keyframe=with_keyframe, wires=wires, rebuilt=rebuilt
+            )
+        except (FormatError, MemoryError):
+            raise
+        except Exception as exc:  # a crafted field no check foresaw: still the reader's error, not a crash
+            raise FormatError(f"{source}: malformed body ({type(exc).__name__}: {exc})") from None
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -98,6 +110,30 @@ _SLACK_BYTES = 1 << 20
 msgpack framing, the delta table's columns (a few bytes per row, counted apart)."""
 _SLACK_ITEMS = 1 << 16
 """Items a version-2/3 body may hold outside its event lists (the tracer config's lists and maps)."""
+
+
+class _RebuildAllowance:
+    """What a format-3 body's delta tables may still rebuild to: the bytes its header declares for the
+    events, and for the keyframe (its lists share them), each at most the file's budget
+    (:meth:`~.limits.DecodeLimits.check_rebuilt`, checked before anything is built)."""
+
+    def __init__(self, events: int, keyframe: int) -> None:
+        self.events = events
+        self.keyframe = keyframe
+
+    @classmethod
+    def of(
+        cls, header: SegmentHeader, limits: DecodeLimits, file_size: int, source: str
+    ) -> _RebuildAllowance:
+        events, keyframe = header.event_bytes or 0, header.keyframe_bytes or 0
+        budget = limits.check_rebuilt(events + keyframe, file_size, source)
+        return cls(min(events, budget), min(keyframe, budget - events))
+
+    def keyframe_list(self, coded: Any, count: int, start_ms: int, what: str) -> bytes:
+        """One keyframe list's delta table rebuilt, within what is left of the keyframe's bytes."""
+        blob = decode_events(coded, count, start_ms, self.keyframe, what)
+        self.keyframe -= len(blob)
+        return blob
 
 
 def _check_against_header(declared: int, header: SegmentHeader, source: str) -> None:
@@ -144,7 +180,13 @@ def _unpack_body(raw_body: bytes, header: SegmentHeader) -> Any:
 
 
 def _body_from_wire(
-    raw: Any, header: SegmentHeader, source: str, *, with_keyframe: bool, wires: EventWires | None
+    raw: Any,
+    header: SegmentHeader,
+    source: str,
+    *,
+    with_keyframe: bool,
+    wires: EventWires | None,
+    rebuilt: _RebuildAllowance,
 ) -> Segment:
     if not isinstance(raw, dict):
         raise FormatError(f"{source}: malformed body (not a map)")
@@ -153,7 +195,7 @@ def _body_from_wire(
         events = tuple(events_from_columns(raw.get("events"), header.start_ms, f"{source}: event"))
     elif header.format_version >= 3 and "delta" in raw:
         blob = decode_events(
-            raw["delta"], header.counts.total, header.start_ms, header.event_bytes or 0, f"{source}: event"
+            raw["delta"], header.counts.total, header.start_ms, rebuilt.events, f"{source}: event"
         )
         events = tuple(_events_from_wires(blob, header.counts.total, f"{source}: event", wires))
     else:
@@ -171,7 +213,13 @@ def _body_from_wire(
             # without bodies, keyframe objects need their bytes too: they are written moved
             kf_wires = wires if wires is not None and not wires.bodies else None
             objects = _keyframe_list(
-                kf, "objects", header.keyframe_objects, header, f"{source}: keyframe object", wires=kf_wires
+                kf,
+                "objects",
+                header.keyframe_objects,
+                header,
+                f"{source}: keyframe object",
+                rebuilt=rebuilt,
+                wires=kf_wires,
             )
             lifecycles = _keyframe_list(
                 kf,
@@ -179,11 +227,17 @@ def _body_from_wire(
                 header.keyframe_lifecycles,
                 header,
                 f"{source}: keyframe lifecycle",
+                rebuilt=rebuilt,
                 wires=kf_wires,
             )
         tombstones = (
             _keyframe_list(
-                kf, "tombstones", header.keyframe_tombstones, header, f"{source}: keyframe tombstone"
+                kf,
+                "tombstones",
+                header.keyframe_tombstones,
+                header,
+                f"{source}: keyframe tombstone",
+                rebuilt=rebuilt,
             )
             if header.keyframe_tombstones and not v1
             else []
@@ -240,13 +294,14 @@ def _keyframe_list(
     header: SegmentHeader,
     what: str,
     *,
+    rebuilt: _RebuildAllowance,
     wires: EventWires | None = None,
 ) -> list[Event]:
     """One of a keyframe's event lists: its wire bytes, or (version 3) its delta table rebuilt to them."""
     coded = kf.get(f"{name}_delta") if header.format_version >= 3 else None
     if coded is None:
         return _events_from_wires(kf.get(name), count, what, wires)
-    blob = decode_events(coded, count, header.keyframe_at_ms or 0, header.keyframe_bytes or 0, what)
+    blob = rebuilt.keyframe_list(coded, count, header.keyframe_at_ms or 0, what)
     return _events_from_wires(blob, count, what, wires)
 
 

@@ -74,8 +74,10 @@ def _rebuild(
             raise FormatError(f"{where}: resourceVersion step {str(rv)[:30]} is not a whole number in range")
         rv = str(prev_rv + rv)
     ts = row.get("ts")
-    if type(ts) is not int:
-        raise FormatError(f"{where}: event time step {str(ts)[:30]!r} is not a whole number")
+    if type(ts) is not int or not _INT_MIN <= prev_ts + ts <= _INT_MAX:
+        raise FormatError(
+            f"{where}: event time step {str(ts)[:30]!r} is not a whole number that keeps the time in range"
+        )
     needs_base = flags & (_F_UID_SAME | _F_SH_SAME | _F_OBJ_SAME | _F_OBJ_PATCH | _F_EXT_SAME | _F_EXT_PATCH)
     if needs_base and base is None:
         raise FormatError(f"{where}: a delta of {key[:200]!r} names a base the segment does not hold")
@@ -146,7 +148,12 @@ def decode_events(packed: Any, count: int, start_ms: int, max_bytes: int, where:
     out: list[bytes] = []
     size = 0
     for n, op in enumerate(cols["op"]):
-        wire = reader.row(op, f"{where} #{n}")
+        try:
+            wire = reader.row(op, f"{where} #{n}")
+        except (FormatError, MemoryError):
+            raise
+        except Exception as exc:  # a value no check of the row foresaw (msgpack refuses to pack it)
+            raise FormatError(f"{where} #{n}: malformed row ({type(exc).__name__}: {exc})") from None
         size += len(wire)
         if size > max_bytes:
             raise FormatError(

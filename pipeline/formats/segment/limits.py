@@ -1,4 +1,5 @@
-"""What a segment decoder accepts before it inflates a body (a guard against decompression bombs)."""
+"""What a segment decoder accepts before it inflates a body or rebuilds its delta rows (a guard against
+decompression bombs, and against delta tables that rebuild to far more than the file holds)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ DEFAULT_MAX_INFLATED_BYTES = 1 << 30
 DEFAULT_MAX_INFLATE_RATIO = 1000
 """Default of :attr:`DecodeLimits.max_ratio` (env ``KUBETAPE_MAX_INFLATE_RATIO``). kubetape bodies
 inflate 3-30x (events), up to ~150x (keyframes of near-identical objects); a zstd bomb ~10^5x."""
+RATIO_FLOOR_BYTES = 1 << 20
+"""Sizes up to this are not held to :attr:`DecodeLimits.max_ratio`: a file of a few hundred bytes may
+well hold a few hundred KB of events, and that much costs no reader anything."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +30,9 @@ class DecodeLimits:
 
     ``max_inflated_bytes``: the largest decompressed body (default 1 GiB, at most 2 GiB);
     ``max_ratio``: the largest decompressed/compressed size ratio (default 1000). A body whose frame does
-    not declare its size is refused (kubetape always writes it). Every reader of segments and kubetape
+    not declare its size is refused (kubetape always writes it). Both hold for what a format-3 body's
+    delta tables rebuild as well, taken against the file's size (:meth:`check_rebuilt`). Every reader of
+    segments and kubetape
     traces goes through :func:`~.decode.decode_segment` (``kubetape inspect``,
     ``replay --trace FILE|URL``, a Simulation's ``traceURL``, export, the sink's restore), so these
     limits hold for all of them.
@@ -73,13 +79,43 @@ class DecodeLimits:
                 f"{source}: the body would inflate to {declared} bytes, over the limit of "
                 f"{self.max_inflated_bytes} (raise $KUBETAPE_MAX_INFLATED_BYTES for a trace this large)"
             )
-        if declared > max(len(body), 1) * self.max_ratio and declared > 1 << 20:
+        if declared > max(len(body), 1) * self.max_ratio and declared > RATIO_FLOOR_BYTES:
             raise FormatError(
                 f"{source}: the body would inflate {declared // max(len(body), 1)}x ({len(body)} -> "
                 f"{declared} bytes), over the limit of {self.max_ratio}x: a crafted file? (raise "
                 "$KUBETAPE_MAX_INFLATE_RATIO if it is a genuine trace)"
             )
         return int(declared)
+
+    def rebuild_budget(self, file_size: int) -> int:
+        """The most bytes a reader rebuilds from a file of ``file_size`` bytes: the limits of
+        :meth:`check`, taken against the whole file."""
+        return min(self.max_inflated_bytes, max(file_size * self.max_ratio, RATIO_FLOOR_BYTES))
+
+    def check_rebuilt(self, declared: int, file_size: int, source: str) -> int:
+        """The rebuild budget of a file of ``file_size`` bytes whose header declares that its events and
+        keyframe rebuild to ``declared`` bytes; FormatError if the declaration is over it.
+
+        A format-3 body rebuilds its events from delta rows, and a row that repeats its base costs a
+        few bytes in the file whatever the base's size: the zstd limits of :meth:`check` see only the
+        small table (a 325-byte file of 2,000 rows repeating a 100 KB object rebuilt to 200 MB and
+        peaked at 785 MiB). So the declaration is checked against the file's size before anything is
+        built, and the decoder stops at the declared bytes whatever the rows say."""
+        budget = self.rebuild_budget(file_size)
+        if declared <= budget:
+            return budget
+        if declared > self.max_inflated_bytes:
+            raise FormatError(
+                f"{source}: the header declares events and keyframe of {declared} bytes once rebuilt, "
+                f"over the limit of {self.max_inflated_bytes} (raise $KUBETAPE_MAX_INFLATED_BYTES for "
+                "a trace this large)"
+            )
+        raise FormatError(
+            f"{source}: the header declares events and keyframe of {declared} bytes once rebuilt, "
+            f"{declared // max(file_size, 1)}x the file's {file_size} bytes, over the limit of "
+            f"{self.max_ratio}x: a crafted file? (raise $KUBETAPE_MAX_INFLATE_RATIO if it is a genuine "
+            "trace)"
+        )
 
 
 _limits_from_env: DecodeLimits | None = None
