@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from pipeline.model.sanitize import copy_json
+from pipeline.validate.comments import one_line
 from pipeline.validate.findings import Finding, Fix, ObjectRef
 from pipeline.validate.podspec import CONTAINER_LISTS, ENV_FROM_SOURCES, escape
 from pipeline.validate.transform import TRANSFORM_VERSION
@@ -290,14 +291,15 @@ def fix_transform(findings: Iterable[Finding]) -> dict[str, Any]:
 def render_fix_file(findings: Sequence[Finding], trace_name: str) -> str:
     """The YAML of :func:`fix_transform`, with the findings and the other fixes on offer as comments."""
     lines = [
-        f"# Repairs for {trace_name}, written by `kubetape validate --fix`. Review, then apply with",
-        f"#   kubetape transform {trace_name} THIS_FILE -o FIXED_TRACE",
+        f"# Repairs for {one_line(trace_name)}, written by `kubetape validate --fix`.",
+        "# Review, then apply with",
+        f"#   kubetape transform {one_line(trace_name)} THIS_FILE -o FIXED_TRACE",
         "# Each finding's recommended repair is below; alternatives are listed as comments.",
     ]
     for f in findings:
-        lines.append(f"# {f.code} event {f.event_index} {f.obj.describe()}: {f.message}")
+        lines.append(one_line(f"# {f.code} event {f.event_index} {f.obj.describe()}: {f.message}"))
         for alt in f.fixes[1:]:
-            lines.append(f"#     alternative: {alt.summary}")
+            lines.append(one_line(f"#     alternative: {alt.summary}"))
     body = yaml.dump(
         fix_transform(findings), Dumper=_PlainDumper, sort_keys=False, default_flow_style=False, width=110
     )

@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from pipeline.formats.simkube import SimkubeEvent, SimkubeTrace
 from pipeline.validate.apply import apply_transform
+from pipeline.validate.comments import one_line
 from pipeline.validate.findings import ObjectRef
 from pipeline.validate.fixes import align_selector
 from pipeline.validate.rules import validate_trace
 from pipeline.validate.skel.ast import Literal, ResourceTest
-from pipeline.validate.skel.generate import comment, expressible, fix_skel, operation_statements
+from pipeline.validate.skel.generate import expressible, fix_skel, operation_statements
 from pipeline.validate.skel.program import load_skel, parse_program
 from pipeline.validate.tracefile import read_trace_file
 from pipeline.validate.transform import parse_transform
@@ -171,7 +172,7 @@ def test_a_name_written_to_inject_a_statement_deletes_nothing(tmp_path: Path) ->
 
 @given(st.text())
 def test_a_comment_is_one_line_whatever_the_text(text: str) -> None:
-    line = comment(text)
+    line = one_line(text)
     assert line.splitlines() == ([line] if line else [])
     assert not any(ch in line for ch in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
     assert line.encode("ascii", "backslashreplace").decode("unicode_escape") == text

@@ -129,6 +129,22 @@ def test_alternative_fixes_drop_references_and_their_volume_mounts(simkube_trace
     assert "serviceAccount" not in spec
 
 
+def test_a_name_written_to_inject_yaml_stays_in_its_fix_file_comment() -> None:
+    name = "web\nversion: 1\noperations: [{drop: true}]\nx: |\n  "
+    pod_spec = {"containers": [_container()], "serviceAccountName": "robot"}
+    bystander = _deployment("bystander", {"containers": [_container()]})
+    trace = _trace((10, [_deployment(name, pod_spec), bystander], []))
+    fix_file = render_fix_file(validate_trace(trace), "trace\r\n.json")
+    assert (
+        "# E0001 event 0 Deployment apps/web\\nversion: 1\\noperations: [{drop: true}]\\nx: |\\n  : "
+        in fix_file
+    )
+    fixed, stats = apply_transform(trace, parse_transform(yaml.safe_load(fix_file), "fix.yaml"))
+    assert stats.objects_dropped == 0
+    assert [o["metadata"]["name"] for o in fixed.events[0].applied_objs] == ["robot", name, "bystander"]
+    assert validate_trace(fixed) == []
+
+
 # ---- references are looked up by name ------------------------------------------------------------
 def test_env_var_keys_are_not_treated_as_resource_names() -> None:
     env = [

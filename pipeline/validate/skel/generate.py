@@ -19,7 +19,8 @@ anew, so an operation whose statements would change what its ``where`` tests is 
 
 What the trace holds is data, never program text: SKEL strings have no escapes, so a value holding a
 double quote cannot be written (its repair is a comment) and other characters are written as they are;
-comments show text with line breaks and other control characters escaped (:func:`comment`).
+comments show text with line breaks and other control characters escaped
+(:func:`pipeline.validate.comments.one_line`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from pipeline.model.pointer import parse_pointer
+from pipeline.validate.comments import one_line
 from pipeline.validate.findings import Finding, Fix
 from pipeline.validate.fixes import fix_transform
 from pipeline.validate.skel.parse import MAX_INTEGER, MAX_PATH_SEGMENTS
@@ -42,15 +44,6 @@ _DIGITS = re.compile(r"[0-9]+")
 
 class _Inexpressible(Exception):  # noqa: N818 - a signal, caught right away, never raised to callers
     """An operation SKEL cannot express; the message says what."""
-
-
-def comment(text: str) -> str:
-    """``text`` safe inside a ``#`` comment, which a line break ends (SimKube: ``\\n``, ``\\r\\n`` or
-    ``\\r``): every character that is not printable, and the backslash, written as a Python escape
-    (``\\n``, ``\\x00``, ``\\u2028``, ``\\\\``): the comment stays one line and reads back unambiguously."""
-    return "".join(
-        ch if ch.isprintable() and ch != "\\" else ch.encode("unicode_escape").decode("ascii") for ch in text
-    )
 
 
 def skel_path(segments: Sequence[str], var: str | None = None) -> str:
@@ -238,16 +231,16 @@ def _skel_fix(finding: Finding) -> Fix | None:
 def fix_skel(findings: Sequence[Finding], trace_name: str) -> str:
     """The SKEL program repairing every finding it can (see the module docstring)."""
     lines = [
-        f"# Repairs for {comment(trace_name)}, written by `kubetape validate --generate-skel`.",
+        f"# Repairs for {one_line(trace_name)}, written by `kubetape validate --generate-skel`.",
         "# Review, then apply:",
-        f"#   kubetape transform {comment(trace_name)} --skel THIS_FILE -o FIXED_TRACE",
+        f"#   kubetape transform {one_line(trace_name)} --skel THIS_FILE -o FIXED_TRACE",
         "# (or skctl transform). Repairs SKEL cannot express are comments: use the YAML of --fix for them.",
     ]
     chosen = []
     for f in findings:
         fix = _skel_fix(f)
         repair = f"; repair: {fix.summary}" if fix is not None and f.fixes and fix != f.fixes[0] else ""
-        lines.append(comment(f"# {f.code} event {f.event_index} {f.obj.describe()}: {f.message}{repair}"))
+        lines.append(one_line(f"# {f.code} event {f.event_index} {f.obj.describe()}: {f.message}{repair}"))
         chosen.append(replace(f, fixes=(fix,)) if fix is not None else f)
     lines += _statements(fix_transform(chosen)["operations"])
     return "\n".join(lines) + "\n"
@@ -259,11 +252,11 @@ def _statements(operations: Iterable[dict[str, Any]]) -> list[str]:
         try:
             statements = operation_statements(op)
         except _Inexpressible as exc:
-            out.append(comment(f"# not expressible in SKEL ({exc}): {json.dumps(op, sort_keys=True)}"))
+            out.append(one_line(f"# not expressible in SKEL ({exc}): {json.dumps(op, sort_keys=True)}"))
             continue
         for statement in statements:
-            if comment(statement) != statement or "#" in statement:
+            if one_line(statement) != statement or "#" in statement:
                 # a string from the trace spans lines or holds control characters or '#': say so on one line
-                out.append(f"# the next statement's strings are written as they are: {comment(statement)}")
+                out.append(f"# the next statement's strings are written as they are: {one_line(statement)}")
             out.append(statement)
     return out
