@@ -5,6 +5,10 @@ The window ``[A, B)`` is rebuilt from the catalog (keyframe at or before A plus 
 excluded label selectors, DaemonSet-owned objects, objects owned by another exported object), then
 assembled with the state at A folded into the first events, so the file replays on its own. Output is a
 kubetape trace (a ``TRACE`` segment) or a SimKube v2 ``.sktrace``.
+
+On request (``ExportRequest.from_first_event``, what ``kubetape export`` asks), a range that starts
+before anything was recorded starts at its first event instead (see :func:`recorded_start`); its end
+is kept as asked.
 """
 
 from __future__ import annotations
@@ -116,15 +120,23 @@ class ExportRequest:
     config: TracerConfig | None = None
     simkube_version: int = SIMKUBE_TRACE_VERSION
     """The SimKube trace format version to write (2, what released SimKube reads, or 3)."""
+    from_first_event: bool = False
+    """Start at the window's first event when nothing the export keeps was in the state at its start
+    (:func:`recorded_start`). Off, the file covers ``[start_ms, end_ms)`` exactly, as SimKube's tracer
+    API does."""
 
 
 @dataclass(frozen=True, slots=True)
 class ExportResult:
-    """The file bytes, how many events it holds, and the warnings (skipped corrupt segments)."""
+    """The file bytes, how many events it holds (counted as ``kubetape inspect`` counts them: a SimKube
+    trace's events are its groups of changes by second), the warnings (skipped corrupt segments) and the
+    span the file covers (its start is later than asked when the range starts before the recording)."""
 
     data: bytes
     events: int
     warnings: tuple[str, ...]
+    start_ms: int
+    end_ms: int
 
 
 def export_window(
@@ -196,7 +208,7 @@ def _assemble(
     trace = assemble_window(
         keyframe,
         events,
-        request.start_ms,
+        recorded_start(keyframe, events) if request.from_first_event else request.start_ms,
         request.end_ms,
         config=request.config or TracerConfig.default(),
         suppress_owned=request.filters.suppress_owned,
@@ -231,9 +243,24 @@ def _export(
             )
         simkube = trace_to_simkube(trace, request.config or TracerConfig.default())
         data = write_simkube_trace(with_version(simkube, request.simkube_version))
+        events = len(simkube.events)
     else:
         data = encode_segment(trace, EXPORT_ZSTD_LEVEL, wires=wires)
-    return ExportResult(data, len(trace.events), tuple(window.skipped))
+        events = len(trace.events)
+    header = trace.header
+    return ExportResult(data, events, tuple(window.skipped), header.start_ms, header.end_ms)
+
+
+def recorded_start(keyframe: Keyframe, events: list[Event]) -> int:
+    """Where the export of a window starts: at the window's start, unless nothing the export keeps
+    (no object, no pod lifecycle) was in the state there; then at its first event (``events`` are in
+    time order). Such a lead-in holds nothing: the range started before the recording did (or before
+    anything the filters keep existed), and replaying it would only wait. The end needs no such rule
+    the store could apply: a quiet stretch writes no segment, so a recording that stopped and one
+    that saw nothing change look alike, and a replay simulates the quiet rest of a range."""
+    if keyframe.objects or keyframe.lifecycles or not events:
+        return keyframe.at_ms
+    return max(keyframe.at_ms, events[0].ts_ms)
 
 
 def _filtered(window: Window, request: ExportRequest) -> tuple[Keyframe, list[Event]]:

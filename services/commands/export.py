@@ -1,4 +1,8 @@
-"""``kubetape export``: a time range of the segment store as one trace file (kubetape, or SimKube v2/v3)."""
+"""``kubetape export``: a time range of the segment store as one trace file (kubetape, or SimKube v2/v3).
+
+skctl's export flags work as in skctl: ``-s/--start-time`` (relative to the end, default ``-30m``),
+``-t/--end-time`` and its default excluded namespaces; ``--from`` is kubetape's start, relative to now.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from pipeline.formats.simkube import (
 )
 from pipeline.model.errors import ConfigError
 from pipeline.model.keys import ClusterId
-from pipeline.model.timespec import parse_time
+from pipeline.model.timespec import format_time, parse_time
 from pipeline.model.tracer_config import load_tracer_config
 from pipeline.store.catalog import SegmentCatalog
 from pipeline.store.export import (
@@ -35,21 +39,44 @@ from pipeline.store.usage_history import open_usage_store
 from pipeline.validate.apply import apply_transform
 from pipeline.validate.apply_segment import apply_transform_to_segment
 from pipeline.validate.tracefile import encode_trace
-from pipeline.validate.transform import TraceEdit, load_trace_edit
+from pipeline.validate.transform import TraceEdit
 from services.flags import accept_relative_times, add_cluster_argument, add_store_argument
 from services.settings import from_flags
+from services.trace_edit import load_edit
+
+SKCTL_EXCLUDED_NAMESPACES = (
+    "cert-manager",
+    "default",
+    "kube-public",
+    "kube-node-lease",
+    "kube-system",
+    "local-path-storage",
+    "monitoring",
+    "simkube",
+)
+"""What ``skctl export`` excludes unless told (its ``--excluded-namespaces`` default): the cluster's own
+namespaces and SimKube's tooling. kubetape excludes the same unless a namespace flag is given."""
+SKCTL_START_TIME = "-30m"
+"""``skctl export``'s default start: 30 minutes before the end time."""
+
+SIMKUBE_SUFFIXES = (".sktrace", ".json")
+KUBETAPE_SUFFIXES = (".kts", ".kseg")
 
 
 @dataclass(frozen=True, slots=True)
 class ExportSettings:
     segment_store: StoreLocation
-    start: str
     output: Path
+    start: str | None = None
+    """``--from``: relative to now."""
+    start_time: str | None = None
+    """``-s/--start-time`` (skctl's): relative to the end."""
     end: str = "now"
     cluster: ClusterId | None = None
     format: str = "kubetape"
     simkube_version: int = SIMKUBE_TRACE_VERSION
-    exclude_namespace: list[str] = field(default_factory=list)
+    exclude_namespace: list[str] | None = None
+    """None: no namespace flag given, so skctl's default exclusions apply."""
     exclude_label: list[str] = field(default_factory=list)
     include_namespace: list[str] = field(default_factory=list)
     include_label: list[str] = field(default_factory=list)
@@ -64,10 +91,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     accept_relative_times(parser)
     add_store_argument(parser)
     add_cluster_argument(parser)
-    parser.add_argument(
-        "--from", dest="start", required=True, help="range start: -30m, -2h, now, epoch ms or ISO-8601"
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from",
+        dest="start",
+        default=None,
+        help="range start, relative to now: -30m, -2h, now, epoch ms or ISO-8601 with a timezone",
     )
-    parser.add_argument("--to", dest="end", default="now", help="range end, exclusive (default: now)")
+    start.add_argument(
+        "-s",
+        "--start-time",
+        dest="start_time",
+        default=None,
+        help=f"range start as skctl takes it: a relative time counts back from the END (-30m: 30 "
+        f"minutes before --to), or an absolute time (default: {SKCTL_START_TIME})",
+    )
+    parser.add_argument(
+        "--to",
+        "-t",
+        "--end-time",
+        dest="end",
+        default="now",
+        help="range end, exclusive: now, -10m (before now), epoch ms or ISO-8601 (default: now). An "
+        "export starts at its first event when nothing was recorded before it; its end is kept",
+    )
     parser.add_argument(
         "--format",
         choices=[f.value for f in ExportFormat],
@@ -82,7 +129,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"SimKube trace format version to write with --format simkube: {SIMKUBE_TRACE_VERSION} "
         f"(default, what released SimKube reads) or {SIMKUBE_V3} (tracked_objects instead of index)",
     )
-    parser.add_argument("-o", "--output", type=Path, required=True, help="file to write")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="file to write; its suffix must fit --format: .sktrace (msgpack) or .json (JSON) for "
+        "simkube, .kts or .kseg (or none) for kubetape",
+    )
     filters = parser.add_argument_group(
         "filters", "which objects the export keeps (every given filter must keep an object; repeatable)"
     )
@@ -97,9 +151,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--exclude-namespace",
         "--excluded-namespaces",
         action="append",
-        default=[],
+        default=None,
         metavar="NS[,NS]",
-        help="drop objects of these namespaces (--excluded-namespaces a,b as skctl takes it)",
+        help="drop objects of these namespaces (--excluded-namespaces a,b as skctl takes it). Without "
+        "this flag or --include-namespace, skctl's default is dropped: "
+        f"{','.join(SKCTL_EXCLUDED_NAMESPACES)}; --exclude-namespace '' drops none",
     )
     filters.add_argument(
         "--include-label",
@@ -152,12 +208,21 @@ def _run(args: ExportSettings) -> int:
     if args.simkube_version != SIMKUBE_TRACE_VERSION and args.format != ExportFormat.SIMKUBE.value:
         raise ConfigError("--simkube-version applies to --format simkube only")
     check_writable_version(args.simkube_version)
+    as_json = _output_is_json(args.output, ExportFormat(args.format))
+    start_ms, end_ms = export_range(args.start, args.start_time, args.end)
+    excluded = excluded_namespaces(args.exclude_namespace, args.include_namespace)
+    if args.exclude_namespace is None and not args.include_namespace:
+        print(
+            f"kubetape: leaving out skctl's default namespaces {','.join(excluded)} "
+            "(--exclude-namespace '' keeps them)",
+            file=sys.stderr,
+        )
     request = ExportRequest(
-        parse_time(args.start, where="--from"),
-        parse_time(args.end, where="--to"),
+        start_ms,
+        end_ms,
         ExportFormat(args.format),
         ExportFilters(
-            excluded_namespaces=_split(args.exclude_namespace),
+            excluded_namespaces=excluded,
             excluded_labels=selectors_from_strings(args.exclude_label),
             suppress_owned=not args.keep_owned,
             included_namespaces=_split(args.include_namespace),
@@ -167,9 +232,14 @@ def _run(args: ExportSettings) -> int:
         ),
         load_tracer_config(args.config) if args.config else None,
         args.simkube_version,
+        from_first_event=True,
     )
     # Load the transform before exporting: a bad transform file must fail before any work is done.
-    transform = load_trace_edit(args.transform) if args.transform else None
+    transform = (
+        load_edit(args.transform, as_skel="export --transform reads SKEL from a file named .skel: rename it")
+        if args.transform
+        else None
+    )
     location = cluster_location(args.segment_store, args.cluster)
     catalog = SegmentCatalog(open_segment_store(location, must_exist=True))
     result = export_window(
@@ -180,10 +250,55 @@ def _run(args: ExportSettings) -> int:
     )
     # The transform runs on the bytes in memory: nothing of the raw trace reaches the disk, not even a
     # temporary file, so a transform that fails leaves no unredacted copy behind.
-    data = result.data if transform is None else _transformed(result.data, transform, args.output)
+    data, events = result.data, result.events
+    if transform is not None:
+        data, events = _transformed(result.data, transform, as_json=as_json)
+    elif as_json:
+        trace = read_simkube_trace(data, "export")
+        data = encode_trace(trace, as_json=True)
     _write_atomically(args.output, data)
-    print(f"wrote {args.output}: {result.events} events, {len(data)} bytes", file=sys.stderr)
+    seconds = (result.end_ms - result.start_ms) / 1000
+    print(
+        f"wrote {args.output}: {events} events over {seconds:g} s from {format_time(result.start_ms)}, "
+        f"{len(data)} bytes",
+        file=sys.stderr,
+    )
     return 0
+
+
+def export_range(start: str | None, start_time: str | None, end: str) -> tuple[int, int]:
+    """``[start, end)`` in epoch ms: ``--from`` counts from now, skctl's ``--start-time`` from the end
+    (its default, ``-30m``, when neither is given); absolute times are the same for both."""
+    end_ms = parse_time(end, where="--to")
+    if start is not None:
+        return parse_time(start, where="--from"), end_ms
+    return parse_time(start_time or SKCTL_START_TIME, end_ms, where="--start-time"), end_ms
+
+
+def excluded_namespaces(exclude: list[str] | None, include: list[str]) -> tuple[str, ...]:
+    """The namespaces to leave out: those given, else skctl's default unless ``--include-namespace``
+    names the namespaces to keep (then nothing more is left out)."""
+    if exclude is not None:
+        return _split(exclude)
+    return () if include else SKCTL_EXCLUDED_NAMESPACES
+
+
+def _output_is_json(output: Path, fmt: ExportFormat) -> bool:
+    """Whether to write JSON; ConfigError when the suffix names the other format than ``--format``."""
+    suffix = output.suffix.lower()
+    if fmt is ExportFormat.SIMKUBE:
+        if suffix in KUBETAPE_SUFFIXES:
+            raise ConfigError(
+                f"{output}: {suffix} names a kubetape trace but --format is simkube; write to a .sktrace "
+                "(msgpack, what SimKube reads) or .json file"
+            )
+        return suffix == ".json"
+    if suffix in SIMKUBE_SUFFIXES:
+        raise ConfigError(
+            f"{output}: {suffix} names a SimKube trace but --format is kubetape (the default); add "
+            "--format simkube, or name the file .kts"
+        )
+    return False
 
 
 def _split(values: list[str]) -> tuple[str, ...]:
@@ -191,11 +306,13 @@ def _split(values: list[str]) -> tuple[str, ...]:
     return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
 
 
-def _transformed(data: bytes, transform: TraceEdit, output: Path) -> bytes:
+def _transformed(data: bytes, transform: TraceEdit, *, as_json: bool) -> tuple[bytes, int]:
+    """The transformed file's bytes and its events (a transform drops the events it empties)."""
     if is_segment(data):
-        return encode_segment(apply_transform_to_segment(decode_segment(data, "export"), transform)[0])
-    trace = read_simkube_trace(data, "export")
-    return encode_trace(apply_transform(trace, transform)[0], as_json=output.suffix.lower() == ".json")
+        segment = apply_transform_to_segment(decode_segment(data, "export"), transform)[0]
+        return encode_segment(segment), len(segment.events)
+    trace = apply_transform(read_simkube_trace(data, "export"), transform)[0]
+    return encode_trace(trace, as_json=as_json), len(trace.events)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

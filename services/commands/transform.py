@@ -64,7 +64,8 @@ def _run(args: TransformSettings) -> int:
     from pipeline.validate.apply_segment import apply_transform_to_segment
     from pipeline.validate.skel.program import load_skel
     from pipeline.validate.tracefile import AnyTrace, write_trace_file
-    from pipeline.validate.transform import TraceEdit, load_trace_edit
+    from pipeline.validate.transform import TraceEdit
+    from services.trace_edit import load_edit
 
     if (args.transform is None) == (args.skel is None):
         raise ConfigError("give one transform: a YAML/.skel file after the trace, or --skel FILE.skel")
@@ -77,7 +78,10 @@ def _run(args: TransformSettings) -> int:
         edit = load_skel(args.skel)
     else:
         assert args.transform is not None  # one of the two, checked above
-        edit = load_trace_edit(args.transform)
+        edit = load_edit(
+            args.transform,
+            as_skel=f"pass it with --skel {args.transform} (or name the file .skel)",
+        )
     trace = read_native_trace(args.trace)
     result: AnyTrace
     stats: TransformStats
