@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline.model.errors import ConfigError
 from pipeline.model.timespec import parse_duration
+from pipeline.validate.comments import one_line
 from pipeline.validate.findings import Finding, Rule, Severity
 
 _HEADERS = ("CODE", "EVENT", "TS", "OBJECT", "PATH", "PROBLEM")
@@ -32,8 +33,18 @@ def render_table(findings: Sequence[Finding]) -> str:
     for f in findings:
         first, *more = f.paths or ("",)
         event = f"{f.event_index} (+{len(f.repeated_at)})" if f.repeated_at else str(f.event_index)
-        rows.append((f.code, event, str(f.ts), f.obj.describe(), first or "(object)", f.message))
-        rows.extend(("", "", "", "", path, "") for path in more)
+        # names and messages hold the trace's text: escaped, so it cannot break rows or drive the terminal
+        rows.append(
+            (
+                f.code,
+                event,
+                str(f.ts),
+                one_line(f.obj.describe()),
+                one_line(first) or "(object)",
+                one_line(f.message),
+            )
+        )
+        rows.extend(("", "", "", "", one_line(path), "") for path in more)
     lines = []
     if rows:
         widths = [max(len(r[i]) for r in (_HEADERS, *rows)) for i in range(len(_HEADERS) - 1)]

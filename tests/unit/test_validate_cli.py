@@ -211,3 +211,23 @@ def test_former_codes_still_work_and_name_the_rules_code_now(
     captured = capsys.readouterr()
     assert captured.out.startswith("KW0006 unknown_kind (warning)")
     assert "W0006 is deprecated: unknown_kind is KW0006 now" in captured.err
+
+
+def test_the_table_shows_a_name_with_control_characters_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p\x1b[2J\nE0001  fake", "namespace": "a"},
+        "status": {"phase": "Running"},
+    }
+    path = tmp_path / "t.json"
+    path.write_bytes(
+        encode_trace(SimkubeTrace(2, {"trackedObjects": {}}, [SimkubeEvent(5, [pod])], {}, {}), as_json=True)
+    )
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Pod a/p\\x1b[2J\\nE0001  fake" in out
+    assert "\x1b" not in out
+    assert [line.split()[0] for line in out.splitlines() if line.startswith(("W", "E"))] == ["W0000"]
