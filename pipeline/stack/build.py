@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pipeline.model.errors import StackError
 from pipeline.stack.go_module import (
+    KUBELET_PACKAGE,
     METRICS_SERVER_PACKAGE,
     METRICS_SERVER_RESOLUTION_FLOOR_S,
     build_go_programs,
@@ -37,6 +38,7 @@ from pipeline.stack.versions import (
     cache_root,
     kafka_libs_dir,
     kube_bin_dir,
+    kubelet_dir,
     metrics_server_dir,
 )
 
@@ -102,22 +104,13 @@ def _build_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     report("First start: building the simulated cluster's binaries (cached afterwards; ~4 min, 2 idle cores)")
     packages = cluster_packages(versions)
-    minor = versions.kubernetes.split(".")[1]
-    version_flags: list[str] = []
-    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-        version_flags += [
-            f"-X {pkg}.gitVersion={versions.kubernetes}",
-            f"-X {pkg}.gitMajor=1",
-            f"-X {pkg}.gitMinor={minor}",
-            f"-X {pkg}.gitTreeState=clean",
-        ]
     build_go_programs(
         versions,
         report,
         [package for package, _ in packages],
         partial,
         step=f"compiling {len(packages)} binaries (the long step)",
-        ldflags=tuple(version_flags),
+        ldflags=_kubernetes_version_flags(versions),
     )
     # go names a binary after its package's last element, a major-version suffix skipped: …/server/v3
     # becomes "server".
@@ -136,6 +129,54 @@ def _build_kube_binaries(versions: StackVersions, report: Reporter) -> Path:
         f"Kubernetes {versions.kubernetes}, etcd {versions.etcd}, KWOK {versions.kwok} cached in {bin_dir}"
     )
     return bin_dir
+
+
+def _kubernetes_version_flags(versions: StackVersions) -> tuple[str, ...]:
+    """The linker flags that make a Kubernetes program built as a dependency report its release (as
+    upstream's build does), not v0.0.0: the kubelet registers its node with that version."""
+    minor = versions.kubernetes.split(".")[1]
+    flags: list[str] = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={versions.kubernetes}",
+            f"-X {pkg}.gitMajor=1",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+        ]
+    return tuple(flags)
+
+
+def ensure_kubelet(versions: StackVersions, report: Reporter) -> Path:
+    """Return the kubelet binary of the control plane's version, building it on first use of a real
+    node (:mod:`pipeline.stack.real_node`). It shares the Kubernetes libraries of the core build, so
+    only its own packages (the kubelet, cAdvisor, runc's cgroup code) compile."""
+    out = kubelet_dir(versions)
+    build = functools.partial(_build_kubelet, versions, report)
+    return build_once(versions.kubelet_key, out / ".complete", build, report, result=out / "kubelet")
+
+
+def _build_kubelet(versions: StackVersions, report: Reporter) -> Path:
+    out = kubelet_dir(versions)
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    started = time.monotonic()
+    build_go_programs(
+        versions,
+        report,
+        [KUBELET_PACKAGE],
+        partial,
+        step=f"kubelet {versions.kubernetes} for the real node (first use only)",
+        ldflags=_kubernetes_version_flags(versions),
+    )
+    if not (partial / "kubelet").exists():
+        raise StackError(f"go build finished without {partial / 'kubelet'}; see its log")
+    (partial / ".complete").write_text(
+        json.dumps({"built": time.time(), "seconds": round(time.monotonic() - started)})
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    report(f"kubelet {versions.kubernetes} cached in {out}")
+    return out / "kubelet"
 
 
 def ensure_metrics_server(versions: StackVersions, report: Reporter) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pipeline.model.errors import StackError
-from pipeline.stack import kafka_security, karpenter, kwok, s3
+from pipeline.stack import kafka_security, karpenter, kwok, real_node, s3
 from pipeline.stack.build import ensure_kafka, ensure_kube_binaries, ensure_metrics_server
 from pipeline.stack.kafka_nodes import KafkaNodes
 from pipeline.stack.processes import pid_alive, port_open
@@ -106,16 +106,24 @@ class LocalStack(KafkaNodes):
         autoscaler_settings: karpenter.KarpenterSettings | None = None,
         kafka_security_mode: str | None = None,
         brokers: int | None = None,
+        real_node_cluster: str | None = None,
     ) -> StackInfo:
         """Start Kafka and ``clusters``; new clusters get the settings of ``profile`` (kwok.PROFILES);
         Karpenter runs beside each cluster named in ``autoscaled``; ``kafka_security_mode`` secures the
         broker (``sasl-ssl`` or ``mtls``: TLS, SCRAM, mutual TLS and ACLs per kubetape principal; None:
         as the running stack has it, plaintext for a new one); ``brokers``: how many Kafka nodes a new
         stack runs (None: as the running stack has it, 1 for a new one); ``metrics``: new clusters serve
-        the Metrics API (metrics-server over KWOK's emulated kubelet metrics, docs/metrics.md)."""
+        the Metrics API (metrics-server over KWOK's emulated kubelet metrics, docs/metrics.md);
+        ``real_node_cluster``: that cluster also gets a node run by a real kubelet over containerd
+        (:mod:`.real_node`; one per stack)."""
         chosen = kwok.profile_named(profile)
         clusters = list(clusters)
         autoscaled = list(autoscaled)
+        if real_node_cluster is not None and real_node_cluster not in clusters:
+            raise StackError(
+                f"--real-node {real_node_cluster!r} is not one of the clusters started "
+                f"({', '.join(clusters)})"
+            )
         for name in autoscaled:
             if name not in clusters:
                 raise StackError(
@@ -159,7 +167,48 @@ class LocalStack(KafkaNodes):
             state.save(self.state_path)
         for name in autoscaled:
             self.start_karpenter(name, autoscaler_settings or karpenter.KarpenterSettings())
+        if real_node_cluster is not None:
+            self.start_real_node(real_node_cluster)
         return self.info(bin_dir, StackState.load(self.state_path))
+
+    @property
+    def real_node_dir(self) -> Path:
+        return self.stack_dir / "real-node"
+
+    def start_real_node(self, cluster_name: str) -> real_node.RealNodeState:
+        """Give ``cluster_name`` a node run by a real kubelet (built on first use), or start again the
+        processes of the one it has; one real node per stack."""
+        state = StackState.load(self.state_path)
+        existing = state.real_node
+        if existing is not None and existing.cluster != cluster_name:
+            raise StackError(
+                f"the stack's real node belongs to cluster {existing.cluster!r}; `kubetape stack down` "
+                f"first to give it to {cluster_name!r}"
+            )
+        cluster = self.cluster(cluster_name, self._existing_bin_dir())
+        self.report(f"real node for cluster {cluster_name!r}: starting containerd and the kubelet")
+        started = time.monotonic()
+        node = real_node.start(
+            cluster, self.real_node_dir, self.versions, self.report, existing, record=self._record_real_node
+        )
+        self.report(f"real node {node.node}: Ready in {time.monotonic() - started:.1f}s")
+        return node
+
+    def _record_real_node(self, node: real_node.RealNodeState) -> None:
+        """Save the node's processes as each starts: a start that fails later still leaves them to down."""
+        state = StackState.load(self.state_path)
+        state.real_node = node
+        state.save(self.state_path)
+
+    def stop_real_node(self) -> None:
+        """Stop the real node and remove everything it made on the machine (its files stay)."""
+        state = StackState.load(self.state_path)
+        if state.real_node is None:
+            return
+        real_node.stop(state.real_node)
+        state.real_node = None
+        state.save(self.state_path)
+        self.report("real node stopped")
 
     def start_karpenter(self, cluster_name: str, settings: karpenter.KarpenterSettings) -> None:
         """Run Karpenter against ``cluster_name`` with ``settings``; one already running with other
@@ -250,7 +299,15 @@ class LocalStack(KafkaNodes):
         state = StackState.load(self.state_path)
         bin_dir = self._existing_bin_dir()
         errors: list[str] = []
-        # autoscalers first: a Karpenter outliving its cluster's apiserver would only log errors
+        # the real node first: its kubelet and pods would outlive their cluster's apiserver otherwise
+        if state.real_node is not None:
+            try:
+                real_node.stop(state.real_node)
+                state.real_node = None
+                self.report("real node stopped")
+            except StackError as exc:
+                errors.append(str(exc))
+        # autoscalers next: a Karpenter outliving its cluster's apiserver would only log errors
         for name, running in list(state.karpenter.items()):
             karpenter.stop(running)
             del state.karpenter[name]
@@ -285,6 +342,9 @@ class LocalStack(KafkaNodes):
         """Delete one cluster of the stack and forget it (a test's own cluster, say)."""
         state = StackState.load(self.state_path)
         cluster = self.cluster(name, self._existing_bin_dir())
+        if state.real_node is not None and state.real_node.cluster == name:
+            self.stop_real_node()
+            state = StackState.load(self.state_path)
         if name in state.karpenter:
             self.stop_karpenter(name)
             state = StackState.load(self.state_path)
@@ -364,12 +424,18 @@ class LocalStack(KafkaNodes):
         if state.s3:
             running = bool(state.s3.pid and pid_alive(state.s3.pid)) and port_open(state.s3.port)
             s3_status = {"running": running, "pid": state.s3.pid, **s3.describe(state.s3.endpoint)}
+        node = state.real_node
         return {
             "stack_dir": str(self.stack_dir),
             "kafka": kafka_status,
             "s3": s3_status,
             "clusters": clusters,
             "autoscalers": autoscalers,
+            "real_node": None
+            if node is None
+            else real_node.status(
+                node, self.cluster(node.cluster, bin_dir) if node.cluster in state.clusters else None
+            ),
         }
 
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline.model.errors import StackError
-from pipeline.stack import kafka_security, karpenter, s3
+from pipeline.stack import kafka_security, karpenter, real_node, s3
 from pipeline.stack.processes import pid_alive
 
 MAX_BROKERS = 5
@@ -71,6 +71,8 @@ class StackState:
     karpenter: dict[str, karpenter.KarpenterState] = field(default_factory=dict)
     """Running Karpenters by the cluster they scale."""
     s3: s3.S3State | None = None
+    real_node: real_node.RealNodeState | None = None
+    """The cluster node run by a real kubelet (``stack up --real-node CLUSTER``), if any."""
 
     @classmethod
     def load(cls, path: Path) -> StackState:
@@ -80,6 +82,7 @@ class StackState:
             raw = json.loads(path.read_text())
             kafka_raw = raw.get("kafka")
             s3_raw = raw.get("s3")
+            node_raw = raw.get("real_node")
             return cls(
                 kafka=KafkaState.from_json(kafka_raw) if kafka_raw else None,
                 clusters=list(raw.get("clusters", [])),
@@ -88,6 +91,7 @@ class StackState:
                     for name, value in (raw.get("karpenter") or {}).items()
                 },
                 s3=s3.S3State(**s3_raw) if s3_raw else None,
+                real_node=real_node.RealNodeState(**node_raw) if node_raw else None,
             )
         except (ValueError, TypeError) as exc:
             raise StackError(

@@ -76,6 +76,10 @@ class StackVersions:
         return f"karpenter-{self.karpenter}-{KARPENTER_PATCH_LEVEL}-{self.go_module_key}"
 
     @property
+    def kubelet_key(self) -> str:
+        return f"kubelet-{self.kubernetes}-{self.go_module_key}"
+
+    @property
     def metrics_server_key(self) -> str:
         return f"metrics-server-{self.metrics_server}-{METRICS_SERVER_PATCH_LEVEL}-{self.go_module_key}"
 
@@ -101,6 +105,11 @@ def kube_bin_dir(versions: StackVersions, root: Path | None = None) -> Path:
 def karpenter_dir(versions: StackVersions, root: Path | None = None) -> Path:
     """Karpenter's KWOK provider binary and the CRDs of the same version (``crds/``)."""
     return (root or cache_root()) / "bin" / versions.karpenter_key
+
+
+def kubelet_dir(versions: StackVersions, root: Path | None = None) -> Path:
+    """The real node's kubelet (built on first use of a real node)."""
+    return (root or cache_root()) / "bin" / versions.kubelet_key
 
 
 def metrics_server_dir(versions: StackVersions, root: Path | None = None) -> Path:

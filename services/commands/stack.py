@@ -41,6 +41,7 @@ class StackUpSettings(StackSettings):
     instance_types: Path = DEFAULT_INSTANCE_TYPES
     kafka_security: str | None = None
     brokers: int | None = None
+    real_node: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +146,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "on loopback, with new and internal topics on every broker and min.insync.replicas one less, so "
         "a broker can be killed under replicated topics (plaintext only; docs/stack.md)",
     )
+    up.add_argument(
+        "--real-node",
+        default=None,
+        metavar="CLUSTER",
+        help="give this cluster (one of --cluster) a node run by a real kubelet over containerd and runc, "
+        "beside its KWOK nodes: builds the kubelet on first use; needs root and Debian's containerd, runc, "
+        "containernetworking-plugins and buildah (docs/stack.md, 'A real node')",
+    )
     up.set_defaults(settings=from_flags(StackUpSettings), func=_up)
 
     down = actions.add_parser("down", help="stop every process of the stack and delete its data")
@@ -202,6 +211,7 @@ def _up(args: StackUpSettings) -> int:
         autoscaler_settings=KarpenterSettings(instance_types=args.instance_types),
         kafka_security_mode=args.kafka_security,
         brokers=args.brokers,
+        real_node_cluster=args.real_node,
     )
     if args.nodes:
         for name in clusters:
@@ -223,8 +233,10 @@ def _status(args: StackSettings) -> int:
     clusters = status["clusters"]
     autoscalers = status["autoscalers"]
     s3 = status.get("s3")
+    node = status.get("real_node")
     healthy = (
-        bool(isinstance(kafka, dict) and kafka.get("running"))
+        (node is None or bool(isinstance(node, dict) and node.get("ready")))
+        and bool(isinstance(kafka, dict) and kafka.get("running"))
         and bool(isinstance(s3, dict) and s3.get("running"))
         and all(
             c["healthy"]
