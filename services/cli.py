@@ -70,6 +70,7 @@ COMMANDS = (
         "replay a trace under a grid of parameters and report the cost/reliability Pareto frontier",
         True,
     ),
+    Command("version", "print kubetape's version (also `kubetape --version`)"),
 )
 
 
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kubetape",
         description="Record what a Kubernetes cluster does onto Kafka and replay it in a simulated cluster.",
     )
+    parser.add_argument("-V", "--version", action=_VersionAction, help="print kubetape's version and exit")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         module = importlib.import_module(f"services.commands.{command.name}")
@@ -88,6 +90,20 @@ def build_parser() -> argparse.ArgumentParser:
         )
         module.add_arguments(subparsers.add_parser(command.name, help=command.help, **described))
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """``kubetape --version``: what ``kubetape version`` prints (argparse's own action needs the text
+    when the parser is built; this reads the installed version only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        from services.commands.version import kubetape_version
+
+        print(kubetape_version())
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

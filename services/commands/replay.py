@@ -34,7 +34,9 @@ from services.flags import (
     add_lifecycle_delay_flags,
     kafka_settings,
     lifecycle_delays_from,
+    parse_duration,
 )
+from services.skctl_flags import hook_files, refuse, refuse_skctl_metrics
 
 if TYPE_CHECKING:  # the CLI imports the replay's modules only when a replay runs
     from pipeline.replay.report.report import ReplayProgress
@@ -47,7 +49,12 @@ HPA = "hpa"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--trace", metavar="FILE_OR_URL", help="trace or segment file (or http(s):// URL) to replay"
+        "--trace",
+        "-f",
+        "--trace-path",
+        "--trace-file",
+        metavar="FILE_OR_URL",
+        help="trace or segment file (or http(s):// URL) to replay (-f/--trace-path as skctl run takes it)",
     )
     source.add_argument(
         "--segments",
@@ -79,6 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_kubeconfig_flags(parser, what="the simulated cluster", default="$KUBECONFIG, else in-cluster")
     parser.add_argument(
         "--speed",
+        "-s",
         type=parse_speed,
         default=1.0,
         help="trace seconds per wall second (default 1), or 'max': as fast as the simulated cluster keeps "
@@ -86,10 +94,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--duration",
-        type=float,
+        "-D",
+        type=parse_trace_duration,
         default=None,
-        help="seconds of trace time to replay: less cuts the trace, more keeps the simulation "
-        "running after it (default: the whole trace)",
+        help="trace time to replay, 90s or 10m (a bare number: seconds): less cuts the trace, more keeps "
+        "the simulation running after it (default: the whole trace)",
     )
     parser.add_argument(
         "--nodes",
@@ -110,8 +119,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--namespace-prefix",
+        "--virtual-ns-prefix",
         default="kubetape",
-        help="recorded namespace NS is replayed as PREFIX-NS; '' keeps names (default: kubetape)",
+        help="recorded namespace NS is replayed as PREFIX-NS; '' keeps names (default: kubetape; "
+        "skctl's --virtual-ns-prefix)",
     )
     parser.add_argument("--name", default="", help="replay name, labels everything (default: random)")
     parser.add_argument(
@@ -229,12 +240,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hooks",
         dest="hooks_files",
-        action="append",
+        action="extend",
         default=[],
-        type=Path,
-        metavar="HOOKS.yaml",
-        help="a SimKube hooks file (preStartHooks, preRunHooks, postRunHooks, postStopHooks: [{cmd, args, "
-        "ignoreFailure}]); its hooks run before the --hook ones at each point",
+        type=hook_files,
+        metavar="HOOKS.yaml[:HOOKS.yaml]",
+        help="SimKube hooks files (preStartHooks, preRunHooks, postRunHooks, postStopHooks: [{cmd, args, "
+        "ignoreFailure}]), a colon-separated list as skctl takes it, or repeated; their hooks run "
+        "before the --hook ones at each point",
     )
     parser.add_argument(
         "--hook-timeout",
@@ -263,7 +275,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep", action="store_true", help="leave the simulated objects in the cluster")
     parser.add_argument("--report-json", type=Path, default=None, help="write the fidelity report here")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _refuse_skctl_run_flags(parser)
     parser.set_defaults(settings=settings_from_args, func=_run)
+
+
+def _refuse_skctl_run_flags(parser: argparse.ArgumentParser) -> None:
+    """``skctl run``'s flags a replay here has no use for, each refused with what to do instead."""
+    refuse(
+        parser,
+        "-N",
+        "--repetitions",
+        instead="a replay runs once; `kubetape sim run NAME --repetitions N` repeats a Simulation",
+    )
+    refuse(
+        parser,
+        "--start-paused",
+        instead="a replay starts at once; SIGUSR1 pauses its trace clock and SIGUSR2 resumes it, "
+        "`kubetape sim run NAME --paused` creates a paused Simulation",
+    )
+    driver = (
+        "kubetape replay runs in this process against --kubeconfig, not in a driver pod "
+        "(`kubetape sim run` makes a replayer Job)"
+    )
+    refuse(parser, "-I", "--driver-image", "--driver-namespace", "--driver-port", instead=driver)
+    refuse(parser, "--driver-secrets", "--driver-verbosity", "--skip-local-volume-mount", instead=driver)
+    refuse_skctl_metrics(parser)
+
+
+def parse_trace_duration(text: str) -> float:
+    """``--duration``: seconds of trace time, as a duration (``10m``, SimKube's form) or a bare number of
+    seconds (kubetape's older form)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        return parse_duration(text)
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration is 0 or more")
+    return seconds
 
 
 MAX_SPEED = "max"

@@ -11,13 +11,14 @@ import argparse
 import asyncio
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from pipeline.model.errors import ConfigError
+from pipeline.model.hooks import parse_hooks_config
 from pipeline.model.lifecycle_delays import SPEC_FIELDS as DELAY_SPEC_FIELDS
 from pipeline.model.timespec import format_duration
 from pipeline.model.tracer_config import TracerConfig, load_tracer_config
@@ -26,6 +27,7 @@ from pipeline.replay.rbac import replayer_cluster_role
 from services.flags import add_kubeconfig_flags, add_lifecycle_delay_flags
 from services.settings import from_flags
 from services.simulation_api import API_VERSION, KIND, call_simulation_api, simulation_cluster
+from services.skctl_flags import hook_files, refuse, refuse_skctl_metrics
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -58,6 +60,8 @@ class SimRunSettings(SimClusterSettings):
     paused: bool = False
     wait: bool = False
     dry_run: bool = False
+    hooks: list[Path] = field(default_factory=list)
+    """SimKube hooks files, merged into ``spec.hooks``."""
     image_pull_s: float = 0.0
     """SimKube's lifecycle delays (``--image-pull-delay`` …), trace seconds; see LifecycleDelays."""
     image_pull_jitter_s: float = 0.0
@@ -90,10 +94,17 @@ class SimRbacSettings:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     verbs = parser.add_subparsers(dest="sim_command", required=True, metavar="VERB")
 
-    run = verbs.add_parser("run", help="create a Simulation")
+    run = verbs.add_parser("run", help="create a Simulation (skctl run's flags work too, docs/simkube.md)")
     run.add_argument("name", help="Simulation name (a DNS name)")
     source = run.add_mutually_exclusive_group(required=True)
-    source.add_argument("--trace", metavar="URL_OR_PATH", help="trace file: http(s) URL or path in the image")
+    source.add_argument(
+        "--trace",
+        "-f",
+        "--trace-path",
+        "--trace-file",
+        metavar="URL_OR_PATH",
+        help="trace file: http(s) URL or path in the image (-f/--trace-path as skctl takes it)",
+    )
     source.add_argument("--segments-claim", metavar="PVC", help="PersistentVolumeClaim holding sink segments")
     source.add_argument("--segments-path", metavar="DIR", help="segment directory in the image (no claim)")
     source.add_argument("--topic", help="Kafka topic to read the range from (needs --bootstrap)")
@@ -113,19 +124,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="range start: now, epoch ms, ISO-8601 or relative (write --from=-30m)",
     )
     run.add_argument("--to", dest="time_to", default=None, help="range end (same forms as --from)")
-    run.add_argument("--speed", type=float, default=1.0, help="trace seconds per wall second (default 1)")
-    run.add_argument("--duration", default=None, help="trace time to replay, e.g. 90s or 10m (default: all)")
-    run.add_argument("--repetitions", type=int, default=1, help="runs, one after the other (default 1)")
-    run.add_argument("--namespace-prefix", default=None, help="replayed namespaces are PREFIX-NS")
+    run.add_argument(
+        "--speed", "-s", type=float, default=1.0, help="trace seconds per wall second (default 1)"
+    )
+    run.add_argument(
+        "--duration", "-D", default=None, help="trace time to replay, e.g. 90s or 10m (default: all)"
+    )
+    run.add_argument("--repetitions", "-N", type=int, default=1, help="runs, one after the other (default 1)")
+    run.add_argument(
+        "--namespace-prefix",
+        "--virtual-ns-prefix",
+        default=None,
+        help="replayed namespaces are PREFIX-NS (skctl's --virtual-ns-prefix)",
+    )
+    run.add_argument(
+        "--hooks",
+        type=hook_files,
+        action="extend",
+        default=[],
+        metavar="HOOKS.yaml[:HOOKS.yaml]",
+        help="SimKube hooks files (preStartHooks, preRunHooks, postRunHooks, postStopHooks), merged in "
+        "order into the Simulation's spec.hooks; a colon-separated list as skctl takes it, or repeated",
+    )
     run.add_argument(
         "--nodes", default=None, metavar="SKELETON.yaml:N", help="N virtual nodes from a Node YAML"
     )
     add_lifecycle_delay_flags(run)
-    run.add_argument("--paused", action="store_true", help="create it paused (resume to start)")
+    run.add_argument(
+        "--paused",
+        "--start-paused",
+        action="store_true",
+        help="create it paused (resume to start; --start-paused as skctl takes it)",
+    )
     run.add_argument(
         "--wait", action="store_true", help="wait until it Succeeded or Failed (exit 1 on Failed)"
     )
     run.add_argument("--dry-run", action="store_true", help="print the Simulation as YAML, create nothing")
+    _refuse_skctl_driver_flags(run)
     _simulation_cluster_flags(run)
     run.set_defaults(settings=from_flags(SimRunSettings), func=_sim_run)
 
@@ -214,6 +249,8 @@ def simulation_from_args(args: SimRunSettings) -> dict[str, Any]:
         spec["lifecycleParams"] = delays
     if args.paused:
         spec["paused"] = True
+    if args.hooks:
+        spec["hooks"] = merged_hooks(args.hooks)
     simulation = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": args.name}, "spec": spec}
     from pipeline.controller.spec import SimulationSpecError, parse_spec
 
@@ -222,6 +259,56 @@ def simulation_from_args(args: SimRunSettings) -> dict[str, Any]:
     except SimulationSpecError as exc:
         raise ConfigError(str(exc)) from None
     return simulation
+
+
+def merged_hooks(paths: list[Path]) -> dict[str, list[Any]]:
+    """SimKube's hooks files merged as ``skctl run --hooks a:b`` merges them: each point's hooks of the
+    first file, then the next file's; ConfigError naming the file that does not read."""
+    merged: dict[str, list[Any]] = {}
+    for path in paths:
+        try:
+            config = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"--hooks {path}: {exc}") from None
+        parse_hooks_config(config, f"--hooks {path}")  # its errors name the file
+        for point, hooks in (config or {}).items():
+            merged.setdefault(point, []).extend(hooks or [])
+    return merged
+
+
+def _refuse_skctl_driver_flags(run: argparse.ArgumentParser) -> None:
+    """``skctl run``'s driver and metrics flags: kubetape's replayer Job is the controller's to set."""
+    refuse(
+        run,
+        "-I",
+        "--driver-image",
+        instead="the replayer Jobs run the controller's image: `kubetape controller --image IMAGE` "
+        "(or $KUBETAPE_IMAGE)",
+    )
+    refuse(
+        run,
+        "--driver-namespace",
+        instead="the replayer Jobs run in the controller's namespace: `kubetape controller --namespace NS`",
+    )
+    refuse(run, "--driver-port", instead="kubetape's replayer has no admission webhook, so no port to set")
+    refuse(
+        run,
+        "--driver-secrets",
+        instead="the replayer Job mounts only the Kafka client's Secret: --kafka-config-secret SECRET",
+    )
+    refuse(
+        run,
+        "--driver-verbosity",
+        instead="the replayer Job logs at info; read it with kubectl logs (kubetape describe --simulation "
+        "NAME names its Jobs)",
+    )
+    refuse(
+        run,
+        "--skip-local-volume-mount",
+        instead="no volume is mounted for the trace: --trace is a URL or a path in the image, "
+        "--segments-claim mounts a PersistentVolumeClaim",
+    )
+    refuse_skctl_metrics(run)
 
 
 def _sim_run(args: SimRunSettings) -> int:
