@@ -42,6 +42,7 @@ from pipeline.validate.tracefile import encode_trace
 from pipeline.validate.transform import TraceEdit
 from services.flags import accept_relative_times, add_cluster_argument, add_store_argument
 from services.settings import from_flags
+from services.skctl_flags import refuse
 from services.trace_edit import load_edit
 
 SKCTL_EXCLUDED_NAMESPACES = (
@@ -132,6 +133,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--output",
+        "--output-path",
         type=Path,
         required=True,
         help="file to write; its suffix must fit --format: .sktrace (msgpack) or .json (JSON) for "
@@ -200,6 +202,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="apply this transform file (YAML: redaction, name obfuscation, see examples/transforms; "
         "or a SKEL program ending in .skel) before the trace is written, so the raw objects never leave",
+    )
+    refuse(
+        parser,
+        "--tracer-address",
+        instead="kubetape export reads the segment store (--segment-store DIR_OR_URL); the sink serves "
+        "the same export over HTTP at POST /export",
     )
     parser.set_defaults(settings=from_flags(ExportSettings), func=_run)
 

@@ -207,3 +207,19 @@ def test_export_names_a_skel_program_in_a_file_not_named_skel(
     err = capsys.readouterr().err
     assert "sanitize.txt: this is a SKEL program" in err
     assert "export --transform reads SKEL from a file named .skel: rename it" in err
+
+
+def test_skctl_output_path_is_taken_and_tracer_address_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = recording(tmp_path)
+    out = tmp_path / "out.kts"
+    assert export(store, "-t", str(RECORDED_END), "--output-path", str(out)) == 0
+    assert read_segment(out).header.start_ms == RECORDED_AT
+    with pytest.raises(SystemExit) as exit_info:
+        export(store, "--tracer-address", "http://localhost:7777", "-o", str(out))
+    assert exit_info.value.code == 2
+    assert (
+        "--tracer-address is skctl's and has no counterpart here: kubetape export reads the segment store"
+        in (capsys.readouterr().err)
+    )
