@@ -5,7 +5,6 @@ FormatError (the CLI's exit 2 with the file named), never a crash."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -29,8 +28,8 @@ from pipeline.formats.segment.limits import DecodeLimits
 from pipeline.model.errors import FormatError
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of, object_key
+from tests.peak_memory import REPO_ROOT, peak_growth
 
-ROOT = Path(__file__).resolve().parents[2]
 START = 1_750_000_000_000
 _SAME_AS_BASE = 1 | (delta_decode._F_OBJ_SAME | delta_decode._F_SH_SAME | delta_decode._F_UID_SAME) << 3
 """An APPLIED row whose UID, spec hash and object are its base's: a few bytes whatever the object."""
@@ -73,47 +72,28 @@ def _delta_bomb(rows: int) -> bytes:
     return _delta_file([base], table, rows=rows, event_bytes=len(concatenated_wires([base])) * rows)
 
 
-_CHILD = """
-import json, resource, sys
-from pathlib import Path
-from pipeline.formats.segment.decode import EventWires, decode_segment
-data = Path(sys.argv[1]).read_bytes()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-try:
-    segment = decode_segment(data, sys.argv[1])
-    outcome = f"decoded {len(segment.events)} events"
-except Exception as exc:
-    outcome = f"{type(exc).__name__}: {exc}"
-grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-print(json.dumps({"grown_kib": grown, "outcome": outcome}))
-"""
-
-
-def _env_without_limits() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("KUBETAPE_MAX_INFLATE")}
-
-
 def test_a_delta_bomb_is_refused_before_it_is_rebuilt(tmp_path: Path) -> None:
     """A file of a few hundred bytes declaring 200 MB of events: it used to be rebuilt whole (the
-    decoder grew by 785 MiB). Measured in a child, against the same child after its imports."""
+    decoder grew by 785 MiB). Measured in a process of its own (tests/peak_memory.py), after its
+    imports, at the default limits."""
     path = tmp_path / "bomb.kseg"
     path.write_bytes(_delta_bomb(2000))
     assert len(path.read_bytes()) < 1000
-    child = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path)],
-        cwd=ROOT,
-        env=_env_without_limits(),
-        capture_output=True,
-        text=True,
-        check=True,
+    decoding = peak_growth(
+        f"decode_segment(data, {str(path)!r}, limits=DecodeLimits())",
+        prepare=f"""
+            from pathlib import Path
+            from pipeline.formats.segment.decode import decode_segment
+            from pipeline.formats.segment.limits import DecodeLimits
+            data = Path({str(path)!r}).read_bytes()
+        """,
     )
-    result = json.loads(child.stdout)
-    assert result["outcome"].startswith(
+    assert decoding.error.startswith(
         f"FormatError: {path}: the header declares events and keyframe of 200"
-    ), result
-    assert "over the limit of 1000x" in result["outcome"]
-    assert "$KUBETAPE_MAX_INFLATE_RATIO" in result["outcome"]
-    assert result["grown_kib"] < 60 << 10, result
+    ), decoding
+    assert "over the limit of 1000x" in decoding.error
+    assert "$KUBETAPE_MAX_INFLATE_RATIO" in decoding.error
+    assert decoding.grown_kib < 60 << 10, decoding
 
 
 def test_a_trace_over_the_rebuild_budget_reads_once_the_limit_named_is_raised() -> None:
@@ -121,7 +101,7 @@ def test_a_trace_over_the_rebuild_budget_reads_once_the_limit_named_is_raised() 
     defaults and read with the ratio raised; the size limit is named when it is the one exceeded."""
     data = _delta_bomb(20)
     with pytest.raises(FormatError, match=r"bomb: the header declares .* over the limit of 1000x"):
-        decode_segment(data, "bomb")
+        decode_segment(data, "bomb", limits=DecodeLimits())
     raised = DecodeLimits.from_env({"KUBETAPE_MAX_INFLATE_RATIO": "100000"})
     assert len(decode_segment(data, "bomb", limits=raised).events) == 20
     small = DecodeLimits(max_inflated_bytes=1 << 20, max_ratio=100_000)
@@ -142,7 +122,7 @@ def _time_step_overflow() -> bytes:
     return _delta_file(evs, table, rows=2, event_bytes=len(concatenated_wires(evs)))
 
 
-TRANSFORM = ROOT / "examples" / "transforms" / "obfuscate-names.yaml"
+TRANSFORM = REPO_ROOT / "examples" / "transforms" / "obfuscate-names.yaml"
 
 
 @pytest.mark.parametrize("command", [["validate"], ["transform", str(TRANSFORM), "-o", "out.kseg"]])
@@ -153,7 +133,7 @@ def test_a_time_step_out_of_range_is_a_clear_error_of_the_cli(tmp_path: Path, co
     child = subprocess.run(
         [sys.executable, "-m", "services.cli", command[0], str(path), *command[1:]],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         capture_output=True,
         text=True,
         check=False,
