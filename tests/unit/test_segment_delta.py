@@ -114,11 +114,52 @@ def test_any_history_round_trips_byte_for_byte(evs: list[Event], data: st.DataOb
     _round_trip(more)
 
 
+def _typed(value: Any) -> Any:
+    """``value`` with the type of every part (and a float's bits): what msgpack tells apart and Python's
+    ``==`` does not (``False == 0 == 0.0 == -0.0``)."""
+    if type(value) is dict:
+        return ("map", [(k, _typed(v)) for k, v in value.items()])
+    if type(value) is list:
+        return ("list", [_typed(v) for v in value])
+    return (type(value).__name__, value.hex() if type(value) is float else value)
+
+
+def _hides_a_type_change(base: Any, new: Any) -> bool:
+    """Whether a part of ``new`` equals its place in ``base`` for Python but differs in type or float
+    bits: :func:`~pipeline.formats.segment.delta_patch.diff` compares only the top types (see
+    ``_same``), and leaves such a part to the encoder's byte check of every row, which keeps the row
+    raw."""
+    if type(base) is not type(new):
+        return False
+    if base == new:
+        return bool(_typed(base) != _typed(new))
+    if type(base) is dict:
+        return any(_hides_a_type_change(base[k], v) for k, v in new.items() if k in base)
+    if type(base) is list and len(base) == len(new):
+        return any(_hides_a_type_change(x, y) for x, y in zip(base, new, strict=True))
+    return False
+
+
 @given(JSON, JSON)
 def test_a_patch_rebuilds_the_new_value_exactly(a: Any, b: Any) -> None:
     for base, new in ((a, b), ({"k": a, "x": 1}, {"k": b, "x": 1}), ([a, 1, 2], [b, 1, 2])):
         got = delta_patch.apply_patch(base, delta_patch.diff(base, new), "test")
-        assert msgpack.packb(got) == msgpack.packb(new)
+        assert got == new
+        if not _hides_a_type_change(base, new):
+            assert msgpack.packb(got) == msgpack.packb(new)
+
+
+def test_a_change_of_type_alone_is_left_to_the_encoders_check_of_the_row() -> None:
+    """``[False]`` and ``[0]`` are equal for Python: the patch keeps the base's, and the row that would
+    rebuild to other bytes is stored raw, so the segment still reads back byte for byte."""
+    base, new = [[False, None]], [[0, None]]
+    assert delta_patch.apply_patch(base, delta_patch.diff(base, new), "test") == [[False, None]]
+    key = object_key("v1", "ConfigMap", "ns", "c")
+    versions = [{"kind": "ConfigMap", "data": value} for value in (base, new)]
+    evs = [Event.applied(START + i, key, obj, 1) for i, obj in enumerate(versions)]
+    table = _table(evs)
+    assert table["op"][1] == 0  # the second version raw
+    assert _decode(table, 2) == concatenated_wires(evs)
 
 
 def test_bytes_another_encoder_wrote_are_kept_as_they_are() -> None:
