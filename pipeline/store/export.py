@@ -128,9 +128,9 @@ class ExportRequest:
 
 @dataclass(frozen=True, slots=True)
 class ExportResult:
-    """The file bytes, how many events it holds (counted as ``kubetape inspect`` counts them: a SimKube
-    trace's events are its groups of changes by second), the warnings (skipped corrupt segments) and the
-    span the file covers (its start is later than asked when the range starts before the recording)."""
+    """The file bytes, how many events it holds and the span it covers, both as ``kubetape inspect``
+    counts them (a SimKube trace's events are its changes grouped by second, its span theirs), and the
+    warnings (skipped corrupt segments)."""
 
     data: bytes
     events: int
@@ -235,6 +235,7 @@ def _export(
         else None
     )
     trace, window = _assemble(catalog, request, warn, wires, usage)
+    span = (trace.header.start_ms, trace.header.end_ms)
     if request.format is ExportFormat.SIMKUBE:
         if trace.usage and warn is not None:  # SimKube's trace has no place for load
             warn(
@@ -243,12 +244,11 @@ def _export(
             )
         simkube = trace_to_simkube(trace, request.config or TracerConfig.default())
         data = write_simkube_trace(with_version(simkube, request.simkube_version))
-        events = len(simkube.events)
-    else:
-        data = encode_segment(trace, EXPORT_ZSTD_LEVEL, wires=wires)
-        events = len(trace.events)
-    header = trace.header
-    return ExportResult(data, events, tuple(window.skipped), header.start_ms, header.end_ms)
+        if simkube.events:  # a SimKube trace spans its events' seconds (it states no end of its own)
+            span = (simkube.events[0].ts * 1000, simkube.events[-1].ts * 1000)
+        return ExportResult(data, len(simkube.events), tuple(window.skipped), *span)
+    data = encode_segment(trace, EXPORT_ZSTD_LEVEL, wires=wires)
+    return ExportResult(data, len(trace.events), tuple(window.skipped), *span)
 
 
 def recorded_start(keyframe: Keyframe, events: list[Event]) -> int:

@@ -22,7 +22,7 @@ from pipeline.formats.simkube import (
     check_writable_version,
     read_simkube_trace,
 )
-from pipeline.model.errors import ConfigError
+from pipeline.model.errors import ConfigError, FormatError
 from pipeline.model.keys import ClusterId
 from pipeline.model.timespec import format_time, parse_time
 from pipeline.model.tracer_config import load_tracer_config
@@ -262,8 +262,10 @@ def _run(args: ExportSettings) -> int:
     if transform is not None:
         data, events = _transformed(result.data, transform, as_json=as_json)
     elif as_json:
-        trace = read_simkube_trace(data, "export")
-        data = encode_trace(trace, as_json=True)
+        try:
+            data = encode_trace(read_simkube_trace(data, "export"), as_json=True)
+        except FormatError as exc:
+            raise FormatError(f"{args.output}: {exc}") from None
     _write_atomically(args.output, data)
     seconds = (result.end_ms - result.start_ms) / 1000
     print(

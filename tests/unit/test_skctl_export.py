@@ -141,8 +141,11 @@ def test_the_summary_counts_events_as_inspect_does(
     )
     written = re.search(r"wrote .*: (\d+) events over ([0-9.]+) s from", capsys.readouterr().err)
     assert written is not None
-    assert int(written.group(1)) == inspect_file(out).events
-    assert float(written.group(2)) == RECORDED_S
+    report = inspect_file(out)
+    assert report.start_ms is not None
+    assert report.end_ms is not None
+    assert int(written.group(1)) == report.events
+    assert float(written.group(2)) == (report.end_ms - report.start_ms) / 1000
 
 
 def test_the_summary_counts_the_events_a_transform_leaves(
@@ -168,6 +171,16 @@ def test_a_json_output_is_json_in_the_version_asked(tmp_path: Path) -> None:
     assert read_simkube_trace(out).read_from_version == 3
     assert export(store, *args, "-o", str(out)) == 0
     assert json.loads(out.read_bytes())["version"] == 2
+
+
+def test_a_json_output_of_a_trace_with_lifecycles_is_refused_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = recording(tmp_path)
+    out = tmp_path / "out.json"
+    assert export(store, "--from", str(RECORDED_AT), "--format", "simkube", "-o", str(out)) == 2
+    assert f"{out}: this trace has pod lifecycles, which JSON cannot represent" in capsys.readouterr().err
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(
