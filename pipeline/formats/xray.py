@@ -3,10 +3,15 @@ diff between two, and an owner's pods over time.
 
 Pure logic over a :class:`~pipeline.formats.segment.content.Segment` (a kubetape trace or segment, or a
 SimKube trace read through :func:`pipeline.formats.trace.read_trace`); the terminal app in
-``services/xray_app.py`` only lays these out, so everything it shows is tested here without a terminal."""
+``services/xray_app.py`` only lays these out, so everything it shows is tested here without a terminal.
+
+Validation findings (``kubetape validate``'s) arrive as :class:`Mark` s: the command computes them, as
+formats do not depend on :mod:`pipeline.validate`; each lands on the rows that applied its object in the
+trace second it was found at, as SimKube's ``skctl xray`` marks the events with validation errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -16,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.formats.assemble import to_seconds
 from pipeline.formats.segment.content import Segment
 from pipeline.model.events import Event, EventType
 from pipeline.model.keys import ObjectKey, parse_object_key
@@ -29,6 +35,32 @@ CHANGED = "changed"
 DELETED = "deleted"
 POD = "pod"
 GAP = "gap"
+
+ERROR_MARKER = "✗"
+"""The marker of a row whose object has a validation error (it would stop the replay working)."""
+WARNING_MARKER = "!"
+"""The marker of a row whose object has validation warnings only (they degrade the replay)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """One validation finding on one object, at the trace seconds it was found at (its first event and
+    the repeats: validation reports an object's problem once, at its first event)."""
+
+    kind: str
+    namespace: str
+    """``""`` for a cluster-scoped object, as :attr:`Row.namespace`."""
+    name: str
+    seconds: tuple[int, ...]
+    """Unix seconds of the events it was found in (validation groups a trace's events by second)."""
+    code: str
+    severity: str
+    """``error`` or ``warning``."""
+    message: str
+
+    def describe(self) -> str:
+        """``KE0010 error: spec.selector is missing …``: one line of the expanded view."""
+        return f"{self.code} {self.severity}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,15 +80,29 @@ class Row:
     version: int | None = None
     """For a row that recorded a state, its index in the object's :attr:`Browse.versions`."""
     detail: str = ""
+    marks: tuple[Mark, ...] = ()
+    """The validation findings on the object this row applied, at this row's second."""
+
+    @property
+    def marker(self) -> str:
+        """:data:`ERROR_MARKER`, :data:`WARNING_MARKER` or ``""`` (no findings)."""
+        if not self.marks:
+            return ""
+        return ERROR_MARKER if any(m.severity == "error" for m in self.marks) else WARNING_MARKER
+
+    @property
+    def codes(self) -> str:
+        """The findings' codes, each once, in order: ``KE0010 W0000``."""
+        return " ".join(dict.fromkeys(m.code for m in self.marks))
 
     @property
     def namespaced_name(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
     def matches(self, query: str) -> bool:
-        """Whether every word of ``query`` is in this row's kind, namespace/name or type (any case):
-        ``deploy nginx`` finds the nginx Deployment's rows."""
-        text = f"{self.kind} {self.namespaced_name} {self.type}".lower()
+        """Whether every word of ``query`` is in this row's kind, namespace/name, type or finding codes
+        (any case): ``deploy nginx`` finds the nginx Deployment's rows, ``KE0010`` those with that finding."""
+        text = f"{self.kind} {self.namespaced_name} {self.type} {self.codes}".lower()
         return all(word in text for word in query.lower().split())
 
 
@@ -89,8 +135,9 @@ class Browse:
         return pod_counts(self.pods.get(owner, ()))
 
 
-def browse(trace: Segment) -> Browse:
-    """The rows, versions and pods of ``trace``, in time order (same-time events in recorded order)."""
+def browse(trace: Segment, marks: Iterable[Mark] = ()) -> Browse:
+    """The rows, versions and pods of ``trace``, in time order (same-time events in recorded order),
+    each row that applied an object carrying that object's ``marks`` found at its second."""
     rows: list[Row] = []
     versions: dict[ObjectKey, list[Version]] = defaultdict(list)
     pods: dict[ObjectKey, list[Event]] = defaultdict(list)
@@ -117,10 +164,26 @@ def browse(trace: Segment) -> Browse:
             rows.append(_row(event.ts_ms, GAP, event.key, detail=event.gap_reason or ""))
     return Browse(
         start_ms=trace.header.start_ms,
-        rows=tuple(rows),
+        rows=tuple(_marked(rows, marks)),
         versions={key: tuple(vs) for key, vs in versions.items()},
         pods={owner: tuple(events) for owner, events in pods.items()},
     )
+
+
+def _marked(rows: list[Row], marks: Iterable[Mark]) -> list[Row]:
+    by_object: dict[tuple[str, str, str, int], list[Mark]] = defaultdict(list)
+    for mark in marks:
+        for second in mark.seconds:
+            by_object[(mark.kind, mark.namespace, mark.name, second)].append(mark)
+    if not by_object:
+        return rows
+    out = []
+    for row in rows:
+        # validation looks at applied objects only: a deletion or a pod row carries no findings
+        applied = row.version is not None and row.type != DELETED
+        found = by_object.get((row.kind, row.namespace, row.name, to_seconds(row.ts_ms))) if applied else None
+        out.append(dataclasses.replace(row, marks=tuple(found)) if found else row)
+    return out
 
 
 def _applied_type(before: list[Version] | None, ts_ms: int, start_ms: int) -> str:
@@ -197,6 +260,20 @@ def version_diff(versions: Sequence[Version], index: int) -> str:
         )
     )
     return diff or f"no difference: version {index + 1} equals version {index}\n"
+
+
+def expanded_text(row: Row, start_ms: int) -> str:
+    """The expanded view of one event (Space in the events): what, when, and the validation findings on
+    its object, one line each (marker, code, severity, message)."""
+    lines = [
+        f"{row.type} {row.kind} {row.namespaced_name} at {format_time(row.ts_ms)} "
+        f"({format_offset(row.ts_ms, start_ms)})" + (f": {row.detail}" if row.detail else "")
+    ]
+    if row.marks:
+        lines.extend(f"  {row.marker} {mark.describe()}" for mark in row.marks)
+    elif row.version is not None and row.type != DELETED:
+        lines.append("  no validation findings")
+    return "\n".join(lines)
 
 
 def format_time(ts_ms: int) -> str:

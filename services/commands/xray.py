@@ -2,9 +2,11 @@
 ``kubetape xray --segment-store S --from -30m [--to now]`` browses a window of a segment store, assembled
 as ``kubetape export`` would write it.
 
-The events over time (``/`` filters by kind, namespace/name or type), an object's versions (Enter) with the
-diff of one against the previous (``d``), and an owner's pods over time (``p``). Escape goes back, ``q``
-quits. It takes the place of SimKube's ``skctl xray TRACE``.
+The events over time (``/`` filters by kind, namespace/name, type or finding code; ``j``/``k`` or the
+arrows move, Space expands the selected event: its object, time and validation findings), an object's
+versions (Enter) with the diff of one against the previous (``d``), and an owner's pods over time (``p``).
+A row whose object has ``kubetape validate`` findings is marked (✗ an error, ! warnings only). Escape
+collapses or goes back, ``q`` quits. It takes the place of SimKube's ``skctl xray TRACE``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from services.settings import from_flags
 
 if TYPE_CHECKING:
     from pipeline.formats.segment.content import Segment
+    from pipeline.formats.xray import Mark
     from pipeline.model.keys import ClusterId
     from pipeline.store.store_url import StoreLocation
 
@@ -75,10 +78,31 @@ def load(args: XraySettings) -> tuple[Segment, str]:
     return trace, f"{location} from {args.start} to {args.end}"
 
 
+def validation_marks(trace: Segment) -> list[Mark]:
+    """``kubetape validate``'s findings on ``trace``, as the marks xray puts on the rows they concern."""
+    from pipeline.formats.xray import Mark
+    from pipeline.validate.rules import validate_trace
+    from pipeline.validate.tracefile import as_simkube
+
+    simkube = as_simkube(trace)
+    return [
+        Mark(
+            kind=f.obj.kind,
+            namespace=f.obj.namespace or "",
+            name=f.obj.name,
+            seconds=(f.ts, *(simkube.events[index].ts for index in f.repeated_at)),
+            code=f.code,
+            severity=f.severity.value,
+            message=f.message,
+        )
+        for f in validate_trace(simkube)
+    ]
+
+
 def _run(args: XraySettings) -> int:
     from pipeline.formats.xray import browse
     from services.xray_app import XrayApp  # Textual loads only for this command
 
     trace, source = load(args)
-    XrayApp(browse(trace), source).run()
+    XrayApp(browse(trace, validation_marks(trace)), source).run()
     return 0

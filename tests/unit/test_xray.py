@@ -203,3 +203,25 @@ def test_xray_needs_a_trace_or_a_window(tmp_path: Path) -> None:
         load(XraySettings(segment_store=store))
     with pytest.raises(ConfigError, match="give a trace file, or --from"):
         load(XraySettings(segment_store=store, trace=tmp_path / "t", start="-1h"))
+
+
+def test_validation_marks_land_on_the_rows_that_applied_the_object(kubetape_trace: Path) -> None:
+    from pipeline.formats.xray import ERROR_MARKER, expanded_text
+    from services.commands.xray import validation_marks
+
+    trace = read_trace(kubetape_trace)
+    data = browse(trace, validation_marks(trace))
+    marked = [(r.ts_ms, r.type, r.kind, r.marker, r.codes) for r in data.rows if r.type != POD]
+    # the Deployment has no spec.selector (KE0010) when created and when changed; its deletion and
+    # the ConfigMap carry nothing
+    assert marked == [
+        (1_000, CREATED, "Deployment", ERROR_MARKER, "KE0010"),
+        (1_500, CREATED, "ConfigMap", "", ""),
+        (5_000, CHANGED, "Deployment", ERROR_MARKER, "KE0010"),
+        (9_000, DELETED, "Deployment", "", ""),
+    ]
+    assert all(r.marker == "" for r in data.rows if r.type == POD)
+    assert expanded_text(data.rows[0], data.start_ms).splitlines() == [
+        "created Deployment shop/web at 1970-01-01 00:00:01.000 (+0.5s)",
+        f"  {ERROR_MARKER} KE0010 error: spec.selector is missing (the apiserver requires one)",
+    ]
