@@ -169,10 +169,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     filters.add_argument(
         "--exclude-label",
+        "--excluded-labels",
         action="append",
         default=[],
         metavar="SELECTOR",
-        help="drop objects such a label selector matches (kubectl syntax, as --include-label)",
+        help="drop objects such a label selector matches (kubectl syntax, as --include-label; "
+        "--excluded-labels as skctl took it)",
     )
     filters.add_argument(
         "--include-kind",

@@ -126,6 +126,8 @@ def test_skctl_default_namespaces_are_left_out_unless_a_namespace_flag_is_given(
     assert exported_namespaces(out) == {"default", "shop"}
     assert export(store, *window, "--include-namespace", "default") == 0  # asked for: not left out
     assert exported_namespaces(out) == {"default"}
+    assert export(store, *window, "--excluded-labels", "app=app", "--exclude-namespace", "") == 0
+    assert exported_namespaces(out) == set()  # skctl's label filter: every Deployment is labelled app=app
     assert "leaving out" not in capsys.readouterr().err
 
 
