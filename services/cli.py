@@ -65,6 +65,7 @@ COMMANDS = (
         "fidelity of replays against their recording and run-vs-run differences with intervals",
         True,
     ),
+    Command("report", "one replay's report (its JSON) as an HTML page, verdict first", True),
     Command(
         "sweep",
         "replay a trace under a grid of parameters and report the cost/reliability Pareto frontier",

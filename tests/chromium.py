@@ -41,9 +41,20 @@ _MEASURE = """<script>
     const edge = text.closest('svg').getBoundingClientRect().right;
     if (text.getBoundingClientRect().right > edge + 0.5) clipped.push(text.textContent);
   }
+  // what a reader sees first, and how wide each chart is against the page's content
+  const heading = document.querySelector('h1, h2, h3');
+  const box = heading ? heading.getBoundingClientRect() : null;
+  const style = getComputedStyle(document.body);
+  const content = document.body.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  const charts = Array.from(document.querySelectorAll('svg[data-chart]')).map(function (svg) {
+    const r = svg.getBoundingClientRect();
+    return {chart: svg.getAttribute('data-chart'), width: r.width, height: r.height};
+  });
   const layout = {
     scrollWidth: root.scrollWidth, clientWidth: width,
     sticking: sticking.slice(0, 20), clipped: clipped.slice(0, 20),
+    firstHeading: box ? {text: heading.textContent, top: box.top, height: box.height} : null,
+    contentWidth: content, charts: charts,
   };
   document.body.setAttribute('LAYOUT_ATTRIBUTE', JSON.stringify(layout));
 })();
@@ -76,8 +87,10 @@ def headless(*args: str) -> subprocess.CompletedProcess[str]:
 
 def laid_out(page: Path, width: int, height: int = 2200) -> tuple[str, dict[str, Any]]:
     """The DOM of ``page`` after layout in a ``width`` × ``height`` window, and its measured layout:
-    ``scrollWidth``/``clientWidth`` of the page, the elements sticking out to the right (``sticking``)
-    and the SVG texts cut off by their chart's edge (``clipped``)."""
+    ``scrollWidth``/``clientWidth`` of the page, the elements sticking out to the right (``sticking``),
+    the SVG texts cut off by their chart's edge (``clipped``), the first heading's text, top and height
+    (``firstHeading``), the width of the body's content (``contentWidth``) and each chart's rendered
+    ``width`` and ``height`` (``charts``)."""
     measured = page.with_name(f"{page.stem}.measured.html")
     html = page.read_text()
     measured.write_text(html.replace("</body>", _MEASURE + "</body>", 1))

@@ -1,9 +1,16 @@
 """One self-contained HTML report of runs and sweeps: inline SVG plots and tables, nothing fetched.
 
-Plots: pods running over trace time (the recording dashed, every run overlaid), pods pending, nodes,
-and, for a sweep, the cost-vs-reliability scatter with its Pareto frontier. A recording without pods
-(every SimKube trace) plots the pods its workloads asked for instead, and says so in the legend: a
-flat 0 would read as "nothing happened". The comparison is tables that wrap or scroll within the page.
+The verdict comes first: the page's first heading is the worst of the replayer's verdicts on the runs
+(HELD, DEGRADED, FAILED, UNMEASURED), with each run's reasons under it. Plots, each the page's width:
+pods running over trace time (the recording dashed, every run overlaid), pods pending, nodes, and, for
+a sweep, the cost-vs-reliability scatter with its Pareto frontier. A recording without pods (every
+SimKube trace) plots the pods its workloads asked for instead, and says so in the legend: a flat 0
+would read as "nothing happened". A timeline on which nothing is ever above 0 (no pod pending in the
+recording or any run) is a sentence, not an empty chart. The comparison is tables that wrap or scroll
+within the page, every column headed by what it holds (``recorded`` and ``replayed`` spelled out).
+
+The page of one replay's own report (``kubetape report``) is :mod:`pipeline.analytics.replay_page`; it
+shares this page's frame (:func:`html_page`) and verdict (:func:`verdict_section`).
 """
 
 from __future__ import annotations
@@ -12,15 +19,88 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from pipeline.analytics.compare import Comparison, recorded_truth, series
+from pipeline.analytics.compare import Comparison, recorded_truth, replay_verdict, series
 from pipeline.analytics.runs import Run
 from pipeline.analytics.stats import Interval
 from pipeline.analytics.svg import Point, line_chart, scatter_chart
 from pipeline.analytics.timeline_rows import CLUSTER_OWNER, TimelineRow
 
 RECORDED = "recorded"
+REPLAYED = "replayed"
 DESIRED = "recorded: desired pods"
 """The legend of the recording's line when it holds no pods: what its workloads asked for."""
+
+VERDICT_ORDER = ("failed", "degraded", "unmeasured", "unknown", "held")
+"""The replayer's verdicts, worst first: a page of several runs is headed by its worst."""
+
+STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em auto;padding:0 2em;max-width:1200px}"
+    ".verdict{border-left:8px solid #888;padding:.2em 1em;margin:0 0 1.5em;background:#f6f6f6}"
+    ".verdict h1{margin:.3em 0}.verdict ul{margin:.3em 0 .6em}"
+    ".verdict-held{border-color:#2ca02c}.verdict-degraded{border-color:#ff7f0e}"
+    ".verdict-failed{border-color:#d62728}"
+    ".table-wrap{max-width:100%;overflow-x:auto;margin:1em 0}"
+    "table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:left;vertical-align:top}"
+    # a chart takes the page's width, whatever its drawn size (the viewBox keeps its proportions)
+    "figure{margin:1em 0}figure svg{display:block;width:100%;height:auto}"
+    "figcaption,.no-chart{font-size:13px;color:#444}"
+)
+
+
+def html_page(title: str, sections: Sequence[str]) -> str:
+    """A whole self-contained HTML document of ``sections``, with the reports' style."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n"
+        + "\n".join(sections)
+        + "\n</body></html>\n"
+    )
+
+
+def worst_verdict(verdicts: Sequence[str]) -> str:
+    """The worst of ``verdicts`` by :data:`VERDICT_ORDER` (a word not in it ranks as ``unknown``)."""
+    return min(verdicts, key=_order, default="unknown")
+
+
+def _order(verdict: str) -> int:
+    return VERDICT_ORDER.index(verdict if verdict in VERDICT_ORDER else "unknown")
+
+
+def verdict_section(verdict: str, what: str, reasons: Sequence[str], fine: str = "") -> str:
+    """The page's head: its first heading is ``VERDICT — what``, the reasons (or ``fine``, when there
+    are none) under it."""
+    word = verdict if verdict in VERDICT_ORDER else "unknown"
+    items = "".join(f"<li>{escape(reason)}</li>" for reason in reasons)
+    body = f'<ul class="reasons">{items}</ul>' if reasons else f"<p>{escape(fine)}</p>" if fine else ""
+    return (
+        f'<header class="verdict verdict-{word}" data-verdict="{escape(verdict)}">'
+        f"<h1>{escape(verdict.upper())} — {escape(what)}</h1>{body}</header>"
+    )
+
+
+def _runs_verdict(runs: Sequence[Run]) -> str:
+    verdicts = {run.info.name: replay_verdict(run.report) for run in runs}
+    words = [str(v["verdict"]) for v in verdicts.values()]
+    counts = ", ".join(f"{words.count(word)} {word}" for word in sorted(set(words), key=_order))
+    reasons = [f"{name}: {reason}" for name, v in verdicts.items() for reason in v["reasons"]]
+    worst = worst_verdict(words)
+    fine = (
+        "every run's pods stayed within the bound of the recording, and the machine kept up"
+        if worst == "held"
+        else "the runs' reports give no reasons (a run directory without the replayer's verdict)"
+    )
+    return verdict_section(worst, f"{len(runs)} run{'s' if len(runs) != 1 else ''}: {counts}", reasons, fine)
+
+
+def no_chart(chart_id: str, sentence: str) -> str:
+    """What stands where a chart would hold nothing: a sentence saying so."""
+    return f'<p class="no-chart" data-no-chart="{escape(chart_id)}">{escape(sentence)}</p>'
+
+
+def is_empty(lines: Mapping[str, Sequence[Point]]) -> bool:
+    """Whether a chart of ``lines`` would show nothing: no point, or every value 0."""
+    return not any(y for points in lines.values() for _, y in points)
 
 
 def _points(rows: Sequence[TimelineRow], column: str) -> list[Point]:
@@ -61,8 +141,16 @@ def _caption(legend: str | None, column: str) -> str:
     return "Dashed: the recording; solid: the runs."
 
 
+_NOTHING = {
+    "running": "No pods ran: neither the recording nor any run had a pod running.",
+    "pending": "No pending pods: neither the recording nor any run had a pod pending.",
+    "nodes": "No nodes: neither the recording nor any run had a node.",
+}
+
+
 def timeline_charts(runs: Sequence[Run]) -> list[str]:
-    """One ``<figure>`` per timeline: the chart and a caption saying what the recording's line is."""
+    """One ``<figure>`` per timeline: the chart and a caption saying what the recording's line is; a
+    timeline that is 0 throughout is a sentence saying so instead (an empty chart says nothing)."""
     charts = []
     for column, title in (
         ("running", "Pods running"),
@@ -75,6 +163,9 @@ def timeline_charts(runs: Sequence[Run]) -> list[str]:
             lines[recorded[0]] = recorded[1]
         for run in runs:
             lines[run.info.name] = _points(run.timeline, column)
+        if is_empty(lines):
+            charts.append(no_chart(f"timeline-{column}", _NOTHING[column]))
+            continue
         chart = line_chart(
             f"timeline-{column}",
             f"{title}: recording (dashed) and runs overlaid",
@@ -107,7 +198,7 @@ def pareto_chart(
     )
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, name: str = "") -> str:
+def html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, name: str = "") -> str:
     # the wrapper scrolls a table wider than the page within itself, so nothing is cut off
     head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
@@ -149,21 +240,21 @@ def comparison_tables(comparison: Comparison) -> list[str]:
     confidence = f"{comparison.confidence:.0%}"
     tables = [
         "<h3>Fidelity (each replay against its recording)</h3>",
-        _table(
+        html_table(
             [
                 "run",
                 "owner pod-count error, max (owner)",
                 "replayer's verdict",
-                "scheduling delay p50, replay",
-                "recorded",
-                "nodes mean, replay",
-                "recorded",
+                f"scheduling delay p50, {REPLAYED}",
+                f"scheduling delay p50, {RECORDED}",
+                f"nodes mean, {REPLAYED}",
+                f"nodes mean, {RECORDED}",
             ],
             fidelity,
             name="fidelity",
         ),
         f"<h3>Configurations (mean and {confidence} t-interval)</h3>",
-        _table(
+        html_table(
             ["configuration", "runs", "metric", "mean", "interval", "n"],
             [
                 [summary.config, len(summary.runs), metric, *_interval(interval)]
@@ -179,7 +270,7 @@ def comparison_tables(comparison: Comparison) -> list[str]:
             "(real when the interval excludes 0)</h3>"
         )
         tables.append(
-            _table(
+            html_table(
                 ["configuration", "metric", "difference", "interval", "n", "verdict"],
                 [
                     [
@@ -205,14 +296,15 @@ def render_report(
     frontier: Sequence[str] = (),
     pareto_axes: tuple[str, str] = ("node_hours", "pending_pod_seconds"),
 ) -> str:
-    """The whole report as one HTML document."""
-    sections = [f"<h1>{escape(title)}</h1>"]
+    """The whole report as one HTML document: the runs' verdict first (when there are runs)."""
+    sections = [_runs_verdict(runs)] if runs else []
+    sections.append(f"<h2>{escape(title)}</h2>")
     if pareto:
         sections.append("<h2>Sweep: cost vs reliability</h2>")
         sections.append(pareto_chart(pareto, frontier, *pareto_axes))
         names = short_names(list(pareto))
         sections.append(
-            _table(
+            html_table(
                 ["point", "configuration", pareto_axes[0], pareto_axes[1], "on frontier"],
                 [
                     [names[k], k, f"{x:.4g}", f"{y:.4g}", "yes" if k in frontier else ""]
@@ -224,7 +316,7 @@ def render_report(
         sections.append("<h2>Timelines</h2>")
         sections.extend(timeline_charts(runs))
         sections.append(
-            _table(
+            html_table(
                 ["run", "configuration", "repetition", "trace"],
                 [[r.info.name, r.info.config, r.info.repetition, r.info.trace] for r in runs],
             )
@@ -232,17 +324,4 @@ def render_report(
     if comparison is not None:
         sections.append("<h2>Comparison</h2>")
         sections.extend(comparison_tables(comparison))
-    style = (
-        "body{font-family:system-ui,sans-serif;margin:2em;max-width:1000px}"
-        ".table-wrap{max-width:100%;overflow-x:auto;margin:1em 0}"
-        "table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:left;vertical-align:top}"
-        "figure{margin:1em 0}figure svg{max-width:100%;height:auto}"
-        "figcaption{font-size:13px;color:#444}"
-    )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title><style>{style}</style></head><body>\n"
-        + "\n".join(sections)
-        + "\n</body></html>\n"
-    )
+    return html_page(title, sections)

@@ -146,7 +146,7 @@ def test_compare_cli_reports_json_html_and_fails_a_fidelity_threshold(
 
 
 def test_the_html_report_is_self_contained_with_every_plot() -> None:
-    runs = [make_run("run-<1>", [0, 1, 2]), make_run("run-2", [0, 1, 1])]
+    runs = [make_run("run-<1>", [0, 1, 2], pending=[1, 0, 0]), make_run("run-2", [0, 1, 1])]
     html = render_report(
         "report", runs, compare_runs(runs), pareto={"a": (1.0, 5.0), "b": (2.0, 1.0)}, frontier=["a", "b"]
     )

@@ -15,6 +15,7 @@ from pipeline.analytics.timeline import fold_events
 from pipeline.analytics.timeline_rows import TimelineRow
 from pipeline.formats.trace import initial_events, read_trace
 from tests.data import SIMKUBE_TRACES, scaled_simkube_trace
+from tests.unit.test_replay_page import headings, table_headings
 
 
 def fold(trace: Path) -> list[TimelineRow]:
@@ -65,12 +66,14 @@ def test_the_report_of_a_simkube_trace_says_what_its_dashed_line_is(tmp_path: Pa
     recorded = fold(scaled_simkube_trace(tmp_path / "scaled.json"))
     runs = [replay_of(recorded, "prompt", 0), replay_of(recorded, "late", 2)]
     html = render_report("report", runs, compare_runs(runs))
-    running = html[html.index('data-chart="timeline-running"') : html.index('data-chart="timeline-pending"')]
+    running = html[html.index('data-chart="timeline-running"') : html.index('data-chart="timeline-nodes"')]
     assert f'data-series="{DESIRED}"' in running
     assert re.search(f'<text class="legend"[^>]*>{DESIRED}<title>', running)  # the legend
     assert "the dashed line is the pods its workloads asked for" in html
     assert html.count('data-series="recorded') == 1  # pending and nodes: not recorded, not drawn
-    assert "The trace records no pods: only the runs are plotted." in html
+    # no pod pending in the recording or the runs: a sentence, not an empty chart
+    assert 'data-chart="timeline-pending"' not in html
+    assert '<p class="no-chart" data-no-chart="timeline-pending">No pending pods:' in html
     assert "The trace records no nodes: only the runs are plotted." in html
     tables = re.findall(r'<table data-table="([^"]+)"', html)
     assert tables[:2] == ["fidelity", "configurations"]
@@ -88,3 +91,32 @@ def test_legend_labels_keep_the_end_that_tells_runs_apart() -> None:
         len(label) <= LEGEND_CHARS and label.endswith(f"repetition-{i}") for i, label in enumerate(labels)
     )
     assert legend_label("short") == "short"
+
+
+def _with_verdict(run: Run, verdict: str, *reasons: str) -> Run:
+    report = {**run.report, "owner_fidelity": {"verdict": verdict, "reasons": list(reasons)}}
+    return Run(run.path, run.info, run.timeline, run.pods, run.recorded, run.recorded_pods, report)
+
+
+def test_the_comparison_page_opens_with_the_worst_verdict_and_its_reasons(tmp_path: Path) -> None:
+    recorded = fold(scaled_simkube_trace(tmp_path / "scaled.json"))
+    runs = [
+        _with_verdict(replay_of(recorded, "prompt", 0), "held"),
+        _with_verdict(replay_of(recorded, "late", 2), "degraded", "the replayer's writes ran late"),
+    ]
+    html = render_report("kubetape compare", runs, compare_runs(runs))
+    assert headings(html)[0] == "DEGRADED — 2 runs: 1 degraded, 1 held"
+    head = html[: html.index("</header>")]
+    assert "<li>late: the replayer&#x27;s writes ran late</li>" in head
+    held = render_report("kubetape compare", runs[:1], compare_runs(runs[:1]))
+    assert headings(held)[0] == "HELD — 1 run: 1 held"
+
+
+def test_no_two_columns_of_the_comparison_share_a_heading(tmp_path: Path) -> None:
+    recorded = fold(scaled_simkube_trace(tmp_path / "scaled.json"))
+    runs = [replay_of(recorded, "prompt", 0), replay_of(recorded, "late", 2)]
+    tables = table_headings(render_report("report", runs, compare_runs(runs)))
+    assert tables
+    for header in tables:
+        assert len(set(header)) == len(header), header
+    assert {"scheduling delay p50, recorded", "scheduling delay p50, replayed"} <= set(tables[1])
