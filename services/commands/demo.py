@@ -66,6 +66,7 @@ def _run(args: DemoSettings) -> int:
     print(f"Your files (kept by `kubetape stack down`): {workdir}")
     print(f"  trace:  {result.trace}")
     print(f"  report: {result.report_path} (JSON: verdict and figures first, timelines after)")
+    print(f"  as a page: .venv/bin/kubetape report {result.report_path} --html {workdir / 'report.html'}")
     print(
         "The stack keeps running (`.venv/bin/kubetape stack env`); "
         "stop it with `.venv/bin/kubetape stack down`."
