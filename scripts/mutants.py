@@ -186,7 +186,11 @@ MUTANTS = (
                 "        elif not hold and self._scheduler.paused_for(CONVERGENCE):\n            pass\n",
             ),
         ),
-        unit=("tests/unit/test_replay_governor.py",),
+        unit=(  # node ids: pytest runs them in this order (a file named beside would be run whole first)
+            "tests/unit/test_replay_governor.py::"
+            "test_a_held_clock_goes_on_when_the_cluster_caught_up_not_at_the_next_sample",
+            "tests/unit/test_replay_governor.py::test_the_trace_clock_waits_for_a_slow_cluster_and_the_report_says_so",
+        ),
         stack=(E2E_REPLAY,),
     ),
 )

@@ -11,7 +11,7 @@ import pytest
 from pipeline.model.events import Event
 from pipeline.model.keys import key_of
 from pipeline.replay.clock.governor import ConvergenceGovernor
-from pipeline.replay.clock.sampler import HOLD_CHECK_S, Sampler
+from pipeline.replay.clock.sampler import CONVERGENCE, HOLD_CHECK_S, Sampler
 from pipeline.replay.clock.schedule import ScheduledStep, Scheduler
 from pipeline.replay.plan import plan_replay
 from pipeline.replay.replayer import Replayer
@@ -216,7 +216,9 @@ class CountedPods:
         pass
 
 
-async def _held_at_15_s(clock: VirtualClock, pods: CountedPods) -> tuple[Sampler, ConvergenceGovernor]:
+async def _held_at_15_s(
+    clock: VirtualClock, pods: CountedPods
+) -> tuple[Sampler, ConvergenceGovernor, Scheduler[Event]]:
     """A sampler whose governor holds the clock at trace 15 s: the recording has wanted 5 pods of web
     since 10 s, 5 s (the lag) ago, and 2 run. The clock stops by itself at each horizon the governor
     set (5 s ahead at most; 15 s, where web falls behind), and a sample is taken there."""
@@ -242,13 +244,14 @@ async def _held_at_15_s(clock: VirtualClock, pods: CountedPods) -> tuple[Sampler
         assert scheduler.sim_elapsed_ms() == horizon_ms
         await sampler.sample_once()
     assert governor.holding
-    return sampler, governor
+    assert scheduler.paused_for(CONVERGENCE)
+    return sampler, governor, scheduler
 
 
 async def test_a_held_clock_goes_on_when_the_cluster_caught_up_not_at_the_next_sample() -> None:
     clock = VirtualClock()
     pods = CountedPods()
-    sampler, governor = await _held_at_15_s(clock, pods)
+    sampler, governor, scheduler = await _held_at_15_s(clock, pods)
     held_at = clock.now()
 
     async def catch_up() -> None:  # the cluster catches up 0.25 s into the next interval
@@ -264,6 +267,10 @@ async def test_a_held_clock_goes_on_when_the_cluster_caught_up_not_at_the_next_s
     await catching_up
     # released within one look (0.1 s) of catching up, not at the next sample 1 s after the last
     assert 0.25 <= released_at <= 0.25 + HOLD_CHECK_S + 0.001 + 1e-9, released_at
+    # and the trace clock runs again from where it was held
+    assert not scheduler.paused_for(CONVERGENCE)
+    await clock.sleep_until(clock.now() + 1.0)
+    assert scheduler.sim_elapsed_ms() > 15_000
 
 
 async def test_a_listed_pod_source_is_only_read_at_each_sample() -> None:
@@ -271,7 +278,7 @@ async def test_a_listed_pod_source_is_only_read_at_each_sample() -> None:
     # and a listed clock that reached its horizon waits for the next sample
     clock = VirtualClock()
     pods = CountedPods(in_memory=False)
-    sampler, _ = await _held_at_15_s(clock, pods)
+    sampler, _, _ = await _held_at_15_s(clock, pods)
     reads = pods.reads
     sampling = asyncio.create_task(sampler.sample_forever())
     await clock.sleep_until(clock.now() + 3.5)
@@ -321,7 +328,7 @@ async def test_at_the_end_of_trace_time_a_held_clock_waits_for_the_cluster_befor
     the clock went on: not mid-way through the last change."""
     clock = VirtualClock()
     pods = CountedPods()
-    sampler, governor = await _held_at_15_s(clock, pods)
+    sampler, governor, _ = await _held_at_15_s(clock, pods)
     held_at = clock.now()
 
     async def catch_up() -> None:
