@@ -4,7 +4,7 @@
 # Central, Kubernetes/etcd/KWOK from the Go module proxy). Safe to run again: it only redoes what changed.
 # `--for-tests` adds what only the test suite needs (Karpenter for the autoscaler tests, metrics-server
 # for the Metrics API test, headless Chromium for the HTML report test, promtool and the dashboard checker
-# for the monitoring test); the demo needs none of them, so
+# for the monitoring test, openssl where it is missing); the demo needs none of them, so
 # its first run does not wait for them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +57,16 @@ if $for_tests && ! command -v promtool >/dev/null && command -v apt-get >/dev/nu
       >.venv/apt-prometheus.log 2>&1; then
     cat .venv/apt-prometheus.log >&2
     echo "[bootstrap] could not install promtool; the monitoring test will fail under CI=true" >&2
+  fi
+fi
+# The secured broker's certificates and the certificate tests are made with openssl (never skipped).
+if $for_tests && ! command -v openssl >/dev/null && command -v apt-get >/dev/null; then
+  echo "[bootstrap] installing openssl (the secured broker's certificates and their tests)" >&2
+  SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo "sudo")
+  if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends openssl; } \
+      >.venv/apt-openssl.log 2>&1; then
+    cat .venv/apt-openssl.log >&2
+    echo "[bootstrap] could not install openssl; the certificate and secured-broker tests will fail" >&2
   fi
 fi
 # The monitoring test checks the Grafana dashboard with Grafana's Foundation SDK types (tools/dashboard-check).
