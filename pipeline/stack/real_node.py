@@ -40,6 +40,7 @@ from pathlib import Path
 from pipeline.model.errors import StackError
 from pipeline.stack.build import ensure_kubelet
 from pipeline.stack.kwok.cluster import KwokCluster
+from pipeline.stack.kwok.components import component_command, flag_values, restart_component
 from pipeline.stack.node_images import SANDBOX_IMAGE, ensure_sandbox_archive
 from pipeline.stack.ports import free_port
 from pipeline.stack.processes import (
@@ -56,6 +57,13 @@ from pipeline.stack.versions import StackVersions
 
 NODE_LABEL = "kubetape.dev/real-node"
 """Set to ``true`` on the real node: a pod selects it with ``nodeSelector`` (KWOK's nodes lack it)."""
+KWOK_MANAGED_ONLY = {
+    "manage-all-nodes": "false",
+    "manage-nodes-with-annotation-selector": "kwok.x-k8s.io/node=fake",
+}
+"""kwokctl's binary runtime runs KWOK with ``--manage-all-nodes=true``, and KWOK would then fake the
+status of the real node's pods over the kubelet's. With these flags it manages only the nodes annotated
+``kwok.x-k8s.io/node: fake``, which every node the stack and the replayer make is."""
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CNI_PLUGINS = Path("/usr/lib/cni")
 CONTAINERD_NAMESPACE = "k8s.io"
@@ -207,10 +215,22 @@ def start(
     _make_cgroup_parent(state.cgroup_parent)
     _write_credentials(tools["openssl"], cluster, layout, state.node)
     _write_kubelet_config(layout, state, cluster.cluster_dir / "pki" / "ca.crt")
+    _leave_node_to_kubelet(cluster, report)
     if not (state.kubelet_pid and pid_alive(state.kubelet_pid)):
         state.kubelet_pid = _start_kubelet(kubelet, layout, state, record)
     wait_ready(cluster, state)
     return state
+
+
+def _leave_node_to_kubelet(cluster: KwokCluster, report: Reporter) -> None:
+    """Restart the cluster's KWOK controller with :data:`KWOK_MANAGED_ONLY`, unless it has them (a
+    ``kwokctl start`` of a stopped cluster starts it as created: ``stack up --real-node`` sets them
+    again)."""
+    argv = component_command(cluster, "kwok-controller")
+    if argv is not None and all(flag_values(argv).get(k) == v for k, v in KWOK_MANAGED_ONLY.items()):
+        return
+    report(f"cluster {cluster.name!r}: KWOK restarted to manage only its annotated nodes")
+    restart_component(cluster, "kwok-controller", KWOK_MANAGED_ONLY)
 
 
 def _write_containerd_config(layout: NodeLayout) -> None:
@@ -310,9 +330,10 @@ def _write_credentials(openssl: str, cluster: KwokCluster, layout: NodeLayout, n
     """The kubelet's client certificate, as the Node authorizer expects it (``system:node:NAME`` in
     ``system:nodes``), signed by the cluster's CA, and its kubeconfig."""
     ca = cluster.cluster_dir / "pki"
-    key, cert = layout.pki / "kubelet.key", layout.pki / "kubelet.crt"
+    # not kubelet.crt/.key: those are the names of the serving certificate the kubelet makes in --cert-dir
+    key, cert = layout.pki / "client.key", layout.pki / "client.crt"
     if not cert.exists():
-        csr = layout.pki / "kubelet.csr"
+        csr = layout.pki / "client.csr"
         commands = [
             [openssl, "genrsa", "-out", str(key), "2048"],
             [
@@ -429,7 +450,7 @@ def _start_kubelet(
         f"--config={layout.kubelet_config}",
         f"--kubeconfig={layout.kubeconfig}",
         f"--root-dir={layout.kubelet_root}",
-        f"--cert-dir={layout.pki}",
+        f"--cert-dir={layout.pki / 'serving'}",
         f"--hostname-override={state.node}",
         "--node-ip=127.0.0.1",
         f"--node-labels={NODE_LABEL}=true",
@@ -532,6 +553,11 @@ def stop(state: RealNodeState) -> None:
     _unmount_under(layout.directory)
     _remove_cgroups(state.cgroup_parent)
     _remove_container_log_links(layout)
+    # containerd's shims put their sockets in this fixed directory, whatever the state directory; once
+    # they are gone it is empty, and removed unless another containerd of the machine uses it
+    for empty in (_SHIM_SOCKETS, _SHIM_SOCKETS.parent):
+        with contextlib.suppress(OSError):
+            empty.rmdir()
     left = leftovers(state)
     if left:
         raise StackError("the real node left behind:\n" + "\n".join(left))
@@ -594,6 +620,7 @@ def _remove_cgroups(parent: str) -> None:
 
 
 _CONTAINER_LOG_LINKS = Path("/var/log/containers")
+_SHIM_SOCKETS = Path("/run/containerd/s")
 
 
 def _remove_container_log_links(layout: NodeLayout) -> None:
