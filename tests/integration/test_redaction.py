@@ -1,8 +1,8 @@
-"""Env values never leave the cluster: one real object of every kind the shipped tracer config tracks,
-each with env values in every container list it can have (containers, initContainers, and for the bare
-Pod ephemeralContainers, added through their subresource), recorded by the real watcher process. No
-value may be in any topic the watcher writes nor in a trace assembled from the topic (what an export
-holds)."""
+"""Env values and command-line secrets never leave the cluster: one real object of every kind the
+shipped tracer config tracks, each with env values and a secret in its command and args in every
+container list it can have (containers, initContainers, and for the bare Pod ephemeralContainers, added
+through their subresource), recorded by the real watcher process. No value may be in any topic the
+watcher writes nor in a trace assembled from the topic (what an export holds)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ def containers(kind: str, lst: str) -> list[dict[str, Any]]:
         {
             "name": f"{lst.lower()}-c",
             "image": "busybox:1",
+            # secrets on the command line too: a script's flag and a camelCase key flag (redactArgs)
+            "command": ["sh", "-c", f"exec app --password=leak-{kind}-{lst}-script"],
+            "args": ["--accessKey", f"leak-{kind}-{lst}-arg", "--port", "80"],
             "env": [
                 {"name": "TOKEN", "value": f"leak-{kind}-{lst}-value"},
                 {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
@@ -202,7 +205,7 @@ async def test_no_env_value_reaches_any_topic_or_trace(stack_info: StackInfo, tm
     # every topic the watcher writes, as raw bytes: no value, in any encoding of it
     for topic in (EVENTS_TOPIC, STATE_TOPIC, RESUME_TOPIC, DEADLETTER_TOPIC):
         for key, value, _ in await read_topic(stack_info.bootstrap, topic):
-            assert b"leak-" not in (value or b""), f"{topic} key {key} holds an env value"
+            assert b"leak-" not in (value or b""), f"{topic} key {key} holds a secret"
     # the objects are there, masked, with their env names and references kept
     for key in expected:
         obj = seen[key].obj
@@ -211,6 +214,7 @@ async def test_no_env_value_reaches_any_topic_or_trace(stack_info: StackInfo, tm
         assert b"<redacted>" in text, key
         assert b"TOKEN" in text, key
         assert b"secretKeyRef" in text, key
+        assert b'"--port","80"' in text, key  # a flag that is no secret is kept
 
     # a trace of the topic range (the assembly an export does) holds no value either
     trace = await read_topic_trace(
