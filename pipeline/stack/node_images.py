@@ -170,6 +170,8 @@ def _make_python_base(buildah: Buildah, marker: Path, report: Reporter) -> None:
             f"--include={','.join(BASE_PACKAGES)}",
             *(f"--dpkgopt=path-exclude={pattern}" for pattern in _SLIM_EXCLUDES),
             '--customize-hook=chroot "$1" python3 -m venv /usr/local',
+            # static copies of libpython, for embedding Python in a program: no build here uses them
+            '--customize-hook=rm -f "$1"/usr/lib/python3.11/config-3.11-*/libpython3.11*.a',
             "--format=tar",
             DEBIAN_SUITE,
             str(rootfs),
@@ -225,6 +227,9 @@ def _build_kubetape(archive: Path, report: Reporter) -> Path:
             "bud",
             # the base is the local stand-in: never look for it in a registry
             "--pull-never",
+            # steps before the first COPY of the source (the compiler's apt-get) are kept and reused, so
+            # a change to kubetape rebuilds only its install
+            "--layers",
             # the build stage's apt-get and pip reach Debian's archive and PyPI as the host does;
             # the image's containers on the node get no such network (docs/stack.md)
             "--network",

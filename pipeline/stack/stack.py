@@ -19,8 +19,9 @@ from typing import Protocol
 
 from pipeline.model.errors import StackError
 from pipeline.stack import kafka_security, karpenter, kwok, real_node, s3
-from pipeline.stack.build import ensure_kafka, ensure_kube_binaries, ensure_metrics_server
+from pipeline.stack.build import ensure_kafka, ensure_kube_binaries, ensure_kubelet, ensure_metrics_server
 from pipeline.stack.kafka_nodes import KafkaNodes
+from pipeline.stack.node_images import ensure_sandbox_archive
 from pipeline.stack.processes import pid_alive, port_open
 from pipeline.stack.progress import Reporter, silent_reporter
 from pipeline.stack.state import StackInfo, StackState
@@ -91,6 +92,14 @@ class LocalStack(KafkaNodes):
     def build_autoscaler(self) -> Path:
         """Build and cache Karpenter's KWOK provider; returns its directory (binary and CRDs)."""
         return karpenter.ensure_karpenter(self.versions, self.report)
+
+    def build_real_node(self) -> dict[str, str]:
+        """Build and cache what a real node runs that is not a Debian package: the kubelet and the
+        sandbox image."""
+        return {
+            "kubelet": str(ensure_kubelet(self.versions, self.report)),
+            "sandbox_image": str(ensure_sandbox_archive(self.report)),
+        }
 
     def build_metrics_server(self) -> Path:
         """Build and cache metrics-server; returns its binary."""

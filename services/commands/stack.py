@@ -28,6 +28,8 @@ class StackBuildSettings(StackSettings):
     """Also build this autoscaler (else it is built on first use)."""
     metrics: bool = False
     """Also build metrics-server (else it is built on first use)."""
+    real_node: bool = False
+    """Also build the real node's kubelet and sandbox image (else they are made on first use)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics",
         action="store_true",
         help="also build metrics-server (the test suite does, for its Metrics API test)",
+    )
+    build.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also build the real node's kubelet and its sandbox image (the test suite does, for its "
+        "real node test)",
     )
     build.set_defaults(settings=from_flags(StackBuildSettings), func=_build)
 
@@ -194,6 +202,8 @@ def _build(args: StackBuildSettings) -> int:
         built["karpenter_dir"] = str(stack.build_autoscaler())
     if args.metrics:
         built["metrics_server"] = str(stack.build_metrics_server())
+    if args.real_node:
+        built.update(stack.build_real_node())
     print(json.dumps(built, indent=2))
     return 0
 
