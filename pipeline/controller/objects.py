@@ -1,4 +1,5 @@
-"""The objects a Simulation owns: names, labels, the replayer Job of each repetition, the node-pool ConfigMap.
+"""The objects a Simulation owns: names, labels, the replayer Job of each repetition and the ConfigMap of
+its replay document, the node-pool ConfigMap.
 
 Names are deterministic (simulation name + repetition), so creating an object twice after a restart or a
 lost status update finds the first one instead of running a repetition twice. Everything carries an
@@ -8,7 +9,6 @@ ownerReference to the Simulation, so deleting the Simulation garbage-collects it
 from __future__ import annotations
 
 import hashlib
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +23,8 @@ from pipeline.controller.spec import (
     TopicSource,
     TraceSource,
 )
-from pipeline.model.lifecycle_delays import lifecycle_flags
+from pipeline.model.lifecycle_delays import lifecycle_fields
+from pipeline.model.replay_document import replay_document
 
 SIMULATION_LABEL = "kubetape.dev/simulation"
 """On every object the controller creates; value: :func:`label_value` of the Simulation's name."""
@@ -45,6 +46,9 @@ SEGMENTS_MOUNT = "/var/lib/kubetape/segments"
 KAFKA_CONFIG_MOUNT = "/etc/kubetape/kafka"
 """Where a topic source's ``kafkaConfigSecret`` is mounted; its ``client.properties`` names files here."""
 NODE_POOLS_MOUNT = "/etc/kubetape/node-pools"
+REPLAY_SPEC_MOUNT = "/etc/kubetape/replay"
+REPLAY_SPEC_FILE = "replay.yaml"
+"""The repetition's replay document, from its ConfigMap (:func:`replay_config_map`)."""
 PRICES_FILE = "autoscaler-prices.yaml"
 TERMINATION_LOG = "/dev/termination-log"
 HOOKS_RUN_DIR = "/tmp/kubetape-run"
@@ -149,54 +153,80 @@ def node_pools_config_map(
     }
 
 
-def replay_args(simulation_name: str, index: int, spec: SimulationSpec) -> list[str]:
-    """The ``kubetape replay`` command line of one repetition (in a cluster: no --kubeconfig)."""
-    speed = "max" if spec.max_speed else f"{spec.speed:g}"
-    args = ["replay", "--name", job_name(simulation_name, index), "--speed", speed]
+def replay_spec(simulation_name: str, index: int, spec: SimulationSpec) -> dict[str, Any]:
+    """The replay document (:mod:`pipeline.model.replay_document`) of one repetition: the Simulation's
+    spec in the document's keys, the paths those of the Job's mounts (in a cluster: no kubeconfig)."""
+    fields: dict[str, Any] = {
+        "name": job_name(simulation_name, index),
+        "speed": "max" if spec.max_speed else spec.speed,
+    }
     source = spec.source
     if isinstance(source, TraceSource):
-        args += ["--trace", source.url]
+        fields["trace"] = source.url
     elif isinstance(source, SegmentsSource) and source.url:
-        args += ["--segments", source.url, f"--from={source.time_from}", f"--to={source.time_to}"]
+        fields.update(segments=source.url, **{"from": source.time_from, "to": source.time_to})
     elif isinstance(source, SegmentsSource):
         directory = SEGMENTS_MOUNT if source.claim_name else ""
         if source.path:
             directory = f"{directory}/{source.path.lstrip('/')}" if directory else source.path
-        # `--from=VALUE`: a relative time such as -30m would otherwise read as an option
-        args += ["--segments", directory, f"--from={source.time_from}", f"--to={source.time_to}"]
+        fields.update(segments=directory, **{"from": source.time_from, "to": source.time_to})
     elif isinstance(source, TopicSource):
-        args += ["--topic", source.topic, "--bootstrap", source.bootstrap]
+        fields.update(topic=source.topic, bootstrap=source.bootstrap)
         if source.kafka_config_secret:
-            args += ["--kafka-config", f"{KAFKA_CONFIG_MOUNT}/client.properties"]
-        args += [f"--from={source.time_from}", f"--to={source.time_to}"]
+            fields["kafkaConfig"] = f"{KAFKA_CONFIG_MOUNT}/client.properties"
+        fields.update({"from": source.time_from, "to": source.time_to})
     if isinstance(source, SegmentsSource | TopicSource) and source.cluster is not None:
-        args += ["--cluster", source.cluster]
-    if spec.duration_s is not None:
-        args += ["--duration", f"{spec.duration_s:g}"]
-    if spec.namespace_prefix is not None:
-        args += ["--namespace-prefix", spec.namespace_prefix]
-    if spec.max_lag_s is not None:
-        args += ["--max-lag", f"{spec.max_lag_s:g}"]
-    if spec.cluster_profile is not None:
-        args += ["--expect-profile", spec.cluster_profile]
-    for i, pool in enumerate(spec.node_pools):
-        args += ["--nodes", f"{NODE_POOLS_MOUNT}/pool-{i}.yaml:{pool.count}"]
+        fields["cluster"] = source.cluster
+    optional = {
+        "duration": spec.duration_s,
+        "namespacePrefix": spec.namespace_prefix,
+        "maxLag": spec.max_lag_s,
+        "expectProfile": spec.cluster_profile,
+    }
+    fields.update({key: value for key, value in optional.items() if value is not None})
+    if spec.node_pools:
+        fields["nodes"] = [
+            {"skeleton": f"{NODE_POOLS_MOUNT}/pool-{i}.yaml", "count": pool.count}
+            for i, pool in enumerate(spec.node_pools)
+        ]
+    autoscalers = []
     if spec.autoscaler is not None:
-        args += ["--autoscaler", spec.autoscaler.provider]
-        for i in range(len(spec.autoscaler.node_pools)):
-            args += ["--nodepool", f"{NODE_POOLS_MOUNT}/autoscaler-pool-{i}.yaml"]
+        autoscalers.append(spec.autoscaler.provider)
+        fields["nodepools"] = [
+            f"{NODE_POOLS_MOUNT}/autoscaler-pool-{i}.yaml" for i in range(len(spec.autoscaler.node_pools))
+        ]
         if spec.autoscaler.prices is not None:
-            args += ["--prices", f"{NODE_POOLS_MOUNT}/{PRICES_FILE}"]
+            fields["prices"] = f"{NODE_POOLS_MOUNT}/{PRICES_FILE}"
     if spec.pod_autoscaler is not None:
-        args += ["--autoscaler", spec.pod_autoscaler.provider, "--load-model", spec.pod_autoscaler.load_model]
-    args += lifecycle_flags(spec.lifecycle_delays)
-    for hook in spec.hooks:
-        flag = "--hook-ignoring-failure" if hook.ignore_failure else "--hook"
-        args += [f"{flag}={hook.point}={shlex.join(hook.argv)}"]
-    if spec.hooks:  # the root filesystem is read-only but /tmp
-        args += ["--run-dir", HOOKS_RUN_DIR]
-    args += ["--report-json", TERMINATION_LOG]
-    return args
+        autoscalers.append(spec.pod_autoscaler.provider)
+        fields["loadModel"] = spec.pod_autoscaler.load_model
+    if autoscalers:
+        fields["autoscalers"] = autoscalers
+    fields.update(lifecycle_fields(spec.lifecycle_delays))
+    if spec.hooks:
+        fields["hooks"] = [
+            {"point": h.point, "command": list(h.argv), "ignoreFailure": h.ignore_failure} for h in spec.hooks
+        ]
+        fields["runDir"] = HOOKS_RUN_DIR  # the root filesystem is read-only but /tmp
+    fields["reportJson"] = TERMINATION_LOG
+    return replay_document(fields)
+
+
+def replay_config_map(
+    simulation: Mapping[str, Any], index: int, spec: SimulationSpec, settings: ControllerSettings
+) -> dict[str, Any]:
+    """Repetition ``index``'s replay document, which its Job runs (``kubetape replay --spec``); named
+    as the Job, owned by the Simulation."""
+    sim_name = simulation["metadata"]["name"]
+    document = replay_spec(sim_name, index, spec)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(
+            simulation, job_name(sim_name, index), settings.namespace, **{REPETITION_LABEL: str(index)}
+        ),
+        "data": {REPLAY_SPEC_FILE: yaml.safe_dump(document, sort_keys=False)},
+    }
 
 
 def replayer_job(
@@ -225,11 +255,13 @@ def replayer_job(
     if spec.node_pools or spec.autoscaler is not None:
         volumes.append({"name": "node-pools", "configMap": {"name": node_pools_name(sim_name)}})
         mounts.append({"name": "node-pools", "mountPath": NODE_POOLS_MOUNT, "readOnly": True})
+    volumes.append({"name": "replay-spec", "configMap": {"name": name}})  # replay_config_map
+    mounts.append({"name": "replay-spec", "mountPath": REPLAY_SPEC_MOUNT, "readOnly": True})
     container: dict[str, Any] = {
         "name": "replay",
         "image": settings.image,
         "imagePullPolicy": settings.image_pull_policy,
-        "args": replay_args(sim_name, index, spec),
+        "args": ["replay", "--spec", f"{REPLAY_SPEC_MOUNT}/{REPLAY_SPEC_FILE}"],
         # success: the report written to /dev/termination-log; failure: the last log lines (the error)
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "resources": {

@@ -31,6 +31,7 @@ from pipeline.controller.objects import (
     job_name,
     node_pools_config_map,
     owned_by,
+    replay_config_map,
     replay_root_name,
     replayer_job,
 )
@@ -199,7 +200,8 @@ class Reconciler(ControllerPart):
     async def _start_repetition(
         self, sim: dict[str, Any], spec: SimulationSpec, index: int
     ) -> dict[str, Any]:
-        """Create repetition ``index``'s Job (and the node-pool ConfigMap); a bad source fails the run."""
+        """Create repetition ``index``'s Job (with its replay document's ConfigMap, and the node-pool
+        ConfigMap); a bad source fails the run."""
         problem = await self._source_problem(spec)
         if problem:
             return {"phase": "Failed", "message": problem}
@@ -214,6 +216,8 @@ class Reconciler(ControllerPart):
         config_map = node_pools_config_map(sim, spec, self._settings)
         if config_map is not None:
             await self._create_if_missing(config_map)
+        # the Job's replay document (kubetape replay --spec), there before the pod that mounts it
+        await self._create_if_missing(replay_config_map(sim, index, spec, self._settings))
         job = replayer_job(sim, index, spec, self._settings)
         if await self._create_if_missing(job):
             await self._event(

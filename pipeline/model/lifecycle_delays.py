@@ -103,10 +103,11 @@ def parse_lifecycle_params(params: Any, where: str = "spec.lifecycleParams") -> 
     return LifecycleDelays(**values)
 
 
-def lifecycle_flags(delays: LifecycleDelays) -> list[str]:
-    """The ``kubetape replay`` flags that ask for ``delays`` (none for zero delays), as durations."""
-    return [
-        f"{flag}={format_duration(getattr(delays, name))}"
-        for flag, name in FLAGS.items()
+def lifecycle_fields(delays: LifecycleDelays) -> dict[str, str]:
+    """The delays as a replay document (and ``spec.lifecycleParams``) writes them, by key: durations,
+    none for zero delays."""
+    return {
+        key: format_duration(getattr(delays, name))
+        for key, name in SPEC_FIELDS.items()
         if getattr(delays, name) > 0
-    ]
+    }

@@ -4,7 +4,8 @@ Sources (exactly one): ``--trace FILE_OR_URL`` (a kubetape trace/segment or a Si
 over HTTP(S)); ``--segments DIR --from T --to T`` (a range of the sink's segment store, assembled as
 ``kubetape export`` does); ``--topic TOPIC --bootstrap HOST:PORT --from T --to T`` (a range of the
 events topic, read without a consumer group); ``--topic … --follow --lag 30s`` (shadow the live topic
-a fixed lag behind, at speed 1, until stopped or ``--to``).
+a fixed lag behind, at speed 1, until stopped or ``--to``). Or ``--spec REPLAY.yaml``: the replay
+document (docs/replay.md), which ``--print-spec`` writes for any flags.
 
 Ctrl-C (or SIGTERM) stops starting new events, lets started ones finish and still cleans up; a second
 Ctrl-C abandons the wait for started events (cleanup still runs). SIGUSR1 pauses the trace clock and
@@ -16,12 +17,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from pipeline.model.errors import ConfigError
 from pipeline.model.hooks import Hook, parse_hook_flag
+from pipeline.model.replay_document import FIELDS, document_from_values, values_from_document
 from pipeline.replay.autoscale.provider import PROVIDERS
 from pipeline.replay.hooks import DEFAULT_TIMEOUT_S as DEFAULT_HOOK_TIMEOUT_S
 from pipeline.replay.hooks import Hooks, hooks_from
@@ -63,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     source.add_argument(
         "--topic", metavar="TOPIC", help="replay --from/--to (or --follow) of this events topic"
+    )
+    source.add_argument(
+        "--spec",
+        type=Path,
+        metavar="REPLAY.yaml",
+        help="run the replay this document describes (apiVersion: kubetape.dev/v1, kind: ReplaySpec; YAML "
+        "or JSON; docs/replay.md), instead of the replay flags; --print-spec writes one",
     )
     parser.add_argument("--from", dest="start", help="range start: -30m, -2h, now, epoch ms or ISO-8601")
     parser.add_argument("--to", dest="end", default=None, help="range end, exclusive (default: now)")
@@ -275,8 +287,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep", action="store_true", help="leave the simulated objects in the cluster")
     parser.add_argument("--report-json", type=Path, default=None, help="write the fidelity report here")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--print-spec",
+        action="store_true",
+        help="print the replay document these flags (or --spec) describe, checked, and replay nothing",
+    )
     _refuse_skctl_run_flags(parser)
-    parser.set_defaults(settings=settings_from_args, func=_run)
+    # what a flag not given means: a document leaves these out and is read over them
+    defaults = {f.dest: parser.get_default(f.dest) for f in FIELDS}
+    parser.set_defaults(settings=settings_from_args, func=_run, replay_defaults=defaults)
 
 
 def _refuse_skctl_run_flags(parser: argparse.ArgumentParser) -> None:
@@ -349,10 +368,37 @@ class ReplayCommandSettings:
     """The local stack whose Karpenter (with an autoscaler) and whose cluster's HPA processes are
     restarted at the replay's speed."""
     quiet: bool = False
+    print_document: Mapping[str, Any] | None = None
+    """``--print-spec``: this document is printed and nothing replayed."""
 
 
 def settings_from_args(args: argparse.Namespace) -> ReplayCommandSettings:
-    return ReplayCommandSettings(spec_from_args(args), args.stack_dir, args.quiet)
+    if args.spec is not None:
+        args = args_from_document_file(args)
+    spec = spec_from_args(args)  # checks the request, also for --print-spec
+    document = document_from_values(vars(args), args.replay_defaults) if args.print_spec else None
+    return ReplayCommandSettings(spec, args.stack_dir, args.quiet, document)
+
+
+def args_from_document_file(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with the replay ``--spec`` describes in place of the flags' defaults; a replay flag given
+    beside ``--spec`` is refused (one description of the replay, not two to reconcile)."""
+    defaults: Mapping[str, Any] = args.replay_defaults
+    given = [f.flags[0] for f in FIELDS if getattr(args, f.dest) != defaults[f.dest]]
+    if given:
+        raise ConfigError(
+            f"--spec {args.spec} describes the whole replay; {', '.join(given)} given too: set it in the "
+            "document (docs/replay.md lists the keys) or replay with flags alone"
+        )
+    path: Path = args.spec
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"--spec: cannot read {path} ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--spec: {path} is neither YAML nor JSON ({exc})") from None
+    values = values_from_document(document, str(path), base=path.parent)
+    return argparse.Namespace(**{**vars(args), **values})
 
 
 def _run(settings: ReplayCommandSettings) -> int:
@@ -360,6 +406,9 @@ def _run(settings: ReplayCommandSettings) -> int:
     from services.local_karpenter import LocalKarpenter
     from services.local_pod_autoscaler import LocalPodAutoscaler
 
+    if settings.print_document is not None:
+        print(yaml.safe_dump(dict(settings.print_document), sort_keys=False), end="")
+        return 0
     spec = settings.spec
     process = LocalKarpenter(settings.stack_dir, spec.cluster.kubeconfig) if spec.autoscaling else None
     run = ReplayRun(

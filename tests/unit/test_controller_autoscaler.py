@@ -31,7 +31,11 @@ def simulation(**autoscaler: Any) -> dict[str, Any]:
     }
 
 
-def test_the_autoscalers_pools_and_prices_reach_the_replayer_as_files_and_flags(tmp_path: Path) -> None:
+def test_the_autoscalers_pools_and_prices_reach_the_replayer_as_files_its_document_names(
+    tmp_path: Path,
+) -> None:
+    from tests.fakes.replay_job import job_document
+
     sim = simulation(nodePools=[NODEPOOL], prices={"kwok-standard-4": 0.192})
     spec = parse_spec(sim)
     settings = ControllerSettings(identity="c")
@@ -39,11 +43,11 @@ def test_the_autoscalers_pools_and_prices_reach_the_replayer_as_files_and_flags(
     assert config_map is not None
     job = replayer_job(sim, 0, spec, settings)
     container = job["spec"]["template"]["spec"]["containers"][0]
-    args = container["args"]
-    assert args[args.index("--autoscaler") + 1] == "karpenter"
-    nodepool_path, prices_path = args[args.index("--nodepool") + 1], args[args.index("--prices") + 1]
+    document = job_document("burst", 0, spec)
+    assert document["autoscalers"] == ["karpenter"]
+    (nodepool_path,), prices_path = document["nodepools"], document["prices"]
     assert {m["mountPath"] for m in container["volumeMounts"]} >= {NODE_POOLS_MOUNT}
-    # what the Job's pod finds under the mount is what `kubetape replay` reads from those flags
+    # what the Job's pod finds under the mount is what `kubetape replay` reads from those paths
     for name, text in config_map["data"].items():
         (tmp_path / name).write_text(text)
     pools, scaled = load_node_pools(tmp_path / Path(nodepool_path).name, 10.0)
@@ -52,14 +56,15 @@ def test_the_autoscalers_pools_and_prices_reach_the_replayer_as_files_and_flags(
     assert load_prices(tmp_path / Path(prices_path).name) == {"kwok-standard-4": 0.192}
 
 
-def test_a_simulation_without_an_autoscaler_gets_no_autoscaler_flags() -> None:
+def test_a_simulation_without_an_autoscaler_asks_for_none() -> None:
     sim = simulation(nodePools=[NODEPOOL])
     del sim["spec"]["autoscaler"]
     spec = parse_spec(sim)
     assert spec.autoscaler is None
     assert node_pools_config_map(sim, spec, ControllerSettings(identity="c")) is None
-    args = replayer_job(sim, 0, spec, ControllerSettings(identity="c"))["spec"]["template"]["spec"]
-    assert "--autoscaler" not in args["containers"][0]["args"]
+    from tests.fakes.replay_job import job_document
+
+    assert not {"autoscalers", "nodepools", "prices"} & set(job_document("burst", 0, spec))
 
 
 @pytest.mark.parametrize(
@@ -86,24 +91,18 @@ def test_an_autoscaler_needs_a_fixed_speed() -> None:
         parse_spec(sim)
 
 
-def test_a_pod_autoscaler_reaches_the_replayer_as_the_hpa_flags_which_the_replay_reads() -> None:
-    from services.cli import build_parser
-    from services.commands.replay import spec_from_args
+def test_a_pod_autoscaler_reaches_the_replayer_in_its_document_which_the_replay_reads() -> None:
+    from tests.fakes.replay_job import job_document, job_replay
 
     sim = simulation(nodePools=[NODEPOOL])
     sim["spec"]["podAutoscaler"] = {"loadModel": "per-pod"}
-    args = replayer_job(sim, 0, parse_spec(sim), ControllerSettings(identity="c"))["spec"]["template"][
-        "spec"
-    ]["containers"][0]["args"]
-    assert [a for i, a in enumerate(args) if args[i - 1] == "--autoscaler"] == ["karpenter", "hpa"]
-    assert args[args.index("--load-model") + 1] == "per-pod"
-    # without Karpenter (whose pools the Job reads from its mount), the Job's command line asks
+    document = job_document("sim", 0, parse_spec(sim))
+    assert document["autoscalers"] == ["karpenter", "hpa"]
+    assert document["loadModel"] == "per-pod"
+    # without Karpenter (whose pools the Job reads from its mount), the Job's document asks
     # `kubetape replay` for the HPA with that model
     del sim["spec"]["autoscaler"]
-    args = replayer_job(sim, 0, parse_spec(sim), ControllerSettings(identity="c"))["spec"]["template"][
-        "spec"
-    ]["containers"][0]["args"]
-    replay = spec_from_args(build_parser().parse_args(args))
+    replay = job_replay("sim", 0, parse_spec(sim))
     assert replay.pod_autoscaling is not None
     assert replay.pod_autoscaling.load_model.value == "per-pod"
     assert replay.autoscaling is None

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.controller.objects import replay_args, replayer_job
+from pipeline.controller.objects import replayer_job
 from pipeline.controller.settings import ControllerSettings
 from pipeline.controller.spec import SegmentsSource, SimulationSpecError, parse_spec
+from tests.fakes.replay_job import job_document
 
 
 def _sim(segments: dict[str, Any]) -> dict[str, Any]:
@@ -24,8 +25,7 @@ def test_an_s3_segment_source_replays_from_the_url_with_the_secrets_credentials(
     assert spec.source == SegmentsSource(
         None, None, "-30m", "now", "s3://traces/kubetape/prod", "kubetape-s3"
     )
-    args = replay_args("prod-s3", 0, spec)
-    assert args[args.index("--segments") + 1] == "s3://traces/kubetape/prod"
+    assert job_document("prod-s3", 0, spec)["segments"] == "s3://traces/kubetape/prod"
     job = replayer_job(sim, 0, spec, ControllerSettings(identity="c"))
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["envFrom"] == [{"secretRef": {"name": "kubetape-s3"}}]

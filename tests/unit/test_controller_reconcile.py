@@ -23,6 +23,7 @@ from pipeline.controller.spec import API_VERSION, KIND
 from pipeline.io.metrics import Metrics
 from pipeline.model.errors import UnknownKindError
 from tests.fakes.cluster import MemoryCluster
+from tests.fakes.replay_job import mounted_args, mounted_document
 
 # ---- the tests -----------------------------------------------------------------------------------
 NS = "kubetape"
@@ -101,13 +102,20 @@ async def test_a_simulation_becomes_a_replayer_job_and_runs(cluster: MemoryClust
     assert job["metadata"]["ownerReferences"][0]["uid"] == sim["metadata"]["uid"]
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "kubetape:test"
-    assert container["args"] == [
-        "replay", "--name", "demo-r1", "--speed", "10",
-        "--trace", "https://traces.example/bare-pods.sktrace",
-        "--duration", "120", "--namespace-prefix", "sim",
-        "--report-json", "/dev/termination-log",
-    ]  # fmt: skip
-    assert "--kubeconfig" not in container["args"]  # in a cluster the Job uses its service account
+    # the Job runs the replay document of its ConfigMap, owned by the Simulation as the Job is
+    document = mounted_document(cluster, job)
+    assert document == {
+        "apiVersion": "kubetape.dev/v1",
+        "kind": "ReplaySpec",
+        "spec": {
+            "name": "demo-r1", "speed": 10, "trace": "https://traces.example/bare-pods.sktrace",
+            "duration": 120, "namespacePrefix": "sim", "reportJson": "/dev/termination-log",
+        },
+    }  # fmt: skip
+    # no kubeconfig: in a cluster the Job uses its service account
+    config_map = cluster.find("v1", "ConfigMap", NS, "demo-r1")
+    assert config_map is not None
+    assert config_map["metadata"]["ownerReferences"][0]["uid"] == sim["metadata"]["uid"]
     assert job["spec"]["backoffLimit"] == 0
     assert job_of(cluster, "demo-r2") is None  # repetitions run one after the other
     assert [e[2] for e in cluster.events] == ["JobCreated", "Running"]
@@ -203,14 +211,9 @@ async def test_a_segment_source_mounts_its_claim_and_passes_the_range(cluster: M
     job = job_of(cluster, "segs-r1")
     assert job is not None
     pod = job["spec"]["template"]["spec"]
-    args = pod["containers"][0]["args"]
-    assert args[args.index("--segments") + 1] == "/var/lib/kubetape/segments/prod"
-    assert "--from=-30m" in args
-    assert "--to=2026-01-01T00:00:00Z" in args
-    # the replayer's own parser reads these arguments as meant (a relative time is not an option)
-    from services.cli import build_parser
-
-    parsed = build_parser().parse_args(args)  # args start with the subcommand
+    # the replayer reads its document as meant
+    parsed = mounted_args(cluster, job)
+    assert parsed.segments == "/var/lib/kubetape/segments/prod"
     assert (parsed.start, parsed.end) == ("-30m", "2026-01-01T00:00:00Z")
     assert parsed.nodes == [
         "/etc/kubetape/node-pools/pool-0.yaml:4",

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.controller.objects import job_name, label_value, node_pools_name, replay_args, replay_root_name
+from pipeline.controller.objects import job_name, label_value, node_pools_name, replay_root_name
 from pipeline.controller.progress import repetition_result
 from pipeline.controller.spec import SimulationSpecError, TopicSource, parse_spec
 from services.cli import main
+from tests.fakes.replay_job import job_args, job_document
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,9 +132,8 @@ def test_the_controller_refuses_a_lease_that_would_expire_between_renewals(
 def test_a_simulation_with_max_lag_runs_its_replays_with_the_trace_clock_waiting() -> None:
     spec = parse_spec({"spec": {"source": {"traceURL": "/t"}, "speed": 10, "maxLag": "5s"}})
     assert spec.max_lag_s == 5
-    args = replay_args("demo", 1, spec)
-    assert args[args.index("--max-lag") + 1] == "5"
-    assert "--max-lag" not in replay_args("demo", 1, parse_spec({"spec": {"source": {"traceURL": "/t"}}}))
+    assert job_args("demo", 1, spec).max_lag == 5
+    assert "maxLag" not in job_document("demo", 1, parse_spec({"spec": {"source": {"traceURL": "/t"}}}))
 
 
 def test_a_simulation_at_max_speed_on_a_stated_profile_passes_both_to_its_replays() -> None:
@@ -147,12 +147,11 @@ def test_a_simulation_at_max_speed_on_a_stated_profile_passes_both_to_its_replay
             }
         }
     )
-    args = replay_args("demo", 1, spec)
-    assert args[args.index("--speed") + 1] == "max"
-    assert args[args.index("--expect-profile") + 1] == "large"
-    plain = replay_args("demo", 1, parse_spec({"spec": {"source": {"traceURL": "/t"}, "speed": 10}}))
-    assert plain[plain.index("--speed") + 1] == "10"
-    assert "--expect-profile" not in plain
+    args = job_args("demo", 1, spec)
+    assert (args.speed, args.expect_profile) == ("max", "large")
+    plain = job_document("demo", 1, parse_spec({"spec": {"source": {"traceURL": "/t"}, "speed": 10}}))
+    assert plain["speed"] == 10
+    assert "expectProfile" not in plain
 
 
 @pytest.mark.parametrize(
@@ -177,13 +176,9 @@ def test_max_speed_and_cluster_profile_are_checked(extra: dict[str, object], mes
     ],
 )
 def test_a_simulation_naming_a_cluster_of_a_fleet_replays_only_it(source: dict[str, dict[str, str]]) -> None:
-    from services.cli import build_parser
-
-    args = replay_args("fleet", 1, parse_spec({"spec": {"source": source}}))
-    assert args[args.index("--cluster") + 1] == "prod-eu-1"
-    assert build_parser().parse_args(args).cluster == "prod-eu-1"  # the replayer Job's CLI takes it
+    assert job_args("fleet", 1, parse_spec({"spec": {"source": source}})).cluster == "prod-eu-1"
     without = {kind: {k: v for k, v in fields.items() if k != "cluster"} for kind, fields in source.items()}
-    assert "--cluster" not in replay_args("fleet", 1, parse_spec({"spec": {"source": without}}))
+    assert "cluster" not in job_document("fleet", 1, parse_spec({"spec": {"source": without}}))
 
 
 @pytest.mark.parametrize("cluster", ["Prod", "-prod", "a" * 64, 7])

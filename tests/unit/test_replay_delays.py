@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.controller.objects import replay_args
 from pipeline.controller.spec import SimulationSpecError, parse_spec
 from pipeline.model.errors import ConfigError
 from pipeline.model.lifecycle_delays import SPEC_FIELDS, LifecycleDelays, parse_delay, parse_lifecycle_params
@@ -28,6 +27,7 @@ from pipeline.replay.rewrite import RewriteSettings, RootRef, rewrite_object
 from pipeline.replay.settings import ReplaySettings
 from services.cli import build_parser, main
 from services.commands.replay import spec_from_args
+from tests.fakes.replay_job import job_document, job_replay
 from tests.unit.test_replay_replayer import MemoryCluster, applied, pod, trace
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -105,14 +105,10 @@ def test_a_simulations_delays_reach_its_replay_job_unchanged() -> None:
             }
         }
     )
-    args = replay_args("demo", 1, spec)
-    assert "--image-pull-delay=1s500ms" in args
-    assert spec_from_args(build_parser().parse_args(args)).settings.lifecycle_delays == spec.lifecycle_delays
-    assert not [
-        a
-        for a in replay_args("demo", 1, parse_spec({"spec": {"source": {"traceURL": "/t"}}}))
-        if "delay" in a
-    ]
+    assert job_document("demo", 1, spec)["imagePullDelay"] == "1s500ms"
+    assert job_replay("demo", 1, spec).settings.lifecycle_delays == spec.lifecycle_delays
+    plain = job_document("demo", 1, parse_spec({"spec": {"source": {"traceURL": "/t"}}}))
+    assert not [key for key in plain if "Delay" in key or "Jitter" in key]
 
 
 def test_sim_run_writes_the_delays_into_the_simulation(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from pipeline.controller.objects import replay_args
 from pipeline.controller.spec import SimulationSpecError, parse_spec
 from pipeline.model.errors import ConfigError
 from pipeline.model.hooks import Hook, parse_hook_flag, parse_hooks_config
@@ -25,6 +24,7 @@ from pipeline.replay.run import ReplayRun, ReplaySpec, ReportOutput, TargetClust
 from pipeline.replay.settings import ReplaySettings
 from services.cli import build_parser
 from services.commands.replay import spec_from_args
+from tests.fakes.replay_job import job_args
 
 RECORD = (
     'echo "$KUBETAPE_HOOK_POINT $KUBETAPE_SPEED $KUBETAPE_REPLAY_NAME $KUBECONFIG"'
@@ -238,7 +238,7 @@ def test_a_simulations_hooks_reach_its_replay_job_unchanged() -> None:
             }
         }
     )
-    args = build_parser().parse_args(replay_args("demo", 1, spec))
+    args = job_args("demo", 1, spec)
     assert spec_from_args(args).hooks.hooks == spec.hooks
     assert [h.point for h in spec.hooks] == ["preStart", "preRun", "postRun"]
     assert args.run_dir == Path("/tmp/kubetape-run")
