@@ -209,6 +209,7 @@ def replay_spec(simulation_name: str, index: int, spec: SimulationSpec) -> dict[
         ]
         fields["runDir"] = HOOKS_RUN_DIR  # the root filesystem is read-only but /tmp
     fields["reportJson"] = TERMINATION_LOG
+    fields.update(spec.replay)  # spec.replay holds none of the keys above (parse_spec refuses them)
     return replay_document(fields)
 
 

@@ -18,6 +18,7 @@ from pipeline.model.errors import ConfigError
 from pipeline.model.hooks import Hook, parse_hooks_config
 from pipeline.model.keys import cluster_id_problem
 from pipeline.model.lifecycle_delays import LifecycleDelays, parse_lifecycle_params
+from pipeline.model.replay_document import read_fields
 from pipeline.model.speed import SpeedWords, check_speed
 from pipeline.model.timespec import check_time, parse_duration
 from pipeline.store.store_url import S3Location, parse_store_url
@@ -120,6 +121,53 @@ class PodAutoscalerSpec:
     load_model: str = "conserve"
 
 
+REPLAY_SETTINGS = (
+    "maxInFlight",
+    "qps",
+    "sampleInterval",
+    "settle",
+    "requireFidelity",
+    "hookTimeout",
+    "hookPassEnv",
+)
+"""``spec.replay``: the replay document's keys (:mod:`pipeline.model.replay_document`) a Simulation
+passes to every repetition's document as written; they have no field of their own."""
+SET_BY_SIMULATION = {
+    **dict.fromkeys(("trace", "segments", "topic", "from", "to", "cluster", "bootstrap"), "spec.source"),
+    "kafkaConfig": "spec.source.topic.kafkaConfigSecret",
+    "speed": "spec.speed or spec.maxSpeed",
+    "duration": "spec.duration",
+    "maxLag": "spec.maxLag",
+    "namespacePrefix": "spec.namespacePrefix",
+    "expectProfile": "spec.clusterProfile",
+    "nodes": "spec.nodePools",
+    "autoscalers": "spec.autoscaler or spec.podAutoscaler",
+    "loadModel": "spec.podAutoscaler.loadModel",
+    "nodepools": "spec.autoscaler.nodePools",
+    "prices": "spec.autoscaler.prices",
+    **dict.fromkeys(
+        ("imagePullDelay", "imagePullJitter", "podStartupDelay", "podStartupJitter"), "spec.lifecycleParams"
+    ),
+    "hooks": "spec.hooks",
+    "name": "the controller: the repetition's Job name",
+    "reportJson": "the controller: the Job's termination log",
+    "runDir": "the controller: /tmp in the Job",
+}
+"""The replay document's keys a Simulation writes from its own fields (or the controller sets)."""
+NOT_IN_A_SIMULATION = {
+    "follow": "a Simulation replays a range; it does not follow a live topic",
+    "lag": "a Simulation replays a range; it does not follow a live topic",
+    "kubeconfig": "the replayer Job reaches the cluster with its service account",
+    "context": "the replayer Job reaches the cluster with its service account",
+    "config": "the replayer Job reads the store with the built-in tracer config",
+    "keep": "the controller deletes a repetition's objects; pause the Simulation to look at them",
+    "crds": "a file in the replayer's image; the trace's own CRDs are installed from the trace",
+    "instanceTypes": "a file in the replayer's image; the trace's recorded Nodes give the instance types",
+    "hooksFiles": "spec.hooks holds the hooks themselves",
+}
+"""The replay document's keys a Simulation has no use for, and why (``spec.replay`` refuses them)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SimulationSpec:
     source: TraceSourceSpec
@@ -143,6 +191,8 @@ class SimulationSpec:
     """``spec.hooks``: SimKube's hooks, run by the replay Job (``--hook``)."""
     lifecycle_delays: LifecycleDelays = field(default_factory=LifecycleDelays)
     """``spec.lifecycleParams``: SimKube's image-pull and pod-startup delays (``--pod-startup-delay`` …)."""
+    replay: Mapping[str, Any] = field(default_factory=dict)
+    """``spec.replay``: replay document fields (of :data:`REPLAY_SETTINGS`), checked, as written."""
 
 
 def _duration(text: str, where: str) -> float:
@@ -215,7 +265,27 @@ def parse_spec(simulation: Mapping[str, Any]) -> SimulationSpec:
         pod_autoscaler=pod_autoscaler,
         hooks=hooks,
         lifecycle_delays=lifecycle_delays,
+        replay=_parse_replay(spec.get("replay")),
     )
+
+
+def _parse_replay(given: Any) -> Mapping[str, Any]:
+    """``spec.replay``: document fields passed to every repetition, each read as the replayer will."""
+    if given is None:
+        return {}
+    where = "spec.replay"
+    if not isinstance(given, Mapping):
+        raise SimulationSpecError(f"{where}: must be an object of {', '.join(REPLAY_SETTINGS)}")
+    for key in given:
+        if key in SET_BY_SIMULATION:
+            raise SimulationSpecError(f"{where}.{key}: a Simulation sets it from {SET_BY_SIMULATION[key]}")
+        if key in NOT_IN_A_SIMULATION:
+            raise SimulationSpecError(f"{where}.{key}: not for a Simulation: {NOT_IN_A_SIMULATION[key]}")
+    try:
+        read_fields(given, where)
+    except ConfigError as exc:
+        raise SimulationSpecError(str(exc)) from None
+    return {str(key): value for key, value in given.items() if value is not None}
 
 
 def _parse_source(source: Any) -> TraceSourceSpec:

@@ -326,22 +326,27 @@ def values_from_document(document: Any, where: str, base: Path | None = None) ->
     spec = document.get("spec")
     if not isinstance(spec, Mapping):
         raise ConfigError(f"{where}: spec: missing; it needs at least one of {', '.join(SOURCE_KEYS)}")
-    unknown = sorted(str(k) for k in spec if k not in BY_KEY)
+    values = read_fields(spec, f"{where}: spec", base)
+    sources = [k for k in SOURCE_KEYS if spec.get(k) is not None]
+    if len(sources) != 1:
+        given = ", ".join(sources) or "no source"
+        raise ConfigError(f"{where}: spec has {given}; give exactly one of {', '.join(SOURCE_KEYS)}")
+    return values
+
+
+def read_fields(fields: Mapping[Any, Any], where: str, base: Path | None = None) -> dict[str, Any]:
+    """The parsed-flag values (by ``dest``) of document ``fields`` (key: value); ConfigError naming
+    ``where``.KEY for an unknown key or a value of the wrong kind."""
+    unknown = sorted(str(k) for k in fields if k not in BY_KEY)
     if unknown:
         key = unknown[0]
         close = difflib.get_close_matches(key, BY_KEY, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         more = f" (and {', '.join(unknown[1:])})" if unknown[1:] else ""
-        raise ConfigError(
-            f"{where}: spec.{key}: unknown key{hint}{more}; the keys are listed in docs/replay.md"
-        )
-    sources = [k for k in SOURCE_KEYS if spec.get(k) is not None]
-    if len(sources) != 1:
-        given = ", ".join(sources) or "no source"
-        raise ConfigError(f"{where}: spec has {given}; give exactly one of {', '.join(SOURCE_KEYS)}")
+        raise ConfigError(f"{where}.{key}: unknown key{hint}{more}; the keys are listed in docs/replay.md")
     return {
-        BY_KEY[key].dest: BY_KEY[key].kind.read(value, f"{where}: spec.{key}", base)
-        for key, value in spec.items()
+        BY_KEY[key].dest: BY_KEY[key].kind.read(value, f"{where}.{key}", base)
+        for key, value in fields.items()
         if value is not None
     }
 

@@ -12,13 +12,21 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.controller.spec import parse_spec
+from pipeline.controller.spec import (
+    NOT_IN_A_SIMULATION,
+    REPLAY_SETTINGS,
+    SET_BY_SIMULATION,
+    SimulationSpecError,
+    parse_spec,
+)
 from pipeline.model.errors import ConfigError
 from pipeline.model.replay_document import API_VERSION, BY_KEY, FIELDS, KIND, replay_document
 from pipeline.replay.spec import ReplaySpec
 from services.cli import build_parser, main
 from services.commands.replay import settings_from_args, spec_from_args
-from tests.fakes.replay_job import job_document
+from tests.fakes.replay_job import job_document, job_replay
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 PROCESS_FLAGS = {
     "spec": "the document itself",
@@ -28,26 +36,6 @@ PROCESS_FLAGS = {
     "help": "argparse's",
 }
 """``kubetape replay``'s flags that are not part of a replay request (and so not in the document)."""
-
-NOT_IN_A_SIMULATION = {
-    "follow": "a Simulation replays a range; it does not follow a live topic",
-    "lag": "with follow only",
-    "kubeconfig": "the replayer Job uses its service account",
-    "context": "the replayer Job uses its service account",
-    "config": "the replayer Job reads with the built-in tracer config",
-    "qps": "spec.replay",
-    "maxInFlight": "spec.replay",
-    "sampleInterval": "spec.replay",
-    "settle": "spec.replay",
-    "crds": "spec.replay",
-    "keep": "spec.replay",
-    "instanceTypes": "spec.replay",
-    "requireFidelity": "spec.replay",
-    "hooksFiles": "spec.hooks holds the hooks themselves",
-    "hookTimeout": "spec.replay",
-    "hookPassEnv": "spec.replay",
-}
-"""Document keys no Simulation sets, and why."""
 
 
 def replay_actions() -> list[argparse.Action]:
@@ -89,6 +77,15 @@ def _simulations() -> list[dict[str, Any]]:
         "autoscaler": {"nodePools": [nodepool], "prices": {"kwok-standard-4": 0.19}},
         "podAutoscaler": {"loadModel": "per-pod"},
         "hooks": {"preRunHooks": [{"cmd": "true"}]},
+        "replay": {
+            "qps": 5,
+            "maxInFlight": 4,
+            "sampleInterval": "1s",
+            "settle": "1s",
+            "requireFidelity": True,
+            "hookTimeout": "1m",
+            "hookPassEnv": ["A"],
+        },
         "lifecycleParams": {
             "imagePullDelay": "1s",
             "imagePullJitter": "1s",
@@ -109,13 +106,51 @@ def _simulations() -> list[dict[str, Any]]:
     ]
 
 
-def test_every_document_key_is_written_from_a_simulation_or_listed_as_not() -> None:
+def test_every_document_key_is_a_simulations_field_its_spec_replay_or_listed_as_not_for_it() -> None:
+    listed = [*SET_BY_SIMULATION, *REPLAY_SETTINGS, *NOT_IN_A_SIMULATION]
+    assert len(listed) == len(set(listed)), "a key listed twice"
+    assert set(listed) == set(BY_KEY), (
+        f"document keys a Simulation neither sets, passes in spec.replay nor lists as not for it: "
+        f"{set(BY_KEY) - set(listed)}"
+    )
     written: set[str] = set()
     for simulation in _simulations():
         written |= set(job_document("sim", 1, parse_spec(simulation)))
-    assert not written & set(NOT_IN_A_SIMULATION)
-    missing = set(BY_KEY) - written - set(NOT_IN_A_SIMULATION)
-    assert not missing, f"document keys neither a Simulation writes nor NOT_IN_A_SIMULATION lists: {missing}"
+    assert written == set(SET_BY_SIMULATION) | set(REPLAY_SETTINGS)
+
+
+def test_the_crd_offers_spec_replay_with_exactly_the_settings_the_controller_passes() -> None:
+    crd = yaml.safe_load((REPO_ROOT / "k8s" / "sim" / "simulation-crd.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert set(spec["properties"]["replay"]["properties"]) == set(REPLAY_SETTINGS)
+
+
+def test_a_simulations_spec_replay_reaches_every_repetitions_replay() -> None:
+    replay = {"qps": 50, "maxInFlight": 8, "settle": "2s", "sampleInterval": "250ms", "requireFidelity": True,
+              "hookTimeout": "5m", "hookPassEnv": ["AWS_PROFILE"]}  # fmt: skip
+    spec = parse_spec({"spec": {"source": {"traceURL": "/t"}, "replay": replay}})
+    for index in (1, 2):
+        run = job_replay("sim", index, spec)
+        assert (run.settings.qps, run.settings.max_in_flight, run.settings.settle_s) == (50, 8, 2.0)
+        assert run.settings.sample_interval_s == 0.25
+        assert run.report.require_fidelity
+        assert (run.hooks.timeout_s, run.hooks.pass_env) == (300.0, ("AWS_PROFILE",))
+
+
+@pytest.mark.parametrize(
+    ("replay", "message"),
+    [
+        ({"speed": 3}, r"spec.replay.speed: a Simulation sets it from spec.speed or spec.maxSpeed"),
+        ({"keep": True}, r"spec.replay.keep: not for a Simulation: the controller deletes"),
+        ({"qsp": 5}, r"spec.replay.qsp: unknown key \(did you mean qps\?\)"),
+        ({"qps": "fast"}, r"spec.replay.qps: 'fast' is not a number"),
+        ({"settle": "soon"}, r"spec.replay.settle: "),
+        ([], r"spec.replay: must be an object of maxInFlight"),
+    ],
+)
+def test_a_bad_spec_replay_is_refused_naming_the_field(replay: Any, message: str) -> None:
+    with pytest.raises(SimulationSpecError, match=message):
+        parse_spec({"spec": {"source": {"traceURL": "/t"}, "replay": replay}})
 
 
 @pytest.fixture
