@@ -6,6 +6,7 @@ the file and the key."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -324,3 +325,11 @@ def test_json_is_a_document_too(tmp_path: Path) -> None:
 def test_a_writer_using_a_key_not_in_the_list_fails_at_once() -> None:
     with pytest.raises(ConfigError, match=r"spec.nodePools: unknown key \(did you mean nodepools\?\)"):
         replay_document({"trace": "/t", "nodePools": []})
+
+
+def test_the_docs_schema_lists_every_key_and_no_other() -> None:
+    text = (REPO_ROOT / "docs" / "replay.md").read_text()
+    section = text.split("## The replay document", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    listed = {key for row in rows for key in re.findall(r"`(\w+)`", row.split("|")[1])}
+    assert listed == set(BY_KEY)
