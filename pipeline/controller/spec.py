@@ -18,7 +18,7 @@ from pipeline.model.errors import ConfigError
 from pipeline.model.hooks import Hook, parse_hooks_config
 from pipeline.model.keys import cluster_id_problem
 from pipeline.model.lifecycle_delays import LifecycleDelays, parse_lifecycle_params
-from pipeline.model.replay_document import read_fields
+from pipeline.model.replay_document import LOAD_MODELS, read_fields
 from pipeline.model.speed import SpeedWords, check_speed
 from pipeline.model.timespec import check_time, parse_duration
 from pipeline.store.store_url import S3Location, parse_store_url
@@ -108,8 +108,6 @@ class AutoscalerSpec:
 
 POD_AUTOSCALERS = ("hpa",)
 """Pod autoscalers a replay can let decide (``kubetape replay --autoscaler hpa``)."""
-LOAD_MODELS = ("conserve", "per-pod")
-"""``--load-model``: how the recorded load becomes the simulated pods' usage."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,8 @@ API_VERSION = "kubetape.dev/v1"
 KIND = "ReplaySpec"
 MAX_SPEED = "max"
 LOAD_MODELS = ("conserve", "per-pod")
+"""``--load-model``: how the recorded load becomes the simulated pods' usage (the values of
+:class:`pipeline.replay.hpa.load.LoadModel`, which a test holds them to through the flag's choices)."""
 AUTOSCALERS = ("hpa", "karpenter")
 SOURCE_KEYS = ("trace", "segments", "topic")
 """Exactly one of these says where the trace comes from."""
