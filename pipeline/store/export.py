@@ -253,14 +253,21 @@ def _export(
 
 def recorded_start(keyframe: Keyframe, events: list[Event]) -> int:
     """Where the export of a window starts: at the window's start, unless nothing the export keeps
-    (no object, no pod lifecycle) was in the state there; then at its first event (``events`` are in
-    time order). Such a lead-in holds nothing: the range started before the recording did (or before
-    anything the filters keep existed), and replaying it would only wait. The end needs no such rule
+    (no object, no pod lifecycle) was in the state there; then at its first event, or at the earliest
+    pod start an event carries if that is sooner. Such a lead-in holds nothing: the range started
+    before the recording did (or before anything the filters keep existed), and replaying it would
+    only wait. The end needs no such rule
     the store could apply: a quiet stretch writes no segment, so a recording that stopped and one
     that saw nothing change look alike, and a replay simulates the quiet rest of a range."""
     if keyframe.objects or keyframe.lifecycles or not events:
         return keyframe.at_ms
-    return max(keyframe.at_ms, events[0].ts_ms)
+    # A pod's start is its creationTimestamp, whole seconds, so it can lie before the first event
+    # that saw it; starting there keeps every recorded start as it was, never moved to the trace's.
+    earliest = min(
+        min(event.ts_ms, event.pod_start_ms if event.pod_start_ms is not None else event.ts_ms)
+        for event in events
+    )
+    return max(keyframe.at_ms, earliest)
 
 
 def _filtered(window: Window, request: ExportRequest) -> tuple[Keyframe, list[Event]]:

@@ -15,6 +15,7 @@ from pipeline.formats.segment.decode import read_segment
 from pipeline.formats.segment.encode import encode_segment
 from pipeline.formats.simkube import read_simkube_trace
 from pipeline.model.events import Event
+from pipeline.model.keys import ObjectKey
 from pipeline.sink.compactor import CompactionSettings, PartitionCompactor
 from pipeline.sink.synthetic import applied, deployment, synthetic_events
 from pipeline.store.local_store import LocalSegmentStore
@@ -66,6 +67,31 @@ def test_a_range_starting_before_the_recording_starts_at_its_first_event(tmp_pat
     # a range inside the recording keeps its start: the state there is folded into the first events
     assert export(store, "--from", str(RECORDED_AT + 10_000), "--to", str(RECORDED_END), "-o", str(out)) == 0
     assert read_segment(out).header.start_ms == RECORDED_AT + 10_000
+
+
+def test_a_pod_created_in_the_second_before_its_first_event_keeps_its_start(tmp_path: Path) -> None:
+    """A pod's start is its creationTimestamp, whole seconds, so it can precede the first event that saw
+    it (its Deployment's, 177 ms into that second): the trace starts at that second, and the pod's start
+    is exported as recorded, not moved to the trace's start."""
+    store = tmp_path / "segments"
+    owner = deployment("shop", "web", 1)
+    first_seen = RECORDED_AT + 177
+    created = RECORDED_AT  # the creationTimestamp's second
+    pod = Event.pod_lifecycle(
+        first_seen + 400,
+        ObjectKey("core/Pod/shop/web-1"),
+        owner_key=ObjectKey("apps/Deployment/shop/web"),
+        pod_spec_hash=7,
+        start_ms=created,
+        end_ms=None,
+    )
+    fill_store(store, [applied(first_seen, owner, 100), pod])
+    out = tmp_path / "out.kts"
+    since = str(RECORDED_AT - 30 * MINUTE)
+    assert export(store, "--from", since, "--to", str(RECORDED_END), "-o", str(out)) == 0
+    trace = read_segment(out)
+    assert trace.header.start_ms == created
+    assert [e.pod_start_ms for e in trace.events if e.key == pod.key] == [created]
 
 
 def test_skctl_start_time_counts_back_from_the_end_time(
