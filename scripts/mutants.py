@@ -207,6 +207,8 @@ class Stage:
     exit_code: int
     failed: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    log: str = ""
+    """pytest's output, kept after the run."""
     judged: bool = True
     """False when the tests fail on the unmutated copy too: they judge nothing then."""
 
@@ -223,6 +225,7 @@ class Stage:
             "caught": self.caught,
             "failed": self.failed,
             "seconds": round(self.seconds, 1),
+            "log": self.log,
             **({} if self.judged else {"note": "the tests fail unmutated too: not judged"}),
         }
 
@@ -286,7 +289,7 @@ def check_imports(root: Path) -> None:
 FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 
 
-def run_tests(root: Path, kind: str, tests: tuple[str, ...]) -> Stage:
+def run_tests(root: Path, kind: str, tests: tuple[str, ...], log: Path) -> Stage:
     command = [str(PYTHON), "-m", "pytest", *tests, "-q", "-x", "-rfE", "-p", "no:cacheprovider"]
     command += ["-p", "no:randomly", "-o", f"timeout={UNIT_TIMEOUT_S if kind == 'unit' else 900}"]
     command += ["-o", "timeout_method=thread"]
@@ -304,7 +307,8 @@ def run_tests(root: Path, kind: str, tests: tuple[str, ...]) -> Stage:
     except subprocess.TimeoutExpired:
         seconds = time.monotonic() - started
         return Stage(kind, tests, -9, [f"still running after {STAGE_TIMEOUT_S[kind]} s"], seconds)
-    stage = Stage(kind, tests, result.returncode, seconds=time.monotonic() - started)
+    log.write_text(f"$ {' '.join(command)}\n{result.stdout}\n--- stderr ---\n{result.stderr}")
+    stage = Stage(kind, tests, result.returncode, seconds=time.monotonic() - started, log=str(log))
     stage.failed = FAILED_LINE.findall(result.stdout)
     if "+ Timeout +" in result.stdout + result.stderr:  # the banner of pytest-timeout's thread method
         stage.failed.append("a test timed out (the run was ended)")
@@ -332,6 +336,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the integration or end-to-end stage also for a mutant the unit tests caught",
     )
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip the unmutated run (to see how a mutant fails while the tests also fail unmutated; "
+        "a failure then is no catch by itself: compare the logs)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch copies (their path is printed)")
     parser.add_argument("--list", action="store_true", help="name the mutants and their defects")
     args = parser.parse_args(argv)
@@ -344,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no mutant named {', '.join(sorted(unknown))} (--list names them)")
     chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
     base = Path(tempfile.mkdtemp(prefix="kubetape-mutants."))
+    logs = Path(tempfile.mkdtemp(prefix="kubetape-mutants-logs."))  # kept: the JSON names each log
     try:
         # every patch is checked before anything runs: a rotted mutant stops the script at once
         for mutant in chosen:
@@ -359,14 +370,26 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 if stages and stages[-1].caught and not args.every_stage:
                     break
-                if tests not in baselines:
-                    baselines[tests] = run_tests(clean, kind, tests)
-                baseline = baselines[tests]
-                if baseline.exit_code != 0:
+                if tests not in baselines and not args.no_baseline:
+                    baselines[tests] = run_tests(
+                        clean, kind, tests, logs / f"unmutated-{kind}-{len(baselines)}.log"
+                    )
+                baseline = baselines.get(tests)
+                if baseline is not None and baseline.exit_code != 0:
                     print(f"[mutants] unmutated, {' '.join(tests)} fail: {baseline.failed}", file=sys.stderr)
-                    stages.append(Stage(kind, tests, baseline.exit_code, baseline.failed, judged=False))
+                    stages.append(
+                        Stage(
+                            kind,
+                            tests,
+                            baseline.exit_code,
+                            baseline.failed,
+                            baseline.seconds,
+                            log=baseline.log,
+                            judged=False,
+                        )
+                    )
                     break
-                stages.append(run_tests(root, kind, tests))
+                stages.append(run_tests(root, kind, tests, logs / f"{mutant.name}-{kind}.log"))
                 print(f"[mutants] {mutant.name}: {kind} caught={stages[-1].caught}", file=sys.stderr)
             results.append(
                 {
@@ -386,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(base, ignore_errors=True)
     caught = sum(1 for r in results if r["caught"])
-    print(json.dumps({"caught": caught, "mutants": len(results), "results": results}, indent=2))
+    summary = {"caught": caught, "mutants": len(results), "baseline": not args.no_baseline}
+    print(json.dumps({**summary, "results": results}, indent=2))
     return 0 if caught == len(results) else 1
 
 
