@@ -3,8 +3,9 @@
 ``kubetape controller`` runs as a real process. KWOK pods execute nothing: KWOK has no container
 runtime, it only writes the statuses its stages describe, so no process of a pod it manages ever runs.
 So the test plays the container: it runs the replayer Job's exact command line here (``kubetape
-replay`` with the Job's arguments, the node-pool ConfigMap written where the pod would mount it, the
-keys of its ``envFrom`` Secrets as its environment, ``--kubeconfig`` added), and gives the outcome to
+replay --spec`` of the replay document, the ConfigMaps it mounts (the document, the node pools)
+written where the pod would mount them, the keys of its ``envFrom`` Secrets as its environment, the
+kubeconfig added to the document), and gives the outcome to
 the pod as annotations. KWOK plays the kubelet: the Job's pod runs on the node
 ``kubetape-kubelet-standin`` (a real node to the Job's affinity), and KWOK's ``pod-exit-as-annotated``
 stage (pipeline/stack/resources/kwok-stages.yaml) ends it, Succeeded or Failed, with the replay report
@@ -29,7 +30,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import yaml
 
+from pipeline.controller.objects import REPLAY_SPEC_FILE
 from pipeline.controller.spec import API_VERSION, KIND
 from pipeline.io.kube.client import KubeClient, controller_client
 from pipeline.io.kube.connect import kube_api
@@ -240,20 +243,47 @@ async def job_pod(kube: KubeClient, job: str) -> dict[str, Any] | None:
 
 
 def replay_command(
-    job: dict[str, Any], kubeconfig: Path, pod_dir: Path, kube_pools: dict[str, str]
+    job: dict[str, Any], kubeconfig: Path, pod_dir: Path, mounted: dict[str, dict[str, str]]
 ) -> list[str]:
-    """The Job's container command, made runnable here: mounted files written to ``pod_dir``."""
+    """The Job's container command, made runnable here: the files of each ConfigMap it mounts
+    (``mounted``: by mount path) written to a directory of ``pod_dir`` standing for the mount, the mount
+    paths and the termination log in those files and the arguments pointed there, and the kubeconfig
+    added to the replay document (the pod would use its service account)."""
     args: list[str] = job["spec"]["template"]["spec"]["containers"][0]["args"]
-    pod_dir.mkdir(parents=True, exist_ok=True)
-    for file_name, text in kube_pools.items():
-        (pod_dir / file_name).write_text(text)
-    rewritten = [
-        arg.replace("/etc/kubetape/node-pools", str(pod_dir)).replace(
-            "/dev/termination-log", str(pod_dir / "termination-log")
-        )
-        for arg in args
-    ]
-    return [str(KUBETAPE), *rewritten, "--kubeconfig", str(kubeconfig)]
+    here = {"/dev/termination-log": str(pod_dir / "termination-log")}
+    here |= {mount_path: str(pod_dir / f"mount-{i}") for i, mount_path in enumerate(sorted(mounted))}
+
+    def local(text: str) -> str:
+        for path, local_path in here.items():
+            text = text.replace(path, local_path)
+        return text
+
+    for mount_path, data in mounted.items():
+        directory = Path(here[mount_path])
+        directory.mkdir(parents=True, exist_ok=True)
+        for file_name, mounted_text in data.items():
+            text = local(mounted_text)
+            if file_name == REPLAY_SPEC_FILE:
+                document = yaml.safe_load(text)
+                document["spec"]["kubeconfig"] = str(kubeconfig)
+                text = yaml.safe_dump(document, sort_keys=False)
+            (directory / file_name).write_text(text)
+    return [str(KUBETAPE), *(local(arg) for arg in args)]
+
+
+async def mounted_config_maps(kube: KubeClient, job: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The files of every ConfigMap the Job's container mounts, by mount path (each must exist)."""
+    pod = job["spec"]["template"]["spec"]
+    mount_paths = {m["name"]: m["mountPath"] for m in pod["containers"][0].get("volumeMounts") or []}
+    mounted: dict[str, dict[str, str]] = {}
+    for volume in pod.get("volumes") or []:
+        if "configMap" in volume:
+            config_map = await kube.get("v1", "ConfigMap", NS, volume["configMap"]["name"])
+            assert config_map is not None, (
+                f"ConfigMap {volume['configMap']['name']} the Job mounts is missing"
+            )
+            mounted[mount_paths[volume["name"]]] = config_map["data"]
+    return mounted
 
 
 async def container_environment(kube: KubeClient, job: dict[str, Any]) -> dict[str, str]:
@@ -275,15 +305,8 @@ async def run_repetition_here(
 ) -> tuple[int, str]:
     """Run what the Job's pod would run; returns (exit code, what the termination message would hold)."""
     job = await eventually(lambda: job_for(kube, job_name), f"Job {job_name}")
-    pools: dict[str, str] = {}
-    volumes = job["spec"]["template"]["spec"].get("volumes") or []
-    for volume in volumes:
-        if "configMap" in volume:
-            config_map = await kube.get("v1", "ConfigMap", NS, volume["configMap"]["name"])
-            assert config_map is not None
-            pools = config_map["data"]
     process = await asyncio.create_subprocess_exec(
-        *replay_command(job, kubeconfig, pod_dir, pools),
+        *replay_command(job, kubeconfig, pod_dir, await mounted_config_maps(kube, job)),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         env=await container_environment(kube, job),
@@ -413,7 +436,7 @@ async def test_deleting_a_running_simulation_removes_its_job_and_every_replayed_
     pools = await kube.get("v1", "ConfigMap", NS, "doomed-node-pools")
     assert pools is not None
     replay = await asyncio.create_subprocess_exec(
-        *replay_command(job, env.kubeconfig, env.tmp / "pod", pools["data"]),
+        *replay_command(job, env.kubeconfig, env.tmp / "pod", await mounted_config_maps(kube, job)),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
@@ -450,6 +473,7 @@ async def test_deleting_a_running_simulation_removes_its_job_and_every_replayed_
     await eventually(all_gone, "every replayed object removed", 90, lambda: leftovers)
     await eventually(lambda: gone(kube, API_VERSION, KIND, None, "doomed"), "Simulation doomed gone")
     await eventually(lambda: gone(kube, "v1", "ConfigMap", NS, "doomed-node-pools"), "node pools gone")
+    await eventually(lambda: gone(kube, "v1", "ConfigMap", NS, "doomed-r1"), "replay document gone")
 
 
 async def test_a_bad_source_or_a_failing_replay_fails_the_simulation_with_the_reason(
