@@ -79,6 +79,12 @@ class ClusterWatch:
         index = bisect_right([at for at, _ in self.history], wall_s)
         return self.history[max(index - 1, 0)][1]
 
+    def counts_over(self, start_s: float, end_s: float, owner: str) -> tuple[int, ...]:
+        """``owner``'s counts from ``start_s`` to ``end_s`` (monotonic), in order, each once."""
+        seen = [self.counts_at(start_s).get(owner, 0)]
+        seen += [counts.get(owner, 0) for at, counts in self.history if start_s < at <= end_s]
+        return tuple(dict.fromkeys(seen))
+
     def changes_between(self, start_s: float, end_s: float, owner: str) -> bool:
         """Whether ``owner``'s count changed in (start_s, end_s]."""
         before = self.counts_at(start_s).get(owner, 0)

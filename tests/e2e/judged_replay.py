@@ -40,6 +40,7 @@ class JudgedReplay:
     cluster: ClusterWatch
     speed: float
     stderr: str
+    workdir: Path
 
 
 def judged_replay(
@@ -66,7 +67,7 @@ def judged_replay(
     assert problem is None, f"{problem}; the replay's stderr ends:\n{stderr[-3000:]}"
     assert process.returncode == 0, f"kubetape replay exited {process.returncode}:\n{stderr[-3000:]}"
     report: dict[str, Any] = json.loads(report_path.read_text())
-    return JudgedReplay(report, clock, cluster, speed, stderr)
+    return JudgedReplay(report, clock, cluster, speed, stderr, workdir)
 
 
 def _read_clock(stream: IO[str], clock: list[tuple[float, float]], lines: list[str]) -> None:

@@ -64,14 +64,15 @@ def expected_of(mission: MissionResult) -> Expected:
 
 
 def replay(local_stack: LocalStack, tmp_path: Path, expected: Expected, *source: str) -> JudgedReplay:
-    """``kubetape replay`` of ``source`` as the demo runs it (speed 10, ``--max-lag``), watched."""
+    """``kubetape replay`` of ``source`` as the demo runs it (speed 10, ``--max-lag``), watched; sampled
+    more often than the demo's 0.25 s, for the oracle's clock readings."""
     return judged_replay(
         local_stack.info().kubeconfigs["sim"],
         tmp_path,
         expected.namespaces,
         *source,
         "--nodes", f"{DEFAULT_NODE_SKELETON}:3",
-        "--sample-interval", "0.25",
+        "--sample-interval", "0.1",  # the oracle's clock readings: one a trace second
         "--max-lag", f"{MAX_LAG_S:g}",
         speed=10.0,
     )  # fmt: skip
