@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import itertools
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -33,7 +32,7 @@ from pipeline.formats.usage_window import usage_window
 from pipeline.formats.wire.usage import decode_usage
 from pipeline.io.http import HttpSettings
 from pipeline.io.kafka.settings import USAGE_TOPIC, KafkaSettings
-from pipeline.io.kube.client import KubeClient
+from pipeline.io.kube.client import FIELD_MANAGER, KubeClient
 from pipeline.model.errors import KubetapeError
 from pipeline.model.events import EventType
 from pipeline.model.keys import ClusterId
@@ -279,22 +278,61 @@ HELD_S = 10.0
 RECORDED_SCALE_UP = (60_000, rec.MAX_REPLICAS)
 
 
-class _FinishOnceHeld:
-    """Beside the replay: ends it once the owner has run its recorded maximum for HELD_S wall seconds,
-    and keeps the simulated HPA's last status for the failure message."""
+REPLAYED_NAMESPACE = f"hpa-replay-{rec.NAMESPACE}"
+
+
+class _SimulatedHpa:
+    """Beside a replay: reads its HPA and the HPA's Deployment from the simulated cluster every
+    second (the replay's cleanup deletes them), keeping the last of each, every ``lastScaleTime`` the
+    HPA stated and every condition it was in, for what the test asserts of them and its failure
+    messages."""
+
+    def __init__(self, namespace: str, name: str) -> None:
+        self.namespace, self.name = namespace, name
+        self.hpa: dict[str, Any] | None = None
+        self.deployment: dict[str, Any] | None = None
+        self.scale_times: list[str] = []
+        self.conditions: set[tuple[str, str, str]] = set()
+        """(type, status, reason) of every condition the HPA stated."""
+
+    @property
+    def hpa_status(self) -> object:
+        return "never read" if self.hpa is None else self.hpa.get("status")
+
+    async def read(self, cluster: KubeClient) -> None:
+        with contextlib.suppress(KubetapeError):
+            hpa = await cluster.get("autoscaling/v2", "HorizontalPodAutoscaler", self.namespace, self.name)
+            deployment = await cluster.get("apps/v1", "Deployment", self.namespace, self.name)
+            if hpa is not None:
+                self.hpa = hpa
+                status = hpa.get("status") or {}
+                scaled = status.get("lastScaleTime")
+                if scaled and scaled not in self.scale_times:
+                    self.scale_times.append(scaled)
+                self.conditions |= {
+                    (c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or []
+                }
+            if deployment is not None:
+                self.deployment = deployment
+
+    async def __call__(self, replayer: Replayer, cluster: KubeClient) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            await self.read(cluster)
+
+
+class _FinishOnceHeld(_SimulatedHpa):
+    """Beside the replay: also ends it once the owner has run its recorded maximum for HELD_S wall
+    seconds."""
 
     def __init__(self) -> None:
-        self.hpa_status: object = "never read"
+        super().__init__(REPLAYED_NAMESPACE, rec.APP)
 
     async def __call__(self, replayer: Replayer, cluster: KubeClient) -> None:
         since: float | None = None
         while True:
             await asyncio.sleep(1.0)
-            with contextlib.suppress(KubetapeError):
-                hpa = await cluster.get(
-                    "autoscaling/v2", "HorizontalPodAutoscaler", "hpa-replay-hpa-shop", "web"
-                )
-                self.hpa_status = None if hpa is None else hpa.get("status")
+            await self.read(cluster)
             samples = replayer.report.owner_samples
             at_max = bool(samples) and samples[-1].running.get(str(rec.OWNER), 0) == rec.MAX_REPLICAS
             since = (since or time.monotonic()) if at_max else None
@@ -353,6 +391,45 @@ async def test_a_replay_with_the_hpa_deciding_scales_from_the_recorded_load(
     after = [count for _, count in running[reacted[0] :]]
     assert all(abs(count - rec.MAX_REPLICAS) <= 1 for count in after), f"{running}\n{summary}"
     assert after[-1] == rec.MAX_REPLICAS, f"{running}\n{summary}"
+    assert_the_simulated_hpa_decided(beside, rec.MAX_REPLICAS, summary)
+    assert beside.hpa is not None
+    assert beside.hpa["status"].get("currentReplicas") == rec.MAX_REPLICAS, summary  # held HELD_S there
+
+
+SCALE_WRITER = "kube-controller-manager"
+"""The field manager of the HPA controller's writes (kube-controller-manager's user agent)."""
+
+
+def assert_the_simulated_hpa_decided(seen_hpa: _SimulatedHpa, replicas: int, summary: str) -> None:
+    """The simulated cluster's own evidence, not the report's counters: its HPA, last read, says it
+    scaled the Deployment to ``replicas``, it computed replicas from its metric while the replay ran
+    (the metric may be gone by the end, with the recorded load), and the Deployment's replicas were
+    written through the scale subresource by the controller-manager, not by the replayer (whose
+    recorded writes a replay of the recorded replicas would have made, leaving the HPA nothing to do)."""
+    hpa, deployment = seen_hpa.hpa, seen_hpa.deployment
+    assert hpa is not None, f"the HPA was never read from the cluster\n{summary}"
+    assert deployment is not None, f"the Deployment was never read from the cluster\n{summary}"
+    status = hpa.get("status") or {}
+    seen = f"the HPA's status: {status}\n{summary}"
+    # (desired, not current: the HPA states the replicas it found at its next sync, 1.5 s on at x10)
+    assert status.get("desiredReplicas") == replicas, seen
+    assert seen_hpa.scale_times, f"the HPA never scaled anything; {seen}"
+    states = {(kind, state) for kind, state, _ in seen_hpa.conditions}
+    seen = f"{seen}\nevery condition it stated: {sorted(seen_hpa.conditions)}"
+    assert ("AbleToScale", "True") in states, seen
+    assert ("ScalingActive", "True") in states, f"the HPA never computed from a metric; {seen}"
+    managed = deployment["metadata"].get("managedFields") or []
+    owners = [
+        (m.get("manager"), m.get("operation"), m.get("subresource"))
+        for m in managed
+        if "f:replicas" in ((m.get("fieldsV1") or {}).get("f:spec") or {})
+    ]
+    seen = f"spec.replicas managed by (manager, operation, subresource) {owners}; {seen}"
+    assert deployment["spec"]["replicas"] == replicas, seen
+    assert owners, seen
+    assert all((manager or "").startswith(SCALE_WRITER) for manager, _, _ in owners), seen
+    assert all(subresource == "scale" for _, _, subresource in owners), seen
+    assert FIELD_MANAGER not in {manager for manager, _, _ in owners}, seen
 
 
 async def test_the_usage_that_was_set_is_recorded_stored_and_exported(
@@ -486,10 +563,11 @@ SWEEP_SPAN_MS = 10_000
 """The CI sweep's trace at x1, one replay per target: about 25 s each with setup and cleanup, too short
 for the simulated HPA's first decision (45-70 wall s after a replay starts, longer under load), so it
 proves the plumbing: every point's replay applied its own target and measured the load it drove."""
-ORDER_SPAN_MS = 150_000
-"""The ordering sweep's trace at x1: the two targets run apart for a minute or more of each replay."""
-ORDER_ENV = "KUBETAPE_HPA_SWEEP_ORDER"
-"""Set to 1 to run the sweep that shows the order (about 12 minutes: four 150 s replays and the stack)."""
+ORDER_SPEED = 10.0
+ORDER_SPAN_MS = 300_000
+"""The ordering sweep's trace, at x10 (30 wall s a replay), the cluster's HPA processes restarted at
+that speed as ``kubetape sweep`` does: the simulated HPA decides about 35 trace s after the load rose
+(docs/hpa-replay.md), so the two targets run apart for most of each replay."""
 
 
 def _busy_trace(path: Path, span_ms: int) -> Path:
@@ -506,10 +584,16 @@ def _busy_trace(path: Path, span_ms: int) -> Path:
 
 
 async def _sweep_targets(
-    stack: LocalStack, cluster: kwok.KwokCluster, tmp_path: Path, span_ms: int, repetitions: int
+    stack: LocalStack,
+    cluster: kwok.KwokCluster,
+    tmp_path: Path,
+    span_ms: int,
+    *,
+    repetitions: int,
+    speed: float = 1.0,
 ) -> tuple[Any, str]:
-    """``kubetape sweep --autoscaler hpa --hpa-target 50 --hpa-target 150 --repetitions N`` at x1 on
-    two fixed nodes; the result, and what each run saw (for messages). Each run applied its target."""
+    """``kubetape sweep --autoscaler hpa --hpa-target 50 --hpa-target 150 --repetitions N --speed S``
+    on two fixed nodes; the result, and what each run saw (for messages). Each run applied its target."""
     from pipeline.replay.hpa.overrides import hpa_variants, parse_axis_value
     from services.cli import main
     from services.sweep import PodAutoscalerSweep, parse_node_option, run_sweep
@@ -520,7 +604,7 @@ async def _sweep_targets(
         cluster.kubeconfig,
         _busy_trace(tmp_path / "hpa-busy.ktrace", span_ms),
         out,
-        speeds=[1.0],
+        speeds=[speed],
         nodes=[parse_node_option(f"{kwok.DEFAULT_NODE_SKELETON}:2")],
         repetitions=repetitions,
         pod_autoscaler=PodAutoscalerSweep(hpa_variants(targets), stack_dir=stack.stack_dir),
@@ -560,8 +644,7 @@ async def test_a_sweep_of_the_hpas_target_replays_each_target_and_measures_the_l
     assert sorted(c.rsplit("=", 1)[-1] for c in result.points) == sorted(map(str, SWEEP_TARGETS)), seen
 
 
-@pytest.mark.skipif(os.environ.get(ORDER_ENV) != "1", reason=f"about 12 minutes: set {ORDER_ENV}=1")
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(900)
 async def test_a_higher_hpa_target_runs_fewer_pod_hours_and_more_overload(
     local_stack: LocalStack, metered: kwok.KwokCluster, tmp_path: Path
 ) -> None:
@@ -572,7 +655,9 @@ async def test_a_higher_hpa_target_runs_fewer_pod_hours_and_more_overload(
         timeout_s=METRICS_TIMEOUT_S,
         interval_s=3.0,
     )
-    result, seen = await _sweep_targets(local_stack, metered, tmp_path, ORDER_SPAN_MS, repetitions=2)
+    result, seen = await _sweep_targets(
+        local_stack, metered, tmp_path, ORDER_SPAN_MS, repetitions=1, speed=ORDER_SPEED
+    )
     low, high = (
         result.points[next(c for c in result.points if c.endswith(f"hpa_target={t}"))] for t in SWEEP_TARGETS
     )
@@ -739,8 +824,9 @@ async def test_a_real_hpa_recorded_under_rising_then_falling_load_replays_with_t
     )
     # the cluster's HPA timers divided by 10, as `kubetape replay` does: exact at this speed
     processes = LocalPodAutoscaler(local_stack.stack_dir, metered.kubeconfig)
+    simulated = _SimulatedHpa(f"hpa-e2e-replay-{E2E_NAMESPACE}", hpa_workload.APP)
     try:
-        report = await ReplayRun(spec, pod_autoscaler=processes).run()
+        report = await ReplayRun(spec, pod_autoscaler=processes).run(beside=simulated)
     finally:  # the module's cluster as it was: the defaults
         await asyncio.to_thread(processes.restart_at, 1.0)
     doc = report.to_json()
@@ -785,6 +871,10 @@ async def test_a_real_hpa_recorded_under_rising_then_falling_load_replays_with_t
     assert running[-1] == hpa_workload.MIN_REPLICAS, (
         f"the simulated HPA scaled back down as the load fell: {running}"
     )
+    # and the simulated cluster says so itself: its HPA scaled up and back down (two scale times at
+    # least), and the Deployment's replicas are the controller-manager's writes of the scale
+    assert_the_simulated_hpa_decided(simulated, hpa_workload.MIN_REPLICAS, summary)
+    assert len(simulated.scale_times) >= 2, f"the HPA's scale times: {simulated.scale_times}\n{summary}"
     # docs/hpa-replay.md's figures: the recorded pods (from their lifecycles) against the replayed ones
     replayed = [(s.trace_ms, s.running.get(E2E_OWNER, 0)) for s in report.owner_samples]
     print(f"x{E2E_SPEED:g}: {_reaction_figures(report.recorded_by_owner[E2E_OWNER], replayed)}")
