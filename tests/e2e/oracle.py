@@ -6,18 +6,21 @@ and the replay's trace clock as the replay printed it (:mod:`tests.e2e.judged_re
 before using (:func:`clock_problems`). A held clock may stretch wall time; the comparison is in trace
 time, at a settle stated here (:data:`SETTLE_TRACE_MS`), and a miss fails the test, held clock or not.
 
-At each clock reading the watch's counts are a sample at that trace instant; between two readings, an
-owner whose count did not change held that count over the whole trace interval between them. Each
-sample must lie, at every instant it covers, within :data:`BOUND_PODS` of what the steps allow then:
-the step in force, and for :data:`SETTLE_TRACE_MS` after a step the count before it too (and a
+At each clock reading the watch's counts are a sample at that trace instant (while the clock held, the
+last reading of the instant: the state the clock went on from, as the report counts it; and any count
+the watch had up to :data:`WATCH_DELAY_WALL_S` later, for the watch's own delay); between two readings,
+an owner whose count did not change held that count over the whole trace interval between them. Each
+sample must lie, at every instant it covers, within the bound (:data:`BOUND_PODS` for a Deployment,
+none for a bare pod) of what the steps allow then: the step in force, and for
+:data:`SETTLE_TRACE_MS` after the recording settled on a step the count before it too (and a
 rollout's surge). So:
 
-* a step applied late by more than the settle, or never (a scale-down skipped, a bare pod dropped), is
-  a miss in the stretch after the settle where only the new count is allowed;
+* a step applied late by more than the settle and the watch's delay, or never (a scale-down skipped, a
+  bare pod dropped), is a miss in the stretch after the settle where only the new count is allowed;
 * a step applied early (every step at time 0) is a miss in the stretch before it;
 * every step must be *reached* (its count seen while it was in force, or within the settle after) and,
-  where the trace holds it longer than the settle, *judged* (a sample inside that stretch): a replay the
-  oracle could not see is not a replay that passed;
+  where the trace holds it :data:`LOOKED_AT_MS` past the settle, *judged* (a sample inside that
+  stretch): a replay the oracle could not see is not a replay that passed;
 * the clock must reach the trace's end, so the last part of the trace is judged too.
 """
 
@@ -132,7 +135,8 @@ def owner_misses(owner: str, steps: Sequence[Step], seen: Sequence[Sample], sett
     breaks = _breakpoints(steps, settle_ms)
     misses = []
     for sample in seen:
-        instants = [sample.start_ms, *(b for b in breaks if sample.start_ms < b <= sample.end_ms)]
+        # an interval's end is the next reading's instant, judged by that reading (held: as it went on)
+        instants = [sample.start_ms, *(b for b in breaks if sample.start_ms < b < sample.end_ms)]
         for at in instants:
             low, high = allowed(steps, at, settle_ms, bound_for(owner))
             if not any(low <= count <= high for count in sample.counts):

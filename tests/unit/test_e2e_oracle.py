@@ -134,3 +134,26 @@ def test_pods_count_for_the_owner_the_cluster_says_they_have() -> None:
     assert recorded_owner(bare, "kubetape", recorded) == BATCH
     elsewhere = {"metadata": {"name": "batch-a", "namespace": "other-shop-1"}}
     assert recorded_owner(elsewhere, "kubetape", recorded) is None
+
+
+def _held_at_9_5s(web_reaches_5_at_wall: float) -> JudgedReplay:
+    """At speed 1 the clock holds at trace 9.5 s, where the settle of the 5-pod step ends, for 3 wall s
+    while the Deployment, at 2 pods until then, is caught up; everything after comes 3 wall s later."""
+    clock = [(t / 1000, float(t)) for t in range(0, 9_501, 250)]
+    clock += [(9.5 + 0.25 * k, 9_500.0) for k in range(1, 13)]
+    clock += [(t / 1000 + 3, float(t)) for t in range(9_750, 33_001, 250)]
+    changes = [(2.5, WEB, 2), (web_reaches_5_at_wall, WEB, 5)]
+    changes += [(t / 1000 + 3, owner, n) for owner, tl in FOLLOWS.items() for t, n in tl if t > 9_500]
+    watch = ClusterWatch(Path("unused"), "kubetape", frozenset({"shop-1"}))
+    counts: dict[str, int] = {}
+    watch.history = [(-1.0, {})]
+    for wall, owner, n in sorted(changes):
+        counts = {**counts, owner: n}
+        watch.history.append((wall, {k: v for k, v in counts.items() if v}))
+    return JudgedReplay({}, clock, watch, SPEED, "", Path("unused"))
+
+
+def test_a_held_instant_is_judged_by_the_state_the_clock_went_on_from() -> None:
+    assert judge(_held_at_9_5s(web_reaches_5_at_wall=12.0), EXPECTED) == []
+    misses = judge(_held_at_9_5s(web_reaches_5_at_wall=14.0), EXPECTED)
+    assert any(m.startswith(WEB) and "2 Running over trace 9.50 s" in m for m in misses), misses
