@@ -156,7 +156,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="SECONDS",
         help="trace seconds a replayed owner's pods may trail the recording and still count as right in "
-        "the fidelity figures (default: --max-lag when given, else 3 wall seconds at --speed)",
+        "the fidelity figures (default: --max-lag when given, else a tenth of the trace, within 1 and 3 "
+        "wall seconds at --speed)",
     )
     parser.add_argument(
         "--max-lag",
