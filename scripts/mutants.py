@@ -128,12 +128,14 @@ MUTANTS = (
     ),
     Mutant(
         "hpa-replays-recorded-replicas",
-        "under --autoscaler hpa the recorded replicas of the HPA's target are replayed",
+        "under --autoscaler hpa the recorded replicas of the HPA's target are replayed (while the report "
+        "still counts them as left to the simulated HPA)",
         (
             Patch(
                 "pipeline/replay/hpa/targets.py",
-                "    wanted = set(targets)\n",
-                "    wanted: set[ObjectKey] = set()\n",
+                "                    dropped[event.key] = dropped.get(event.key, 0) + 1\n"
+                "                    continue\n",
+                "                    dropped[event.key] = dropped.get(event.key, 0) + 1\n",
             ),
             Patch(
                 "pipeline/replay/hpa/replay.py",
