@@ -265,6 +265,8 @@ class Replayer:
                 if stream is not None:
                     self.report.steps = 0  # counted as the stream yields them
                     self.report.trace_end, self.report.last_event_ms = "the live topic's end", None
+                    # a live topic has no span to bound the settle by: the default's longest
+                    self.report.settle_ms, self.report.settle_from = self.settings.settle(float("inf"))
                 elif self.settings.duration_ms is None:
                     # a trace runs to its end, not to its last event (ReplayPlan.span_ms); a live
                     # stream has no end of its own, and --duration says where to end itself

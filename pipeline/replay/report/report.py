@@ -137,13 +137,18 @@ class ReplayReport:
             lateness_p99_ms=percentile(self.lateness_ms, 0.99),
             largest_sample_gap_s=self.largest_sample_gap_s,
             hpa_reactions=self.hpa_reactions,
-            longest_settle_ms=longest_stretch_ms(self.settle_ms, self.trace_span_ms),
+            longest_settle_ms=longest_stretch_ms(self.settle_ms, self._bounding_span_ms()),
         )
+
+    def _bounding_span_ms(self) -> float:
+        """The trace's span, to bound the settle's stretch and warning by; 0 (unknown) when following
+        a live topic, whose end is not known while it is judged."""
+        return 0.0 if self.trace_end == "the live topic's end" else float(self.trace_span_ms)
 
     def settle_warning(self) -> str | None:
         """A sentence when the settle covers a large part of the trace (see
         :func:`~pipeline.replay.report.settle.settle_warning`)."""
-        return settle_warning(self.settle_ms, self.trace_span_ms)
+        return settle_warning(self.settle_ms, self._bounding_span_ms())
 
     def to_json(self) -> dict[str, Any]:
         owners = self.owner_fidelity()
@@ -202,7 +207,7 @@ class ReplayReport:
                 "settle_from": self.settle_from,
                 "settle_warning": self.settle_warning(),
                 "longest_settle_tried_ms": stretched_settles(
-                    self.settle_ms, longest_stretch_ms(self.settle_ms, self.trace_span_ms)
+                    self.settle_ms, longest_stretch_ms(self.settle_ms, self._bounding_span_ms())
                 )[-1],
                 "settle_needed_ms": verdict.settle_needed_ms,
                 "resolution_wall_s": self.resolution_wall_s,
