@@ -227,9 +227,6 @@ def _build_kubetape(archive: Path, report: Reporter) -> Path:
             "bud",
             # the base is the local stand-in: never look for it in a registry
             "--pull-never",
-            # steps before the first COPY of the source (the compiler's apt-get) are kept and reused, so
-            # a change to kubetape rebuilds only its install
-            "--layers",
             # the build stage's apt-get and pip reach Debian's archive and PyPI as the host does;
             # the image's containers on the node get no such network (docs/stack.md)
             "--network",
@@ -247,12 +244,23 @@ def _build_kubetape(archive: Path, report: Reporter) -> Path:
         heartbeat_s=60.0,
     )
     buildah.archive(KUBETAPE_IMAGE, archive)
+    _drop_older_builds(buildah, archive)
     # an uncompressed docker archive: its layers as the node unpacks them, plus a few KB of manifests
     report(
         f"kubetape image {KUBETAPE_IMAGE} built in {time.monotonic() - started:.0f}s "
         f"({archive.stat().st_size / 1e6:.0f} MB uncompressed)"
     )
     return archive
+
+
+def _drop_older_builds(buildah: Buildah, kept: Path) -> None:
+    """Delete earlier builds of kubetape's image: the vfs store keeps every image as full copies of its
+    layers (half a GB each), and a build is made for every change to the checkout. Images no name
+    points at any more (the previous ``kubetape:dev``) are pruned; the Python base stays."""
+    subprocess.run(buildah.argv("rmi", "--prune"), capture_output=True, check=False)
+    for older in images_dir().glob("kubetape-image-*.tar"):
+        if older != kept:
+            older.unlink(missing_ok=True)
 
 
 def _host_trust_mounts() -> list[str]:

@@ -219,7 +219,19 @@ def start(
     if not (state.kubelet_pid and pid_alive(state.kubelet_pid)):
         state.kubelet_pid = _start_kubelet(kubelet, layout, state, record)
     wait_ready(cluster, state)
+    _advertise_loopback(cluster, state.node)
     return state
+
+
+def _advertise_loopback(cluster: KwokCluster, node: str) -> None:
+    """Give the node the address 127.0.0.1. The kubelet refuses a loopback ``--node-ip`` and then sets
+    no address at all (it never overwrites one either): without one, hostNetwork pods get no pod IP, so
+    probes and ``$(POD_IP)`` have nothing to point at. Only InternalIP: a Hostname address would have
+    the apiserver look the node's name up in DNS."""
+    addresses = {"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}}
+    cluster.kubectl(
+        "patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps(addresses)
+    )
 
 
 def _leave_node_to_kubelet(cluster: KwokCluster, report: Reporter) -> None:
