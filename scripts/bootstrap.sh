@@ -3,7 +3,7 @@
 # dependencies, then the local stack's components built once into ~/.cache/kubetape (jars from Maven
 # Central, Kubernetes/etcd/KWOK from the Go module proxy). Safe to run again: it only redoes what changed.
 # `--for-tests` adds what only the test suite needs (Karpenter for the autoscaler tests, metrics-server
-# for the Metrics API test, headless Chromium for the HTML report test, promtool and the dashboard checker
+# for the Metrics API test, the kubelet, containerd and buildah for the real node test, headless Chromium for the HTML report test, promtool and the dashboard checker
 # for the monitoring test, openssl where it is missing); the demo needs none of them, so
 # its first run does not wait for them.
 set -euo pipefail
@@ -69,6 +69,18 @@ if $for_tests && ! command -v openssl >/dev/null && command -v apt-get >/dev/nul
     echo "[bootstrap] could not install openssl; the certificate and secured-broker tests will fail" >&2
   fi
 fi
+# The real node test runs kubetape's image on a kubelet over containerd and runc, images made with buildah
+# from a Debian base (mmdebstrap): all Debian packages (docs/stack.md, "A real node").
+if $for_tests && command -v apt-get >/dev/null && { ! command -v containerd >/dev/null || ! command -v runc >/dev/null \
+    || ! command -v buildah >/dev/null || ! command -v mmdebstrap >/dev/null || [ ! -x /usr/lib/cni/loopback ]; }; then
+  echo "[bootstrap] installing containerd, runc, CNI plugins, buildah and mmdebstrap (for the real node test)" >&2
+  SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo "sudo")
+  if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      containerd runc containernetworking-plugins buildah mmdebstrap; } >.venv/apt-real-node.log 2>&1; then
+    cat .venv/apt-real-node.log >&2
+    echo "[bootstrap] could not install the real node's packages; the real node test will fail under CI=true" >&2
+  fi
+fi
 # The monitoring test checks the Grafana dashboard with Grafana's Foundation SDK types (tools/dashboard-check).
 if $for_tests; then
   echo "[bootstrap] checking the dashboard checker's build (Grafana's Foundation SDK; ~2 min of CPU the first time)" >&2
@@ -76,7 +88,7 @@ if $for_tests; then
 fi
 echo "[bootstrap] checking the local stack's build cache (the first build takes ~4 minutes on 2 idle cores; the tests add ~1 for Karpenter and metrics-server)" >&2
 if $for_tests; then
-  .venv/bin/kubetape stack build --autoscaler karpenter --metrics >/dev/null
+  .venv/bin/kubetape stack build --autoscaler karpenter --metrics --real-node >/dev/null
 else
   .venv/bin/kubetape stack build >/dev/null
 fi

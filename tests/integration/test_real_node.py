@@ -1,0 +1,198 @@
+"""kubetape's own image on a real node of a stack cluster: a kubelet built from the stack's Go module, over
+containerd and runc, registered beside the cluster's KWOK nodes. A pod of the image built from the
+repository's Dockerfile runs there, and takes the in-cluster credentials path; ``stack down`` then leaves
+no process, mount or cgroup of the node behind.
+
+The module starts a stack of its own (one cluster): the check that nothing is left is about that
+stack's node alone."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.model.errors import StackError
+from pipeline.stack import real_node
+from pipeline.stack.kwok import KwokCluster
+from pipeline.stack.node_images import KUBETAPE_IMAGE, ensure_kubetape_archive
+from pipeline.stack.processes import pid_alive
+from pipeline.stack.progress import stderr_reporter
+from pipeline.stack.stack import LocalStack
+from pipeline.stack.state import StackState
+from tests.conftest import _in_ci
+
+# a new machine builds kubetape's image in this module (the Dockerfile's two stages, ~5 min on 2 busy
+# cores); the kubelet and the sandbox image come built from bootstrap
+pytestmark = pytest.mark.timeout(1800)
+
+CLUSTER = "node"
+NAMESPACE = "default"
+
+
+@pytest.fixture(scope="module")
+def node_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    stack = LocalStack(tmp_path_factory.mktemp("rn"), report=stderr_reporter)
+    try:
+        stack.up([CLUSTER], real_node_cluster=CLUSTER)
+    except StackError as exc:
+        with contextlib.suppress(StackError):
+            stack.down()
+        if _in_ci():
+            pytest.fail(f"the stack with a real node could not start (CI=true, so this is a failure): {exc}")
+        pytest.skip(f"the stack with a real node could not start: {exc}")
+    try:
+        yield stack
+    finally:
+        with contextlib.suppress(StackError):
+            stack.down()
+
+
+@pytest.fixture(scope="module")
+def cluster(node_stack: LocalStack) -> KwokCluster:
+    return node_stack.cluster(CLUSTER, node_stack.info().bin_dir)
+
+
+@pytest.fixture(scope="module")
+def node_state(node_stack: LocalStack) -> real_node.RealNodeState:
+    state = StackState.load(node_stack.state_path).real_node
+    assert state is not None, "stack up --real-node recorded no node"
+    return state
+
+
+@pytest.fixture(scope="module")
+def kubetape_image(node_state: real_node.RealNodeState) -> str:
+    """kubetape's image built from the repository's Dockerfile, loaded into the node's containerd."""
+    real_node.import_image(ensure_kubetape_archive(stderr_reporter), node_state.layout)
+    return KUBETAPE_IMAGE
+
+
+def _pod(name: str, image: str, command: list[str], env: dict[str, str]) -> str:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "restartPolicy": "Never",
+            "hostNetwork": True,
+            "nodeSelector": {real_node.NODE_LABEL: "true"},
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": command,
+                    "env": [{"name": k, "value": v} for k, v in env.items()],
+                    "securityContext": {"readOnlyRootFilesystem": True, "runAsNonRoot": True},
+                }
+            ],
+        },
+    }
+    return json.dumps(pod)
+
+
+def _wait_finished(cluster: KwokCluster, name: str, timeout_s: float = 180.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        last = json.loads(cluster.kubectl("get", "pod", name, "-n", NAMESPACE, "-o", "json"))
+        phase = last.get("status", {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            return last
+        time.sleep(1.0)
+    raise AssertionError(
+        f"pod {name} did not finish within {timeout_s:.0f}s; last status: {last.get('status')}"
+    )
+
+
+def _container_log(node_state: real_node.RealNodeState, name: str) -> str:
+    """The container's log as the kubelet wrote it (CRI format: time, stream, tag, text per line)."""
+    logs = sorted(node_state.layout.pod_logs.glob(f"{NAMESPACE}_{name}_*/main/*.log"))
+    assert logs, f"no log of pod {name} under {node_state.layout.pod_logs}"
+    return "\n".join(line.split(" ", 3)[-1] for line in logs[-1].read_text().splitlines())
+
+
+def test_the_node_runs_a_real_kubelet_of_the_control_planes_version(
+    cluster: KwokCluster, node_state: real_node.RealNodeState
+) -> None:
+    node = json.loads(cluster.kubectl("get", "node", node_state.node, "-o", "json"))
+    assert node["metadata"]["labels"][real_node.NODE_LABEL] == "true"
+    info = node["status"]["nodeInfo"]
+    assert info["kubeletVersion"] == "v1.36.3"
+    assert info["containerRuntimeVersion"].startswith("containerd://")
+    assert real_node.node_ready(cluster, node_state.node) is None
+    # loopback, and no Hostname the apiserver would look up in DNS
+    assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}]
+
+
+def test_kubetapes_image_runs_as_a_pod_and_takes_the_in_cluster_credentials(
+    cluster: KwokCluster, node_state: real_node.RealNodeState, kubetape_image: str
+) -> None:
+    cluster.kubectl(
+        "apply", "-f", "-", stdin=_pod("kubetape-help", kubetape_image, ["kubetape", "--help"], {})
+    )
+    # the in-cluster path of the Kubernetes client kubetape uses: the service account's token and CA,
+    # the apiserver named by KUBERNETES_SERVICE_HOST/PORT (loopback here: no kube-proxy)
+    probe = (
+        "import asyncio\n"
+        "from kubernetes_asyncio import client, config\n"
+        "async def main():\n"
+        "    config.load_incluster_config()\n"
+        "    async with client.ApiClient() as api:\n"
+        "        version = await client.VersionApi(api).get_code()\n"
+        "    print('in-cluster', version.git_version)\n"
+        "asyncio.run(main())\n"
+    )
+    cluster.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=_pod(
+            "kubetape-incluster", kubetape_image, ["python", "-c", probe], real_node.in_cluster_env(cluster)
+        ),
+    )
+    helped = _wait_finished(cluster, "kubetape-help")
+    assert helped["status"]["phase"] == "Succeeded", helped["status"]
+    assert "usage: kubetape" in _container_log(node_state, "kubetape-help")
+    reached = _wait_finished(cluster, "kubetape-incluster")
+    log = _container_log(node_state, "kubetape-incluster")
+    assert reached["status"]["phase"] == "Succeeded", (reached["status"], log)
+    assert "in-cluster v1.36.3" in log
+
+
+def test_stack_down_leaves_nothing_of_the_node(
+    node_stack: LocalStack, node_state: real_node.RealNodeState, kubetape_image: str
+) -> None:
+    # a pod still running when the stack goes down: its processes, mounts and cgroups must go too
+    cluster = node_stack.cluster(CLUSTER, node_stack.info().bin_dir)
+    # it serves HTTP on its pod IP and is Ready once the kubelet's probe reaches it there, as
+    # k8s/prod's watcher and sink do
+    serve = ["sh", "-c", 'exec python -m http.server --bind "$POD_IP" 18099']
+    pod = json.loads(_pod("server", kubetape_image, serve, {}))
+    container = pod["spec"]["containers"][0]
+    container["env"] = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    container["readinessProbe"] = {"httpGet": {"path": "/", "port": 18099}, "periodSeconds": 2}
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    deadline = time.monotonic() + 120.0
+    status: dict[str, Any] = {}
+    ready = False
+    while time.monotonic() < deadline and not ready:
+        status = json.loads(cluster.kubectl("get", "pod", "server", "-o", "json"))["status"]
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
+        time.sleep(1.0)
+    assert ready, f"the pod did not become Ready: {status}"
+    assert status["podIP"] == "127.0.0.1"
+    running = StackState.load(node_stack.state_path).real_node
+    assert running is not None
+    assert real_node.leftovers(running), "a running node should be visible to the leftover check"
+    node_stack.down()
+    assert real_node.leftovers(running) == []
+    for pid in (running.kubelet_pid, running.containerd_pid):
+        assert pid is not None
+        assert not pid_alive(pid)
+    assert not Path(running.directory).exists()
