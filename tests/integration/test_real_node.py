@@ -20,7 +20,7 @@ import pytest
 from pipeline.model.errors import StackError
 from pipeline.stack import real_node
 from pipeline.stack.kwok import KwokCluster
-from pipeline.stack.node_images import KUBETAPE_IMAGE, ensure_kubetape_archive
+from pipeline.stack.node_images import KUBETAPE_IMAGE, SANDBOX_IMAGE, ensure_kubetape_archive
 from pipeline.stack.processes import pid_alive
 from pipeline.stack.progress import stderr_reporter
 from pipeline.stack.stack import LocalStack
@@ -163,6 +163,36 @@ def test_kubetapes_image_runs_as_a_pod_and_takes_the_in_cluster_credentials(
     log = _container_log(node_state, "kubetape-incluster")
     assert reached["status"]["phase"] == "Succeeded", (reached["status"], log)
     assert "in-cluster v1.36.3" in log
+
+
+def test_a_pod_that_needs_pod_networking_never_runs_and_kwok_does_not_pretend_it_does(
+    cluster: KwokCluster,
+) -> None:
+    # the node's one network is a loopback interface with no route: containerd refuses such a pod's
+    # sandbox, so it stays Pending with no address. KWOK, were it managing the node as kwokctl starts
+    # it (--manage-all-nodes), would report it Running with an address of its own.
+    pod = json.loads(_pod("no-route", SANDBOX_IMAGE, ["/pause"], {}))
+    del pod["spec"]["hostNetwork"]
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    deadline = time.monotonic() + 120.0
+    refused = ""
+    while time.monotonic() < deadline and not refused:
+        refused = cluster.kubectl(
+            "get",
+            "events",
+            "-n",
+            NAMESPACE,
+            "--field-selector",
+            "involvedObject.name=no-route,reason=FailedCreatePodSandBox",
+            "-o",
+            "name",
+        ).strip()
+        time.sleep(1.0)
+    status = json.loads(cluster.kubectl("get", "pod", "no-route", "-n", NAMESPACE, "-o", "json"))["status"]
+    assert refused, f"the kubelet never reported the sandbox refused; pod status: {status}"
+    assert status["phase"] == "Pending", status
+    assert not status.get("podIP"), status
+    cluster.kubectl("delete", "pod", "no-route", "-n", NAMESPACE, "--wait=false")
 
 
 def test_stack_down_leaves_nothing_of_the_node(
