@@ -340,7 +340,8 @@ class LocalStack(KafkaNodes):
         if errors:
             state.save(self.state_path)
             raise StackError(
-                "some clusters did not stop cleanly (data kept for inspection):\n" + "\n".join(errors)
+                "some components (clusters, the real node) did not stop cleanly (data kept for inspection):\n"
+                + "\n".join(errors)
             )
         if keep_data:
             state.save(self.state_path)
