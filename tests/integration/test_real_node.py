@@ -1,7 +1,8 @@
 """kubetape's own image on a real node of a stack cluster: a kubelet built from the stack's Go module, over
 containerd and runc, registered beside the cluster's KWOK nodes. A pod of the image built from the
-repository's Dockerfile runs there, and takes the in-cluster credentials path; ``stack down`` then leaves
-no process, mount or cgroup of the node behind.
+repository's Dockerfile runs there, and takes the in-cluster credentials path; k8s/prod runs there as
+k8s/local/prod applies it and records a workload through deleted and killed pods; ``stack down`` then
+leaves no process, mount or cgroup of the node behind.
 
 The module starts a stack of its own (one cluster): the check that nothing is left is about that
 stack's node alone."""
@@ -10,14 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pipeline.model.errors import StackError
+from pipeline.replay.workload_manifests import deployment
 from pipeline.stack import real_node
 from pipeline.stack.kwok import KwokCluster
 from pipeline.stack.node_images import KUBETAPE_IMAGE, SANDBOX_IMAGE, ensure_kubetape_archive
@@ -26,6 +32,7 @@ from pipeline.stack.progress import stderr_reporter
 from pipeline.stack.stack import LocalStack
 from pipeline.stack.state import StackState
 from tests.conftest import _in_ci
+from tests.integration import local_prod as local_prod_overlay
 
 # a new machine builds kubetape's image in this module (the Dockerfile's two stages, ~5 min on 2 busy
 # cores); the kubelet and the sandbox image come built from bootstrap
@@ -193,6 +200,137 @@ def test_a_pod_that_needs_pod_networking_never_runs_and_kwok_does_not_pretend_it
     assert status["phase"] == "Pending", status
     assert not status.get("podIP"), status
     cluster.kubectl("delete", "pod", "no-route", "-n", NAMESPACE, "--wait=false")
+
+
+KWOK_NODE = """\
+apiVersion: v1
+kind: Node
+metadata:
+  name: rn-kwok
+  annotations: {node.alpha.kubernetes.io/ttl: "0", kwok.x-k8s.io/node: fake}
+  labels: {kubernetes.io/os: linux, type: kwok}
+status:
+  allocatable: {cpu: "32", memory: 128Gi, pods: "110"}
+  capacity: {cpu: "32", memory: 128Gi, pods: "110"}
+"""
+SHOP = "shop"
+WEB = f"apps/Deployment/{SHOP}/web"
+
+
+@pytest.fixture(scope="module")
+def local_prod(
+    node_stack: LocalStack,
+    cluster: KwokCluster,
+    node_state: real_node.RealNodeState,
+    kubetape_image: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    """k8s/local/prod applied as docs/production.md says, its watcher and sink Ready; two KWOK nodes
+    for the recorded workload. Returns the overlay's directory (in a copy of k8s/)."""
+    overlay = local_prod_overlay.write_overlay(node_stack.info(), cluster, tmp_path_factory.mktemp("k8s"))
+    cluster.kubectl("apply", "-k", str(overlay))
+    skeleton = tmp_path_factory.mktemp("kwok-nodes") / "node.yaml"
+    skeleton.write_text(KWOK_NODE)
+    node_stack.add_nodes(CLUSTER, skeleton, 2)
+    for app in ("kubetape-watcher", "kubetape-sink"):
+        local_prod_overlay.wait_ready(cluster, node_state, app)
+    return overlay
+
+
+def _scale(cluster: KwokCluster, replicas: int) -> None:
+    made = deployment("web", SHOP, replicas, cpu="100m", memory="64Mi")
+    made["spec"]["template"]["spec"]["nodeSelector"] = {"type": "kwok"}
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(made))
+
+
+def test_k8s_prod_runs_on_the_real_node_as_it_would_in_production(
+    cluster: KwokCluster, node_state: real_node.RealNodeState, local_prod: Path
+) -> None:
+    rbac = [
+        d for d in yaml.safe_load_all((local_prod_overlay.REPO_ROOT / "k8s/prod/rbac.yaml").read_text()) if d
+    ]
+    (role,) = [d for d in rbac if d["kind"] == "ClusterRole"]
+    applied = json.loads(cluster.kubectl("get", "clusterrole", role["metadata"]["name"], "-o", "json"))
+    assert applied["rules"] == role["rules"], "the overlay must grant exactly k8s/prod's RBAC"
+    watcher_sa = f"system:serviceaccount:{local_prod_overlay.NAMESPACE}:kubetape-watcher"
+    for verb, resource, allowed in (
+        ("watch", "deployments.apps", "yes"),
+        ("list", "secrets", "no"),
+        ("create", "pods", "no"),
+    ):
+        answer = subprocess.run(
+            [
+                str(cluster.bin_dir / "kubectl"),
+                "--kubeconfig",
+                str(cluster.kubeconfig),
+                "auth",
+                "can-i",
+                verb,
+                resource,
+                "--all-namespaces",
+                "--as",
+                watcher_sa,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        ).stdout.strip()
+        assert answer == allowed, (
+            f"kubetape-watcher may {verb} {resource}: {answer!r}, k8s/prod says {allowed}"
+        )
+    for app, account in (("kubetape-watcher", "kubetape-watcher"), ("kubetape-sink", "kubetape-sink")):
+        (pod,) = local_prod_overlay.pods(cluster, app)
+        assert pod["spec"]["serviceAccountName"] == account
+        assert pod["spec"]["nodeName"] == node_state.node
+        assert pod["status"]["podIP"] == "127.0.0.1"
+        # what the container's process really is on the host, not only what its spec asks
+        uid, read_only_root = local_prod_overlay.process_identity(
+            local_prod_overlay.container_pid(node_state, pod)
+        )
+        assert uid == 10001, f"{app} runs as uid {uid}, not the image's non-root user"
+        assert read_only_root, f"{app}'s root filesystem is writable"
+    (sink,) = local_prod_overlay.pods(cluster, "kubetape-sink")
+    mounts = sink["spec"]["containers"][0].get("volumeMounts", [])
+    assert not [m for m in mounts if "serviceaccount" in m["mountPath"]], "the sink needs no API token"
+
+
+def test_the_recording_keeps_every_step_across_deleted_and_killed_pods(
+    node_stack: LocalStack,
+    cluster: KwokCluster,
+    node_state: real_node.RealNodeState,
+    local_prod: Path,
+    tmp_path: Path,
+) -> None:
+    cluster.kubectl("create", "namespace", SHOP)
+    applied = [1, 3]
+    for replicas in applied:
+        _scale(cluster, replicas)
+    # the watcher's pod deleted (Recreate: its replacement relists)
+    (old,) = local_prod_overlay.pods(cluster, "kubetape-watcher")
+    cluster.kubectl("delete", "pod", "-n", local_prod_overlay.NAMESPACE, old["metadata"]["name"])
+    local_prod_overlay.wait_ready(cluster, node_state, "kubetape-watcher", not_named=old["metadata"]["name"])
+    applied.append(2)
+    _scale(cluster, 2)
+    # the sink's pod deleted (SIGTERM flushes its open segments), then its replacement's process killed
+    (old,) = local_prod_overlay.pods(cluster, "kubetape-sink")
+    cluster.kubectl("delete", "pod", "-n", local_prod_overlay.NAMESPACE, old["metadata"]["name"])
+    sink = local_prod_overlay.wait_ready(
+        cluster, node_state, "kubetape-sink", not_named=old["metadata"]["name"]
+    )
+    applied.append(4)
+    _scale(cluster, 4)
+    os.kill(local_prod_overlay.container_pid(node_state, sink), signal.SIGKILL)
+    local_prod_overlay.wait_ready(cluster, node_state, "kubetape-sink", restarted=True)
+    applied.append(5)
+    _scale(cluster, 5)
+    deadline = time.monotonic() + 240.0
+    steps: list[int] = []
+    error = ""
+    while time.monotonic() < deadline and steps != applied:
+        steps, error = local_prod_overlay.exported_replicas(node_stack.info(), tmp_path / "export.kts", WEB)
+        time.sleep(3.0)
+    assert steps == applied, f"the store's export recorded {WEB} at {steps}, applied {applied} ({error})"
 
 
 def test_stack_down_leaves_nothing_of_the_node(
